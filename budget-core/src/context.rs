@@ -1,0 +1,192 @@
+//! The current request's budget, reachable from any code running inside it.
+//!
+//! The server layer runs each request's handler inside a tokio task-local
+//! scope holding a [`RequestContext`]: the budget, the ledger and the per-hop
+//! reserve. The client side reads it with [`current`], so a handler can make
+//! budget-aware downstream calls without threading the budget through.
+//!
+//! Task-locals do not cross `tokio::spawn`: code that spawns must carry the
+//! context into the new task with [`RequestContext::scope`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::{context, Budget};
+//! use budget_core::context::RequestContext;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! assert!(context::current().is_none());
+//! let cx = RequestContext::new(Budget::new(Duration::from_secs(2)));
+//! cx.scope(async {
+//!     let inner = context::current().expect("inside the scope");
+//!     assert!(inner.budget().remaining() <= Duration::from_secs(2));
+//! })
+//! .await;
+//! # }
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::budget::Budget;
+use crate::ledger::Ledger;
+
+tokio::task_local! {
+    static CURRENT: RequestContext;
+}
+
+/// What a request carries: its budget, its ledger and the reserve each
+/// outbound call holds back for this service's own reply.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::{Budget, context::RequestContext};
+///
+/// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)))
+///     .with_reserve(Duration::from_millis(20));
+/// assert_eq!(cx.reserve(), Duration::from_millis(20));
+/// ```
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    budget: Budget,
+    ledger: Ledger,
+    reserve: Duration,
+}
+
+impl RequestContext {
+    /// A context with `budget`, a fresh ledger and no reserve.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// assert!(cx.ledger().is_empty());
+    /// ```
+    pub fn new(budget: Budget) -> Self {
+        Self {
+            budget,
+            ledger: Ledger::new(),
+            reserve: Duration::ZERO,
+        }
+    }
+
+    /// The same context writing to `ledger`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext, ledger::Ledger};
+    /// let ledger = Ledger::new();
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_ledger(ledger.clone());
+    /// cx.ledger().record(budget_core::ledger::Entry::skip("x", "skipped"));
+    /// assert!(!ledger.is_empty());
+    /// ```
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = ledger;
+        self
+    }
+
+    /// The same context with a per-hop `reserve`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_reserve(Duration::from_millis(5));
+    /// assert_eq!(cx.reserve(), Duration::from_millis(5));
+    /// ```
+    pub fn with_reserve(mut self, reserve: Duration) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
+    /// The request's budget.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// let b = Budget::new(Duration::from_secs(1));
+    /// assert_eq!(RequestContext::new(b).budget(), b);
+    /// ```
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// The request's ledger (clones share entries).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// assert!(cx.ledger().is_empty());
+    /// ```
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The per-hop reserve every outbound call holds back.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// assert!(RequestContext::new(Budget::new(Duration::from_secs(1))).reserve().is_zero());
+    /// ```
+    pub fn reserve(&self) -> Duration {
+        self.reserve
+    }
+
+    /// Runs `fut` with this context as the current one.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::{self, RequestContext}};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// let seen = cx.scope(async { context::current().is_some() }).await;
+    /// assert!(seen);
+    /// # }
+    /// ```
+    pub async fn scope<F: Future>(self, fut: F) -> F::Output {
+        CURRENT.scope(self, fut).await
+    }
+}
+
+/// The context of the request this code runs in, if any.
+///
+/// ```
+/// assert!(budget_core::context::current().is_none());
+/// ```
+pub fn current() -> Option<RequestContext> {
+    CURRENT.try_with(Clone::clone).ok()
+}
+
+/// The current request's budget, if any.
+///
+/// ```
+/// assert!(budget_core::context::current_budget().is_none());
+/// ```
+pub fn current_budget() -> Option<Budget> {
+    CURRENT.try_with(|cx| cx.budget).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn context_is_visible_inside_the_scope_only_and_does_not_cross_spawn() {
+        let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+        let (inside, spawned) = cx
+            .scope(async {
+                let spawned = tokio::spawn(async { current().is_some() }).await.unwrap();
+                (current().is_some(), spawned)
+            })
+            .await;
+        assert!(inside);
+        assert!(!spawned);
+        assert!(current().is_none());
+    }
+}

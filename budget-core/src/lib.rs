@@ -1,0 +1,54 @@
+//! # budget-core
+//!
+//! One shared time budget for every service in a call chain.
+//!
+//! A request arrives with "you have 2000 ms"; each downstream call gets what
+//! is left, minus what was spent; a call that cannot fit in what is left is
+//! not made at all; retries and their backoff are paid from the same budget;
+//! a slow partner turns into a fast, honest `504` instead of a pile-up of
+//! waiting workers.
+//!
+//! This crate's core is pure: the [`Budget`] type, the [header codec](header),
+//! the [`Floor`], the [retry rules](retry), the [circuit breaker](breaker),
+//! [bounded fan-out](fan_out), [single-flight refresh](single_flight), the
+//! [ledger] and the [configuration](config). None of it depends on a web
+//! framework. The wire behaviour follows the project's `CONTRACT.md`.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::{Budget, Floor};
+//! use budget_core::header::{self, Decoded};
+//!
+//! let mut headers = http::HeaderMap::new();
+//! headers.insert("request-budget-ms", "1500".parse().unwrap());
+//! headers.insert("grpc-timeout", "900m".parse().unwrap());
+//!
+//! // Every known format is read; the smallest wins.
+//! let Decoded::Valid { budget, .. } = header::decode(&headers) else { panic!() };
+//! assert_eq!(budget, Duration::from_millis(900));
+//!
+//! let budget = Budget::new(budget);
+//! // A call that needs at least 1 s is not made with 900 ms left.
+//! assert!(Floor::new(Duration::from_secs(1)).check(budget.remaining()).is_err());
+//! ```
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod breaker;
+pub mod budget;
+pub mod clock;
+pub mod config;
+pub mod context;
+pub mod fan_out;
+pub mod floor;
+pub mod header;
+pub mod ledger;
+pub mod retry;
+pub mod single_flight;
+
+pub use budget::{Budget, Exhausted};
+pub use floor::{BelowFloor, Floor};
+pub use ledger::{Entry, Ledger};
