@@ -1,0 +1,261 @@
+//! [`BreakerConfig`] (what a config file says) and [`BreakerPolicy`] (the
+//! validated policy breakers run with).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::BreakerState;
+use crate::config::ConfigError;
+
+/// The consecutive failures that open a breaker when the config does not say.
+///
+/// ```
+/// use budget_core::breaker::{BreakerConfig, DEFAULT_FAILURE_THRESHOLD};
+/// assert_eq!(BreakerConfig::default().failure_threshold, DEFAULT_FAILURE_THRESHOLD);
+/// ```
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
+/// How long a breaker stays open when the config does not say.
+///
+/// ```
+/// use budget_core::breaker::{BreakerConfig, DEFAULT_OPEN_FOR};
+/// assert_eq!(BreakerConfig::default().open_for, DEFAULT_OPEN_FOR);
+/// ```
+pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(5);
+
+/// A circuit breaker's configuration, as read from a file.
+///
+/// Durations are humantime strings; missing fields take their defaults
+/// ([`DEFAULT_FAILURE_THRESHOLD`], [`DEFAULT_OPEN_FOR`]); unknown fields are
+/// an error, so a typo does not silently fall back to a default.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::breaker::BreakerConfig;
+///
+/// let config: BreakerConfig =
+///     serde_json::from_str(r#"{ "failure_threshold": 3, "open_for": "750ms" }"#).unwrap();
+/// let policy = config.build().unwrap();
+/// assert_eq!(policy.failure_threshold(), 3);
+/// assert_eq!(policy.open_for(), Duration::from_millis(750));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BreakerConfig {
+    /// Consecutive failures that open the breaker; at least 1.
+    pub failure_threshold: u32,
+    /// How long an open breaker refuses calls before it admits a probe;
+    /// more than zero.
+    #[serde(with = "humantime_serde")]
+    pub open_for: Duration,
+}
+
+impl Default for BreakerConfig {
+    /// Five failures, five seconds.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::breaker::BreakerConfig;
+    /// let c = BreakerConfig::default();
+    /// assert_eq!((c.failure_threshold, c.open_for), (5, Duration::from_secs(5)));
+    /// ```
+    fn default() -> Self {
+        Self {
+            failure_threshold: DEFAULT_FAILURE_THRESHOLD,
+            open_for: DEFAULT_OPEN_FOR,
+        }
+    }
+}
+
+impl BreakerConfig {
+    /// Validates the config into a [`BreakerPolicy`] (with a no-op
+    /// state-change hook), or a [`ConfigError`] naming the bad field.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::breaker::BreakerConfig;
+    /// let err = BreakerConfig { failure_threshold: 0, ..Default::default() }.build().unwrap_err();
+    /// assert_eq!(err.field(), "failure_threshold");
+    /// let err = BreakerConfig { open_for: Duration::ZERO, ..Default::default() }.build().unwrap_err();
+    /// assert_eq!(err.field(), "open_for");
+    /// ```
+    pub fn build(&self) -> Result<BreakerPolicy, ConfigError> {
+        if self.failure_threshold == 0 {
+            return Err(ConfigError::new("failure_threshold", "must be at least 1"));
+        }
+        if self.open_for.is_zero() {
+            return Err(ConfigError::new("open_for", "must be more than zero"));
+        }
+        Ok(BreakerPolicy {
+            failure_threshold: self.failure_threshold,
+            open_for: self.open_for,
+            on_state_change: no_hook(),
+        })
+    }
+}
+
+/// The function called on every state change: endpoint key, old state, new
+/// state.
+type StateHook = Arc<dyn Fn(&str, BreakerState, BreakerState) + Send + Sync>;
+
+/// The default hook: does nothing.
+fn no_hook() -> StateHook {
+    Arc::new(|_: &str, _: BreakerState, _: BreakerState| {})
+}
+
+/// How breakers behave: a validated [`BreakerConfig`] plus an optional hook
+/// called on every state change (for metrics).
+///
+/// Made by [`BreakerConfig::build`]; `BreakerPolicy::default()` is the
+/// default config's. Cloning is cheap (the hook is shared).
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use budget_core::breaker::{BreakerPolicy, BreakerState};
+///
+/// let opened = Arc::new(AtomicUsize::new(0));
+/// let counter = Arc::clone(&opened);
+/// let policy = BreakerPolicy::default().with_on_state_change(move |_key, _from, to| {
+///     if to == BreakerState::Open {
+///         counter.fetch_add(1, Ordering::Relaxed);
+///     }
+/// });
+/// assert_eq!(policy.failure_threshold(), 5);
+/// ```
+#[derive(Clone)]
+pub struct BreakerPolicy {
+    failure_threshold: u32,
+    open_for: Duration,
+    on_state_change: StateHook,
+}
+
+impl BreakerPolicy {
+    /// Consecutive failures that open the breaker (at least 1).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().failure_threshold(), 5);
+    /// ```
+    pub fn failure_threshold(&self) -> u32 {
+        self.failure_threshold
+    }
+
+    /// How long an open breaker refuses calls (more than zero).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().open_for(), Duration::from_secs(5));
+    /// ```
+    pub fn open_for(&self) -> Duration {
+        self.open_for
+    }
+
+    /// The same policy calling `hook(endpoint_key, from, to)` on every state
+    /// change of every breaker made with it.
+    ///
+    /// The hook runs after the breaker's lock is released, on the thread
+    /// that caused the change; keep it short (count, log). Changes of one
+    /// breaker racing on two threads may reach the hook in either order.
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// let policy = BreakerPolicy::default()
+    ///     .with_on_state_change(|key, from, to| tracing::info!(key, %from, %to, "breaker"));
+    /// # let _ = policy;
+    /// ```
+    pub fn with_on_state_change<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&str, BreakerState, BreakerState) + Send + Sync + 'static,
+    {
+        self.on_state_change = Arc::new(hook);
+        self
+    }
+
+    /// Tells the hook that the breaker `key` went from `from` to `to`.
+    pub(super) fn notify(&self, key: &str, from: BreakerState, to: BreakerState) {
+        (self.on_state_change)(key, from, to);
+    }
+}
+
+impl Default for BreakerPolicy {
+    /// The policy of [`BreakerConfig::default`], with no hook.
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().failure_threshold(), 5);
+    /// ```
+    fn default() -> Self {
+        Self {
+            failure_threshold: DEFAULT_FAILURE_THRESHOLD,
+            open_for: DEFAULT_OPEN_FOR,
+            on_state_change: no_hook(),
+        }
+    }
+}
+
+impl fmt::Debug for BreakerPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerPolicy")
+            .field("failure_threshold", &self.failure_threshold)
+            .field("open_for", &self.open_for)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_threshold_is_an_error_naming_failure_threshold() {
+        let err = BreakerConfig {
+            failure_threshold: 0,
+            ..Default::default()
+        }
+        .build()
+        .unwrap_err();
+        assert_eq!(err.field(), "failure_threshold");
+        assert_eq!(
+            err.to_string(),
+            "invalid config: `failure_threshold` must be at least 1"
+        );
+    }
+
+    #[test]
+    fn zero_open_for_is_an_error_naming_open_for() {
+        let err = BreakerConfig {
+            open_for: Duration::ZERO,
+            ..Default::default()
+        }
+        .build()
+        .unwrap_err();
+        assert_eq!(err.field(), "open_for");
+    }
+
+    #[test]
+    fn missing_fields_take_the_defaults_five_failures_five_seconds() {
+        let config: BreakerConfig = toml::from_str("").unwrap();
+        assert_eq!(config, BreakerConfig::default());
+        let policy = config.build().unwrap();
+        assert_eq!(policy.failure_threshold(), 5);
+        assert_eq!(policy.open_for(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn durations_are_humantime_and_unknown_fields_are_refused() {
+        let config: BreakerConfig =
+            toml::from_str("failure_threshold = 2\nopen_for = \"1s 500ms\"").unwrap();
+        assert_eq!(config.open_for, Duration::from_millis(1500));
+        assert!(toml::from_str::<BreakerConfig>("failure_treshold = 2").is_err());
+        let back = toml::to_string(&config).unwrap();
+        assert_eq!(toml::from_str::<BreakerConfig>(&back).unwrap(), config);
+    }
+}
