@@ -1,0 +1,566 @@
+//! Classification: is an attempt's outcome a success, worth another attempt,
+//! or final? And may this request be sent twice at all?
+//!
+//! Classification is kept apart from the backoff policy (as reqwest-retry
+//! keeps its `RetryableStrategy` apart from its `RetryPolicy`): what a
+//! failure *means* does not depend on how long one waits before trying again.
+//!
+//! Rules (CONTRACT section 2):
+//!
+//! - rule 5: retryable outcomes are a connect failure (including a connect
+//!   timeout), an attempt timeout, a connection reset, and the statuses
+//!   408, 429, 500, 502, 503, 504 (the status set is configurable). Every
+//!   other 4xx is final. The contract does not list a *reset* by name; it is
+//!   retried here because, like a refused connection, it says nothing about
+//!   the request itself, and only requests that are safe to send twice are
+//!   retried anyway (rule 4). An attempt timeout is retried only "with budget
+//!   left": that part is the decision's fit check ([`RetryPolicy::decide`]),
+//!   which stops when no time remains.
+//! - rule 4: only idempotent methods retry automatically; POST and PATCH only
+//!   with an `Idempotency-Key` header ([`is_idempotent`]).
+//!
+//! # Example
+//!
+//! ```
+//! use budget_core::retry::{Class, Classifier, Outcome, TransportKind};
+//! use http::StatusCode;
+//!
+//! let c = Classifier::default();
+//! assert_eq!(c.classify(&Outcome::status(StatusCode::OK)), Class::Success);
+//! assert_eq!(c.classify(&Outcome::status(StatusCode::SERVICE_UNAVAILABLE)), Class::Retryable);
+//! assert_eq!(c.classify(&Outcome::status(StatusCode::NOT_FOUND)), Class::Fatal);
+//! assert_eq!(c.classify(&Outcome::Transport(TransportKind::Connect)), Class::Retryable);
+//! assert_eq!(c.classify(&Outcome::Transport(TransportKind::Body)), Class::Fatal);
+//! ```
+//!
+//! [`RetryPolicy::decide`]: super::RetryPolicy::decide
+
+use std::fmt;
+use std::time::Duration;
+
+use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
+use http::{Method, StatusCode};
+
+use super::retry_after::parse_retry_after;
+use crate::clock::WallClock;
+
+/// The `Idempotency-Key` request header
+/// (draft-ietf-httpapi-idempotency-key-header): with it, a POST or PATCH may
+/// be retried.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(budget_core::retry::IDEMPOTENCY_KEY.as_str(), "idempotency-key");
+/// ```
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// The statuses retried by default (CONTRACT section 2 rule 5): 408, 429,
+/// 500, 502, 503, 504.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::retry::DEFAULT_RETRYABLE_STATUSES;
+/// assert!(DEFAULT_RETRYABLE_STATUSES.contains(&http::StatusCode::TOO_MANY_REQUESTS));
+/// assert!(!DEFAULT_RETRYABLE_STATUSES.contains(&http::StatusCode::NOT_IMPLEMENTED));
+/// ```
+pub const DEFAULT_RETRYABLE_STATUSES: [StatusCode; 6] = [
+    StatusCode::REQUEST_TIMEOUT,
+    StatusCode::TOO_MANY_REQUESTS,
+    StatusCode::INTERNAL_SERVER_ERROR,
+    StatusCode::BAD_GATEWAY,
+    StatusCode::SERVICE_UNAVAILABLE,
+    StatusCode::GATEWAY_TIMEOUT,
+];
+
+/// What one attempt ended with.
+///
+/// Not `#[non_exhaustive]`: the server answered or it did not, so a
+/// caller's `match` stays exhaustive; new kinds of failure go into
+/// [`TransportKind`], which is.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::{Outcome, TransportKind};
+/// use http::StatusCode;
+///
+/// let throttled = Outcome::Status {
+///     status: StatusCode::TOO_MANY_REQUESTS,
+///     retry_after: Some(Duration::from_secs(1)),
+/// };
+/// assert_eq!(throttled.to_string(), "429");
+/// assert_eq!(Outcome::Transport(TransportKind::ConnectTimeout).to_string(), "connect-timeout");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The server answered with a status.
+    Status {
+        /// The response status.
+        status: StatusCode,
+        /// The response's `Retry-After`, already parsed (see
+        /// [`parse_retry_after`]); `None` when absent or malformed.
+        retry_after: Option<Duration>,
+    },
+    /// No response head was received.
+    Transport(TransportKind),
+}
+
+impl Outcome {
+    /// A status outcome without `Retry-After`.
+    ///
+    /// ```
+    /// use budget_core::retry::Outcome;
+    /// assert_eq!(Outcome::status(http::StatusCode::OK).to_string(), "200");
+    /// ```
+    pub fn status(status: StatusCode) -> Self {
+        Outcome::Status {
+            status,
+            retry_after: None,
+        }
+    }
+
+    /// A status outcome from a response head: reads its `Retry-After`
+    /// (delay-seconds or an HTTP-date, measured against `clock`). A malformed
+    /// `Retry-After` counts as absent (and is logged at debug level): a peer's
+    /// bad header must not turn a retryable answer into a fatal one.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use budget_core::clock::FixedClock;
+    /// use budget_core::retry::Outcome;
+    /// use http::{HeaderMap, StatusCode};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(http::header::RETRY_AFTER, "2".parse().unwrap());
+    /// let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
+    /// let o = Outcome::from_response(StatusCode::SERVICE_UNAVAILABLE, &headers, &clock);
+    /// assert_eq!(o.retry_after(), Some(Duration::from_secs(2)));
+    /// ```
+    pub fn from_response(status: StatusCode, headers: &HeaderMap, clock: &dyn WallClock) -> Self {
+        let retry_after = headers.get(RETRY_AFTER).and_then(|value| {
+            parse_retry_after(value.as_bytes(), clock.now())
+                .inspect_err(|error| tracing::debug!(%error, "ignoring malformed retry-after"))
+                .ok()
+        });
+        Outcome::Status {
+            status,
+            retry_after,
+        }
+    }
+
+    /// The response status, if the server answered.
+    ///
+    /// ```
+    /// use budget_core::retry::{Outcome, TransportKind};
+    /// assert_eq!(Outcome::status(http::StatusCode::OK).status_code(), Some(http::StatusCode::OK));
+    /// assert_eq!(Outcome::Transport(TransportKind::Reset).status_code(), None);
+    /// ```
+    pub fn status_code(&self) -> Option<StatusCode> {
+        match self {
+            Outcome::Status { status, .. } => Some(*status),
+            Outcome::Transport(_) => None,
+        }
+    }
+
+    /// The server's `Retry-After`, if it gave one.
+    ///
+    /// ```
+    /// use budget_core::retry::Outcome;
+    /// assert_eq!(Outcome::status(http::StatusCode::OK).retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Outcome::Status { retry_after, .. } => *retry_after,
+            Outcome::Transport(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    /// The status code (`503`) or the failure kind (`connect`), as the
+    /// ledger records an attempt's outcome.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Status { status, .. } => write!(f, "{}", status.as_u16()),
+            Outcome::Transport(kind) => kind.fmt(f),
+        }
+    }
+}
+
+/// Why an attempt produced no response head. The HTTP client maps its own
+/// errors (reqwest's `is_connect`, `is_timeout`, ...) into these.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::retry::TransportKind;
+/// assert_eq!(TransportKind::Timeout.to_string(), "timeout");
+/// assert!(TransportKind::Reset.is_retryable());
+/// assert!(!TransportKind::Body.is_retryable());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// The connection could not be made (refused, unreachable, DNS).
+    Connect,
+    /// The connection was not made within the connect timeout.
+    ConnectTimeout,
+    /// The attempt ran out of its time limit while budget was left.
+    Timeout,
+    /// The connection was reset (or closed) before a response head arrived.
+    Reset,
+    /// The response body failed after its head arrived. Final: the status
+    /// was already seen, and half a body says nothing about the next try.
+    Body,
+    /// Anything else (TLS, protocol, a bad request on our side). Final.
+    Other,
+}
+
+impl TransportKind {
+    /// True for connect failures, connect timeouts, attempt timeouts and
+    /// resets (CONTRACT section 2 rule 5).
+    ///
+    /// ```
+    /// use budget_core::retry::TransportKind;
+    /// assert!(TransportKind::ConnectTimeout.is_retryable());
+    /// assert!(!TransportKind::Other.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            TransportKind::Connect
+            | TransportKind::ConnectTimeout
+            | TransportKind::Timeout
+            | TransportKind::Reset => true,
+            TransportKind::Body | TransportKind::Other => false,
+        }
+    }
+
+    /// The kind's name as logs and the ledger show it.
+    ///
+    /// ```
+    /// use budget_core::retry::TransportKind;
+    /// assert_eq!(TransportKind::ConnectTimeout.as_str(), "connect-timeout");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TransportKind::Connect => "connect",
+            TransportKind::ConnectTimeout => "connect-timeout",
+            TransportKind::Timeout => "timeout",
+            TransportKind::Reset => "reset",
+            TransportKind::Body => "body",
+            TransportKind::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an outcome means for the call.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::retry::{Class, Classifier, Outcome};
+/// let c = Classifier::default();
+/// assert_eq!(c.classify(&Outcome::status(http::StatusCode::GATEWAY_TIMEOUT)), Class::Retryable);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Class {
+    /// The server answered with something that is not an error to retry
+    /// (1xx, 2xx, 3xx outside the retryable set): the call is done.
+    Success,
+    /// Worth another attempt, if the request is safe to repeat and the
+    /// budget allows.
+    Retryable,
+    /// Final: another attempt would get the same answer.
+    Fatal,
+}
+
+/// Sorts outcomes into [`Class`]es, with a configurable set of retryable
+/// statuses.
+///
+/// A status in the set is retryable; otherwise below 400 it is a success and
+/// from 400 on it is fatal. Transport failures follow
+/// [`TransportKind::is_retryable`].
+///
+/// # Example
+///
+/// ```
+/// use budget_core::retry::{Class, Classifier, Outcome};
+/// use http::StatusCode;
+///
+/// // Retry 409 Conflict too, but no longer 500.
+/// let c = Classifier::with_statuses([StatusCode::CONFLICT, StatusCode::SERVICE_UNAVAILABLE]);
+/// assert_eq!(c.classify(&Outcome::status(StatusCode::CONFLICT)), Class::Retryable);
+/// assert_eq!(c.classify(&Outcome::status(StatusCode::INTERNAL_SERVER_ERROR)), Class::Fatal);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Classifier {
+    /// Sorted, without duplicates.
+    statuses: Vec<StatusCode>,
+}
+
+impl Classifier {
+    /// A classifier retrying exactly `statuses` (and the retryable transport
+    /// failures).
+    ///
+    /// ```
+    /// use budget_core::retry::Classifier;
+    /// let c = Classifier::with_statuses([]);
+    /// assert!(!c.is_retryable_status(http::StatusCode::SERVICE_UNAVAILABLE));
+    /// ```
+    pub fn with_statuses(statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        let mut statuses: Vec<StatusCode> = statuses.into_iter().collect();
+        statuses.sort_unstable();
+        statuses.dedup();
+        Self { statuses }
+    }
+
+    /// True when `status` is in the retryable set.
+    ///
+    /// ```
+    /// use budget_core::retry::Classifier;
+    /// assert!(Classifier::default().is_retryable_status(http::StatusCode::REQUEST_TIMEOUT));
+    /// ```
+    pub fn is_retryable_status(&self, status: StatusCode) -> bool {
+        self.statuses.binary_search(&status).is_ok()
+    }
+
+    /// The retryable statuses, in ascending order.
+    ///
+    /// ```
+    /// use budget_core::retry::Classifier;
+    /// assert_eq!(Classifier::default().statuses().len(), 6);
+    /// ```
+    pub fn statuses(&self) -> &[StatusCode] {
+        &self.statuses
+    }
+
+    /// The class of `outcome`.
+    ///
+    /// ```
+    /// use budget_core::retry::{Class, Classifier, Outcome};
+    /// let c = Classifier::default();
+    /// assert_eq!(c.classify(&Outcome::status(http::StatusCode::NOT_MODIFIED)), Class::Success);
+    /// assert_eq!(c.classify(&Outcome::status(http::StatusCode::NOT_IMPLEMENTED)), Class::Fatal);
+    /// ```
+    pub fn classify(&self, outcome: &Outcome) -> Class {
+        match outcome {
+            Outcome::Status { status, .. } if self.is_retryable_status(*status) => Class::Retryable,
+            Outcome::Status { status, .. } if status.as_u16() < 400 => Class::Success,
+            Outcome::Status { .. } => Class::Fatal,
+            Outcome::Transport(kind) if kind.is_retryable() => Class::Retryable,
+            Outcome::Transport(_) => Class::Fatal,
+        }
+    }
+}
+
+impl Default for Classifier {
+    /// The contract's set: [`DEFAULT_RETRYABLE_STATUSES`].
+    fn default() -> Self {
+        Self::with_statuses(DEFAULT_RETRYABLE_STATUSES)
+    }
+}
+
+/// True when a request with `method` and `headers` may be sent more than
+/// once (CONTRACT section 2 rule 4).
+///
+/// GET, HEAD, OPTIONS, PUT, DELETE and TRACE are idempotent (RFC 9110
+/// section 9.2.2). POST and PATCH are only when the request carries a
+/// non-empty [`IDEMPOTENCY_KEY`] header. Every other method (CONNECT,
+/// extension methods) is not.
+///
+/// Idempotent is not enough to retry: the body must also be replayable
+/// (buffered, not a one-shot stream). The caller checks that and passes
+/// both as [`DecisionInput::may_retry`](super::DecisionInput::may_retry).
+///
+/// # Example
+///
+/// ```
+/// use budget_core::retry::{is_idempotent, IDEMPOTENCY_KEY};
+/// use http::{HeaderMap, Method};
+///
+/// let mut headers = HeaderMap::new();
+/// assert!(is_idempotent(&Method::GET, &headers));
+/// assert!(!is_idempotent(&Method::POST, &headers));
+/// headers.insert(IDEMPOTENCY_KEY, "8e03978e-40d5-43e8-bc93-6894a57f9324".parse().unwrap());
+/// assert!(is_idempotent(&Method::POST, &headers));
+/// ```
+pub fn is_idempotent(method: &Method, headers: &HeaderMap) -> bool {
+    match *method {
+        Method::GET
+        | Method::HEAD
+        | Method::OPTIONS
+        | Method::PUT
+        | Method::DELETE
+        | Method::TRACE => true,
+        Method::POST | Method::PATCH => headers
+            .get_all(IDEMPOTENCY_KEY)
+            .iter()
+            .any(|v| !v.as_bytes().trim_ascii().is_empty()),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    use crate::clock::FixedClock;
+
+    fn class(code: u16) -> Class {
+        Classifier::default().classify(&Outcome::status(StatusCode::from_u16(code).unwrap()))
+    }
+
+    #[test]
+    fn rule5_408_429_500_502_503_504_are_retryable() {
+        for code in [408, 429, 500, 502, 503, 504] {
+            assert_eq!(class(code), Class::Retryable, "{code}");
+        }
+    }
+
+    #[test]
+    fn rule5_other_4xx_never_retry() {
+        for code in (400..=499).filter(|c| ![408, 429].contains(c)) {
+            assert_eq!(class(code), Class::Fatal, "{code}");
+        }
+    }
+
+    #[test]
+    fn rule5_other_5xx_are_final_by_default() {
+        for code in [501, 505, 506, 507, 508, 510, 511, 599] {
+            assert_eq!(class(code), Class::Fatal, "{code}");
+        }
+    }
+
+    #[test]
+    fn rule5_1xx_2xx_3xx_are_success() {
+        for code in [100, 101, 200, 201, 204, 206, 301, 304, 308, 399] {
+            assert_eq!(class(code), Class::Success, "{code}");
+        }
+    }
+
+    #[test]
+    fn rule5_the_status_set_is_configurable() {
+        let c = Classifier::with_statuses([StatusCode::CONFLICT, StatusCode::CONFLICT]);
+        assert_eq!(c.statuses(), &[StatusCode::CONFLICT]);
+        assert_eq!(
+            c.classify(&Outcome::status(StatusCode::CONFLICT)),
+            Class::Retryable
+        );
+        assert_eq!(
+            c.classify(&Outcome::status(StatusCode::SERVICE_UNAVAILABLE)),
+            Class::Fatal
+        );
+        // Transport failures are not part of the status set.
+        assert_eq!(
+            c.classify(&Outcome::Transport(TransportKind::Connect)),
+            Class::Retryable
+        );
+    }
+
+    #[test]
+    fn rule5_connect_failure_connect_timeout_attempt_timeout_and_reset_retry() {
+        let c = Classifier::default();
+        for kind in [
+            TransportKind::Connect,
+            TransportKind::ConnectTimeout,
+            TransportKind::Timeout,
+            TransportKind::Reset,
+        ] {
+            assert_eq!(
+                c.classify(&Outcome::Transport(kind)),
+                Class::Retryable,
+                "{kind}"
+            );
+        }
+        for kind in [TransportKind::Body, TransportKind::Other] {
+            assert_eq!(
+                c.classify(&Outcome::Transport(kind)),
+                Class::Fatal,
+                "{kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn rule4_get_head_options_put_delete_trace_are_idempotent() {
+        let h = HeaderMap::new();
+        for m in [
+            Method::GET,
+            Method::HEAD,
+            Method::OPTIONS,
+            Method::PUT,
+            Method::DELETE,
+            Method::TRACE,
+        ] {
+            assert!(is_idempotent(&m, &h), "{m}");
+        }
+        assert!(!is_idempotent(&Method::CONNECT, &h));
+        assert!(!is_idempotent(&Method::from_bytes(b"PURGE").unwrap(), &h));
+    }
+
+    #[test]
+    fn rule4_post_and_patch_retry_only_with_an_idempotency_key() {
+        let mut h = HeaderMap::new();
+        assert!(!is_idempotent(&Method::POST, &h));
+        assert!(!is_idempotent(&Method::PATCH, &h));
+        h.insert(IDEMPOTENCY_KEY, " ".parse().unwrap());
+        assert!(!is_idempotent(&Method::POST, &h), "an empty key is no key");
+        h.insert(IDEMPOTENCY_KEY, "abc".parse().unwrap());
+        assert!(is_idempotent(&Method::POST, &h));
+        assert!(is_idempotent(&Method::PATCH, &h));
+        // The key does not make a non-idempotent extension method safe.
+        assert!(!is_idempotent(&Method::CONNECT, &h));
+    }
+
+    #[test]
+    fn rule6_from_response_reads_retry_after_and_ignores_a_malformed_one() {
+        let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, "7".parse().unwrap());
+        let o = Outcome::from_response(StatusCode::TOO_MANY_REQUESTS, &h, &clock);
+        assert_eq!(o.retry_after(), Some(Duration::from_secs(7)));
+        assert_eq!(o.status_code(), Some(StatusCode::TOO_MANY_REQUESTS));
+        h.insert(RETRY_AFTER, "soon".parse().unwrap());
+        let o = Outcome::from_response(StatusCode::TOO_MANY_REQUESTS, &h, &clock);
+        assert_eq!(o.retry_after(), None);
+        assert_eq!(Classifier::default().classify(&o), Class::Retryable);
+    }
+
+    #[test]
+    fn outcomes_render_as_the_ledger_records_them() {
+        assert_eq!(Outcome::status(StatusCode::BAD_GATEWAY).to_string(), "502");
+        let names: Vec<String> = [
+            TransportKind::Connect,
+            TransportKind::ConnectTimeout,
+            TransportKind::Timeout,
+            TransportKind::Reset,
+            TransportKind::Body,
+            TransportKind::Other,
+        ]
+        .iter()
+        .map(|k| Outcome::Transport(*k).to_string())
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "connect",
+                "connect-timeout",
+                "timeout",
+                "reset",
+                "body",
+                "other"
+            ]
+        );
+    }
+}

@@ -1,0 +1,1007 @@
+//! The retry decision: after an attempt, retry (after how long) or stop
+//! (and why).
+//!
+//! [`RetryPolicy::decide`] is pure: no clock, no socket, randomness passed
+//! in. It applies CONTRACT section 2 in this order:
+//!
+//! 1. the outcome's [`Class`]: a success stops with
+//!    [`StopReason::Succeeded`], a final failure with
+//!    [`StopReason::NotRetryable`] (rule 5);
+//! 2. the request must be safe to send again: idempotent and with a
+//!    replayable body, else [`StopReason::NotIdempotent`] (rule 4);
+//! 3. attempts left (`max_attempts` counts the first attempt), else
+//!    [`StopReason::AttemptsExhausted`];
+//! 4. the wait: the server's `Retry-After` when it gave one, else the
+//!    [backoff](super::Backoff) (rules 6, 7). A `Retry-After` above
+//!    `retry_after_max` stops with [`StopReason::Deferred`]: the caller
+//!    passes the 429/503 up with its `Retry-After` (rule 6);
+//! 5. the wait must fit the budget: after waiting, what remains must still
+//!    reach the dependency's floor, so a wait never ends at or past the
+//!    deadline and the next attempt can still be made; else
+//!    [`StopReason::WaitExceedsBudget`] (rules 2, 3);
+//! 6. last, a token from the per-client [`RetryBudget`], else
+//!    [`StopReason::RetryBudgetEmpty`] (rule 9). It comes last so tokens
+//!    are spent only on retries that really happen.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::Floor;
+//! use budget_core::retry::{Decision, DecisionInput, Outcome, RetryConfig, StopReason};
+//! use http::StatusCode;
+//!
+//! let policy = RetryConfig { jitter: budget_core::retry::Jitter::None, ..Default::default() }
+//!     .build()
+//!     .unwrap();
+//! let mut input = DecisionInput {
+//!     outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
+//!     attempts: 1,
+//!     may_retry: true,
+//!     remaining: Duration::from_millis(800),
+//!     floor: Floor::new(Duration::from_millis(200)),
+//! };
+//! let mut rng = rand::rng();
+//! assert_eq!(
+//!     policy.decide(&input, None, &mut rng),
+//!     Decision::Retry { after: Duration::from_millis(50) }
+//! );
+//!
+//! // 50 ms of backoff + a 200 ms floor do not fit in 220 ms: stop now.
+//! input.remaining = Duration::from_millis(220);
+//! let d = policy.decide(&input, None, &mut rng);
+//! assert_eq!(d.to_string(), "stop: wait 50ms + floor 200ms > remaining 220ms");
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use http::StatusCode;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::backoff::{Backoff, Jitter};
+use super::budget::RetryBudget;
+use super::classify::{Class, Classifier, DEFAULT_RETRYABLE_STATUSES, Outcome};
+use crate::config::ConfigError;
+use crate::floor::Floor;
+
+/// Retry configuration, as read from TOML or JSON (durations in humantime
+/// form). Every field has a default, the contract's; validate it with
+/// [`build`](Self::build).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::{Jitter, RetryConfig};
+///
+/// let config: RetryConfig = toml::from_str(r#"
+///     max_attempts = 4
+///     jitter = "none"
+///     retry_after_max = "5s"
+///     retryable_statuses = [429, 503]
+///     [backoff]
+///     initial = "100ms"
+///     max = "2s"
+///     multiplier = 1.5
+/// "#).unwrap();
+/// let policy = config.build().unwrap();
+/// assert_eq!(policy.max_attempts(), 4);
+/// assert_eq!(policy.backoff().jitter(), Jitter::None);
+/// assert_eq!(policy.backoff().ceiling(2), Duration::from_millis(150));
+///
+/// let defaults: RetryConfig = toml::from_str("").unwrap();
+/// assert_eq!(defaults, RetryConfig::default());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Total attempts, the first included (1 = never retry). Default 3.
+    pub max_attempts: u32,
+    /// The exponential backoff.
+    pub backoff: BackoffConfig,
+    /// `"full"` (default) or `"none"`.
+    pub jitter: Jitter,
+    /// The longest `Retry-After` honoured by waiting; a longer one ends the
+    /// call and is passed up. Default 10 s.
+    #[serde(with = "humantime_serde")]
+    pub retry_after_max: Duration,
+    /// Statuses worth another attempt. Default `[408, 429, 500, 502, 503, 504]`.
+    pub retryable_statuses: Vec<u16>,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            backoff: BackoffConfig::default(),
+            jitter: Jitter::Full,
+            retry_after_max: Duration::from_secs(10),
+            retryable_statuses: DEFAULT_RETRYABLE_STATUSES
+                .iter()
+                .map(StatusCode::as_u16)
+                .collect(),
+        }
+    }
+}
+
+/// The `backoff` table of a [`RetryConfig`].
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::BackoffConfig;
+///
+/// let b: BackoffConfig = serde_json::from_str(r#"{"initial": "20ms"}"#).unwrap();
+/// assert_eq!(b.initial, Duration::from_millis(20));
+/// assert_eq!(b.max, Duration::from_secs(1));
+/// assert_eq!(b.multiplier, 2.0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackoffConfig {
+    /// The first retry's ceiling. Default 50 ms.
+    #[serde(with = "humantime_serde")]
+    pub initial: Duration,
+    /// The cap. Default 1 s.
+    #[serde(with = "humantime_serde")]
+    pub max: Duration,
+    /// The growth per retry, at least 1. Default 2.
+    pub multiplier: f64,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        let b = Backoff::default();
+        Self {
+            initial: b.initial(),
+            max: b.max(),
+            multiplier: b.multiplier(),
+        }
+    }
+}
+
+impl RetryConfig {
+    /// Validates the configuration into a [`RetryPolicy`], or a
+    /// [`ConfigError`] naming the field: `max_attempts` of 0,
+    /// `backoff.initial` of zero, `backoff.max` below `backoff.initial`,
+    /// `backoff.multiplier` below 1 or not finite, a `retryable_statuses`
+    /// entry outside 100-599.
+    ///
+    /// ```
+    /// use budget_core::retry::RetryConfig;
+    ///
+    /// let err = RetryConfig { max_attempts: 0, ..Default::default() }.build().unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid config: `max_attempts` must be at least 1");
+    /// let err = RetryConfig { retryable_statuses: vec![503, 600], ..Default::default() }
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid config: `retryable_statuses` has 600, outside 100-599");
+    /// ```
+    pub fn build(&self) -> Result<RetryPolicy, ConfigError> {
+        if self.max_attempts == 0 {
+            return Err(ConfigError::new("max_attempts", "must be at least 1"));
+        }
+        let backoff = Backoff::new(
+            self.backoff.initial,
+            self.backoff.max,
+            self.backoff.multiplier,
+            self.jitter,
+        )?;
+        let statuses = self
+            .retryable_statuses
+            .iter()
+            .map(|&code| {
+                (100..=599)
+                    .contains(&code)
+                    .then(|| StatusCode::from_u16(code).ok())
+                    .flatten()
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            "retryable_statuses",
+                            format!("has {code}, outside 100-599"),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RetryPolicy {
+            max_attempts: self.max_attempts,
+            backoff,
+            retry_after_max: self.retry_after_max,
+            classifier: Classifier::with_statuses(statuses),
+        })
+    }
+}
+
+/// A validated retry policy: classification, attempts, backoff and the
+/// `Retry-After` cap. Cheap to clone.
+///
+/// `RetryPolicy::default()` is the contract's: 3 attempts, backoff from
+/// 50 ms doubling to a 1 s cap with full jitter, `Retry-After` honoured up
+/// to 10 s, statuses 408, 429, 500, 502, 503, 504.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::RetryPolicy;
+///
+/// let p = RetryPolicy::default();
+/// assert_eq!(p.max_attempts(), 3);
+/// assert_eq!(p.retry_after_max(), Duration::from_secs(10));
+/// assert_eq!(p.backoff().ceiling(1), Duration::from_millis(50));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    backoff: Backoff,
+    retry_after_max: Duration,
+    classifier: Classifier,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            backoff: Backoff::default(),
+            retry_after_max: Duration::from_secs(10),
+            classifier: Classifier::default(),
+        }
+    }
+}
+
+/// What [`RetryPolicy::decide`] needs to know about the call so far.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::Floor;
+/// use budget_core::retry::{DecisionInput, Outcome, TransportKind};
+///
+/// let input = DecisionInput {
+///     outcome: Outcome::Transport(TransportKind::Connect),
+///     attempts: 1,
+///     may_retry: true,
+///     remaining: Duration::from_millis(900),
+///     floor: Floor::default(),
+/// };
+/// assert_eq!(input.attempts, 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecisionInput {
+    /// How the last attempt ended.
+    pub outcome: Outcome,
+    /// Attempts made so far: 1 after the first attempt.
+    pub attempts: u32,
+    /// The request may be sent again: its method is idempotent
+    /// ([`is_idempotent`](super::is_idempotent)) AND its body can be
+    /// replayed.
+    pub may_retry: bool,
+    /// The budget left now, already net of the per-hop reserve.
+    pub remaining: Duration,
+    /// The dependency's floor: the least time the next attempt needs.
+    pub floor: Floor,
+}
+
+/// The answer of [`RetryPolicy::decide`].
+///
+/// Its `Display` reads well in logs: `retry after 50ms`,
+/// `stop: retry budget empty`.
+///
+/// Not `#[non_exhaustive]`: retry or stop is the whole choice, so a
+/// caller's `match` stays exhaustive without a wildcard arm.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::{Decision, StopReason};
+///
+/// let d = Decision::Retry { after: Duration::from_millis(120) };
+/// assert_eq!(d.to_string(), "retry after 120ms");
+/// assert_eq!(Decision::Stop(StopReason::Succeeded).to_string(), "stop: succeeded");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Sleep for `after`, then make the next attempt. `after` plus the floor
+    /// fits in the remaining budget, and `after` is below it.
+    Retry {
+        /// The wait before the next attempt.
+        after: Duration,
+    },
+    /// Stop here and report the last outcome.
+    Stop(StopReason),
+}
+
+impl Decision {
+    /// True when the caller should pass the last response up as it is: a
+    /// 429 or 503 whose `Retry-After` asked for a wait that did not fit (above
+    /// `retry_after_max`, or beyond the budget). The caller then answers its
+    /// own caller with the same status and `Retry-After`, so that the
+    /// backoff happens where the time is (CONTRACT section 2 rule 6,
+    /// section 3).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::retry::{Decision, Outcome, StopReason};
+    /// use http::StatusCode;
+    ///
+    /// let outcome = Outcome::Status {
+    ///     status: StatusCode::SERVICE_UNAVAILABLE,
+    ///     retry_after: Some(Duration::from_secs(30)),
+    /// };
+    /// let d = Decision::Stop(StopReason::Deferred {
+    ///     retry_after: Duration::from_secs(30),
+    ///     cap: Duration::from_secs(10),
+    /// });
+    /// assert!(d.passes_up(&outcome));
+    /// assert!(!Decision::Stop(StopReason::AttemptsExhausted).passes_up(&outcome));
+    /// ```
+    pub fn passes_up(&self, outcome: &Outcome) -> bool {
+        let Outcome::Status {
+            status,
+            retry_after: Some(retry_after),
+        } = outcome
+        else {
+            return false;
+        };
+        if !matches!(
+            *status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            return false;
+        }
+        match self {
+            Decision::Stop(StopReason::Deferred { .. }) => true,
+            // The wait that did not fit was the server's, not our backoff.
+            Decision::Stop(StopReason::WaitExceedsBudget { wait, .. }) => wait == retry_after,
+            _ => false,
+        }
+    }
+
+    /// True for [`Decision::Retry`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::retry::Decision;
+    /// assert!(Decision::Retry { after: Duration::ZERO }.is_retry());
+    /// ```
+    pub fn is_retry(&self) -> bool {
+        matches!(self, Decision::Retry { .. })
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decision::Retry { after } => write!(f, "retry after {}ms", after.as_millis()),
+            Decision::Stop(reason) => write!(f, "stop: {reason}"),
+        }
+    }
+}
+
+/// Why a call stops after an attempt.
+///
+/// The `Display` is short and fit for a log line or a ledger `desc`.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::Floor;
+/// use budget_core::retry::StopReason;
+///
+/// let r = StopReason::WaitExceedsBudget {
+///     wait: Duration::from_millis(400),
+///     remaining: Duration::from_millis(450),
+///     floor: Floor::new(Duration::from_millis(100)),
+/// };
+/// assert_eq!(r.to_string(), "wait 400ms + floor 100ms > remaining 450ms");
+/// let r = StopReason::Deferred { retry_after: Duration::from_secs(30), cap: Duration::from_secs(10) };
+/// assert_eq!(r.to_string(), "retry-after 30000ms > cap 10000ms");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The server answered with a success (or a non-error status).
+    Succeeded,
+    /// The outcome is final: another attempt would get the same.
+    NotRetryable,
+    /// Retryable, but the request may not be sent twice (method not
+    /// idempotent, no `Idempotency-Key`, or a body that cannot be replayed).
+    NotIdempotent,
+    /// `max_attempts` attempts were made.
+    AttemptsExhausted,
+    /// The per-client retry budget has no token: the dependency is failing
+    /// for many requests, and retries would only add load.
+    RetryBudgetEmpty,
+    /// The wait plus the floor of the next attempt does not fit in the
+    /// remaining budget.
+    WaitExceedsBudget {
+        /// The wait the retry would have needed.
+        wait: Duration,
+        /// The budget left.
+        remaining: Duration,
+        /// The floor of the next attempt.
+        floor: Floor,
+    },
+    /// The server's `Retry-After` exceeds the configured maximum: the caller
+    /// passes the response up with it.
+    Deferred {
+        /// What the server asked for.
+        retry_after: Duration,
+        /// The configured `retry_after_max`.
+        cap: Duration,
+    },
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Succeeded => f.write_str("succeeded"),
+            StopReason::NotRetryable => f.write_str("not retryable"),
+            StopReason::NotIdempotent => f.write_str("not idempotent"),
+            StopReason::AttemptsExhausted => f.write_str("attempts exhausted"),
+            StopReason::RetryBudgetEmpty => f.write_str("retry budget empty"),
+            StopReason::WaitExceedsBudget {
+                wait,
+                remaining,
+                floor,
+            } => write!(
+                f,
+                "wait {}ms + floor {}ms > remaining {}ms",
+                wait.as_millis(),
+                floor.get().as_millis(),
+                remaining.as_millis()
+            ),
+            StopReason::Deferred { retry_after, cap } => write!(
+                f,
+                "retry-after {}ms > cap {}ms",
+                retry_after.as_millis(),
+                cap.as_millis()
+            ),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Decides what follows an attempt (see the [module docs](self) for
+    /// the order of the rules).
+    ///
+    /// `retry_budget` is the per-client [`RetryBudget`]; a token is
+    /// withdrawn only when the answer is [`Decision::Retry`]. The caller
+    /// deposits once per request (not per attempt). `rng` draws the jitter;
+    /// pass `&mut rand::rng()` in production and a seeded generator in
+    /// tests (`rand::rng()` is not `Send`: create it in the expression, do
+    /// not hold it across an `.await`).
+    ///
+    /// A `Retry` never asks for a wait that, with the floor, exceeds
+    /// `remaining`, nor for one that reaches the deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::Floor;
+    /// use budget_core::retry::{Decision, DecisionInput, Outcome, RetryPolicy, StopReason};
+    /// use http::StatusCode;
+    ///
+    /// let policy = RetryPolicy::default();
+    /// let input = DecisionInput {
+    ///     outcome: Outcome::status(StatusCode::NOT_FOUND),
+    ///     attempts: 1,
+    ///     may_retry: true,
+    ///     remaining: Duration::from_secs(1),
+    ///     floor: Floor::default(),
+    /// };
+    /// assert_eq!(
+    ///     policy.decide(&input, None, &mut rand::rng()),
+    ///     Decision::Stop(StopReason::NotRetryable)
+    /// );
+    /// ```
+    pub fn decide<R: Rng + ?Sized>(
+        &self,
+        input: &DecisionInput,
+        retry_budget: Option<&RetryBudget>,
+        rng: &mut R,
+    ) -> Decision {
+        match self.classifier.classify(&input.outcome) {
+            Class::Success => return Decision::Stop(StopReason::Succeeded),
+            Class::Fatal => return Decision::Stop(StopReason::NotRetryable),
+            Class::Retryable => {}
+        }
+        if !input.may_retry {
+            return Decision::Stop(StopReason::NotIdempotent);
+        }
+        if input.attempts >= self.max_attempts {
+            return Decision::Stop(StopReason::AttemptsExhausted);
+        }
+        let wait = match input.outcome.retry_after() {
+            Some(retry_after) if retry_after > self.retry_after_max => {
+                return Decision::Stop(StopReason::Deferred {
+                    retry_after,
+                    cap: self.retry_after_max,
+                });
+            }
+            Some(retry_after) => retry_after,
+            None => self.backoff.wait(input.attempts, rng),
+        };
+        if !fits(wait, input.remaining, input.floor) {
+            return Decision::Stop(StopReason::WaitExceedsBudget {
+                wait,
+                remaining: input.remaining,
+                floor: input.floor,
+            });
+        }
+        if let Some(budget) = retry_budget
+            && !budget.withdraw()
+        {
+            return Decision::Stop(StopReason::RetryBudgetEmpty);
+        }
+        Decision::Retry { after: wait }
+    }
+
+    /// The class of `outcome` under this policy's status set.
+    ///
+    /// ```
+    /// use budget_core::retry::{Class, Outcome, RetryPolicy};
+    /// let p = RetryPolicy::default();
+    /// assert_eq!(p.classify(&Outcome::status(http::StatusCode::TOO_MANY_REQUESTS)), Class::Retryable);
+    /// ```
+    pub fn classify(&self, outcome: &Outcome) -> Class {
+        self.classifier.classify(outcome)
+    }
+
+    /// Total attempts allowed, the first included.
+    ///
+    /// ```
+    /// assert_eq!(budget_core::retry::RetryPolicy::default().max_attempts(), 3);
+    /// ```
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The backoff used when the server gives no `Retry-After`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = budget_core::retry::RetryPolicy::default();
+    /// assert_eq!(p.backoff().max(), Duration::from_secs(1));
+    /// ```
+    pub fn backoff(&self) -> &Backoff {
+        &self.backoff
+    }
+
+    /// The longest `Retry-After` honoured by waiting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = budget_core::retry::RetryPolicy::default();
+    /// assert_eq!(p.retry_after_max(), Duration::from_secs(10));
+    /// ```
+    pub fn retry_after_max(&self) -> Duration {
+        self.retry_after_max
+    }
+
+    /// The outcome classifier.
+    ///
+    /// ```
+    /// let p = budget_core::retry::RetryPolicy::default();
+    /// assert_eq!(p.classifier().statuses().len(), 6);
+    /// ```
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
+    }
+}
+
+/// True when, after waiting `wait`, what remains still reaches `floor`
+/// (CONTRACT section 2 rule 3). A wait that uses up the whole budget never
+/// fits, even with a zero floor: the deadline wins a tie.
+fn fits(wait: Duration, remaining: Duration, floor: Floor) -> bool {
+    remaining
+        .checked_sub(wait)
+        .is_some_and(|left| floor.check(left).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use crate::retry::{RetryBudgetConfig, TransportKind};
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    /// The contract defaults without jitter: waits 50, 100, 200 ms, ...
+    fn exact() -> RetryPolicy {
+        RetryConfig {
+            jitter: Jitter::None,
+            ..Default::default()
+        }
+        .build()
+        .unwrap()
+    }
+
+    fn input(outcome: Outcome) -> DecisionInput {
+        DecisionInput {
+            outcome,
+            attempts: 1,
+            may_retry: true,
+            remaining: Duration::from_secs(2),
+            floor: Floor::new(ms(100)),
+        }
+    }
+
+    fn unavailable_after(secs: u64) -> Outcome {
+        Outcome::Status {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after: Some(Duration::from_secs(secs)),
+        }
+    }
+
+    fn decide(p: &RetryPolicy, i: &DecisionInput, b: Option<&RetryBudget>) -> Decision {
+        p.decide(i, b, &mut StdRng::seed_from_u64(0))
+    }
+
+    fn stop(reason: StopReason) -> Decision {
+        Decision::Stop(reason)
+    }
+
+    /// A retry budget with `tokens` retries and no deposits.
+    fn tokens(n: u32) -> RetryBudget {
+        RetryBudgetConfig {
+            ttl: Duration::from_secs(1),
+            min_per_sec: n,
+            ratio: 0.0,
+        }
+        .build()
+        .unwrap()
+    }
+
+    #[test]
+    fn rule5_a_success_stops_with_succeeded() {
+        let i = input(Outcome::status(StatusCode::OK));
+        assert_eq!(decide(&exact(), &i, None), stop(StopReason::Succeeded));
+    }
+
+    #[test]
+    fn rule5_other_4xx_stop_as_not_retryable() {
+        let i = input(Outcome::status(StatusCode::BAD_REQUEST));
+        assert_eq!(decide(&exact(), &i, None), stop(StopReason::NotRetryable));
+        let i = input(Outcome::Transport(TransportKind::Body));
+        assert_eq!(decide(&exact(), &i, None), stop(StopReason::NotRetryable));
+    }
+
+    #[test]
+    fn rule4_a_request_that_may_not_be_repeated_stops_as_not_idempotent() {
+        let mut i = input(Outcome::status(StatusCode::BAD_GATEWAY));
+        i.may_retry = false;
+        assert_eq!(decide(&exact(), &i, None), stop(StopReason::NotIdempotent));
+    }
+
+    #[test]
+    fn max_attempts_counts_the_first_attempt() {
+        let p = exact();
+        let mut i = input(Outcome::Transport(TransportKind::Connect));
+        i.attempts = 2;
+        assert_eq!(decide(&p, &i, None), Decision::Retry { after: ms(100) });
+        i.attempts = 3;
+        assert_eq!(decide(&p, &i, None), stop(StopReason::AttemptsExhausted));
+        let once = RetryConfig {
+            max_attempts: 1,
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        i.attempts = 1;
+        assert_eq!(decide(&once, &i, None), stop(StopReason::AttemptsExhausted));
+    }
+
+    #[test]
+    fn rule7_without_retry_after_the_wait_is_the_backoff() {
+        let i = input(Outcome::Transport(TransportKind::Timeout));
+        assert_eq!(
+            decide(&exact(), &i, None),
+            Decision::Retry { after: ms(50) }
+        );
+    }
+
+    #[test]
+    fn rule6_retry_after_replaces_the_backoff() {
+        let i = input(unavailable_after(1));
+        assert_eq!(
+            decide(&exact(), &i, None),
+            Decision::Retry {
+                after: Duration::from_secs(1)
+            }
+        );
+        let mut i = input(Outcome::Status {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: Some(Duration::ZERO),
+        });
+        i.remaining = ms(150);
+        assert_eq!(
+            decide(&exact(), &i, None),
+            Decision::Retry {
+                after: Duration::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn rule6_retry_after_above_the_cap_is_deferred_and_passed_up() {
+        let outcome = unavailable_after(11);
+        let mut i = input(outcome);
+        i.remaining = Duration::from_secs(60);
+        let d = decide(&exact(), &i, None);
+        assert_eq!(
+            d,
+            stop(StopReason::Deferred {
+                retry_after: Duration::from_secs(11),
+                cap: Duration::from_secs(10),
+            })
+        );
+        assert!(d.passes_up(&outcome));
+        assert_eq!(d.to_string(), "stop: retry-after 11000ms > cap 10000ms");
+        // At the cap exactly, the wait is honoured.
+        let i = DecisionInput {
+            outcome: unavailable_after(10),
+            ..i
+        };
+        assert!(decide(&exact(), &i, None).is_retry());
+    }
+
+    #[test]
+    fn rule6_retry_after_beyond_the_budget_ends_the_call_and_is_passed_up() {
+        let outcome = unavailable_after(5);
+        let i = input(outcome); // 2 s remaining
+        let d = decide(&exact(), &i, None);
+        assert_eq!(
+            d,
+            stop(StopReason::WaitExceedsBudget {
+                wait: Duration::from_secs(5),
+                remaining: Duration::from_secs(2),
+                floor: Floor::new(ms(100)),
+            })
+        );
+        assert!(d.passes_up(&outcome));
+    }
+
+    #[test]
+    fn rule6_only_429_and_503_with_their_own_wait_are_passed_up() {
+        let exceeded = stop(StopReason::WaitExceedsBudget {
+            wait: ms(50),
+            remaining: ms(60),
+            floor: Floor::new(ms(100)),
+        });
+        // Our backoff did not fit, not the server's wait: report, do not pass up.
+        assert!(!exceeded.passes_up(&unavailable_after(5)));
+        assert!(!exceeded.passes_up(&Outcome::status(StatusCode::SERVICE_UNAVAILABLE)));
+        let deferred = stop(StopReason::Deferred {
+            retry_after: Duration::from_secs(30),
+            cap: Duration::from_secs(10),
+        });
+        let bad_gateway = Outcome::Status {
+            status: StatusCode::BAD_GATEWAY,
+            retry_after: Some(Duration::from_secs(30)),
+        };
+        assert!(!deferred.passes_up(&bad_gateway));
+        assert!(!deferred.passes_up(&Outcome::Transport(TransportKind::Reset)));
+        assert!(!Decision::Retry { after: ms(1) }.passes_up(&unavailable_after(0)));
+    }
+
+    #[test]
+    fn rule3_wait_plus_floor_must_fit_in_what_remains() {
+        let p = exact();
+        let mut i = input(Outcome::status(StatusCode::BAD_GATEWAY));
+        // 50 ms backoff + 100 ms floor = 150 ms.
+        i.remaining = ms(150);
+        assert_eq!(decide(&p, &i, None), Decision::Retry { after: ms(50) });
+        i.remaining = ms(149);
+        let d = decide(&p, &i, None);
+        assert_eq!(
+            d,
+            stop(StopReason::WaitExceedsBudget {
+                wait: ms(50),
+                remaining: ms(149),
+                floor: Floor::new(ms(100)),
+            })
+        );
+        assert_eq!(
+            d.to_string(),
+            "stop: wait 50ms + floor 100ms > remaining 149ms"
+        );
+    }
+
+    #[test]
+    fn rule3_a_wait_never_ends_at_the_deadline_even_with_no_floor() {
+        // Rule: on a tie the deadline wins; an attempt timeout with no
+        // budget left is not retried.
+        let p = exact();
+        let mut i = input(Outcome::Transport(TransportKind::Timeout));
+        i.floor = Floor::default();
+        i.remaining = ms(50);
+        assert!(matches!(
+            decide(&p, &i, None),
+            Decision::Stop(StopReason::WaitExceedsBudget { .. })
+        ));
+        i.remaining = Duration::ZERO;
+        i.outcome = Outcome::Status {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: Some(Duration::ZERO),
+        };
+        assert!(matches!(
+            decide(&p, &i, None),
+            Decision::Stop(StopReason::WaitExceedsBudget { .. })
+        ));
+    }
+
+    #[test]
+    fn rule9_an_empty_retry_budget_stops_retries() {
+        let empty = tokens(0);
+        let i = input(Outcome::status(StatusCode::GATEWAY_TIMEOUT));
+        assert_eq!(
+            decide(&exact(), &i, Some(&empty)),
+            stop(StopReason::RetryBudgetEmpty)
+        );
+        assert_eq!(
+            stop(StopReason::RetryBudgetEmpty).to_string(),
+            "stop: retry budget empty"
+        );
+    }
+
+    #[test]
+    fn rule9_the_retry_budget_is_withdrawn_only_on_real_retries() {
+        let p = exact();
+        let one = tokens(1);
+        // Every stop before the last step leaves the token in place.
+        let mut stops = vec![
+            input(Outcome::status(StatusCode::OK)),
+            input(Outcome::status(StatusCode::NOT_FOUND)),
+            DecisionInput {
+                may_retry: false,
+                ..input(Outcome::status(StatusCode::BAD_GATEWAY))
+            },
+            DecisionInput {
+                attempts: 3,
+                ..input(Outcome::status(StatusCode::BAD_GATEWAY))
+            },
+            input(unavailable_after(60)),
+            input(unavailable_after(2)),
+        ];
+        stops.push(DecisionInput {
+            remaining: ms(120),
+            ..input(Outcome::status(StatusCode::BAD_GATEWAY))
+        });
+        for i in &stops {
+            let d = decide(&p, i, Some(&one));
+            assert!(!d.is_retry(), "{d}");
+        }
+        // The token is still there for the one real retry, then gone.
+        let retryable = input(Outcome::status(StatusCode::BAD_GATEWAY));
+        assert!(decide(&p, &retryable, Some(&one)).is_retry());
+        assert_eq!(
+            decide(&p, &retryable, Some(&one)),
+            stop(StopReason::RetryBudgetEmpty)
+        );
+    }
+
+    #[test]
+    fn config_validation_names_each_field() {
+        let field = |c: RetryConfig| c.build().unwrap_err().field().to_owned();
+        let d = RetryConfig::default;
+        assert_eq!(
+            field(RetryConfig {
+                max_attempts: 0,
+                ..d()
+            }),
+            "max_attempts"
+        );
+        let b = |initial, max, multiplier| RetryConfig {
+            backoff: BackoffConfig {
+                initial,
+                max,
+                multiplier,
+            },
+            ..d()
+        };
+        assert_eq!(field(b(Duration::ZERO, ms(1), 2.0)), "backoff.initial");
+        assert_eq!(field(b(ms(2), ms(1), 2.0)), "backoff.max");
+        assert_eq!(field(b(ms(1), ms(1), 0.99)), "backoff.multiplier");
+        assert_eq!(field(b(ms(1), ms(1), f64::INFINITY)), "backoff.multiplier");
+        for bad in [0, 99, 600, 1000, u16::MAX] {
+            assert_eq!(
+                field(RetryConfig {
+                    retryable_statuses: vec![bad],
+                    ..d()
+                }),
+                "retryable_statuses",
+                "{bad}"
+            );
+        }
+        let ok = RetryConfig {
+            retryable_statuses: vec![100, 599, 503, 503],
+            ..d()
+        }
+        .build()
+        .unwrap();
+        assert_eq!(ok.classifier().statuses().len(), 3);
+    }
+
+    #[test]
+    fn default_policy_is_the_built_default_config() {
+        assert_eq!(
+            RetryConfig::default().build().unwrap(),
+            RetryPolicy::default()
+        );
+    }
+
+    #[test]
+    fn config_round_trips_through_serde_and_rejects_unknown_fields() {
+        let c = RetryConfig::default();
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<RetryConfig>(&json).unwrap(), c);
+        assert!(json.contains("\"retry_after_max\":\"10s\""), "{json}");
+        assert!(serde_json::from_str::<RetryConfig>(r#"{"max_retries": 3}"#).is_err());
+        assert!(serde_json::from_str::<RetryConfig>(r#"{"jitter": "half"}"#).is_err());
+    }
+
+    fn arb_outcome() -> impl Strategy<Value = Outcome> {
+        prop_oneof![
+            (100u16..=599, proptest::option::of(0u64..20_000)).prop_map(|(code, ra)| {
+                Outcome::Status {
+                    status: StatusCode::from_u16(code).unwrap(),
+                    retry_after: ra.map(Duration::from_millis),
+                }
+            }),
+            prop_oneof![
+                Just(TransportKind::Connect),
+                Just(TransportKind::ConnectTimeout),
+                Just(TransportKind::Timeout),
+                Just(TransportKind::Reset),
+                Just(TransportKind::Body),
+                Just(TransportKind::Other),
+            ]
+            .prop_map(Outcome::Transport),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn rule3_a_retry_never_waits_past_the_budget_or_into_the_floor(
+            outcome in arb_outcome(),
+            attempts in 0u32..10,
+            may_retry in any::<bool>(),
+            remaining_ms in 0u64..5_000,
+            floor_ms in 0u64..2_000,
+            jitter_free in any::<bool>(),
+            seed in any::<u64>(),
+        ) {
+            let policy = RetryConfig {
+                max_attempts: 5,
+                jitter: if jitter_free { Jitter::None } else { Jitter::Full },
+                ..Default::default()
+            }.build().unwrap();
+            let input = DecisionInput {
+                outcome,
+                attempts,
+                may_retry,
+                remaining: ms(remaining_ms),
+                floor: Floor::new(ms(floor_ms)),
+            };
+            let d = policy.decide(&input, None, &mut StdRng::seed_from_u64(seed));
+            if let Decision::Retry { after } = d {
+                prop_assert!(after + input.floor.get() <= input.remaining);
+                prop_assert!(after < input.remaining);
+                prop_assert!(after <= policy.retry_after_max());
+                prop_assert!(may_retry && attempts < 5);
+                prop_assert_eq!(policy.classify(&outcome), Class::Retryable);
+            }
+        }
+    }
+}
