@@ -30,6 +30,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::task::futures::TaskLocalFuture;
+
 use crate::budget::Budget;
 use crate::ledger::Ledger;
 
@@ -149,8 +151,21 @@ impl RequestContext {
     /// assert!(seen);
     /// # }
     /// ```
-    pub async fn scope<F: Future>(self, fut: F) -> F::Output {
-        CURRENT.scope(self, fut).await
+    pub fn scope<F: Future>(self, fut: F) -> TaskLocalFuture<RequestContext, F> {
+        CURRENT.scope(self, fut)
+    }
+
+    /// Runs the synchronous `f` with this context as the current one (for
+    /// the work a tower service does in `call` before its future is polled).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::{self, RequestContext}};
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// assert!(cx.sync_scope(|| context::current().is_some()));
+    /// ```
+    pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        CURRENT.sync_scope(self, f)
     }
 }
 
