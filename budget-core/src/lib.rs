@@ -46,8 +46,13 @@ pub mod fan_out;
 pub mod floor;
 pub mod header;
 pub mod ledger;
+pub mod problem;
 pub mod retry;
 pub mod single_flight;
+
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub mod server;
 
 pub use budget::{Budget, Exhausted};
 pub use floor::{BelowFloor, Floor};

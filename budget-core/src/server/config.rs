@@ -1,0 +1,108 @@
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+use crate::header::{Inbound, OnMalformed};
+use crate::server::BudgetLayer;
+
+/// The server side's configuration, with humantime durations.
+///
+/// | field | meaning | default |
+/// | --- | --- | --- |
+/// | `default_budget` | budget when the caller sends none | `2s` |
+/// | `max_budget` | clamp on any inbound budget, applied at every hop | `30s` |
+/// | `floor` | below this on arrival, shed with `504` | `0s` (only an exhausted budget is shed) |
+/// | `reserve` | per-hop reserve each outbound call holds back | `5ms` |
+/// | `on_malformed` | `reject` (400) or `use-default` | `reject` |
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::server::ServerConfig;
+///
+/// let config: ServerConfig = toml::from_str(r#"default_budget = "1500ms""#).unwrap();
+/// assert_eq!(config.default_budget, Duration::from_millis(1500));
+/// assert!(config.layer().is_ok());
+///
+/// let bad: ServerConfig = toml::from_str(r#"floor = "40s""#).unwrap();
+/// assert_eq!(bad.layer().unwrap_err().field(), "floor");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The budget a request gets when it carries no budget header.
+    #[serde(with = "humantime_serde")]
+    pub default_budget: Duration,
+    /// The largest budget any request gets, whatever its caller says.
+    #[serde(with = "humantime_serde")]
+    pub max_budget: Duration,
+    /// The least budget with which a request is worth starting.
+    #[serde(with = "humantime_serde")]
+    pub floor: Duration,
+    /// The time every outbound call holds back for this service's reply.
+    #[serde(with = "humantime_serde")]
+    pub reserve: Duration,
+    /// What to do with a malformed budget header.
+    pub on_malformed: OnMalformed,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            default_budget: Duration::from_secs(2),
+            max_budget: Duration::from_secs(30),
+            floor: Duration::ZERO,
+            reserve: Duration::from_millis(5),
+            on_malformed: OnMalformed::Reject,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Validates the configuration into a [`BudgetLayer`] (with no event
+    /// hook; add one with [`BudgetLayer::on_event`]).
+    ///
+    /// Errors name the field: `default_budget` or `max_budget` zero,
+    /// `default_budget` above `max_budget`, `floor` or `reserve` not below
+    /// `max_budget`.
+    ///
+    /// ```
+    /// use budget_core::server::ServerConfig;
+    /// let err = ServerConfig { reserve: std::time::Duration::from_secs(60), ..Default::default() }
+    ///     .layer()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "reserve");
+    /// ```
+    pub fn layer(&self) -> Result<BudgetLayer, ConfigError> {
+        let inbound = Inbound::new(self.default_budget, self.max_budget)
+            .map_err(rename_inbound_field)?
+            .with_on_malformed(self.on_malformed);
+        if self.floor >= self.max_budget {
+            return Err(ConfigError::new(
+                "floor",
+                "must be below max_budget, or every request is shed",
+            ));
+        }
+        if self.reserve >= self.max_budget {
+            return Err(ConfigError::new(
+                "reserve",
+                "must be below max_budget, or no downstream call is ever made",
+            ));
+        }
+        Ok(BudgetLayer::new(inbound)
+            .floor(self.floor)
+            .reserve(self.reserve))
+    }
+}
+
+/// `Inbound::new` names its own parameters; say which config field they are.
+fn rename_inbound_field(e: ConfigError) -> ConfigError {
+    let field = match e.field() {
+        "default" => "default_budget",
+        "max" => "max_budget",
+        other => return ConfigError::new(other.to_owned(), e.problem().to_owned()),
+    };
+    ConfigError::new(field, e.problem().to_owned())
+}

@@ -1,0 +1,98 @@
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::request::Parts;
+
+use crate::budget::Budget;
+use crate::context::RequestContext;
+use crate::ledger::Ledger;
+
+/// The budget extractor was used on a route without [`BudgetLayer`](crate::server::BudgetLayer).
+///
+/// A server bug, not a client error: answers `500` with a plain-text body.
+///
+/// # Example
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use budget_core::server::MissingBudgetLayer;
+///
+/// assert_eq!(MissingBudgetLayer.status(), 500);
+/// assert_eq!(MissingBudgetLayer.into_response().status(), 500);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, thiserror::Error)]
+#[error("no budget on this request: add budget_core::server::BudgetLayer to the router")]
+pub struct MissingBudgetLayer;
+
+impl MissingBudgetLayer {
+    /// The status of the rejection (`500`).
+    ///
+    /// ```
+    /// # use budget_core::server::MissingBudgetLayer;
+    /// assert_eq!(MissingBudgetLayer.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
+    /// ```
+    pub fn status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    /// The body text of the rejection.
+    ///
+    /// ```
+    /// # use budget_core::server::MissingBudgetLayer;
+    /// assert!(MissingBudgetLayer.body_text().contains("BudgetLayer"));
+    /// ```
+    pub fn body_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl IntoResponse for MissingBudgetLayer {
+    fn into_response(self) -> Response {
+        (self.status(), self.body_text()).into_response()
+    }
+}
+
+fn context(parts: &Parts) -> Option<&RequestContext> {
+    parts.extensions.get::<RequestContext>()
+}
+
+/// Extracts the request's [`RequestContext`] (budget, ledger, reserve).
+impl<S: Send + Sync> FromRequestParts<S> for RequestContext {
+    type Rejection = MissingBudgetLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        context(parts).cloned().ok_or(MissingBudgetLayer)
+    }
+}
+
+/// Extracts the request's [`Budget`]; rejects with [`MissingBudgetLayer`]
+/// when the route has no budget layer (use `Option<Budget>` to allow that).
+impl<S: Send + Sync> FromRequestParts<S> for Budget {
+    type Rejection = MissingBudgetLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        context(parts)
+            .map(RequestContext::budget)
+            .ok_or(MissingBudgetLayer)
+    }
+}
+
+/// `Option<Budget>`: `None` on a route without the budget layer.
+impl<S: Send + Sync> OptionalFromRequestParts<S> for Budget {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Self::Rejection> {
+        Ok(context(parts).map(RequestContext::budget))
+    }
+}
+
+/// Extracts the request's [`Ledger`], to record the handler's own steps.
+impl<S: Send + Sync> FromRequestParts<S> for Ledger {
+    type Rejection = MissingBudgetLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        context(parts)
+            .map(|cx| cx.ledger().clone())
+            .ok_or(MissingBudgetLayer)
+    }
+}

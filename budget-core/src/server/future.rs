@@ -1,0 +1,124 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::Response;
+use pin_project_lite::pin_project;
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::Sleep;
+
+use crate::context::RequestContext;
+use crate::problem::{Problem, ProblemKind};
+use crate::server::response::append_server_timing;
+use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
+
+pin_project! {
+    /// The response future of [`BudgetService`](crate::server::BudgetService):
+    /// the inner future raced against the request's deadline.
+    ///
+    /// When the deadline comes first the inner future is dropped on the spot
+    /// (cancelling its downstream calls) and the answer is `504`. On a tie,
+    /// the deadline wins.
+    pub struct ResponseFuture<F, E> {
+        #[pin]
+        kind: Kind<F, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, E> {
+        Ready { response: Option<Response<Body>> },
+        Running {
+            #[pin]
+            inner: TaskLocalFuture<RequestContext, F>,
+            #[pin]
+            deadline: Sleep,
+            cx: RequestContext,
+            on_event: E,
+        },
+    }
+}
+
+impl<F, E> ResponseFuture<F, E> {
+    pub(crate) fn ready(response: Response<Body>) -> Self {
+        Self {
+            kind: Kind::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(crate) fn running(cx: RequestContext, inner: F, on_event: E) -> Self
+    where
+        F: Future,
+    {
+        let deadline = tokio::time::sleep_until(cx.budget().deadline());
+        Self {
+            kind: Kind::Running {
+                inner: cx.clone().scope(inner),
+                deadline,
+                cx,
+                on_event,
+            },
+        }
+    }
+}
+
+impl<F, E, B, Err> Future for ResponseFuture<F, E>
+where
+    F: Future<Output = Result<Response<B>, Err>>,
+    E: OnBudgetEvent,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Output = Result<Response<Body>, Err>;
+
+    fn poll(self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut kind = self.project().kind;
+        let expired = match kind.as_mut().project() {
+            KindProj::Ready { response } => {
+                return Poll::Ready(Ok(response.take().expect("polled after completion")));
+            }
+            KindProj::Running {
+                inner,
+                deadline,
+                cx,
+                on_event,
+            } => {
+                // The deadline is polled first: on a tie, it wins.
+                if deadline.poll(task).is_ready() {
+                    let budget = cx.budget();
+                    tracing::debug!(
+                        budget_ms = budget.original().as_millis() as u64,
+                        "budget expired in the handler"
+                    );
+                    on_event.on_event(&BudgetEvent::Expired {
+                        budget: budget.original(),
+                    });
+                    let problem = Problem::new(
+                        ProblemKind::Expired,
+                        format!(
+                            "the budget of {}ms ran out before the answer was ready",
+                            budget.original().as_millis()
+                        ),
+                    )
+                    .with_remaining(std::time::Duration::ZERO);
+                    problem_response(&problem, cx.ledger())
+                } else {
+                    let result = ready!(inner.poll(task));
+                    return Poll::Ready(result.map(|res| {
+                        let mut res = res.map(Body::new);
+                        append_server_timing(&mut res, cx.ledger());
+                        res
+                    }));
+                }
+            }
+        };
+        // Drop the inner future now, before answering.
+        kind.set(Kind::Ready { response: None });
+        Poll::Ready(Ok(expired))
+    }
+}

@@ -1,0 +1,110 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_layer::Layer;
+
+use crate::floor::Floor;
+use crate::header::Inbound;
+use crate::server::{BudgetService, OnBudgetEvent};
+
+/// Applies [`BudgetService`] to a service: every request gets a budget.
+///
+/// Build it from a validated [`ServerConfig`](crate::server::ServerConfig)
+/// or from an [`Inbound`] policy plus the builder methods.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::header::Inbound;
+/// use budget_core::server::BudgetLayer;
+///
+/// let inbound = Inbound::new(Duration::from_secs(2), Duration::from_secs(10)).unwrap();
+/// let layer = BudgetLayer::new(inbound)
+///     .floor(Duration::from_millis(20))
+///     .reserve(Duration::from_millis(5));
+/// let router: axum::Router = axum::Router::new().layer(layer);
+/// # let _ = router;
+/// ```
+#[derive(Clone, Debug)]
+pub struct BudgetLayer<E = ()> {
+    settings: Arc<Settings>,
+    on_event: E,
+}
+
+/// What every request of one service shares.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) inbound: Inbound,
+    pub(crate) floor: Floor,
+    pub(crate) reserve: Duration,
+}
+
+impl BudgetLayer {
+    /// A layer reading budgets with `inbound`, with no floor, no reserve and
+    /// no event hook.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{header::Inbound, server::BudgetLayer};
+    /// let _ = BudgetLayer::new(Inbound::new(Duration::from_secs(1), Duration::from_secs(5)).unwrap());
+    /// ```
+    pub fn new(inbound: Inbound) -> Self {
+        Self {
+            settings: Arc::new(Settings {
+                inbound,
+                floor: Floor::default(),
+                reserve: Duration::ZERO,
+            }),
+            on_event: (),
+        }
+    }
+}
+
+impl<E> BudgetLayer<E> {
+    /// Sheds requests whose budget is below `floor` on arrival.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let _ = ServerConfig::default().layer().unwrap().floor(Duration::from_millis(50));
+    /// ```
+    pub fn floor(mut self, floor: Duration) -> Self {
+        Arc::make_mut(&mut self.settings).floor = Floor::new(floor);
+        self
+    }
+
+    /// Holds back `reserve` from every outbound call made in a request.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let _ = ServerConfig::default().layer().unwrap().reserve(Duration::from_millis(10));
+    /// ```
+    pub fn reserve(mut self, reserve: Duration) -> Self {
+        Arc::make_mut(&mut self.settings).reserve = reserve;
+        self
+    }
+
+    /// Calls `hook` on every shed, expired or malformed event.
+    ///
+    /// ```
+    /// # use budget_core::server::{BudgetEvent, ServerConfig};
+    /// let _ = ServerConfig::default().layer().unwrap()
+    ///     .on_event(|e: &BudgetEvent<'_>| tracing::info!(?e, "budget event"));
+    /// ```
+    pub fn on_event<E2: OnBudgetEvent>(self, hook: E2) -> BudgetLayer<E2> {
+        BudgetLayer {
+            settings: self.settings,
+            on_event: hook,
+        }
+    }
+}
+
+impl<S, E: Clone> Layer<S> for BudgetLayer<E> {
+    type Service = BudgetService<S, E>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BudgetService::from_parts(inner, self.settings.clone(), self.on_event.clone())
+    }
+}

@@ -1,0 +1,82 @@
+//! The server side: a tower layer that gives every request a budget, and
+//! axum extractors that read it.
+//!
+//! [`BudgetLayer`] wraps any tower HTTP service (an axum `Router`, a tonic
+//! server, a hand-written service). On each request it
+//!
+//! 1. decodes the inbound budget from every known header (the smallest
+//!    wins), applies the default when there is none and clamps to the
+//!    maximum (CONTRACT section 1);
+//! 2. answers `400` problem+json for a malformed budget header (or ignores
+//!    it, if so configured);
+//! 3. sheds with `504` at once when the budget is already below the
+//!    service's ingress floor: the inner service is never called;
+//! 4. otherwise runs the inner service under the deadline; when the deadline
+//!    passes first, the inner future is dropped (so its downstream calls are
+//!    cancelled too) and the answer is `504`;
+//! 5. makes the budget, the ledger and the per-hop reserve available to the
+//!    handler (request extensions and the [`context`](crate::context)
+//!    task-local scope, where the client side finds them);
+//! 6. adds the `Server-Timing` ledger to every response, success or error.
+//!
+//! Budget problems become responses; the inner service's error type is kept
+//! and its errors pass through untouched.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use axum::{Router, routing::get};
+//! use budget_core::{Budget, Floor};
+//! use budget_core::server::{BudgetLayer, ServerConfig};
+//!
+//! async fn handler(budget: Budget) -> String {
+//!     format!("{}ms left", budget.remaining().as_millis())
+//! }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config: ServerConfig = toml::from_str(r#"
+//!     default_budget = "2s"
+//!     max_budget = "10s"
+//!     floor = "20ms"
+//!     reserve = "5ms"
+//! "#)?;
+//! let app = Router::new().route("/", get(handler)).layer(config.layer()?);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # How this differs from `tower_http::timeout` and `tower::timeout`
+//!
+//! | | `tower::timeout::Timeout` | `tower_http::timeout::TimeoutLayer` | [`BudgetLayer`] |
+//! | --- | --- | --- | --- |
+//! | limit | one fixed duration | one fixed duration | what the caller said it will wait (headers), clamped, or a default |
+//! | on expiry | an `Elapsed` *error* (the connection may be dropped) | an empty response with a chosen status | `504` problem+json with the ledger |
+//! | below a floor | called anyway | called anyway | shed at once, handler not run |
+//! | downstream | knows nothing | knows nothing | the client side reads the remaining budget and forwards it |
+//! | accounting | none | none | `Server-Timing` ledger on every response |
+//!
+//! A fixed timeout says "no request takes longer than 30 s here"; a budget
+//! says "this request's caller stops waiting in 740 ms, so do not start what
+//! cannot finish by then". The two compose: a fixed timeout outside the
+//! budget layer is a last-resort guard.
+
+mod config;
+mod event;
+mod extract;
+mod future;
+mod layer;
+mod response;
+mod service;
+
+pub use config::ServerConfig;
+pub use event::{BudgetEvent, OnBudgetEvent};
+pub use extract::MissingBudgetLayer;
+pub use future::ResponseFuture;
+pub use layer::BudgetLayer;
+pub use response::problem_response;
+pub use service::BudgetService;
+
+/// The `Server-Timing` header name.
+pub const SERVER_TIMING: http::HeaderName = http::HeaderName::from_static("server-timing");

@@ -1,0 +1,151 @@
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{Request, Response};
+use tokio::time::Instant;
+use tower_service::Service;
+
+use crate::budget::Budget;
+use crate::context::RequestContext;
+use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
+use crate::problem::{Problem, ProblemKind};
+use crate::server::future::ResponseFuture;
+use crate::server::layer::Settings;
+use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
+
+/// Gives every request a budget; see the [module docs](crate::server).
+///
+/// Made by [`BudgetLayer`](crate::server::BudgetLayer).
+///
+/// # Example
+///
+/// ```
+/// use std::convert::Infallible;
+/// use axum::body::Body;
+/// use budget_core::server::ServerConfig;
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let svc = ServerConfig::default().layer().unwrap().layer(service_fn(|_req: http::Request<Body>| async {
+///     Ok::<_, Infallible>(http::Response::new(Body::from("ok")))
+/// }));
+/// let req = http::Request::builder().header("request-budget-ms", "-1").body(Body::empty()).unwrap();
+/// let res = svc.oneshot(req).await.unwrap();
+/// assert_eq!(res.status(), 400);
+/// assert!(res.headers().contains_key("server-timing"));
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct BudgetService<S, E = ()> {
+    inner: S,
+    settings: Arc<Settings>,
+    on_event: E,
+}
+
+impl<S, E> BudgetService<S, E> {
+    pub(crate) fn from_parts(inner: S, settings: Arc<Settings>, on_event: E) -> Self {
+        Self {
+            inner,
+            settings,
+            on_event,
+        }
+    }
+
+    /// The wrapped service.
+    ///
+    /// ```
+    /// # use budget_core::server::ServerConfig;
+    /// # use tower::Layer;
+    /// let svc = ServerConfig::default().layer().unwrap().layer(7u8);
+    /// assert_eq!(*svc.get_ref(), 7);
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    ///
+    /// ```
+    /// # use budget_core::server::ServerConfig;
+    /// # use tower::Layer;
+    /// let mut svc = ServerConfig::default().layer().unwrap().layer(7u8);
+    /// *svc.get_mut() = 8;
+    /// assert_eq!(svc.into_inner(), 8);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service.
+    ///
+    /// ```
+    /// # use budget_core::server::ServerConfig;
+    /// # use tower::Layer;
+    /// assert_eq!(ServerConfig::default().layer().unwrap().layer(7u8).into_inner(), 7);
+    /// ```
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for BudgetService<S, E>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    E: OnBudgetEvent,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, E>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let start = Instant::now();
+        let ledger = Ledger::new();
+        let resolved = match self.settings.inbound.resolve(req.headers()) {
+            Ok(resolved) => resolved,
+            Err(invalid) => {
+                tracing::debug!(error = %invalid, "malformed budget header");
+                self.on_event
+                    .on_event(&BudgetEvent::Malformed { error: &invalid });
+                ledger.record(Entry::skip(INGRESS_METRIC, format!("rejected: {invalid}")));
+                let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
+                    .with_header(invalid.header().as_str());
+                return ResponseFuture::ready(problem_response(&problem, &ledger));
+            }
+        };
+        let budget = Budget::starting_at(start, resolved.budget);
+        ledger.record(Entry::ingress(resolved.budget));
+
+        let floor = self.settings.floor;
+        if let Err(below) = floor.check(budget.remaining()) {
+            tracing::debug!(%below, "budget below the ingress floor: shed");
+            self.on_event.on_event(&BudgetEvent::Shed {
+                budget: resolved.budget,
+                floor: floor.get(),
+            });
+            let problem = Problem::new(
+                ProblemKind::BelowFloor,
+                format!("budget {below}: the request was not started"),
+            )
+            .with_remaining(below.remaining())
+            .with_floor(below.floor());
+            return ResponseFuture::ready(problem_response(&problem, &ledger));
+        }
+
+        let cx = RequestContext::new(budget)
+            .with_ledger(ledger)
+            .with_reserve(self.settings.reserve);
+        req.extensions_mut().insert(cx.clone());
+        let inner = &mut self.inner;
+        let fut = cx.clone().sync_scope(|| inner.call(req));
+        ResponseFuture::running(cx, fut, self.on_event.clone())
+    }
+}
