@@ -1,0 +1,3 @@
+//! Shared pieces of the example programs: the budget table.
+
+pub mod table;

@@ -1,0 +1,1 @@
+//! The slow partner (being written).
