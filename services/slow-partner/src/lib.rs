@@ -1,1 +1,93 @@
-//! The slow partner (being written).
+//! # slow-partner
+//!
+//! A chaos HTTP server that plays a partner who ignores budgets: it waits,
+//! fails, asks callers to come back later, sends its body slowly, or takes
+//! its whole port down in one of five ways; and it counts the work it did
+//! that nobody was waiting for any more. For demos, tests and load tests of
+//! the budget framework (the project's `CONTRACT.md`, section 5).
+//!
+//! - **Per request**, the query string shapes the answer: `delay`, `jitter`,
+//!   `status`, `retry_after`, `script` (per-attempt plans keyed by
+//!   `x-request-id` and path), `drip` and `body_bytes`. See [`Knobs`].
+//! - **Per listener**, a [`Mode`]: `normal`, `refuse`, `blackhole`, `reset`,
+//!   `hang`; set at start and switched at run time through
+//!   [`PartnerHandle::set_mode`] or `PUT /admin/mode` (on the main port, and
+//!   on an optional admin listener that stays up whatever the mode).
+//! - **`GET /stats`** ([`StatsSnapshot`]): requests, answers by status,
+//!   `late` work (finished after the budget it arrived with had run out),
+//!   and per `x-request-id` the budgets each attempt arrived with.
+//!
+//! The partner reads the budget like any budget-aware service (every inbound
+//! header format, the smallest wins) and echoes it as `budget_ms` in its
+//! [`Answer`], but never enforces it; a malformed budget header is an unknown
+//! budget, not an error.
+//!
+//! It only listens on the addresses it is given; tests give it loopback.
+//! Time comes from tokio's clock only.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use slow_partner::{Answer, Mode, PartnerConfig};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = PartnerConfig::new("127.0.0.1:0".parse()?)
+//!     .with_admin_listen("127.0.0.1:0".parse()?);
+//! let partner = slow_partner::spawn(config).await?;
+//!
+//! // A pricing service that fails once, then answers slowly.
+//! let url = partner.url("/pricing?script=503@250ms,200@400ms&retry_after=1");
+//! let client = reqwest::Client::new();
+//! let first = client.get(&url).header("x-request-id", "r-1").header("request-budget-ms", "900").send().await?;
+//! assert_eq!(first.status(), 503);
+//! let answer: Answer = first.json().await?;
+//! assert_eq!((answer.attempt, answer.budget_ms), (1, Some(900)));
+//!
+//! // The whole port goes dark: connects are refused.
+//! partner.set_mode(Mode::Refuse).await?;
+//! assert!(client.get(&url).send().await.unwrap_err().is_connect());
+//!
+//! assert_eq!(partner.stats().ids["r-1"].budgets_ms(), vec![Some(900)]);
+//! partner.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # HTTP routes
+//!
+//! | route | on the main port (normal mode) | on the admin listener |
+//! | --- | --- | --- |
+//! | `GET /healthz` | `200 ok` | `200 ok` |
+//! | `GET /stats` | [`StatsSnapshot`] as JSON | same |
+//! | `POST /stats/reset` | zero the counters, `204` | same |
+//! | `GET /admin/mode` | `{"mode":"normal"}` | same |
+//! | `PUT`/`POST /admin/mode` | switch: `?mode=hang`, or a body `mode=hang`, `{"mode":"hang"}` or `hang`; answers `{"mode":"hang","previous":"normal"}` | same |
+//! | any other path | the work of the query string ([`Knobs`]), answered with an [`Answer`] | `404` |
+
+#![deny(missing_docs)]
+
+mod app;
+mod config;
+mod error;
+mod handle;
+mod knobs;
+mod listener;
+mod mode;
+mod stats;
+mod supervisor;
+mod work;
+
+pub use config::{DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE, PartnerConfig};
+pub use error::{PartnerError, chain as error_chain};
+pub use handle::{PartnerHandle, spawn};
+pub use knobs::{
+    DRIP_CHUNKS, Knobs, MAX_BODY_BYTES, MAX_DURATION, MAX_SCRIPT_ENTRIES, Plan, QueryError, Reason,
+    Script, ScriptEntry,
+};
+pub use mode::{BudgetMode, Mode, ParseModeError};
+pub use stats::{
+    CallRecord, DEFAULT_MAX_TRACKED_IDS, IdStats, MAX_CALLS_PER_ID, MAX_ID_LEN, MAX_PATH_LEN,
+    MAX_PATHS_PER_ID, StatsSnapshot,
+};
+pub use work::{Answer, X_REQUEST_ID};

@@ -1,0 +1,238 @@
+//! The partner's configuration: the same fields as the binary's flags, from
+//! TOML with humantime durations.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use slow_partner::{Mode, PartnerConfig};
+//!
+//! let config = PartnerConfig::from_toml(r#"
+//!     listen = "127.0.0.1:9000"
+//!     admin_listen = "127.0.0.1:9001"
+//!     mode = "blackhole"
+//!     shutdown_grace = "500ms"
+//! "#).unwrap();
+//! assert_eq!(config.mode, Mode::Blackhole);
+//! assert_eq!(config.shutdown_grace, Duration::from_millis(500));
+//!
+//! let err = PartnerConfig::from_toml("mode = \"sleep\"").unwrap_err();
+//! let message = slow_partner::error_chain(&err);
+//! assert!(message.contains("unknown variant `sleep`"), "{message}");
+//! ```
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use budget_core::config::ConfigError;
+use serde::{Deserialize, Serialize};
+
+use crate::error::PartnerError;
+use crate::mode::{BudgetMode, Mode};
+use crate::stats::DEFAULT_MAX_TRACKED_IDS;
+
+/// The default main address: loopback, port 9000.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9000);
+
+/// The default [`PartnerConfig::shutdown_grace`].
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How a partner starts. Every field has a default, so a TOML file needs
+/// only the fields it changes; unknown fields are an error.
+///
+/// Build one with [`PartnerConfig::new`] and the `with_*` methods, or from
+/// TOML with [`from_toml`](Self::from_toml) / [`load`](Self::load).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct PartnerConfig {
+    /// The main address (default `127.0.0.1:9000`). Port 0 picks a free
+    /// port once, at start; every mode switch rebinds that same port.
+    pub listen: SocketAddr,
+    /// A separate address that serves only the admin endpoint, `/stats` and
+    /// `/healthz`, reachable whatever the main port's mode.
+    pub admin_listen: Option<SocketAddr>,
+    /// The mode at start.
+    pub mode: Mode,
+    /// Accepted for symmetry with the other binaries; the partner never
+    /// enforces budgets either way (see [`BudgetMode`]).
+    pub budget_mode: BudgetMode,
+    /// How many `x-request-id`s `/stats` remembers (at least 1; default
+    /// 10 000; first in, first out).
+    pub max_tracked_ids: usize,
+    /// How long requests in flight may finish when the main port leaves
+    /// normal mode or the partner stops; then their connections are closed.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for PartnerConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            admin_listen: None,
+            mode: Mode::Normal,
+            budget_mode: BudgetMode::On,
+            max_tracked_ids: DEFAULT_MAX_TRACKED_IDS,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}
+
+impl PartnerConfig {
+    /// The defaults, listening on `listen`.
+    ///
+    /// ```
+    /// # use slow_partner::PartnerConfig;
+    /// let config = PartnerConfig::new("127.0.0.1:0".parse().unwrap());
+    /// assert_eq!(config.listen.port(), 0);
+    /// ```
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            ..Self::default()
+        }
+    }
+
+    /// The same config starting in `mode`.
+    ///
+    /// ```
+    /// # use slow_partner::{Mode, PartnerConfig};
+    /// assert_eq!(PartnerConfig::default().with_mode(Mode::Hang).mode, Mode::Hang);
+    /// ```
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The same config with an admin listener on `addr`.
+    ///
+    /// ```
+    /// # use slow_partner::PartnerConfig;
+    /// let addr = "127.0.0.1:0".parse().unwrap();
+    /// assert_eq!(PartnerConfig::default().with_admin_listen(addr).admin_listen, Some(addr));
+    /// ```
+    pub fn with_admin_listen(mut self, addr: SocketAddr) -> Self {
+        self.admin_listen = Some(addr);
+        self
+    }
+
+    /// The same config with another [`shutdown_grace`](Self::shutdown_grace).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slow_partner::PartnerConfig;
+    /// let c = PartnerConfig::default().with_shutdown_grace(Duration::from_millis(100));
+    /// assert_eq!(c.shutdown_grace, Duration::from_millis(100));
+    /// ```
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Parses TOML text (fields as in the struct, durations in humantime
+    /// form) and [validates](Self::validate) it.
+    ///
+    /// ```
+    /// # use slow_partner::PartnerConfig;
+    /// assert_eq!(PartnerConfig::from_toml("").unwrap(), PartnerConfig::default());
+    /// assert!(PartnerConfig::from_toml("max_tracked_ids = 0").is_err());
+    /// assert!(PartnerConfig::from_toml("lisen = \"127.0.0.1:1\"").is_err());
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Self, PartnerError> {
+        Self::parse(text, Path::new("<inline>"))
+    }
+
+    /// Reads, parses and validates a TOML config file.
+    ///
+    /// ```
+    /// # use slow_partner::{PartnerConfig, PartnerError};
+    /// let err = PartnerConfig::load("/no/such/file.toml".as_ref()).unwrap_err();
+    /// assert!(matches!(err, PartnerError::ReadConfig { .. }));
+    /// ```
+    pub fn load(path: &Path) -> Result<Self, PartnerError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PartnerError::ReadConfig {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    fn parse(text: &str, path: &Path) -> Result<Self, PartnerError> {
+        let config: Self = toml::from_str(text).map_err(|source| PartnerError::ParseConfig {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values serde cannot: `max_tracked_ids` is at least 1.
+    ///
+    /// ```
+    /// # use slow_partner::PartnerConfig;
+    /// let mut config = PartnerConfig::default();
+    /// config.max_tracked_ids = 0;
+    /// assert_eq!(
+    ///     config.validate().unwrap_err().to_string(),
+    ///     "invalid config: `max_tracked_ids` must be at least 1",
+    /// );
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_tracked_ids == 0 {
+            return Err(ConfigError::new("max_tracked_ids", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_reads_from_toml() {
+        let config = PartnerConfig::from_toml(
+            r#"
+            listen = "127.0.0.1:9100"
+            admin_listen = "127.0.0.1:9101"
+            mode = "hang"
+            budget_mode = "off"
+            max_tracked_ids = 5
+            shutdown_grace = "2s"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9100);
+        assert_eq!(config.admin_listen.unwrap().port(), 9101);
+        assert_eq!(config.mode, Mode::Hang);
+        assert_eq!(config.budget_mode, BudgetMode::Off);
+        assert_eq!(config.max_tracked_ids, 5);
+        assert_eq!(config.shutdown_grace, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn the_default_listen_address_is_loopback() {
+        assert!(PartnerConfig::default().listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn a_malformed_file_is_an_error_naming_the_file_and_the_field() {
+        let err = PartnerConfig::from_toml("shutdown_grace = \"soon\"").unwrap_err();
+        let text = crate::error::chain(&err);
+        assert!(
+            text.starts_with("malformed config file `<inline>`"),
+            "{text}"
+        );
+        assert!(text.contains("shutdown_grace"), "{text}");
+    }
+
+    #[test]
+    fn the_config_round_trips_through_toml() {
+        let config = PartnerConfig::default().with_mode(Mode::Reset);
+        let text = toml::to_string(&config).unwrap();
+        assert_eq!(PartnerConfig::from_toml(&text).unwrap(), config);
+    }
+}

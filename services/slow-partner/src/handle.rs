@@ -1,0 +1,207 @@
+//! Starting a partner in-process, and the handle that controls it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::{AppState, admin_router, main_router};
+use crate::config::PartnerConfig;
+use crate::error::PartnerError;
+use crate::listener::{self, Serve};
+use crate::mode::Mode;
+use crate::stats::{Stats, StatsSnapshot};
+use crate::supervisor::{self, Control, Supervisor};
+
+/// How much longer than the shutdown grace [`PartnerHandle::shutdown`] waits
+/// for the last tasks.
+const SHUTDOWN_SLACK: Duration = Duration::from_secs(1);
+
+/// Starts a partner: opens the main port in the configured mode (and the
+/// admin listener when configured) and returns once both accept connections
+/// (or, in `refuse`, once the port is known).
+///
+/// With port 0 in [`PartnerConfig::listen`], a free port is picked once;
+/// [`PartnerHandle::addr`] tells which, and every mode switch rebinds it.
+///
+/// # Errors
+///
+/// [`PartnerError::Config`] for an invalid config, [`PartnerError::Bind`]
+/// when a port cannot be opened, [`PartnerError::Blackhole`] when blackhole
+/// mode cannot fill its queue.
+///
+/// # Example
+///
+/// ```no_run
+/// use slow_partner::{Mode, PartnerConfig};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let partner = slow_partner::spawn(PartnerConfig::new("127.0.0.1:0".parse()?)).await?;
+/// let url = partner.url("/pricing?script=503@250ms,200@400ms");
+/// // ... point a client at `url` ...
+/// partner.set_mode(Mode::Refuse).await?;
+/// assert_eq!(partner.stats().late, 0);
+/// partner.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError> {
+    config.validate()?;
+    let addr = listener::resolve(config.listen).map_err(|source| PartnerError::Bind {
+        addr: config.listen,
+        purpose: "the main port".to_owned(),
+        source,
+    })?;
+    let stats = Arc::new(Stats::new(config.max_tracked_ids));
+    let (control, commands) = supervisor::control();
+    let (mode_tx, mode) = watch::channel(Mode::Refuse);
+    let state = AppState {
+        stats: Arc::clone(&stats),
+        control: control.clone(),
+        mode: mode.clone(),
+    };
+    let root = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let grace = config.shutdown_grace;
+
+    let mut supervisor = Supervisor::new(
+        addr,
+        main_router(state.clone()),
+        tracker.clone(),
+        root.clone(),
+        grace,
+        mode_tx,
+        commands,
+    );
+    supervisor.start(config.mode).await?;
+
+    let admin_addr = match config.admin_listen {
+        None => None,
+        Some(wanted) => {
+            let socket = listener::bind(wanted, listener::BACKLOG).map_err(|source| {
+                root.cancel();
+                PartnerError::Bind {
+                    addr: wanted,
+                    purpose: "the admin listener".to_owned(),
+                    source,
+                }
+            })?;
+            let admin_addr = socket.local_addr().ok();
+            tracker.spawn(listener::accept_loop(
+                socket,
+                Serve::Http(admin_router(state)),
+                root.clone(),
+                tracker.clone(),
+                grace,
+            ));
+            admin_addr
+        }
+    };
+    tracker.spawn(supervisor.run());
+    tracing::info!(%addr, admin = ?admin_addr, mode = %config.mode, "slow partner started");
+
+    Ok(PartnerHandle {
+        addr,
+        admin_addr,
+        control,
+        mode,
+        stats,
+        root,
+        tracker,
+        grace,
+    })
+}
+
+/// A running partner. Dropping it stops the partner too (without waiting);
+/// [`shutdown`](Self::shutdown) stops it and waits.
+#[derive(Debug)]
+pub struct PartnerHandle {
+    addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
+    control: Control,
+    mode: watch::Receiver<Mode>,
+    stats: Arc<Stats>,
+    root: CancellationToken,
+    tracker: TaskTracker,
+    grace: Duration,
+}
+
+impl PartnerHandle {
+    /// The main port's address (the port picked when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The admin listener's address, when one was configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// `http://{addr}{path_and_query}`: a URL on the main port.
+    pub fn url(&self, path_and_query: &str) -> String {
+        format!("http://{}{path_and_query}", self.addr)
+    }
+
+    /// `http://{admin_addr}{path_and_query}`, when there is an admin
+    /// listener.
+    pub fn admin_url(&self, path_and_query: &str) -> Option<String> {
+        self.admin_addr
+            .map(|addr| format!("http://{addr}{path_and_query}"))
+    }
+
+    /// The main port's current mode (`refuse` after a failed switch).
+    pub fn mode(&self) -> Mode {
+        *self.mode.borrow()
+    }
+
+    /// Switches the main port to `mode`; returns the previous mode once the
+    /// new one is in effect (a connect right after sees it). Switching to
+    /// the current mode changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`PartnerError::Bind`] or [`PartnerError::Blackhole`] when the port
+    /// cannot be opened in the new mode (it is then closed, as in
+    /// `refuse`); [`PartnerError::Stopped`] after shutdown.
+    pub async fn set_mode(&self, mode: Mode) -> Result<Mode, PartnerError> {
+        self.control.set_mode(mode).await
+    }
+
+    /// A copy of the counters that `GET /stats` shows.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Zeroes the counters (what `POST /stats/reset` does).
+    pub fn reset_stats(&self) {
+        self.stats.reset();
+    }
+
+    /// Stops the partner: closes every listener at once, lets requests in
+    /// flight finish for up to the shutdown grace, closes every connection,
+    /// and returns when every task has ended (or a second after the grace).
+    pub async fn shutdown(self) {
+        self.root.cancel();
+        self.tracker.close();
+        let wait = self.grace.saturating_add(SHUTDOWN_SLACK);
+        if tokio::time::timeout(wait, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tasks = self.tracker.len(),
+                "tasks still running after shutdown"
+            );
+        }
+        tracing::info!(addr = %self.addr, "slow partner stopped");
+    }
+}
+
+impl Drop for PartnerHandle {
+    fn drop(&mut self) {
+        self.root.cancel();
+    }
+}

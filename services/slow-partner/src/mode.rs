@@ -1,0 +1,171 @@
+//! The whole-listener fault modes ([`Mode`]), and the `--budget-mode` switch
+//! the partner accepts and ignores ([`BudgetMode`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// What the main port does with connections, before any HTTP is spoken.
+///
+/// Each mode produces the failure a client sees from a partner that is down
+/// in a particular way. Serialises (TOML, JSON) as its lower-case name.
+///
+/// | mode | on the wire | what the client sees |
+/// | --- | --- | --- |
+/// | [`Normal`](Mode::Normal) | accepts and serves HTTP | answers shaped by the query string |
+/// | [`Refuse`](Mode::Refuse) | nothing listens on the port | connection refused, at once |
+/// | [`Blackhole`](Mode::Blackhole) | listens, never accepts, accept queue full | a connect timeout |
+/// | [`Reset`](Mode::Reset) | accepts, then closes with `SO_LINGER` 0 | a connection reset, at once |
+/// | [`Hang`](Mode::Hang) | accepts and reads, never answers | a read (request) timeout |
+///
+/// # Example
+///
+/// ```
+/// use slow_partner::Mode;
+///
+/// let mode: Mode = "blackhole".parse().unwrap();
+/// assert_eq!(mode, Mode::Blackhole);
+/// assert_eq!(mode.to_string(), "blackhole");
+/// assert_eq!(
+///     "sleep".parse::<Mode>().unwrap_err().to_string(),
+///     "unknown mode `sleep`: expected one of normal, refuse, blackhole, reset, hang",
+/// );
+/// ```
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Accept connections and serve HTTP.
+    #[default]
+    Normal,
+    /// Nothing listens on the port: connections are refused.
+    Refuse,
+    /// The port listens but never accepts and its accept queue is full, so
+    /// new connections time out in the handshake.
+    Blackhole,
+    /// Accept each connection, then reset it (`SO_LINGER` 0 and close).
+    Reset,
+    /// Accept each connection and read from it, but never answer; the
+    /// connection is held until the mode changes or the partner stops.
+    Hang,
+}
+
+impl Mode {
+    /// Every mode, in the order the docs list them.
+    ///
+    /// ```
+    /// assert_eq!(slow_partner::Mode::ALL.len(), 5);
+    /// ```
+    pub const ALL: [Mode; 5] = [
+        Mode::Normal,
+        Mode::Refuse,
+        Mode::Blackhole,
+        Mode::Reset,
+        Mode::Hang,
+    ];
+
+    /// The mode's name on the wire, in flags and in config files.
+    ///
+    /// ```
+    /// assert_eq!(slow_partner::Mode::Hang.as_str(), "hang");
+    /// ```
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Refuse => "refuse",
+            Mode::Blackhole => "blackhole",
+            Mode::Reset => "reset",
+            Mode::Hang => "hang",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = ParseModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or_else(|| ParseModeError {
+                given: crate::knobs::shorten(s),
+            })
+    }
+}
+
+/// A mode name that is not one of [`Mode::ALL`].
+///
+/// ```
+/// let err = "HANG ".parse::<slow_partner::Mode>().unwrap_err();
+/// assert_eq!(err.given(), "HANG ");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode `{given}`: expected one of normal, refuse, blackhole, reset, hang")]
+pub struct ParseModeError {
+    given: String,
+}
+
+impl ParseModeError {
+    /// The name that was given (cut to a readable length).
+    ///
+    /// ```
+    /// assert_eq!("x".parse::<slow_partner::Mode>().unwrap_err().given(), "x");
+    /// ```
+    pub fn given(&self) -> &str {
+        &self.given
+    }
+}
+
+/// The `--budget-mode on|off` switch every binary of the project takes.
+///
+/// The slow partner accepts it so that one docker-compose file can pass the
+/// same variables to every service, and ignores it: the partner always
+/// *reads* the budget (to echo it and count late work) and *never* enforces
+/// it, whichever way this is set. It plays a partner that does not care.
+///
+/// ```
+/// use slow_partner::BudgetMode;
+/// let mode: BudgetMode = serde_json::from_str("\"off\"").unwrap();
+/// assert_eq!(mode, BudgetMode::Off);
+/// ```
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetMode {
+    /// The project's budget machinery (ignored by the partner).
+    #[default]
+    On,
+    /// Fixed timeouts, nothing forwarded (ignored by the partner).
+    Off,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mode_round_trips_through_its_name() {
+        for mode in Mode::ALL {
+            assert_eq!(mode.as_str().parse::<Mode>(), Ok(mode));
+            let json = serde_json::to_string(&mode).unwrap();
+            assert_eq!(json, format!("\"{mode}\""));
+            assert_eq!(serde_json::from_str::<Mode>(&json).unwrap(), mode);
+        }
+    }
+
+    #[test]
+    fn mode_names_are_exact_not_case_folded() {
+        assert!("Normal".parse::<Mode>().is_err());
+        assert!(" hang".parse::<Mode>().is_err());
+        assert!("".parse::<Mode>().is_err());
+    }
+}
