@@ -185,9 +185,18 @@ impl Entry {
 impl fmt::Display for Entry {
     /// Renders the entry as one `Server-Timing` metric.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        self.render(&mut out);
+        f.write_str(&out)
+    }
+}
+
+impl Entry {
+    /// Appends the entry as one `Server-Timing` metric to `out`.
+    fn render(&self, out: &mut String) {
         match self {
             Entry::Ingress { budget } => {
-                write_metric(f, INGRESS_METRIC, "", Some(*budget), Some(INGRESS_DESC))
+                write_metric(out, INGRESS_METRIC, "", Some(*budget), Some(INGRESS_DESC))
             }
             Entry::Attempt {
                 dependency,
@@ -197,69 +206,78 @@ impl fmt::Display for Entry {
             } => {
                 let ok = outcome.len() == 3 && outcome.starts_with('2');
                 let desc = (!ok).then_some(outcome.as_str());
-                write_metric(f, dependency, "", Some(*duration), desc)
+                write_metric(out, dependency, "", Some(*duration), desc)
             }
             Entry::Wait {
                 dependency,
                 duration,
-            } => write_metric(f, dependency, WAIT_SUFFIX, Some(*duration), None),
+            } => write_metric(out, dependency, WAIT_SUFFIX, Some(*duration), None),
             Entry::Skip { dependency, reason } => {
-                write_metric(f, dependency, "", None, Some(reason))
+                write_metric(out, dependency, "", None, Some(reason))
             }
             Entry::Local {
                 name,
                 duration,
                 desc,
-            } => write_metric(f, name, "", Some(*duration), desc.as_deref()),
+            } => write_metric(out, name, "", Some(*duration), desc.as_deref()),
         }
     }
 }
 
 /// Writes `name[suffix][;dur=ms][;desc="..."]`, keeping `name` a valid token
-/// and `desc` a valid quoted-string.
+/// and `desc` a valid quoted-string. Text that needs no mending is copied
+/// whole (the common case, on every response).
 fn write_metric(
-    f: &mut impl fmt::Write,
+    out: &mut String,
     name: &str,
     suffix: &str,
     dur: Option<Duration>,
     desc: Option<&str>,
-) -> fmt::Result {
+) {
     if name.is_empty() {
-        f.write_char('_')?;
+        out.push('_');
     }
-    for c in name.chars().chain(suffix.chars()) {
-        f.write_char(if is_tchar(c) { c } else { '_' })?;
+    for part in [name, suffix] {
+        if part.chars().all(is_tchar) {
+            out.push_str(part);
+        } else {
+            out.extend(part.chars().map(|c| if is_tchar(c) { c } else { '_' }));
+        }
     }
     if let Some(d) = dur {
-        f.write_str(";dur=")?;
-        write_millis(f, d)?;
+        out.push_str(";dur=");
+        write_millis(out, d);
     }
     if let Some(desc) = desc {
-        f.write_str(";desc=\"")?;
-        for c in desc.chars() {
-            match c {
-                '"' | '\\' => {
-                    f.write_char('\\')?;
-                    f.write_char(c)?;
+        out.push_str(";desc=\"");
+        let plain = |c: char| c == '\t' || ((' '..='~').contains(&c) && c != '"' && c != '\\');
+        if desc.chars().all(plain) {
+            out.push_str(desc);
+        } else {
+            for c in desc.chars() {
+                match c {
+                    '"' | '\\' => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    // Header values are visible ASCII, space and tab only.
+                    c if c == '\t' || (' '..='~').contains(&c) => out.push(c),
+                    _ => out.push('?'),
                 }
-                // Header values are visible ASCII, space and tab only.
-                c if c == '\t' || (' '..='~').contains(&c) => f.write_char(c)?,
-                _ => f.write_char('?')?,
             }
         }
-        f.write_char('"')?;
+        out.push('"');
     }
-    Ok(())
 }
 
 /// Milliseconds with at most one decimal: `300`, `1.5`, `0.4`.
-fn write_millis(f: &mut impl fmt::Write, d: Duration) -> fmt::Result {
+fn write_millis(out: &mut String, d: Duration) {
     let tenths = d.as_micros() / 100;
     let (whole, frac) = (tenths / 10, tenths % 10);
-    if frac == 0 {
-        write!(f, "{whole}")
-    } else {
-        write!(f, "{whole}.{frac}")
+    let _ = write!(out, "{whole}");
+    if frac != 0 {
+        out.push('.');
+        out.push(char::from(b'0' + frac as u8));
     }
 }
 
@@ -346,12 +364,12 @@ impl Ledger {
     /// ```
     pub fn server_timing(&self) -> String {
         let entries = self.lock();
-        let mut out = String::with_capacity(entries.len() * 32);
+        let mut out = String::with_capacity(entries.len() * 40);
         for (i, e) in entries.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
             }
-            let _ = write!(out, "{e}");
+            e.render(&mut out);
         }
         out
     }

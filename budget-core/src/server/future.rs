@@ -1,13 +1,13 @@
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
 use tokio::task::futures::TaskLocalFuture;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use crate::context::RequestContext;
 use crate::problem::{Problem, ProblemKind};
@@ -34,8 +34,10 @@ pin_project! {
         Running {
             #[pin]
             inner: TaskLocalFuture<RequestContext, F>,
+            // Armed only once the inner future is pending: a handler that
+            // answers on its first poll never touches the timer wheel.
             #[pin]
-            deadline: Sleep,
+            deadline: Option<Sleep>,
             cx: RequestContext,
             on_event: E,
         },
@@ -55,11 +57,10 @@ impl<F, E> ResponseFuture<F, E> {
     where
         F: Future,
     {
-        let deadline = tokio::time::sleep_until(cx.budget().deadline());
         Self {
             kind: Kind::Running {
                 inner: cx.clone().scope(inner),
-                deadline,
+                deadline: None,
                 cx,
                 on_event,
             },
@@ -83,42 +84,63 @@ where
                 return Poll::Ready(Ok(response.take().expect("polled after completion")));
             }
             KindProj::Running {
-                inner,
-                deadline,
+                mut inner,
+                mut deadline,
                 cx,
                 on_event,
             } => {
-                // The deadline is polled first: on a tie, it wins.
-                if deadline.poll(task).is_ready() {
-                    let budget = cx.budget();
-                    tracing::debug!(
-                        budget_ms = budget.original().as_millis() as u64,
-                        "budget expired in the handler"
-                    );
-                    on_event.on_event(&BudgetEvent::Expired {
-                        budget: budget.original(),
-                    });
-                    let problem = Problem::new(
-                        ProblemKind::Expired,
-                        format!(
-                            "the budget of {}ms ran out before the answer was ready",
-                            budget.original().as_millis()
-                        ),
-                    )
-                    .with_remaining(std::time::Duration::ZERO);
-                    problem_response(&problem, cx.ledger())
-                } else {
-                    let result = ready!(inner.poll(task));
-                    return Poll::Ready(result.map(|res| {
-                        let mut res = res.map(Body::new);
-                        append_server_timing(&mut res, cx.ledger());
-                        res
-                    }));
+                // The deadline is checked first: on a tie, it wins.
+                let passed = match deadline.as_mut().as_pin_mut() {
+                    Some(sleep) => sleep.poll(task).is_ready(),
+                    None => Instant::now() >= cx.budget().deadline(),
+                };
+                if !passed {
+                    if let Poll::Ready(result) = inner.as_mut().poll(task) {
+                        return Poll::Ready(result.map(|res| {
+                            let mut res = res.map(Body::new);
+                            append_server_timing(&mut res, cx.ledger());
+                            res
+                        }));
+                    }
+                    if deadline.is_none() {
+                        deadline.set(Some(tokio::time::sleep_until(cx.budget().deadline())));
+                        if let Some(sleep) = deadline.as_mut().as_pin_mut() {
+                            // Registers the waker; a deadline that passed
+                            // meanwhile fires on the spot.
+                            if sleep.poll(task).is_pending() {
+                                return Poll::Pending;
+                            }
+                        }
+                    } else {
+                        return Poll::Pending;
+                    }
                 }
+                expired_response(cx, on_event)
             }
         };
         // Drop the inner future now, before answering.
         kind.set(Kind::Ready { response: None });
         Poll::Ready(Ok(expired))
     }
+}
+
+/// The `504` for a budget that ran out while the handler worked.
+fn expired_response<E: OnBudgetEvent>(cx: &RequestContext, on_event: &E) -> Response<Body> {
+    let budget = cx.budget();
+    tracing::debug!(
+        budget_ms = u64::try_from(budget.original().as_millis()).unwrap_or(u64::MAX),
+        "budget expired in the handler"
+    );
+    on_event.on_event(&BudgetEvent::Expired {
+        budget: budget.original(),
+    });
+    let problem = Problem::new(
+        ProblemKind::Expired,
+        format!(
+            "the budget of {}ms ran out before the answer was ready",
+            budget.original().as_millis()
+        ),
+    )
+    .with_remaining(std::time::Duration::ZERO);
+    problem_response(&problem, cx.ledger())
 }

@@ -125,7 +125,7 @@ where
         ledger.record(Entry::ingress(resolved.budget));
 
         let floor = self.settings.floor;
-        if let Err(below) = floor.check(budget.remaining()) {
+        if let Err(below) = floor.check(budget.remaining_at(start)) {
             tracing::debug!(%below, "budget below the ingress floor: shed");
             self.on_event.on_event(&BudgetEvent::Shed {
                 budget: resolved.budget,
