@@ -80,12 +80,5 @@ pub enum PartnerError {
 /// );
 /// ```
 pub fn chain(err: &(dyn StdError + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut next = err.source();
-    while let Some(source) = next {
-        out.push_str(": ");
-        out.push_str(&source.to_string());
-        next = source.source();
-    }
-    out
+    service_kit::error_chain(err)
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use clap::Parser;
 use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError, error_chain};
-use tracing_subscriber::EnvFilter;
 
 /// A chaos HTTP server that plays a partner who ignores time budgets.
 ///
@@ -92,7 +91,7 @@ impl Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    service_kit::init_tracing();
     let config = match cli.config() {
         Ok(config) => config,
         Err(err) => {
@@ -110,56 +109,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    shutdown_signal().await;
+    service_kit::shutdown_signal().await;
     tracing::info!("shutting down");
     partner.shutdown().await;
     ExitCode::SUCCESS
-}
-
-/// Structured logs on stderr, filtered by `RUST_LOG` (default `info`).
-fn init_tracing() {
-    let filter = match EnvFilter::try_from_default_env() {
-        Ok(filter) => filter,
-        Err(err) => {
-            if std::env::var_os("RUST_LOG").is_some() {
-                eprintln!("warning: ignoring malformed RUST_LOG ({err}); logging at info");
-            }
-            EnvFilter::new("info")
-        }
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
-/// Resolves on Ctrl-C or (on Unix) SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(%err, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(%err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }
 
 #[cfg(test)]

@@ -136,17 +136,7 @@ impl ParseModeError {
 /// let mode: BudgetMode = serde_json::from_str("\"off\"").unwrap();
 /// assert_eq!(mode, BudgetMode::Off);
 /// ```
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum BudgetMode {
-    /// The project's budget machinery (ignored by the partner).
-    #[default]
-    On,
-    /// Fixed timeouts, nothing forwarded (ignored by the partner).
-    Off,
-}
+pub use service_kit::BudgetMode;
 
 #[cfg(test)]
 mod tests {
