@@ -54,6 +54,10 @@ pub mod single_flight;
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
 
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub mod client;
+
 pub use budget::{Budget, Exhausted};
 pub use floor::{BelowFloor, Floor};
 pub use ledger::{Entry, Ledger};

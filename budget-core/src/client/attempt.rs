@@ -1,0 +1,167 @@
+//! One attempt over reqwest: stamp the budget headers, send, read the body
+//! under the attempt's deadline (the caller's `timeout_at`), and sort a
+//! failure into a [`TransportKind`].
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, Method};
+use reqwest::Url;
+
+use super::call::{AttemptError, AttemptResult, AttemptSpec};
+use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
+use crate::retry::TransportKind;
+
+/// A request ready to be sent any number of times (its body is `Bytes`, so
+/// every attempt replays it).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) method: Method,
+    pub(crate) url: Url,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Option<Bytes>,
+}
+
+/// Sends `prepared` once and buffers the answer, at most `max_body` bytes.
+///
+/// `spec.budget` becomes `request-budget-ms` (and `grpc-timeout` when
+/// `grpc` is set), both rounded down to the millisecond; in fixed mode it
+/// is `None` and no budget header is added.
+pub(crate) async fn send_once(
+    http: &reqwest::Client,
+    prepared: &Prepared,
+    spec: AttemptSpec,
+    grpc: bool,
+    max_body: u64,
+) -> AttemptResult {
+    let mut req = reqwest::Request::new(prepared.method.clone(), prepared.url.clone());
+    let headers = req.headers_mut();
+    headers.clone_from(&prepared.headers);
+    if let Some(budget) = spec.budget {
+        headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
+        if grpc {
+            // The same value as request-budget-ms: whole milliseconds.
+            let whole_ms =
+                Duration::from_millis(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX));
+            headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole_ms));
+        }
+    }
+    if let Some(body) = &prepared.body {
+        *req.body_mut() = Some(body.clone().into());
+    }
+
+    let mut res = http
+        .execute(req)
+        .await
+        .map_err(|e| AttemptError::new(head_failure(&e), e.without_url()))?;
+
+    if res.content_length().is_some_and(|len| len > max_body) {
+        return Err(AttemptError::too_large(max_body));
+    }
+    let mut out = http::Response::new(Bytes::new());
+    *out.status_mut() = res.status();
+    *out.version_mut() = res.version();
+    *out.headers_mut() = std::mem::take(res.headers_mut());
+
+    // One chunk (the common case) is kept as it is; more are joined.
+    let mut body = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    let mut total: u64 = 0;
+    while let Some(chunk) = res
+        .chunk()
+        .await
+        .map_err(|e| AttemptError::new(body_failure(&e), e.without_url()))?
+    {
+        total = total.saturating_add(chunk.len() as u64);
+        if total > max_body {
+            return Err(AttemptError::too_large(max_body));
+        }
+        match &mut joined {
+            Some(buf) => buf.extend_from_slice(&chunk),
+            None if body.is_empty() => body = chunk,
+            None => {
+                let mut buf = BytesMut::with_capacity(body.len() + chunk.len());
+                buf.extend_from_slice(&body);
+                buf.extend_from_slice(&chunk);
+                joined = Some(buf);
+            }
+        }
+    }
+    *out.body_mut() = joined.map_or(body, BytesMut::freeze);
+    Ok(out)
+}
+
+/// The kind of a failure before the response head arrived: connect (timed
+/// out or not), timeout, reset (or closed early), body, other.
+pub(crate) fn head_failure(e: &reqwest::Error) -> TransportKind {
+    if e.is_connect() {
+        if e.is_timeout() {
+            TransportKind::ConnectTimeout
+        } else {
+            TransportKind::Connect
+        }
+    } else if e.is_timeout() {
+        TransportKind::Timeout
+    } else if is_reset(e) {
+        TransportKind::Reset
+    } else if e.is_body() || e.is_decode() {
+        TransportKind::Body
+    } else {
+        TransportKind::Other
+    }
+}
+
+/// The kind of a failure while reading the body: the status was seen, so
+/// anything but running out of time is [`TransportKind::Body`] (final).
+pub(crate) fn body_failure(e: &reqwest::Error) -> TransportKind {
+    if e.is_timeout() {
+        TransportKind::Timeout
+    } else {
+        TransportKind::Body
+    }
+}
+
+/// A connection reset, aborted, broken, or closed before the message was
+/// complete, anywhere in the source chain.
+fn is_reset(e: &(dyn StdError + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<io::Error>()
+            && matches!(
+                io.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        if let Some(hyper) = err.downcast_ref::<hyper::Error>()
+            && hyper.is_incomplete_message()
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] io::Error);
+
+    #[test]
+    fn a_reset_is_found_anywhere_in_the_chain() {
+        let e = Outer(io::Error::from(io::ErrorKind::ConnectionReset));
+        assert!(is_reset(&e));
+        let e = Outer(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(!is_reset(&e));
+    }
+}

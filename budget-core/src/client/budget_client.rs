@@ -1,0 +1,340 @@
+//! [`BudgetClient`] and its [`BudgetClientBuilder`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::Method;
+use reqwest::Url;
+
+use super::config::{DependencyConfig, Mode, Settings};
+use super::error::error_chain;
+use super::request::RequestBuilder;
+use crate::breaker::{BreakerRegistry, CircuitBreaker};
+use crate::clock::{SystemClock, WallClock};
+use crate::config::ConfigError;
+use crate::retry::RetryBudget;
+
+/// A budget-aware HTTP client for one dependency.
+///
+/// Cheap to clone (an `Arc` inside): make one per dependency at start-up
+/// and clone it into handlers. Every call reads the current request's
+/// budget (see the [module docs](super)), refuses what cannot fit, forwards
+/// what is left, and retries within it.
+///
+/// # Example
+///
+/// ```no_run
+/// use budget_core::client::{BudgetClient, DependencyConfig};
+/// use budget_core::breaker::BreakerRegistry;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = DependencyConfig::new("inventory", "http://127.0.0.1:9000/inventory");
+/// let inventory = BudgetClient::builder(config)
+///     .breakers(BreakerRegistry::default()) // share breakers between clients
+///     .build()?;
+/// let also_inventory = inventory.clone();
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct BudgetClient {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) http: reqwest::Client,
+    pub(crate) settings: Settings,
+    pub(crate) clock: Arc<dyn WallClock>,
+}
+
+impl BudgetClient {
+    /// A builder for a client of the dependency `config` describes.
+    ///
+    /// ```
+    /// use budget_core::client::{BudgetClient, DependencyConfig};
+    /// let client = BudgetClient::builder(DependencyConfig::new("a", "http://127.0.0.1:1")).build();
+    /// assert!(client.is_ok());
+    /// ```
+    pub fn builder(config: DependencyConfig) -> BudgetClientBuilder {
+        BudgetClientBuilder {
+            config,
+            http: None,
+            breakers: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// A client with its own HTTP client and its own breaker: the same as
+    /// [`DependencyConfig::build`].
+    ///
+    /// ```
+    /// use budget_core::client::{BudgetClient, DependencyConfig};
+    /// let err = BudgetClient::new(&DependencyConfig::new("", "http://a")).unwrap_err();
+    /// assert_eq!(err.field(), "name");
+    /// ```
+    pub fn new(config: &DependencyConfig) -> Result<Self, ConfigError> {
+        Self::builder(config.clone()).build()
+    }
+
+    /// A `GET` of `path`, appended to the base URL's path (`""` calls the
+    /// base URL itself); the base URL's query string is kept, and a query in
+    /// `path` is added after it.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("p", "http://127.0.0.1:9000/pricing?script=503@250ms").build().unwrap();
+    /// assert_eq!(c.get("").url().as_str(), "http://127.0.0.1:9000/pricing?script=503@250ms");
+    /// assert_eq!(c.get("/quote?sku=7").url().as_str(), "http://127.0.0.1:9000/pricing/quote?script=503@250ms&sku=7");
+    /// ```
+    pub fn get(&self, path: &str) -> RequestBuilder {
+        self.request(Method::GET, path)
+    }
+
+    /// A `POST` of `path` (retried only with an `Idempotency-Key` header).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("orders", "http://127.0.0.1:9000").build().unwrap();
+    /// let req = c.post("/orders").header("idempotency-key", "k-42").body("{}");
+    /// assert_eq!(req.url().as_str(), "http://127.0.0.1:9000/orders");
+    /// ```
+    pub fn post(&self, path: &str) -> RequestBuilder {
+        self.request(Method::POST, path)
+    }
+
+    /// A `PUT` of `path`.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://127.0.0.1:9000").build().unwrap();
+    /// assert_eq!(c.put("/x").method(), http::Method::PUT);
+    /// ```
+    pub fn put(&self, path: &str) -> RequestBuilder {
+        self.request(Method::PUT, path)
+    }
+
+    /// A `DELETE` of `path`.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://127.0.0.1:9000").build().unwrap();
+    /// assert_eq!(c.delete("/x").method(), http::Method::DELETE);
+    /// ```
+    pub fn delete(&self, path: &str) -> RequestBuilder {
+        self.request(Method::DELETE, path)
+    }
+
+    /// A request of any method (see [`get`](Self::get) for `path`).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://127.0.0.1:9000/base/").build().unwrap();
+    /// let req = c.request(http::Method::HEAD, "item");
+    /// assert_eq!(req.url().as_str(), "http://127.0.0.1:9000/base/item");
+    /// ```
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        RequestBuilder::new(self.clone(), method, path)
+    }
+
+    /// The dependency's configured name.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// assert_eq!(DependencyConfig::new("inventory", "http://a").build().unwrap().name(), "inventory");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.inner.settings.name
+    }
+
+    /// The base URL.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a:81/x?y=1").build().unwrap();
+    /// assert_eq!(c.base_url().as_str(), "http://a:81/x?y=1");
+    /// ```
+    pub fn base_url(&self) -> &Url {
+        &self.inner.settings.base
+    }
+
+    /// Budget or fixed mode.
+    ///
+    /// ```
+    /// # use budget_core::client::{DependencyConfig, Mode};
+    /// assert_eq!(DependencyConfig::new("a", "http://a").build().unwrap().mode(), Mode::Budget);
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.inner.settings.mode
+    }
+
+    /// The dependency's circuit breaker, if it has one.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// assert!(config.build().unwrap().breaker().is_none());
+    /// config.breaker = Some(Default::default());
+    /// assert_eq!(config.build().unwrap().breaker().unwrap().key(), "http://a:80");
+    /// ```
+    pub fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.inner.settings.breaker.as_deref()
+    }
+
+    /// The client's retry budget, if it has one.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// config.retry_budget = Some(Default::default());
+    /// assert!(config.build().unwrap().retry_budget().is_some());
+    /// ```
+    pub fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.inner.settings.retry_budget.as_ref()
+    }
+
+    /// The underlying reqwest client.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let _raw: &reqwest::Client = c.get_ref();
+    /// ```
+    pub fn get_ref(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl fmt::Debug for BudgetClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // No URL: it may carry credentials.
+        let settings = &self.inner.settings;
+        f.debug_struct("BudgetClient")
+            .field("name", &settings.name)
+            .field("mode", &settings.mode)
+            .field("floor", &settings.floor)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`BudgetClient`]: share a [`BreakerRegistry`] or a
+/// `reqwest::Client`, or inject the [`WallClock`] that reads HTTP-date
+/// `Retry-After` values.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::client::{BudgetClient, DependencyConfig};
+/// use budget_core::breaker::BreakerRegistry;
+///
+/// let registry = BreakerRegistry::default();
+/// let mut config = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing");
+/// config.breaker = Some(Default::default());
+/// let a = BudgetClient::builder(config.clone()).breakers(registry.clone()).build().unwrap();
+/// let b = BudgetClient::builder(config).breakers(registry).build().unwrap();
+/// assert!(std::ptr::eq(a.breaker().unwrap(), b.breaker().unwrap()));
+/// ```
+#[must_use]
+pub struct BudgetClientBuilder {
+    config: DependencyConfig,
+    http: Option<reqwest::Client>,
+    breakers: Option<BreakerRegistry>,
+    clock: Arc<dyn WallClock>,
+}
+
+impl BudgetClientBuilder {
+    /// Uses `http` instead of building a client. Connect timeouts are a
+    /// client-wide setting in reqwest: give it
+    /// `connect_timeout(connect_cap)` yourself (the budget still caps every
+    /// attempt, connect included).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::client::{BudgetClient, DependencyConfig};
+    /// let http = reqwest::Client::builder().connect_timeout(Duration::from_millis(200)).build().unwrap();
+    /// let c = BudgetClient::builder(DependencyConfig::new("a", "http://a")).http_client(http).build();
+    /// assert!(c.is_ok());
+    /// ```
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// Takes the breaker (when the config has one) from `registry`, shared
+    /// with every other client of the same endpoint (`scheme://host:port`).
+    /// The registry's policy must be the config's `breaker`.
+    ///
+    /// ```
+    /// use budget_core::breaker::{BreakerConfig, BreakerRegistry};
+    /// use budget_core::client::{BudgetClient, DependencyConfig};
+    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// config.breaker = Some(BreakerConfig { failure_threshold: 2, ..Default::default() });
+    /// let err = BudgetClient::builder(config).breakers(BreakerRegistry::default()).build().unwrap_err();
+    /// assert_eq!(err.field(), "breaker");
+    /// ```
+    pub fn breakers(mut self, registry: BreakerRegistry) -> Self {
+        self.breakers = Some(registry);
+        self
+    }
+
+    /// Reads HTTP-date `Retry-After` values against `clock` (default: the
+    /// system clock).
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use budget_core::clock::FixedClock;
+    /// use budget_core::client::{BudgetClient, DependencyConfig};
+    /// let c = BudgetClient::builder(DependencyConfig::new("a", "http://a"))
+    ///     .wall_clock(FixedClock::new(SystemTime::UNIX_EPOCH))
+    ///     .build();
+    /// assert!(c.is_ok());
+    /// ```
+    pub fn wall_clock(mut self, clock: impl WallClock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Validates the config (errors name the field, see
+    /// [`DependencyConfig::build`]) and builds the client. A reqwest client
+    /// that cannot be built (no TLS backend) is reported against
+    /// `connect_cap`, the one setting given to it.
+    ///
+    /// ```
+    /// use budget_core::client::{BudgetClient, DependencyConfig};
+    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// config.concurrency = Some(0);
+    /// assert_eq!(BudgetClient::builder(config).build().unwrap_err().field(), "concurrency");
+    /// ```
+    pub fn build(self) -> Result<BudgetClient, ConfigError> {
+        let settings = self.config.settings(self.breakers.as_ref())?;
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .connect_timeout(settings.connect_cap)
+                .build()
+                .map_err(|e| {
+                    ConfigError::new(
+                        "connect_cap",
+                        format!("cannot build the HTTP client: {}", error_chain(&e)),
+                    )
+                })?,
+        };
+        Ok(BudgetClient {
+            inner: Arc::new(Inner {
+                http,
+                settings,
+                clock: self.clock,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for BudgetClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetClientBuilder")
+            .field("name", &self.config.name)
+            .finish_non_exhaustive()
+    }
+}

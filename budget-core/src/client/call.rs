@@ -1,0 +1,745 @@
+//! The call engine: CONTRACT section 2 for one dependency call, from the
+//! floor check to the last attempt.
+//!
+//! It is generic over the attempt (a function from [`AttemptSpec`] to a
+//! buffered response), so the timing rules are tested here with a paused
+//! clock and no sockets; [`attempt`](super::attempt) is the reqwest one.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::config::Settings;
+use super::error::{
+    AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
+};
+use super::response::BudgetResponse;
+use crate::breaker::{BreakerPermit, Verdict};
+use crate::budget::Budget;
+use crate::clock::WallClock;
+use crate::floor::Floor;
+use crate::ledger::{Entry, Ledger};
+use crate::retry::{Decision, DecisionInput, Outcome, StopReason, TransportKind, sleep_within};
+
+/// The ledger metric suffix for the time a call waited for a concurrency
+/// permit: `pricing-queue;dur=12`.
+pub const QUEUE_SUFFIX: &str = "-queue";
+
+/// Where a call's time comes from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Timing {
+    /// The request's budget, already net of the per-hop reserve.
+    Budget(Budget),
+    /// Every attempt gets this long; no budget.
+    Fixed(Duration),
+}
+
+/// One call, apart from the request itself.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) timing: Timing,
+    pub(crate) ledger: Option<Ledger>,
+    /// Idempotent (or keyed) and with a replayable body.
+    pub(crate) may_retry: bool,
+}
+
+/// What one attempt is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AttemptSpec {
+    /// 1 for the first attempt.
+    pub(crate) number: u32,
+    /// The budget to send (`request-budget-ms`), net of the reserve, taken
+    /// the moment the attempt starts; `None` in fixed mode.
+    pub(crate) budget: Option<Duration>,
+}
+
+/// An attempt that produced no response.
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    pub(crate) kind: TransportKind,
+    /// What the breaker hears: a failure, except for a body over
+    /// `max_body` (our limit, not the endpoint's health).
+    pub(crate) verdict: Verdict,
+    pub(crate) source: BoxError,
+}
+
+impl AttemptError {
+    pub(crate) fn new(kind: TransportKind, source: impl Into<BoxError>) -> Self {
+        Self {
+            kind,
+            verdict: Verdict::Failure,
+            source: source.into(),
+        }
+    }
+
+    fn timed_out(limit: Duration) -> Self {
+        Self::new(TransportKind::Timeout, AttemptTimedOut::new(limit))
+    }
+
+    pub(crate) fn too_large(limit: u64) -> Self {
+        Self {
+            kind: TransportKind::Body,
+            verdict: Verdict::Neutral,
+            source: Box::new(BodyTooLarge::new(limit)),
+        }
+    }
+}
+
+/// The result of one attempt.
+pub(crate) type AttemptResult = Result<http::Response<Bytes>, AttemptError>;
+
+/// Runs one call: refuses it below the floor or with the circuit open,
+/// waits for a concurrency permit (paid from the budget), then makes
+/// attempts until the [retry policy](crate::retry::RetryPolicy) stops,
+/// sleeping its backoff within the budget. Every attempt, wait and skip
+/// goes into `plan.ledger`.
+///
+/// Each attempt runs under `timeout_at(deadline)` on tokio's clock: the
+/// budget's deadline (net of the reserve), or `fixed_timeout` from its
+/// start. Dropping the returned future drops the attempt in flight, and
+/// no further attempt starts.
+pub(crate) async fn run<A, F>(
+    settings: &Settings,
+    clock: &dyn WallClock,
+    plan: Plan,
+    mut attempt: A,
+) -> Result<BudgetResponse, CallError>
+where
+    A: FnMut(AttemptSpec) -> F,
+    F: Future<Output = AttemptResult>,
+{
+    let name = &settings.name;
+    let record = |entry: Entry| {
+        if let Some(ledger) = &plan.ledger {
+            ledger.record(entry);
+        }
+    };
+
+    // Rule 2: below the floor, no I/O at all.
+    if let Timing::Budget(net) = plan.timing
+        && let Err(below) = settings.floor.check(net.remaining())
+    {
+        tracing::debug!(dependency = %name, %below, "dependency call skipped: below its floor");
+        record(Entry::skip(&**name, format!("skipped: {below}")));
+        return Err(CallError::new(Arc::clone(name), CallErrorKind::BelowFloor)
+            .with_budget(below.remaining(), below.remaining().is_zero())
+            .with_floor(below.floor())
+            .with_source(below));
+    }
+
+    let mut breaker_permit = match acquire_breaker(settings) {
+        Ok(permit) => permit,
+        Err(e) => {
+            record(Entry::skip(&**name, "skipped: circuit open"));
+            return Err(e);
+        }
+    };
+
+    // Held to the end of the call, backoff included (rule 8).
+    let _permit = match &settings.permits {
+        Some(semaphore) => {
+            Some(acquire_permit(semaphore, settings, plan.timing, &plan.ledger).await?)
+        }
+        None => None,
+    };
+
+    let retry_budget = match plan.timing {
+        Timing::Budget(_) => settings.retry_budget.as_ref(),
+        Timing::Fixed(_) => None,
+    };
+    if let Some(retry_budget) = retry_budget {
+        retry_budget.deposit();
+    }
+
+    let mut number = 0;
+    loop {
+        number += 1;
+        let started = Instant::now();
+        let (deadline, limit, budget) = match plan.timing {
+            Timing::Budget(net) => {
+                let left = net.remaining_at(started);
+                (net.deadline(), left, Some(left))
+            }
+            Timing::Fixed(timeout) => {
+                let deadline = Budget::starting_at(started, timeout).deadline();
+                (deadline, timeout, None)
+            }
+        };
+        let result = tokio::time::timeout_at(deadline, attempt(AttemptSpec { number, budget }))
+            .await
+            .unwrap_or_else(|_| Err(AttemptError::timed_out(limit)));
+        let took = started.elapsed();
+
+        let outcome = match &result {
+            Ok(res) => Outcome::from_response(res.status(), res.headers(), clock),
+            Err(e) => Outcome::Transport(e.kind),
+        };
+        record(Entry::attempt(&**name, number, took, outcome.to_string()));
+        if let Some(permit) = breaker_permit.take() {
+            permit.record(match &result {
+                Ok(res) => Verdict::from_status(res.status()),
+                Err(e) => e.verdict,
+            });
+        }
+
+        let (remaining, floor) = match plan.timing {
+            Timing::Budget(net) => (net.remaining(), settings.floor),
+            Timing::Fixed(_) => (Duration::MAX, Floor::default()),
+        };
+        let input = DecisionInput {
+            outcome,
+            attempts: number,
+            may_retry: plan.may_retry,
+            remaining,
+            floor,
+        };
+        let decision = settings
+            .policy
+            .decide(&input, retry_budget, &mut rand::rng());
+        tracing::debug!(
+            dependency = %name,
+            attempt = number,
+            outcome = %outcome,
+            duration_ms = took.as_millis() as u64,
+            budget_sent_ms = budget.map(|b| b.as_millis() as u64),
+            remaining_ms = (remaining != Duration::MAX).then_some(remaining.as_millis() as u64),
+            %decision,
+            "dependency attempt"
+        );
+
+        let Decision::Retry { after } = decision else {
+            return finish(name, plan.timing, result, outcome, number, decision);
+        };
+
+        let waiting = Instant::now();
+        match plan.timing {
+            // An error means the deadline came: the floor check below stops.
+            Timing::Budget(net) => sleep_within(after, &net).await.unwrap_or_default(),
+            Timing::Fixed(_) => tokio::time::sleep(after).await,
+        }
+        record(Entry::wait(&**name, waiting.elapsed()));
+        // Rule 2 holds for retries too: the wait was chosen to leave the
+        // floor, but time passes between the decision and the send (rule 3).
+        if let Timing::Budget(net) = plan.timing
+            && let Err(below) = settings.floor.check(net.remaining())
+        {
+            tracing::debug!(dependency = %name, %below, "retry not made: below its floor");
+            let stop = Decision::Stop(StopReason::WaitExceedsBudget {
+                wait: after,
+                remaining,
+                floor,
+            });
+            return finish(name, plan.timing, result, outcome, number, stop);
+        }
+        match acquire_breaker(settings) {
+            Ok(permit) => breaker_permit = permit,
+            Err(open) => {
+                tracing::debug!(dependency = %name, error = %open, "circuit opened between attempts");
+                record(Entry::skip(&**name, "skipped: circuit open"));
+                let stop = Decision::Stop(StopReason::NotRetryable);
+                return finish(name, plan.timing, result, outcome, number, stop);
+            }
+        }
+    }
+}
+
+/// A breaker permit for the next attempt (`None` without a breaker), or
+/// the `CircuitOpen` error.
+fn acquire_breaker(settings: &Settings) -> Result<Option<BreakerPermit>, CallError> {
+    let Some(breaker) = &settings.breaker else {
+        return Ok(None);
+    };
+    breaker.try_acquire().map(Some).map_err(|open| {
+        tracing::debug!(dependency = %settings.name, error = %open, "dependency call skipped: circuit open");
+        CallError::new(Arc::clone(&settings.name), CallErrorKind::CircuitOpen)
+            .with_retry_after(Some(open.retry_after()))
+            .with_source(open)
+    })
+}
+
+/// Waits for a concurrency permit: at once when one is free; otherwise at
+/// most until what is left of the budget reaches the floor (later, the call
+/// could not be made anyway), or `fixed_timeout` in fixed mode. The wait is
+/// recorded in the ledger as `<name>-queue`.
+async fn acquire_permit(
+    semaphore: &Arc<Semaphore>,
+    settings: &Settings,
+    timing: Timing,
+    ledger: &Option<Ledger>,
+) -> Result<OwnedSemaphorePermit, CallError> {
+    if let Ok(permit) = Arc::clone(semaphore).try_acquire_owned() {
+        return Ok(permit);
+    }
+    let start = Instant::now();
+    let until = match timing {
+        Timing::Budget(net) => net
+            .deadline()
+            .checked_sub(settings.floor.get())
+            .map_or(start, |until| until.max(start)),
+        Timing::Fixed(timeout) => Budget::starting_at(start, timeout).deadline(),
+    };
+    let acquired = tokio::time::timeout_at(until, Arc::clone(semaphore).acquire_owned()).await;
+    let waited = start.elapsed();
+    let name = &settings.name;
+    if let Some(ledger) = ledger {
+        ledger.record(Entry::local(format!("{name}{QUEUE_SUFFIX}"), waited, None));
+    }
+    // The semaphore is never closed: an error is as good as a timeout.
+    if let Ok(Ok(permit)) = acquired {
+        return Ok(permit);
+    }
+    tracing::debug!(dependency = %name, waited_ms = waited.as_millis() as u64, "dependency call skipped: no concurrency permit in time");
+    if let Some(ledger) = ledger {
+        ledger.record(Entry::skip(
+            &**name,
+            format!("skipped: no concurrency permit in {}ms", waited.as_millis()),
+        ));
+    }
+    let mut error = CallError::new(Arc::clone(name), CallErrorKind::NoPermit)
+        .with_source(NoPermitInBudget::new(waited));
+    if let Timing::Budget(net) = timing {
+        error = error
+            .with_budget(net.remaining(), true)
+            .with_floor(settings.floor.get());
+    }
+    Err(error)
+}
+
+/// The call's answer after its last attempt.
+fn finish(
+    name: &Arc<str>,
+    timing: Timing,
+    result: AttemptResult,
+    outcome: Outcome,
+    attempts: u32,
+    decision: Decision,
+) -> Result<BudgetResponse, CallError> {
+    match result {
+        Ok(res) => Ok(BudgetResponse::new(
+            res,
+            Arc::clone(name),
+            attempts,
+            outcome.retry_after(),
+            decision.passes_up(&outcome),
+        )),
+        Err(e) => {
+            let mut error = CallError::from_transport(Arc::clone(name), e.kind)
+                .with_attempts(attempts)
+                .with_boxed_source(Some(e.source));
+            if let Timing::Budget(net) = timing {
+                let remaining = net.remaining();
+                let ran_out = remaining.is_zero()
+                    && matches!(
+                        e.kind,
+                        TransportKind::Timeout | TransportKind::ConnectTimeout
+                    );
+                error = error.with_budget(remaining, ran_out);
+            }
+            Err(error)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::SystemTime;
+
+    use http::StatusCode;
+    use http::header::RETRY_AFTER;
+
+    use super::*;
+    use crate::breaker::BreakerConfig;
+    use crate::client::config::DependencyConfig;
+    use crate::clock::FixedClock;
+    use crate::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn config() -> DependencyConfig {
+        let mut c = DependencyConfig::new("pricing", "http://127.0.0.1:9/pricing");
+        c.retry = RetryConfig {
+            max_attempts: 3,
+            jitter: Jitter::None,
+            backoff: BackoffConfig {
+                initial: ms(100),
+                max: ms(1000),
+                multiplier: 2.0,
+            },
+            ..RetryConfig::default()
+        };
+        c
+    }
+
+    fn clock() -> FixedClock {
+        FixedClock::new(SystemTime::UNIX_EPOCH)
+    }
+
+    fn response(status: u16) -> AttemptResult {
+        let mut res = http::Response::new(Bytes::from_static(b"{}"));
+        *res.status_mut() = StatusCode::from_u16(status).unwrap();
+        Ok(res)
+    }
+
+    fn plan(timing: Timing, ledger: &Ledger) -> Plan {
+        Plan {
+            timing,
+            ledger: Some(ledger.clone()),
+            may_retry: true,
+        }
+    }
+
+    /// A fake dependency: each attempt takes `took`, answers the next
+    /// status of `script` (the last repeats), and records what it was told.
+    struct Fake {
+        script: Vec<u16>,
+        took: Duration,
+        seen: Mutex<Vec<AttemptSpec>>,
+    }
+
+    impl Fake {
+        fn new(script: &[u16], took: Duration) -> Self {
+            Self {
+                script: script.to_vec(),
+                took,
+                seen: Mutex::new(Vec::new()),
+            }
+        }
+
+        async fn attempt(&self, spec: AttemptSpec) -> AttemptResult {
+            let i = {
+                let mut seen = self.seen.lock().unwrap();
+                seen.push(spec);
+                seen.len() - 1
+            };
+            tokio::time::sleep(self.took).await;
+            let status = self.script[i.min(self.script.len() - 1)];
+            if status == 0 {
+                std::future::pending::<()>().await;
+            }
+            response(status)
+        }
+
+        fn seen(&self) -> Vec<AttemptSpec> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule1_the_header_is_what_is_left_at_each_attempt_and_shrinks() {
+        let settings = config().settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[503, 503, 200], ms(50));
+        let budget = Budget::new(ms(2000)).less(ms(5));
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!((res.status(), res.attempts()), (StatusCode::OK, 3));
+        let sent: Vec<_> = fake.seen().iter().map(|s| s.budget.unwrap()).collect();
+        // 1995; after 50 ms + 100 ms backoff: 1845; after 50 + 200: 1595.
+        assert_eq!(sent, [ms(1995), ms(1845), ms(1595)]);
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;dur=50;desc=\"503\", pricing-wait;dur=100, pricing;dur=50;desc=\"503\", \
+             pricing-wait;dur=200, pricing;dur=50"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule1_an_attempt_is_limited_to_what_is_left_net_of_the_reserve() {
+        let settings = config().settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[0], Duration::ZERO); // hangs
+        let start = Instant::now();
+        let budget = Budget::new(ms(700)).less(ms(20));
+        let err = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(start.elapsed(), ms(680));
+        assert!(err.is_timeout() && err.is_budget_exhausted());
+        assert_eq!(err.attempts(), 1);
+        assert_eq!(err.problem().status, 504);
+        assert_eq!(
+            err.to_string(),
+            "call to `pricing` ran out of budget after 1 attempt"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule2_below_the_floor_no_attempt_is_made_and_the_ledger_says_why() {
+        let mut c = config();
+        c.floor = Floor::new(ms(1000));
+        let settings = c.settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[200], Duration::ZERO);
+        let budget = Budget::new(ms(855)).less(ms(5));
+        let err = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.is_below_floor() && err.is_unavailable());
+        assert!(fake.seen().is_empty());
+        assert_eq!(
+            ledger.entries(),
+            [Entry::skip("pricing", "skipped: 850ms < floor 1000ms")]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule3_backoff_never_sleeps_past_the_deadline_and_keeps_the_floor() {
+        let mut c = config();
+        c.floor = Floor::new(ms(300));
+        c.retry.backoff.initial = ms(400);
+        c.retry.max_attempts = 10;
+        let settings = c.settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[503], ms(100));
+        let start = Instant::now();
+        let budget = Budget::new(ms(1000));
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        // t=0..100 attempt 1; 400 ms wait + 300 floor fits in 900: wait;
+        // t=500..600 attempt 2; 800 ms wait + 300 does not fit in 400: stop.
+        assert_eq!(res.attempts(), 2);
+        assert_eq!(start.elapsed(), ms(600));
+        assert!(
+            !res.passes_up(),
+            "our own backoff did not fit, not the server's wait"
+        );
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule6_a_retry_after_that_does_not_fit_is_passed_up_without_sleeping() {
+        let settings = config().settings(None).unwrap();
+        let ledger = Ledger::new();
+        let start = Instant::now();
+        let budget = Budget::new(ms(500));
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |_| async {
+                let mut res = response(429)?;
+                res.headers_mut()
+                    .insert(RETRY_AFTER, http::HeaderValue::from_static("1"));
+                Ok(res)
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert!(res.passes_up());
+        assert_eq!(res.retry_after(), Some(ms(1000)));
+        let p = res.deferred().unwrap();
+        assert_eq!((p.status, p.retry_after_ms), (429, Some(1000)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule8_the_permit_wait_is_paid_from_the_budget_and_bounded_by_it() {
+        let mut c = config();
+        c.concurrency = Some(1);
+        c.floor = Floor::new(ms(200));
+        let settings = c.settings(None).unwrap();
+        let holder = Arc::clone(settings.permits.as_ref().unwrap())
+            .try_acquire_owned()
+            .unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[200], Duration::ZERO);
+        let start = Instant::now();
+        let budget = Budget::new(ms(1000));
+        let err = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap_err();
+        // Waited until only the floor was left, not a moment more.
+        assert_eq!(start.elapsed(), ms(800));
+        assert_eq!(err.kind(), CallErrorKind::NoPermit);
+        assert!(err.is_unavailable() && err.is_budget_exhausted());
+        assert!(fake.seen().is_empty());
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing-queue;dur=800, pricing;desc=\"skipped: no concurrency permit in 800ms\""
+        );
+
+        // Freed after 300 ms: the call goes on with 700 ms left, and says so.
+        let ledger = Ledger::new();
+        let budget = Budget::new(ms(1000));
+        tokio::spawn(async move {
+            tokio::time::sleep(ms(300)).await;
+            drop(holder);
+        });
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(fake.seen()[0].budget, Some(ms(700)));
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing-queue;dur=300, pricing;dur=0"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule8_the_permit_is_held_through_backoff() {
+        let mut c = config();
+        c.concurrency = Some(1);
+        let settings = c.settings(None).unwrap();
+        let semaphore = Arc::clone(settings.permits.as_ref().unwrap());
+        let fake = Fake::new(&[503, 200], ms(10));
+        let free_during_backoff = AtomicU32::new(0);
+        let ledger = Ledger::new();
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            |s| {
+                if s.number == 2 && semaphore.available_permits() > 0 {
+                    free_during_backoff.fetch_add(1, Ordering::Relaxed);
+                }
+                fake.attempt(s)
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(res.attempts(), 2);
+        assert_eq!(free_during_backoff.load(Ordering::Relaxed), 0);
+        assert_eq!(semaphore.available_permits(), 1, "released at the end");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule9_the_retry_budget_is_deposited_once_per_call() {
+        let mut c = config();
+        c.retry_budget = Some(RetryBudgetConfig {
+            min_per_sec: 0,
+            ratio: 0.5,
+            ..Default::default()
+        });
+        let settings = c.settings(None).unwrap();
+        let fake = Fake::new(&[503], Duration::ZERO);
+        let ledger = Ledger::new();
+        for _ in 0..10 {
+            let timing = Timing::Budget(Budget::new(ms(10_000)));
+            let _ = run(&settings, &clock(), plan(timing, &ledger), |s| {
+                fake.attempt(s)
+            })
+            .await;
+        }
+        // 10 calls deposit 5 retries: 15 attempts, not 30.
+        assert_eq!(fake.seen().len(), 15);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fixed_mode_sends_no_budget_and_gives_each_attempt_the_fixed_timeout() {
+        let mut c = config();
+        c.mode = crate::client::Mode::Fixed;
+        c.fixed_timeout = ms(1000);
+        c.floor = Floor::new(ms(60_000)); // ignored in fixed mode
+        let settings = c.settings(None).unwrap();
+        let fake = Fake::new(&[0], Duration::ZERO); // hangs
+        let ledger = Ledger::new();
+        let start = Instant::now();
+        let err = run(
+            &settings,
+            &clock(),
+            plan(Timing::Fixed(ms(1000)), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap_err();
+        // 3 x 1000 ms + 100 + 200 ms backoff, whatever a budget would say.
+        assert_eq!(start.elapsed(), ms(3300));
+        assert_eq!(err.attempts(), 3);
+        assert!(err.is_timeout() && !err.is_budget_exhausted());
+        assert_eq!(err.problem().status, 502);
+        assert!(fake.seen().iter().all(|s| s.budget.is_none()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_breaker_opened_by_failures_refuses_before_any_attempt() {
+        let mut c = config();
+        c.retry.max_attempts = 1;
+        c.breaker = Some(BreakerConfig {
+            failure_threshold: 2,
+            open_for: ms(5000),
+        });
+        let settings = c.settings(None).unwrap();
+        let fake = Fake::new(&[503], Duration::ZERO);
+        let ledger = Ledger::new();
+        for _ in 0..2 {
+            let timing = Timing::Budget(Budget::new(ms(1000)));
+            let res = run(&settings, &clock(), plan(timing, &ledger), |s| {
+                fake.attempt(s)
+            })
+            .await
+            .unwrap();
+            assert_eq!(res.status(), 503);
+        }
+        let timing = Timing::Budget(Budget::new(ms(1000)));
+        let err = run(&settings, &clock(), plan(timing, &ledger), |s| {
+            fake.attempt(s)
+        })
+        .await
+        .unwrap_err();
+        assert!(err.is_circuit_open());
+        assert_eq!(err.retry_after(), Some(ms(5000)));
+        assert_eq!(fake.seen().len(), 2);
+        let p = err.problem();
+        assert_eq!((p.status, p.retry_after_ms), (503, Some(5000)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_call_makes_no_further_attempt() {
+        let settings = config().settings(None).unwrap();
+        let fake = Fake::new(&[503], ms(10));
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(5000)));
+        // Dropped during the first backoff (10 ms attempt + 100 ms wait).
+        let cut = tokio::time::timeout(
+            ms(50),
+            run(&settings, &clock(), plan(timing, &ledger), |s| {
+                fake.attempt(s)
+            }),
+        )
+        .await;
+        assert!(cut.is_err());
+        tokio::time::sleep(ms(10_000)).await;
+        assert_eq!(fake.seen().len(), 1);
+    }
+}

@@ -1,0 +1,479 @@
+//! [`DependencyConfig`]: what a config file says about one dependency, and
+//! its validation into the settings a [`BudgetClient`](super::BudgetClient)
+//! runs with.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
+use crate::config::ConfigError;
+use crate::floor::Floor;
+use crate::retry::{RetryBudget, RetryBudgetConfig, RetryConfig, RetryPolicy};
+
+/// The connect cap when the config does not say: 1 s.
+///
+/// ```
+/// use budget_core::client::{DependencyConfig, DEFAULT_CONNECT_CAP};
+/// assert_eq!(DependencyConfig::new("a", "http://a").connect_cap, DEFAULT_CONNECT_CAP);
+/// ```
+pub const DEFAULT_CONNECT_CAP: Duration = Duration::from_secs(1);
+
+/// The per-attempt timeout of [`Mode::Fixed`] when the config does not say:
+/// 30 s, the "generous fixed timeout" of the usual setup.
+///
+/// ```
+/// use budget_core::client::{DependencyConfig, DEFAULT_FIXED_TIMEOUT};
+/// assert_eq!(DependencyConfig::new("a", "http://a").fixed_timeout, DEFAULT_FIXED_TIMEOUT);
+/// ```
+pub const DEFAULT_FIXED_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest response body buffered when the config does not say: 4 MiB.
+///
+/// ```
+/// use budget_core::client::{DependencyConfig, DEFAULT_MAX_BODY};
+/// assert_eq!(DependencyConfig::new("a", "http://a").max_body, DEFAULT_MAX_BODY);
+/// ```
+pub const DEFAULT_MAX_BODY: u64 = 4 * 1024 * 1024;
+
+/// How a client spends time: from the request's budget (the point of this
+/// crate) or with a fixed timeout (the usual setup, for comparison).
+///
+/// Serialises as `"budget"` or `"fixed"`.
+///
+/// ```
+/// use budget_core::client::Mode;
+/// let m: Mode = serde_json::from_str("\"fixed\"").unwrap();
+/// assert_eq!(m, Mode::Fixed);
+/// assert_eq!(Mode::default(), Mode::Budget);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Mode {
+    /// Every rule of CONTRACT section 2: the budget is read from the
+    /// request (or given), forwarded, and pays for attempts, waits and
+    /// queueing; calls below the floor are not made.
+    #[default]
+    Budget,
+    /// The usual setup, what `--budget-mode off` switches to: no budget
+    /// read, no budget header forwarded, no floor; every attempt gets
+    /// `fixed_timeout`; retries up to `retry.max_attempts` with backoff and
+    /// no budget checks; no retry budget. The breaker, the concurrency limit
+    /// and `max_body` still apply when configured.
+    Fixed,
+}
+
+/// What [`send_optional`](super::RequestBuilder::send_optional) does when
+/// the call cannot be made at all (below the floor, circuit open, no
+/// concurrency permit within the budget).
+///
+/// Serialises as `"fail"` or `"skip"`.
+///
+/// ```
+/// use budget_core::client::OnUnavailable;
+/// let o: OnUnavailable = serde_json::from_str("\"skip\"").unwrap();
+/// assert_eq!(o, OnUnavailable::Skip);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum OnUnavailable {
+    /// A required dependency: the call is an error (`504`, or `503` for an
+    /// open circuit, once turned into a problem).
+    #[default]
+    Fail,
+    /// An optional dependency: `send_optional` answers `Ok(None)` and the
+    /// caller serves its fallback (a default, a stale value, "degraded").
+    Skip,
+}
+
+/// One dependency's configuration, as read from TOML or JSON (durations in
+/// humantime form, unknown fields rejected). Validate it with
+/// [`build`](Self::build).
+///
+/// | field | meaning | default |
+/// | --- | --- | --- |
+/// | `name` | the ledger's and the logs' name for it; a token | required |
+/// | `url` | base URL; its query string is kept on every call | required |
+/// | `connect_cap` | the longest a connect may take (still capped by the budget) | `1s` |
+/// | `floor` | below this (net of the reserve), the call is not made | `0s` |
+/// | `retry` | the [`RetryConfig`] | the contract's |
+/// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
+/// | `breaker` | a [`BreakerConfig`]; absent: no breaker | none |
+/// | `concurrency` | in-flight calls at most (waits are paid from the budget) | unlimited |
+/// | `on_unavailable` | `fail` or `skip` ([`OnUnavailable`]) | `fail` |
+/// | `grpc_timeout` | also send `grpc-timeout` | `false` |
+/// | `max_body` | the largest response body buffered, in bytes | 4 MiB |
+/// | `mode` | `budget` or `fixed` ([`Mode`]) | `budget` |
+/// | `fixed_timeout` | each attempt's timeout in `fixed` mode | `30s` |
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::client::{DependencyConfig, Mode, OnUnavailable};
+///
+/// let config: DependencyConfig = toml::from_str(r#"
+///     name = "pricing"
+///     url = "http://127.0.0.1:9000/pricing?script=503@250ms,200@400ms"
+///     connect_cap = "200ms"
+///     floor = "50ms"
+///     concurrency = 32
+///     on_unavailable = "skip"
+///     [retry]
+///     max_attempts = 2
+///     [retry_budget]
+///     ratio = 0.1
+///     [breaker]
+///     failure_threshold = 10
+/// "#).unwrap();
+/// assert_eq!(config.connect_cap, Duration::from_millis(200));
+/// assert_eq!(config.on_unavailable, OnUnavailable::Skip);
+/// assert_eq!(config.mode, Mode::Budget);
+/// let client = config.build().unwrap();
+/// assert_eq!(client.name(), "pricing");
+///
+/// // A typo is an error, not a silent default.
+/// let err = toml::from_str::<DependencyConfig>("name = \"a\"\nurl = \"http://a\"\nfloor_ms = 5")
+///     .unwrap_err();
+/// assert!(err.to_string().contains("unknown field `floor_ms`"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyConfig {
+    /// The dependency's name in the ledger and the logs (an HTTP token:
+    /// letters, digits and `!#$%&'*+-.^_`|~`).
+    pub name: String,
+    /// The base URL (`http` or `https`). A query string is kept on every
+    /// call; a call's path is appended to the URL's path.
+    pub url: String,
+    /// The longest a TCP (and TLS) connect may take; the budget caps it
+    /// further (CONTRACT section 2 rule 1).
+    #[serde(default = "default_connect_cap", with = "humantime_serde")]
+    pub connect_cap: Duration,
+    /// The least remaining budget (net of the per-hop reserve) with which
+    /// a call, or a retry, is still made.
+    #[serde(default)]
+    pub floor: Floor,
+    /// Attempts, backoff, `Retry-After` cap, retryable statuses.
+    #[serde(default)]
+    pub retry: RetryConfig,
+    /// The per-client retry budget (a ratio of retries to calls); absent:
+    /// none, only `retry.max_attempts` bounds retries.
+    #[serde(default)]
+    pub retry_budget: Option<RetryBudgetConfig>,
+    /// The circuit breaker; absent: none.
+    #[serde(default)]
+    pub breaker: Option<BreakerConfig>,
+    /// How many calls may be in flight at once; absent: no limit. A call
+    /// waits for a permit, paid from its budget, and holds it through its
+    /// retries and backoff.
+    #[serde(default)]
+    pub concurrency: Option<usize>,
+    /// What `send_optional` does when the call cannot be made.
+    #[serde(default)]
+    pub on_unavailable: OnUnavailable,
+    /// Also send `grpc-timeout` (same value as `request-budget-ms`).
+    #[serde(default)]
+    pub grpc_timeout: bool,
+    /// The largest response body buffered, in bytes.
+    #[serde(default = "default_max_body")]
+    pub max_body: u64,
+    /// `budget` (default) or `fixed`.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Each attempt's timeout in [`Mode::Fixed`]; ignored in budget mode.
+    #[serde(default = "default_fixed_timeout", with = "humantime_serde")]
+    pub fixed_timeout: Duration,
+}
+
+fn default_connect_cap() -> Duration {
+    DEFAULT_CONNECT_CAP
+}
+
+fn default_max_body() -> u64 {
+    DEFAULT_MAX_BODY
+}
+
+fn default_fixed_timeout() -> Duration {
+    DEFAULT_FIXED_TIMEOUT
+}
+
+impl DependencyConfig {
+    /// A configuration with every optional field at its default.
+    ///
+    /// ```
+    /// use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("inventory", "http://127.0.0.1:9000/inventory");
+    /// assert_eq!(c.name, "inventory");
+    /// assert!(c.breaker.is_none());
+    /// ```
+    pub fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            url: url.into(),
+            connect_cap: DEFAULT_CONNECT_CAP,
+            floor: Floor::default(),
+            retry: RetryConfig::default(),
+            retry_budget: None,
+            breaker: None,
+            concurrency: None,
+            on_unavailable: OnUnavailable::default(),
+            grpc_timeout: false,
+            max_body: DEFAULT_MAX_BODY,
+            mode: Mode::default(),
+            fixed_timeout: DEFAULT_FIXED_TIMEOUT,
+        }
+    }
+
+    /// Validates the configuration and builds a
+    /// [`BudgetClient`](super::BudgetClient) with its own HTTP client and
+    /// its own breaker; [`BudgetClient::builder`](super::BudgetClient::builder)
+    /// shares a breaker registry or an HTTP client instead.
+    ///
+    /// Errors name the field: `name` empty or not a token; `url` not an
+    /// absolute `http`/`https` URL with a host, or with a `#fragment`;
+    /// `connect_cap`, `fixed_timeout` zero; `concurrency`, `max_body` zero;
+    /// and the nested `retry.*`, `retry_budget.*`, `breaker.*` fields.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::client::DependencyConfig;
+    ///
+    /// let mut c = DependencyConfig::new("pricing", "ftp://pricing");
+    /// assert_eq!(c.build().unwrap_err().field(), "url");
+    /// c.url = "http://pricing".into();
+    /// c.retry.max_attempts = 0;
+    /// assert_eq!(c.build().unwrap_err().to_string(), "invalid config: `retry.max_attempts` must be at least 1");
+    /// ```
+    pub fn build(&self) -> Result<super::BudgetClient, ConfigError> {
+        super::BudgetClient::builder(self.clone()).build()
+    }
+
+    /// Checks every field and produces the runtime settings. The breaker
+    /// comes from `registry` when one is given.
+    pub(crate) fn settings(
+        &self,
+        registry: Option<&BreakerRegistry>,
+    ) -> Result<Settings, ConfigError> {
+        validate_name(&self.name)?;
+        let base = parse_base(&self.url)?;
+        if self.connect_cap.is_zero() {
+            return Err(ConfigError::new("connect_cap", "must be more than zero"));
+        }
+        if self.fixed_timeout.is_zero() {
+            return Err(ConfigError::new("fixed_timeout", "must be more than zero"));
+        }
+        if self.max_body == 0 {
+            return Err(ConfigError::new("max_body", "must be at least 1 byte"));
+        }
+        let permits = match self.concurrency {
+            Some(0) => return Err(ConfigError::new("concurrency", "must be at least 1")),
+            Some(n) if n > Semaphore::MAX_PERMITS => {
+                return Err(ConfigError::new(
+                    "concurrency",
+                    format!("must be at most {}", Semaphore::MAX_PERMITS),
+                ));
+            }
+            Some(n) => Some(Arc::new(Semaphore::new(n))),
+            None => None,
+        };
+        let policy = self.retry.build().map_err(|e| e.within("retry"))?;
+        let retry_budget = self
+            .retry_budget
+            .map(|c| c.build().map_err(|e| e.within("retry_budget")))
+            .transpose()?;
+        let breaker = self
+            .breaker
+            .map(|c| breaker_for(&c, &base, registry))
+            .transpose()?;
+        Ok(Settings {
+            name: Arc::from(self.name.as_str()),
+            base,
+            connect_cap: self.connect_cap,
+            floor: self.floor,
+            policy,
+            retry_budget,
+            breaker,
+            permits,
+            on_unavailable: self.on_unavailable,
+            grpc_timeout: self.grpc_timeout,
+            max_body: self.max_body,
+            mode: self.mode,
+            fixed_timeout: self.fixed_timeout,
+        })
+    }
+}
+
+/// A validated [`DependencyConfig`].
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) name: Arc<str>,
+    pub(crate) base: Url,
+    pub(crate) connect_cap: Duration,
+    pub(crate) floor: Floor,
+    pub(crate) policy: RetryPolicy,
+    pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
+    pub(crate) permits: Option<Arc<Semaphore>>,
+    pub(crate) on_unavailable: OnUnavailable,
+    pub(crate) grpc_timeout: bool,
+    pub(crate) max_body: u64,
+    pub(crate) mode: Mode,
+    pub(crate) fixed_timeout: Duration,
+}
+
+fn validate_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::new("name", "must not be empty"));
+    }
+    if let Some(c) = name.chars().find(|c| !is_tchar(*c)) {
+        return Err(ConfigError::new(
+            "name",
+            format!("must be a token (letters, digits, `-`, `_`, ...), found {c:?}"),
+        ));
+    }
+    Ok(())
+}
+
+fn is_tchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+fn parse_base(url: &str) -> Result<Url, ConfigError> {
+    let base = Url::parse(url)
+        .map_err(|e| ConfigError::new("url", format!("is not an absolute URL: {e}")))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(ConfigError::new(
+            "url",
+            format!("must be http or https, not {:?}", base.scheme()),
+        ));
+    }
+    if base.host_str().is_none_or(str::is_empty) {
+        return Err(ConfigError::new("url", "must name a host"));
+    }
+    if base.fragment().is_some() {
+        return Err(ConfigError::new(
+            "url",
+            "must not have a #fragment: it is never sent",
+        ));
+    }
+    Ok(base)
+}
+
+/// The breaker of the endpoint `base`: from `registry` when given (its
+/// policy must be the config's, so that a shared breaker cannot silently
+/// run with other numbers), else a private one.
+fn breaker_for(
+    config: &BreakerConfig,
+    base: &Url,
+    registry: Option<&BreakerRegistry>,
+) -> Result<Arc<CircuitBreaker>, ConfigError> {
+    let policy = config.build().map_err(|e| e.within("breaker"))?;
+    let uri: http::Uri = base
+        .as_str()
+        .parse()
+        .map_err(|e| ConfigError::new("url", format!("is not a valid URI: {e}")))?;
+    let key = endpoint_key(&uri).ok_or_else(|| ConfigError::new("url", "names no endpoint"))?;
+    match registry {
+        None => Ok(Arc::new(CircuitBreaker::new(key, policy))),
+        Some(registry) => {
+            let shared = registry.policy();
+            if shared.failure_threshold() != policy.failure_threshold()
+                || shared.open_for() != policy.open_for()
+            {
+                return Err(ConfigError::new(
+                    "breaker",
+                    format!(
+                        "differs from the shared breaker registry's policy \
+                         (failure_threshold {}, open_for {}ms)",
+                        shared.failure_threshold(),
+                        shared.open_for().as_millis()
+                    ),
+                ));
+            }
+            Ok(registry.get(&key))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(c: &DependencyConfig) -> String {
+        c.settings(None).unwrap_err().field().to_owned()
+    }
+
+    #[test]
+    fn validation_names_each_field() {
+        let ok = DependencyConfig::new("pricing", "http://127.0.0.1:9000/p?x=1");
+        assert!(ok.settings(None).is_ok());
+        let with = |f: &dyn Fn(&mut DependencyConfig)| {
+            let mut c = ok.clone();
+            f(&mut c);
+            err(&c)
+        };
+        assert_eq!(with(&|c| c.name = String::new()), "name");
+        assert_eq!(with(&|c| c.name = "a b".into()), "name");
+        assert_eq!(with(&|c| c.url = "/relative".into()), "url");
+        assert_eq!(with(&|c| c.url = "ftp://a".into()), "url");
+        assert_eq!(with(&|c| c.url = "http://a/#frag".into()), "url");
+        assert_eq!(with(&|c| c.connect_cap = Duration::ZERO), "connect_cap");
+        assert_eq!(with(&|c| c.fixed_timeout = Duration::ZERO), "fixed_timeout");
+        assert_eq!(with(&|c| c.max_body = 0), "max_body");
+        assert_eq!(with(&|c| c.concurrency = Some(0)), "concurrency");
+        assert_eq!(
+            with(&|c| c.retry.backoff.initial = Duration::ZERO),
+            "retry.backoff.initial"
+        );
+        assert_eq!(
+            with(&|c| {
+                c.retry_budget = Some(RetryBudgetConfig {
+                    ratio: -1.0,
+                    ..Default::default()
+                })
+            }),
+            "retry_budget.ratio"
+        );
+        assert_eq!(
+            with(&|c| {
+                c.breaker = Some(BreakerConfig {
+                    failure_threshold: 0,
+                    ..Default::default()
+                })
+            }),
+            "breaker.failure_threshold"
+        );
+    }
+
+    #[test]
+    fn a_shared_registry_must_run_the_configured_breaker_policy() {
+        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p");
+        c.breaker = Some(BreakerConfig {
+            failure_threshold: 3,
+            ..Default::default()
+        });
+        let other = BreakerRegistry::default(); // threshold 5
+        assert_eq!(c.settings(Some(&other)).unwrap_err().field(), "breaker");
+
+        let registry = BreakerRegistry::new(c.breaker.unwrap().build().unwrap());
+        let a = c.settings(Some(&registry)).unwrap().breaker.unwrap();
+        c.url = "http://PRICING:9000/other?q=1".into();
+        let b = c.settings(Some(&registry)).unwrap().breaker.unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one endpoint, one breaker");
+        // Without a registry, each client has its own.
+        let c1 = c.settings(None).unwrap().breaker.unwrap();
+        assert!(!Arc::ptr_eq(&a, &c1));
+    }
+
+    #[test]
+    fn minimal_toml_takes_every_default() {
+        let c: DependencyConfig = toml::from_str("name = \"a\"\nurl = \"http://a\"").unwrap();
+        assert_eq!(c, DependencyConfig::new("a", "http://a"));
+    }
+}

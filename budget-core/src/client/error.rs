@@ -1,0 +1,711 @@
+//! [`CallError`]: a dependency call that produced no usable response, and
+//! the small typed errors in its source chain.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+
+use crate::problem::{Problem, ProblemKind};
+use crate::retry::TransportKind;
+
+/// A boxed error, as kept in a [`CallError`]'s source chain.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// `e`'s message and every source's, joined by `: `.
+pub(crate) fn error_chain(e: &(dyn StdError + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// What kind of failure a [`CallError`] is.
+///
+/// The first four are calls that were *not made* (no I/O happened, see
+/// [`CallError::is_unavailable`]); the others ended after at least one
+/// attempt (or, for [`Request`](Self::Request) and
+/// [`Decode`](Self::Decode), on our side of the wire).
+///
+/// # Example
+///
+/// ```
+/// use budget_core::client::CallErrorKind;
+/// assert_eq!(CallErrorKind::BelowFloor.as_str(), "below-floor");
+/// assert!(CallErrorKind::CircuitOpen.is_unavailable());
+/// assert!(!CallErrorKind::Timeout.is_unavailable());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallErrorKind {
+    /// Budget mode, and no budget: the call was made outside a budget-aware
+    /// request (no [`context`](crate::context)) and none was given with
+    /// [`budget`](super::RequestBuilder::budget). A bug in the caller.
+    NoBudget,
+    /// Not made: what is left of the budget (net of the reserve) is below
+    /// the dependency's floor, or nothing is left at all.
+    BelowFloor,
+    /// Not made: the dependency's circuit is open.
+    CircuitOpen,
+    /// Not made: no concurrency permit came free while the budget still
+    /// allowed the call.
+    NoPermit,
+    /// The last attempt ran out of time (in budget mode: the budget ran out).
+    Timeout,
+    /// The last attempt could not connect within the connect cap.
+    ConnectTimeout,
+    /// The last attempt could not connect (refused, unreachable, DNS).
+    Connect,
+    /// The connection was reset or closed before a response head arrived.
+    Reset,
+    /// The response body failed after its head arrived, or was larger than
+    /// `max_body`.
+    Body,
+    /// The dependency answered with an error status
+    /// ([`BudgetResponse::error_for_status`](super::BudgetResponse::error_for_status)).
+    Status,
+    /// The response body is not what the caller expected (JSON).
+    Decode,
+    /// The request could not be built (a bad header, path or JSON body).
+    Request,
+    /// Anything else (TLS, protocol).
+    Other,
+}
+
+impl CallErrorKind {
+    /// The kind's name for logs: `below-floor`, `circuit-open`, `timeout`, ...
+    ///
+    /// ```
+    /// use budget_core::client::CallErrorKind;
+    /// assert_eq!(CallErrorKind::ConnectTimeout.as_str(), "connect-timeout");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CallErrorKind::NoBudget => "no-budget",
+            CallErrorKind::BelowFloor => "below-floor",
+            CallErrorKind::CircuitOpen => "circuit-open",
+            CallErrorKind::NoPermit => "no-permit",
+            CallErrorKind::Timeout => "timeout",
+            CallErrorKind::ConnectTimeout => "connect-timeout",
+            CallErrorKind::Connect => "connect",
+            CallErrorKind::Reset => "reset",
+            CallErrorKind::Body => "body",
+            CallErrorKind::Status => "status",
+            CallErrorKind::Decode => "decode",
+            CallErrorKind::Request => "request",
+            CallErrorKind::Other => "other",
+        }
+    }
+
+    /// True for the calls that were not made because the dependency could
+    /// not be called in time ([`BelowFloor`](Self::BelowFloor),
+    /// [`CircuitOpen`](Self::CircuitOpen), [`NoPermit`](Self::NoPermit)):
+    /// the cases `on_unavailable = "skip"` turns into `Ok(None)`.
+    ///
+    /// ```
+    /// use budget_core::client::CallErrorKind;
+    /// assert!(CallErrorKind::NoPermit.is_unavailable());
+    /// assert!(!CallErrorKind::NoBudget.is_unavailable());
+    /// ```
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            CallErrorKind::BelowFloor | CallErrorKind::CircuitOpen | CallErrorKind::NoPermit
+        )
+    }
+
+    fn from_transport(kind: TransportKind) -> Self {
+        match kind {
+            TransportKind::Connect => CallErrorKind::Connect,
+            TransportKind::ConnectTimeout => CallErrorKind::ConnectTimeout,
+            TransportKind::Timeout => CallErrorKind::Timeout,
+            TransportKind::Reset => CallErrorKind::Reset,
+            TransportKind::Body => CallErrorKind::Body,
+            _ => CallErrorKind::Other,
+        }
+    }
+}
+
+impl fmt::Display for CallErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dependency call that produced no usable response.
+///
+/// An HTTP answer of any status is *not* a `CallError`: `send()` returns it
+/// as a [`BudgetResponse`](super::BudgetResponse) (as reqwest does), and
+/// [`error_for_status`](super::BudgetResponse::error_for_status) turns an
+/// error status into one when the caller wants `?`.
+///
+/// The source chain is intact: the floor's [`BelowFloor`](crate::BelowFloor),
+/// the breaker's [`CircuitOpen`](crate::breaker::CircuitOpen), an
+/// [`AttemptTimedOut`], a [`BodyTooLarge`], a [`NoPermitInBudget`] or the
+/// underlying `reqwest::Error` (without its URL: a URL can carry
+/// credentials).
+///
+/// Turn it into the contract's answer with [`problem`](Self::problem)
+/// (`504` for a call that did not fit in the budget, `503` with
+/// `Retry-After` for an open circuit, the dependency's own `429`/`503` when
+/// its `Retry-After` did not fit, `502` otherwise). With the `server`
+/// feature it is an axum `IntoResponse`, so a handler can `?` it.
+///
+/// # Example
+///
+/// ```
+/// # async fn run(pricing: budget_core::client::BudgetClient) {
+/// match pricing.get("/quote").send().await {
+///     Ok(res) => println!("{} after {} attempts", res.status(), res.attempts()),
+///     Err(e) if e.is_below_floor() => println!("not called: {e}"),
+///     Err(e) => println!("failed: {e}; answering {}", e.problem().status),
+/// }
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("call to `{dependency}` {}", Summary(self))]
+pub struct CallError {
+    dependency: Arc<str>,
+    kind: CallErrorKind,
+    attempts: u32,
+    budget_exhausted: bool,
+    remaining: Option<Duration>,
+    floor: Option<Duration>,
+    retry_after: Option<Duration>,
+    status: Option<StatusCode>,
+    passes_up: bool,
+    #[source]
+    source: Option<BoxError>,
+}
+
+/// The part of the message after the dependency's name.
+struct Summary<'a>(&'a CallError);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
+        let what = match e.kind {
+            CallErrorKind::NoBudget => {
+                return f.write_str(
+                    "not made: no request budget (not inside a budget-aware request, \
+                     and none given with `.budget()`)",
+                );
+            }
+            CallErrorKind::BelowFloor => return f.write_str("not made: budget below its floor"),
+            CallErrorKind::CircuitOpen => return f.write_str("not made: circuit open"),
+            CallErrorKind::NoPermit => {
+                return f.write_str("not made: no concurrency permit within the budget");
+            }
+            CallErrorKind::Request => return f.write_str("not made: the request is invalid"),
+            CallErrorKind::Decode => return f.write_str("answered a body that does not decode"),
+            CallErrorKind::Status => {
+                let status = e.status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                return write!(f, "answered {status} after {}", Attempts(e.attempts));
+            }
+            CallErrorKind::Timeout if e.budget_exhausted => "ran out of budget",
+            CallErrorKind::Timeout => "timed out",
+            CallErrorKind::ConnectTimeout => "timed out connecting",
+            CallErrorKind::Connect => "could not connect",
+            CallErrorKind::Reset => "had its connection reset",
+            CallErrorKind::Body => "failed reading the response body",
+            CallErrorKind::Other => "failed",
+        };
+        write!(f, "{what} after {}", Attempts(e.attempts))
+    }
+}
+
+struct Attempts(u32);
+
+impl fmt::Display for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 attempt"),
+            n => write!(f, "{n} attempts"),
+        }
+    }
+}
+
+impl CallError {
+    pub(crate) fn new(dependency: Arc<str>, kind: CallErrorKind) -> Self {
+        Self {
+            dependency,
+            kind,
+            attempts: 0,
+            budget_exhausted: false,
+            remaining: None,
+            floor: None,
+            retry_after: None,
+            status: None,
+            passes_up: false,
+            source: None,
+        }
+    }
+
+    pub(crate) fn from_transport(dependency: Arc<str>, kind: TransportKind) -> Self {
+        Self::new(dependency, CallErrorKind::from_transport(kind))
+    }
+
+    pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    pub(crate) fn with_boxed_source(mut self, source: Option<BoxError>) -> Self {
+        self.source = source;
+        self
+    }
+
+    pub(crate) fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+    pub(crate) fn with_budget(mut self, remaining: Duration, exhausted: bool) -> Self {
+        self.remaining = Some(remaining);
+        self.budget_exhausted = exhausted;
+        self
+    }
+
+    pub(crate) fn with_floor(mut self, floor: Duration) -> Self {
+        self.floor = Some(floor);
+        self
+    }
+
+    pub(crate) fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    pub(crate) fn with_status(mut self, status: StatusCode, passes_up: bool) -> Self {
+        self.status = Some(status);
+        self.passes_up = passes_up;
+        self
+    }
+
+    /// What kind of failure this is.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// use budget_core::client::CallErrorKind;
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.kind() == CallErrorKind::Reset { /* ... */ }
+    /// }
+    /// # }
+    /// ```
+    pub fn kind(&self) -> CallErrorKind {
+        self.kind
+    }
+
+    /// The dependency's configured name.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     assert_eq!(e.dependency(), c.name());
+    /// }
+    /// # }
+    /// ```
+    pub fn dependency(&self) -> &str {
+        &self.dependency
+    }
+
+    /// Attempts made: 0 for a call that was not made.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.is_unavailable() { assert_eq!(e.attempts(), 0); }
+    /// }
+    /// # }
+    /// ```
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The call ended because the budget ran out: the last attempt reached
+    /// the deadline, or no concurrency permit came free in time.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.is_budget_exhausted() { assert_eq!(e.problem().status, 504); }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_budget_exhausted(&self) -> bool {
+        self.budget_exhausted
+    }
+
+    /// The call was not made: the remaining budget was below the floor.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.is_below_floor() { assert_eq!(e.attempts(), 0); }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_below_floor(&self) -> bool {
+        self.kind == CallErrorKind::BelowFloor
+    }
+
+    /// The call was not made: the circuit is open; see
+    /// [`retry_after`](Self::retry_after).
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.is_circuit_open() { assert!(e.retry_after().is_some()); }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_circuit_open(&self) -> bool {
+        self.kind == CallErrorKind::CircuitOpen
+    }
+
+    /// The last attempt could not connect (including a connect timeout).
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.is_connect() && e.is_timeout() { /* blackholed */ }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_connect(&self) -> bool {
+        matches!(
+            self.kind,
+            CallErrorKind::Connect | CallErrorKind::ConnectTimeout
+        )
+    }
+
+    /// The last attempt, or its connect, ran out of time (also true when
+    /// the deadline was reached waiting for a concurrency permit).
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     println!("timeout: {}", e.is_timeout());
+    /// }
+    /// # }
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self.kind,
+            CallErrorKind::Timeout | CallErrorKind::ConnectTimeout | CallErrorKind::NoPermit
+        )
+    }
+
+    /// The call was not made (below the floor, circuit open, no permit in
+    /// budget): what `on_unavailable = "skip"` forgives.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if e.is_unavailable() { assert_eq!(e.attempts(), 0); }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_unavailable(&self) -> bool {
+        self.kind.is_unavailable()
+    }
+
+    /// How long the caller should wait before trying again: the open
+    /// circuit's time until its probe, or the dependency's own
+    /// `Retry-After` when it asked for a wait that did not fit.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     if let Some(wait) = e.retry_after() { println!("come back in {wait:?}"); }
+    /// }
+    /// # }
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The dependency's status, for [`CallErrorKind::Status`].
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await.and_then(|r| r.error_for_status()) {
+    ///     println!("{:?}", e.status());
+    /// }
+    /// # }
+    /// ```
+    pub fn status(&self) -> Option<StatusCode> {
+        self.status
+    }
+
+    /// The problem body (CONTRACT section 3) a handler answers with:
+    ///
+    /// | error | status |
+    /// | --- | --- |
+    /// | below the floor, budget ran out (timeout at the deadline, no permit) | `504` |
+    /// | circuit open | `503` with `Retry-After` |
+    /// | the dependency's `429`/`503` whose `Retry-After` did not fit | the same status, with `Retry-After` |
+    /// | anything else | `502` |
+    ///
+    /// It names the dependency, and the remaining budget and floor where
+    /// they apply. Its `detail` is the error chain (never a URL or a body).
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) {
+    /// if let Err(e) = c.get("").send().await {
+    ///     let p = e.problem();
+    ///     assert_eq!(p.dependency.as_deref(), Some(c.name()));
+    /// }
+    /// # }
+    /// ```
+    pub fn problem(&self) -> Problem {
+        let kind = match self.kind {
+            CallErrorKind::BelowFloor => ProblemKind::DependencyOutOfBudget,
+            _ if self.budget_exhausted => ProblemKind::DependencyOutOfBudget,
+            CallErrorKind::CircuitOpen => ProblemKind::CircuitOpen,
+            CallErrorKind::Status if self.passes_up => ProblemKind::Deferred {
+                status: self.status.map_or(503, |s| s.as_u16()),
+            },
+            _ => ProblemKind::DependencyFailed,
+        };
+        let mut problem = Problem::new(kind, error_chain(self)).with_dependency(&*self.dependency);
+        if let Some(remaining) = self.remaining {
+            problem = problem.with_remaining(remaining);
+        }
+        if let Some(floor) = self.floor {
+            problem = problem.with_floor(floor);
+        }
+        if let Some(wait) = self.retry_after {
+            problem = problem.with_retry_after(wait);
+        }
+        problem
+    }
+}
+
+impl From<&CallError> for Problem {
+    fn from(e: &CallError) -> Self {
+        e.problem()
+    }
+}
+
+impl From<CallError> for Problem {
+    fn from(e: CallError) -> Self {
+        e.problem()
+    }
+}
+
+#[cfg(feature = "server")]
+impl axum::response::IntoResponse for CallError {
+    /// The [`problem`](CallError::problem) as an `application/problem+json`
+    /// response with `Retry-After` where it applies. The budget layer adds
+    /// the request's `Server-Timing` ledger on its way out.
+    fn into_response(self) -> axum::response::Response {
+        let mut res = crate::server::problem_response(&self.problem(), &crate::Ledger::new());
+        // The layer appends the request's ledger; drop the empty one.
+        res.headers_mut().remove(crate::server::SERVER_TIMING);
+        res
+    }
+}
+
+/// An attempt ran out of its time limit: the budget's deadline in budget
+/// mode, `fixed_timeout` in fixed mode.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::client::AttemptTimedOut;
+/// let e = AttemptTimedOut::new(Duration::from_millis(740));
+/// assert_eq!(e.to_string(), "attempt timed out after 740ms");
+/// assert_eq!(e.limit(), Duration::from_millis(740));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("attempt timed out after {}ms", limit.as_millis())]
+pub struct AttemptTimedOut {
+    limit: Duration,
+}
+
+impl AttemptTimedOut {
+    /// An attempt whose limit was `limit` timed out.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::AttemptTimedOut;
+    /// assert_eq!(AttemptTimedOut::new(Duration::ZERO).limit(), Duration::ZERO);
+    /// ```
+    pub fn new(limit: Duration) -> Self {
+        Self { limit }
+    }
+
+    /// The time the attempt was given.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::AttemptTimedOut;
+    /// assert_eq!(AttemptTimedOut::new(Duration::from_secs(1)).limit(), Duration::from_secs(1));
+    /// ```
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+}
+
+/// A response body was larger than the dependency's `max_body`.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::client::BodyTooLarge;
+/// let e = BodyTooLarge::new(1024);
+/// assert_eq!(e.to_string(), "response body larger than max_body 1024 bytes");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("response body larger than max_body {limit} bytes")]
+pub struct BodyTooLarge {
+    limit: u64,
+}
+
+impl BodyTooLarge {
+    /// A body went past `limit` bytes.
+    ///
+    /// ```
+    /// # use budget_core::client::BodyTooLarge;
+    /// assert_eq!(BodyTooLarge::new(7).limit(), 7);
+    /// ```
+    pub fn new(limit: u64) -> Self {
+        Self { limit }
+    }
+
+    /// The configured `max_body`.
+    ///
+    /// ```
+    /// # use budget_core::client::BodyTooLarge;
+    /// assert_eq!(BodyTooLarge::new(7).limit(), 7);
+    /// ```
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// No concurrency permit came free while the budget still allowed the call
+/// (the wait is bounded by the deadline less the floor).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::client::NoPermitInBudget;
+/// let e = NoPermitInBudget::new(Duration::from_millis(300));
+/// assert_eq!(e.to_string(), "waited 300ms for a concurrency permit");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("waited {}ms for a concurrency permit", waited.as_millis())]
+pub struct NoPermitInBudget {
+    waited: Duration,
+}
+
+impl NoPermitInBudget {
+    /// The call waited `waited` in vain.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::NoPermitInBudget;
+    /// assert_eq!(NoPermitInBudget::new(Duration::ZERO).waited(), Duration::ZERO);
+    /// ```
+    pub fn new(waited: Duration) -> Self {
+        Self { waited }
+    }
+
+    /// How long the call waited.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::NoPermitInBudget;
+    /// assert_eq!(NoPermitInBudget::new(Duration::from_secs(1)).waited(), Duration::from_secs(1));
+    /// ```
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Floor;
+
+    fn dep() -> Arc<str> {
+        Arc::from("pricing")
+    }
+
+    #[test]
+    fn messages_are_lower_case_and_chain_their_source() {
+        let below = Floor::new(Duration::from_millis(1000))
+            .check(Duration::from_millis(850))
+            .unwrap_err();
+        let e = CallError::new(dep(), CallErrorKind::BelowFloor)
+            .with_budget(Duration::from_millis(850), false)
+            .with_floor(Duration::from_millis(1000))
+            .with_source(below);
+        assert_eq!(
+            e.to_string(),
+            "call to `pricing` not made: budget below its floor"
+        );
+        assert_eq!(e.source().unwrap().to_string(), "850ms < floor 1000ms");
+        let p = e.problem();
+        assert_eq!(p.status, 504);
+        assert_eq!((p.remaining_ms, p.floor_ms), (Some(850), Some(1000)));
+        assert_eq!(
+            p.detail,
+            "call to `pricing` not made: budget below its floor: 850ms < floor 1000ms"
+        );
+    }
+
+    #[test]
+    fn section3_statuses() {
+        let timeout = CallError::from_transport(dep(), TransportKind::Timeout)
+            .with_attempts(2)
+            .with_budget(Duration::ZERO, true)
+            .with_source(AttemptTimedOut::new(Duration::from_millis(300)));
+        assert_eq!(
+            timeout.to_string(),
+            "call to `pricing` ran out of budget after 2 attempts"
+        );
+        assert_eq!(timeout.problem().status, 504);
+        assert!(timeout.is_timeout() && timeout.is_budget_exhausted());
+
+        let open = CallError::new(dep(), CallErrorKind::CircuitOpen)
+            .with_retry_after(Some(Duration::from_millis(1500)));
+        let p = open.problem();
+        assert_eq!((p.status, p.retry_after_ms), (503, Some(1500)));
+        assert!(p.retryable);
+
+        let deferred = CallError::new(dep(), CallErrorKind::Status)
+            .with_attempts(1)
+            .with_status(StatusCode::TOO_MANY_REQUESTS, true)
+            .with_retry_after(Some(Duration::from_secs(30)));
+        let p = deferred.problem();
+        assert_eq!((p.status, p.retry_after_ms), (429, Some(30_000)));
+        assert_eq!(
+            deferred.to_string(),
+            "call to `pricing` answered 429 Too Many Requests after 1 attempt"
+        );
+
+        let refused = CallError::from_transport(dep(), TransportKind::Connect).with_attempts(3);
+        assert_eq!(refused.problem().status, 502);
+        assert!(refused.is_connect() && !refused.is_timeout());
+        let plain_503 = CallError::new(dep(), CallErrorKind::Status)
+            .with_status(StatusCode::SERVICE_UNAVAILABLE, false);
+        assert_eq!(plain_503.problem().status, 502);
+        assert_eq!(
+            CallError::new(dep(), CallErrorKind::NoBudget)
+                .problem()
+                .status,
+            502
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! The client side: a reqwest wrapper that spends the current request's
+//! budget on a dependency, and nothing more.
+//!
+//! A [`BudgetClient`] is made per dependency from a [`DependencyConfig`]
+//! and cloned into handlers. Inside a request handled by the
+//! [server layer](crate::server), a call needs no budget argument: it reads
+//! the request's budget, ledger and per-hop reserve from the
+//! [`context`](crate::context) the layer set, and for each call
+//! (CONTRACT section 2):
+//!
+//! 1. refuses it before any I/O when `remaining - reserve` is below the
+//!    dependency's floor ([`CallError::is_below_floor`]; the ledger says
+//!    `skipped: 850ms < floor 1000ms`), or when its circuit is open
+//!    ([`CallError::is_circuit_open`], with `retry_after`);
+//! 2. waits for a concurrency permit, if the dependency has a limit: the
+//!    wait is paid from the budget, bounded by it, recorded as
+//!    `<name>-queue`, and the permit is held through retries and backoff;
+//! 3. sends each attempt with `request-budget-ms` = what is left net of the
+//!    reserve at that moment, rounded down (and optionally `grpc-timeout`),
+//!    so the header shrinks on every retry; the attempt may take what is
+//!    left and no more, its connect at most `min(connect_cap, remaining)`;
+//!    the response body is read inside the attempt, capped by `max_body`;
+//! 4. asks [`RetryPolicy::decide`](crate::retry::RetryPolicy::decide)
+//!    whether to retry (idempotent requests only, or keyed with
+//!    `Idempotency-Key`; within the attempts, the retry budget and the
+//!    budget less the floor), and sleeps the backoff or the server's
+//!    `Retry-After` without passing the deadline;
+//! 5. records every attempt, wait and skip in the request's ledger (the
+//!    `Server-Timing` budget table) and logs each attempt with `tracing`
+//!    (dependency, attempt, outcome, duration, budget sent and left; never
+//!    a body, a header value or a URL).
+//!
+//! # What a call returns
+//!
+//! - `Ok(`[`BudgetResponse`]`)` for *any* HTTP answer, non-2xx included (as
+//!   reqwest does), with its body buffered. When the dependency answered
+//!   `429`/`503` with a `Retry-After` that does not fit the budget, the call
+//!   ends at once and [`BudgetResponse::passes_up`] is true:
+//!   [`deferred`](BudgetResponse::deferred) is the problem to answer with
+//!   (the same status, its `Retry-After`), so the caller backs off instead
+//!   of timing out. [`error_for_status`](BudgetResponse::error_for_status)
+//!   turns an error status into a [`CallError`] for `?`.
+//! - `Err(`[`CallError`]`)` when no usable answer came: not made (floor,
+//!   circuit, permit), connect failure, timeout, reset, body failure.
+//!   [`CallError::problem`] is the contract's answer (`504`, `503` +
+//!   `Retry-After`, `502`); with the `server` feature `CallError` is an
+//!   axum `IntoResponse`, so a handler can `?` it.
+//! - [`send_optional`](RequestBuilder::send_optional) gives `Ok(None)` for
+//!   a call that could not be made, when the dependency is configured with
+//!   `on_unavailable = "skip"`: the caller serves its fallback
+//!   (`.unwrap_or_default()`, a stale value, a "degraded" flag).
+//!
+//! Cancellation is structural: a call is one future polled by the caller's
+//! task, so when the server layer drops a handler at its deadline (or a
+//! caller drops the call), the attempt in flight is dropped, reqwest closes
+//! its connection, and no further attempt starts. Nothing is spawned.
+//!
+//! # Fixed mode
+//!
+//! With `mode = "fixed"` (what the services' `--budget-mode off` selects)
+//! the client behaves like the usual setup, for side-by-side comparison: no
+//! budget is read or forwarded, each attempt gets `fixed_timeout`, retries
+//! follow `retry.max_attempts` and the backoff with no budget check and no
+//! retry budget. Attempts and waits are still recorded in the ledger.
+//!
+//! # Why not a reqwest-middleware
+//!
+//! `reqwest-middleware` 0.5 works with reqwest 0.13, but its `Middleware`
+//! hands back a streaming `reqwest::Response` and a `reqwest_middleware::Error`:
+//! the body would be read after the middleware returned, outside the
+//! attempt's deadline (a dripping body would escape the budget and the
+//! retry decision), and the typed [`CallError`] with its problem mapping
+//! would be lost in its error type. Its retry crate would also be a second
+//! retry loop beside [`RetryPolicy`](crate::retry::RetryPolicy). So there is
+//! no adapter; the engine (`call.rs`) is generic over the attempt, should
+//! one be wanted later.
+//!
+//! # Example: a handler calling a dependency
+//!
+//! ```no_run
+//! # #[cfg(feature = "server")] mod example {
+//! use axum::{Json, Router, extract::State, routing::get};
+//! use budget_core::client::{BudgetClient, CallError, DependencyConfig};
+//! use budget_core::server::ServerConfig;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize, Serialize)]
+//! struct Quote { price: u64 }
+//!
+//! #[derive(Clone)]
+//! struct Deps { pricing: BudgetClient, recommendations: BudgetClient }
+//!
+//! #[derive(Serialize)]
+//! struct Checkout { price: u64, recommendations: Vec<String>, degraded: bool }
+//!
+//! // No budget argument: the calls read the request's budget from the
+//! // context the BudgetLayer set, forward what is left, and record their
+//! // attempts in its Server-Timing ledger.
+//! async fn checkout(State(deps): State<Deps>) -> Result<Json<Checkout>, CallError> {
+//!     // Required: any failure becomes the right problem (504/503/502, or
+//!     // pricing's own 429/503 with its Retry-After when that wait does not fit).
+//!     let quote: Quote = deps.pricing.get("").send().await?.error_for_status()?.json()?;
+//!     // Optional: skipped below its floor (on_unavailable = "skip").
+//!     let recs: Option<Vec<String>> = match deps.recommendations.get("").send_optional().await {
+//!         Ok(Some(res)) => res.json().ok(),
+//!         Ok(None) | Err(_) => None,
+//!     };
+//!     Ok(Json(Checkout {
+//!         price: quote.price,
+//!         degraded: recs.is_none(),
+//!         recommendations: recs.unwrap_or_default(),
+//!     }))
+//! }
+//!
+//! async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//!     let pricing: DependencyConfig = toml::from_str(r#"
+//!         name = "pricing"
+//!         url = "http://127.0.0.1:9000/pricing?script=503@250ms,200@400ms"
+//!         floor = "100ms"
+//!         [retry_budget]
+//!         ratio = 0.2
+//!     "#)?;
+//!     let mut recommendations = DependencyConfig::new("recommendations", "http://127.0.0.1:9000/recs");
+//!     recommendations.floor = budget_core::Floor::new(std::time::Duration::from_secs(1));
+//!     recommendations.on_unavailable = budget_core::client::OnUnavailable::Skip;
+//!     let deps = Deps { pricing: pricing.build()?, recommendations: recommendations.build()? };
+//!
+//!     let app = Router::new()
+//!         .route("/checkout", get(checkout))
+//!         .with_state(deps)
+//!         .layer(ServerConfig::default().layer()?);
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//!     axum::serve(listener, app).await?;
+//!     Ok(())
+//! }
+//! # }
+//! # fn main() {}
+//! ```
+
+mod attempt;
+mod budget_client;
+mod call;
+mod config;
+mod error;
+mod request;
+mod response;
+
+pub use budget_client::{BudgetClient, BudgetClientBuilder};
+pub use call::QUEUE_SUFFIX;
+pub use config::{
+    DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DependencyConfig, Mode,
+    OnUnavailable,
+};
+pub use error::{
+    AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
+};
+pub use request::RequestBuilder;
+pub use response::BudgetResponse;

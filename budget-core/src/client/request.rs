@@ -1,0 +1,432 @@
+//! [`RequestBuilder`]: one call to a dependency, before it is sent.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use reqwest::Url;
+use serde::Serialize;
+
+use super::attempt::{self, Prepared};
+use super::budget_client::BudgetClient;
+use super::call::{self, Plan, Timing};
+use super::config::{Mode, OnUnavailable};
+use super::error::{BoxError, CallError, CallErrorKind};
+use super::response::BudgetResponse;
+use crate::budget::Budget;
+use crate::context::{self, RequestContext};
+use crate::ledger::{Entry, Ledger};
+use crate::retry::is_idempotent;
+
+/// A call being put together; [`send`](Self::send) makes it.
+///
+/// The body is always [`Bytes`], so every attempt replays it: streaming
+/// request bodies are not supported, because a request that cannot be sent
+/// twice cannot be retried.
+///
+/// The budget, the ledger and the reserve come from the current request's
+/// [`context`](crate::context) (set by the server layer) unless given here;
+/// they are read when `send` is called, so the future it returns may be
+/// spawned and still spend the right budget.
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use budget_core::Budget;
+///
+/// # async fn run(orders: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
+/// // Outside a request (a background job), the budget is given.
+/// let res = orders
+///     .post("/orders")
+///     .header("idempotency-key", "order-42") // makes the POST retryable
+///     .json(&serde_json::json!({ "sku": 7 }))
+///     .budget(Budget::new(Duration::from_secs(2)))
+///     .send()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a request does nothing until sent"]
+#[derive(Debug)]
+pub struct RequestBuilder {
+    client: BudgetClient,
+    method: Method,
+    url: Url,
+    headers: HeaderMap,
+    body: Option<Bytes>,
+    budget: Option<Budget>,
+    reserve: Option<Duration>,
+    ledger: Option<Ledger>,
+    error: Option<BoxError>,
+}
+
+impl RequestBuilder {
+    pub(crate) fn new(client: BudgetClient, method: Method, path: &str) -> Self {
+        let url = join(&client.inner().settings.base, path);
+        Self {
+            client,
+            method,
+            url,
+            headers: HeaderMap::new(),
+            body: None,
+            budget: None,
+            reserve: None,
+            ledger: None,
+            error: None,
+        }
+    }
+
+    /// Adds a header (appended, as reqwest does). An invalid name or value
+    /// makes `send` fail with [`CallErrorKind::Request`], before any I/O.
+    ///
+    /// `request-budget-ms` and `grpc-timeout` are set by the client on
+    /// every attempt; values given here are overwritten in budget mode.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let req = c.get("").header("x-request-id", "abc").header(http::header::ACCEPT, "application/json");
+    /// assert_eq!(req.headers()["x-request-id"], "abc");
+    /// ```
+    pub fn header<K, V>(mut self, name: K, value: V) -> Self
+    where
+        HeaderName: TryFrom<K>,
+        <HeaderName as TryFrom<K>>::Error: Into<http::Error>,
+        HeaderValue: TryFrom<V>,
+        <HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
+    {
+        match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            (Ok(name), Ok(value)) => {
+                self.headers.append(name, value);
+            }
+            (Err(e), _) => self.fail(Box::new(e.into())),
+            (_, Err(e)) => self.fail(Box::new(e.into())),
+        }
+        self
+    }
+
+    /// Adds every header of `headers`.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let mut h = http::HeaderMap::new();
+    /// h.insert("x-request-id", "abc".parse().unwrap());
+    /// assert_eq!(c.get("").headers_from(h).headers().len(), 1);
+    /// ```
+    pub fn headers_from(mut self, headers: HeaderMap) -> Self {
+        let mut name = None;
+        for (key, value) in headers {
+            name = key.or(name);
+            if let Some(name) = &name {
+                self.headers.append(name.clone(), value);
+            }
+        }
+        self
+    }
+
+    /// The body, as bytes (replayed on every attempt).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let _ = c.put("/x").body("plain text");
+    /// ```
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// The body as JSON, with `content-type: application/json` unless one
+    /// was set. A value that does not serialise makes `send` fail with
+    /// [`CallErrorKind::Request`].
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let req = c.post("/x").json(&serde_json::json!({ "sku": 7 }));
+    /// assert_eq!(req.headers()["content-type"], "application/json");
+    /// ```
+    pub fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(body) => {
+                if !self.headers.contains_key(CONTENT_TYPE) {
+                    self.headers
+                        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                }
+                self.body = Some(Bytes::from(body));
+            }
+            Err(e) => self.fail(Box::new(e)),
+        }
+        self
+    }
+
+    /// Spends `budget` instead of the current request's (for code outside
+    /// a request: a background job, a test). With no budget here and no
+    /// current request, a budget-mode call fails with
+    /// [`CallErrorKind::NoBudget`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, client::DependencyConfig};
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let _ = c.get("").budget(Budget::new(Duration::from_millis(800)));
+    /// ```
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Holds back `reserve` of the budget (default: the current request's
+    /// per-hop reserve, or zero outside a request).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let _ = c.get("").reserve(Duration::from_millis(5));
+    /// ```
+    pub fn reserve(mut self, reserve: Duration) -> Self {
+        self.reserve = Some(reserve);
+        self
+    }
+
+    /// Records attempts, waits and skips in `ledger` (default: the current
+    /// request's ledger, or none outside a request).
+    ///
+    /// ```
+    /// # use budget_core::{client::DependencyConfig, Ledger};
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let ledger = Ledger::new();
+    /// let _ = c.get("").ledger(ledger.clone());
+    /// ```
+    pub fn ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// Spends `cx`'s budget, reserve and ledger (for work that left the
+    /// request's task without carrying its scope).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, client::DependencyConfig, context::RequestContext};
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// let _ = c.get("").context(&cx);
+    /// ```
+    pub fn context(self, cx: &RequestContext) -> Self {
+        self.budget(cx.budget())
+            .reserve(cx.reserve())
+            .ledger(cx.ledger().clone())
+    }
+
+    /// The URL the call goes to.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a/base?k=v").build().unwrap();
+    /// assert_eq!(c.get("/x").url().as_str(), "http://a/base/x?k=v");
+    /// ```
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The method.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// assert_eq!(c.get("").method(), http::Method::GET);
+    /// ```
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// The headers set so far.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// assert!(c.get("").headers().is_empty());
+    /// ```
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// Makes the call: `Ok` with the answer for any HTTP status (check
+    /// [`passes_up`](BudgetResponse::passes_up) and
+    /// [`error_for_status`](BudgetResponse::error_for_status)), `Err` when
+    /// no usable answer came (see [`CallError`]).
+    ///
+    /// The budget is read now, not when the future is first polled. The
+    /// future does the whole call on the task that polls it (nothing is
+    /// spawned): dropping it drops the attempt in flight, which closes its
+    /// connection, and no further attempt is made.
+    ///
+    /// ```no_run
+    /// # async fn run(c: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
+    /// let res = c.get("/stock/7").send().await?;
+    /// println!("{} in {} attempts", res.status(), res.attempts());
+    /// # Ok(()) }
+    /// ```
+    pub fn send(self) -> impl Future<Output = Result<BudgetResponse, CallError>> + Send + 'static {
+        self.run(context::current())
+    }
+
+    /// Like [`send`](Self::send), for a dependency configured with
+    /// `on_unavailable = "skip"`: a call that could not be made (below the
+    /// floor, circuit open, no concurrency permit in time) is `Ok(None)`,
+    /// and the caller serves its fallback. With `on_unavailable = "fail"`
+    /// those are errors, as with `send`.
+    ///
+    /// ```no_run
+    /// # #[derive(serde::Deserialize, Default)] struct Recs(Vec<String>);
+    /// # async fn run(recommendations: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
+    /// // An optional dependency: no time left means no recommendations.
+    /// let recs: Recs = match recommendations.get("").send_optional().await? {
+    ///     Some(res) => res.error_for_status()?.json()?,
+    ///     None => Recs::default(), // skipped: the ledger says why
+    /// };
+    /// // or, forgiving every failure of an optional dependency:
+    /// let recs: Recs = recommendations
+    ///     .get("")
+    ///     .send_optional()
+    ///     .await
+    ///     .ok()
+    ///     .flatten()
+    ///     .and_then(|res| res.json().ok())
+    ///     .unwrap_or_default();
+    /// # Ok(()) }
+    /// ```
+    pub fn send_optional(
+        self,
+    ) -> impl Future<Output = Result<Option<BudgetResponse>, CallError>> + Send + 'static {
+        let skip = self.client.inner().settings.on_unavailable == OnUnavailable::Skip;
+        let call = self.send();
+        async move {
+            match call.await {
+                Ok(res) => Ok(Some(res)),
+                Err(e) if skip && e.is_unavailable() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    fn fail(&mut self, error: BoxError) {
+        self.error.get_or_insert(error);
+    }
+
+    async fn run(self, cx: Option<RequestContext>) -> Result<BudgetResponse, CallError> {
+        let inner = self.client.inner();
+        let settings = &inner.settings;
+        let ledger = self
+            .ledger
+            .or_else(|| cx.as_ref().map(|cx| cx.ledger().clone()));
+        if let Some(error) = self.error {
+            return Err(
+                CallError::new(Arc::clone(&settings.name), CallErrorKind::Request)
+                    .with_source(error),
+            );
+        }
+        let timing = match settings.mode {
+            Mode::Fixed => Timing::Fixed(settings.fixed_timeout),
+            Mode::Budget => {
+                let Some(budget) = self
+                    .budget
+                    .or_else(|| cx.as_ref().map(RequestContext::budget))
+                else {
+                    if let Some(ledger) = &ledger {
+                        ledger.record(Entry::skip(&*settings.name, "skipped: no budget"));
+                    }
+                    return Err(CallError::new(
+                        Arc::clone(&settings.name),
+                        CallErrorKind::NoBudget,
+                    ));
+                };
+                let reserve = self
+                    .reserve
+                    .or_else(|| cx.as_ref().map(RequestContext::reserve))
+                    .unwrap_or_default();
+                Timing::Budget(budget.less(reserve))
+            }
+        };
+        let plan = Plan {
+            timing,
+            ledger,
+            may_retry: is_idempotent(&self.method, &self.headers),
+        };
+        let prepared = Prepared {
+            method: self.method,
+            url: self.url,
+            headers: self.headers,
+            body: self.body,
+        };
+        call::run(settings, &*inner.clock, plan, |spec| {
+            attempt::send_once(
+                &inner.http,
+                &prepared,
+                spec,
+                settings.grpc_timeout,
+                settings.max_body,
+            )
+        })
+        .await
+    }
+}
+
+/// `base` with `path` appended to its path and `path`'s query, if any,
+/// after its own: `http://a/p?x=1` + `/q?y=2` = `http://a/p/q?x=1&y=2`.
+/// An empty `path` is `base` exactly.
+fn join(base: &Url, path: &str) -> Url {
+    let mut url = base.clone();
+    if path.is_empty() {
+        return url;
+    }
+    let (path, query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
+    if !path.is_empty() {
+        let base_path = base.path().trim_end_matches('/');
+        let sep = if path.starts_with('/') { "" } else { "/" };
+        url.set_path(&format!("{base_path}{sep}{path}"));
+    }
+    if let Some(query) = query {
+        match base.query() {
+            Some(own) if !own.is_empty() => url.set_query(Some(&format!("{own}&{query}"))),
+            _ => url.set_query(Some(query)),
+        }
+    }
+    url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn j(base: &str, path: &str) -> String {
+        join(&Url::parse(base).unwrap(), path).to_string()
+    }
+
+    #[test]
+    fn the_base_query_is_kept_on_every_call() {
+        let base = "http://127.0.0.1:9000/pricing?script=503@250ms,200@400ms";
+        assert_eq!(j(base, ""), base);
+        assert_eq!(
+            j(base, "/quote"),
+            "http://127.0.0.1:9000/pricing/quote?script=503@250ms,200@400ms"
+        );
+        assert_eq!(
+            j(base, "?sku=1"),
+            "http://127.0.0.1:9000/pricing?script=503@250ms,200@400ms&sku=1"
+        );
+        assert_eq!(j("http://a", "/x"), "http://a/x");
+        assert_eq!(j("http://a/", "x"), "http://a/x");
+        assert_eq!(j("http://a/b/", "/x/"), "http://a/b/x/");
+        assert_eq!(j("http://a/b", "?q=1"), "http://a/b?q=1");
+    }
+}
