@@ -506,10 +506,8 @@ impl axum::response::IntoResponse for CallError {
     /// response with `Retry-After` where it applies. The budget layer adds
     /// the request's `Server-Timing` ledger on its way out.
     fn into_response(self) -> axum::response::Response {
-        let mut res = crate::server::problem_response(&self.problem(), &crate::Ledger::new());
-        // The layer appends the request's ledger; drop the empty one.
-        res.headers_mut().remove(crate::server::SERVER_TIMING);
-        res
+        // An empty ledger adds no header; the layer appends the request's.
+        crate::server::problem_response(&self.problem(), &crate::Ledger::new())
     }
 }
 

@@ -45,10 +45,14 @@ pub fn problem_response(problem: &Problem, ledger: &Ledger) -> Response<Body> {
 }
 
 /// Appends the ledger as a `Server-Timing` header (kept next to any the
-/// handler set).
+/// handler set); an empty ledger adds nothing.
 pub(crate) fn append_server_timing<B>(res: &mut Response<B>, ledger: &Ledger) {
+    let timing = ledger.server_timing();
+    if timing.is_empty() {
+        return;
+    }
     // The ledger renders header-safe text; hand its buffer over uncopied.
-    if let Ok(value) = HeaderValue::from_maybe_shared(bytes::Bytes::from(ledger.server_timing())) {
+    if let Ok(value) = HeaderValue::from_maybe_shared(bytes::Bytes::from(timing)) {
         res.headers_mut().append(SERVER_TIMING, value);
     }
 }
