@@ -1,0 +1,216 @@
+//! `GET`/`POST /checkout`: inventory, then pricing, then recommendations,
+//! one after the other, each spending what the previous ones left.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use budget_core::client::{BudgetClient, CallError, RequestBuilder};
+use budget_core::context::RequestContext;
+use budget_core::ledger::{Entry, Ledger};
+use budget_core::problem::Problem;
+use budget_core::retry::IDEMPOTENCY_KEY;
+use budget_core::server::{SERVER_TIMING, problem_response};
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, Method};
+use serde_json::Value;
+
+use crate::{CheckoutAnswer, Degraded, X_REQUEST_ID};
+
+/// The three clients, shared by every request.
+#[derive(Debug)]
+pub(crate) struct App {
+    pub(crate) inventory: BudgetClient,
+    pub(crate) pricing: BudgetClient,
+    pub(crate) recommendations: BudgetClient,
+}
+
+/// The route handler.
+///
+/// With `budget_mode = on` the budget layer gives the request its budget
+/// and ledger (the `RequestContext` extension) and adds the ledger to the
+/// response. With `off` there is no layer: the handler keeps a ledger of
+/// its own (attempts and waits, for the side-by-side tables) and adds it
+/// itself.
+pub(crate) async fn checkout(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+    cx: Option<Extension<RequestContext>>,
+    body: Bytes,
+) -> Response {
+    let (ledger, own_ledger) = match &cx {
+        Some(Extension(cx)) => (cx.ledger().clone(), false),
+        None => (Ledger::new(), true),
+    };
+    let call = Call {
+        request_id: headers.get(X_REQUEST_ID).cloned(),
+        ledger: ledger.clone(),
+    };
+    let mut res = match run(&app, &call, &method, &headers, body).await {
+        Ok(answer) => Json(answer).into_response(),
+        // No header here: the budget layer, or the lines below, add the ledger.
+        Err(problem) => problem_response(&problem, &Ledger::new()),
+    };
+    if own_ledger
+        && !ledger.is_empty()
+        && let Ok(value) = HeaderValue::try_from(ledger.server_timing())
+    {
+        res.headers_mut().insert(SERVER_TIMING, value);
+    }
+    res
+}
+
+/// What every outbound call of one request carries.
+struct Call {
+    request_id: Option<HeaderValue>,
+    ledger: Ledger,
+}
+
+impl Call {
+    /// `req` with the request's `x-request-id` and ledger.
+    fn prepare(&self, mut req: RequestBuilder) -> RequestBuilder {
+        if let Some(id) = &self.request_id {
+            req = req.header(X_REQUEST_ID, id.clone());
+        }
+        req.ledger(self.ledger.clone())
+    }
+}
+
+async fn run(
+    app: &App,
+    call: &Call,
+    method: &Method,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<CheckoutAnswer, Problem> {
+    let inventory = required(call.prepare(app.inventory.get(""))).await?;
+
+    let pricing = if method == Method::POST {
+        // The inbound body and key go to pricing: without a key the POST is
+        // not retried (CONTRACT section 2 rule 4), so it is sent once.
+        let mut req = app.pricing.post("").body(body);
+        for name in [CONTENT_TYPE, IDEMPOTENCY_KEY] {
+            if let Some(value) = headers.get(&name) {
+                req = req.header(name, value.clone());
+            }
+        }
+        req
+    } else {
+        app.pricing.get("")
+    };
+    let pricing = required(call.prepare(pricing)).await?;
+
+    let (recommendations, degraded) = optional(
+        call.prepare(app.recommendations.get("")),
+        app.recommendations.name(),
+        &call.ledger,
+    )
+    .await;
+
+    Ok(CheckoutAnswer {
+        request_id: call
+            .request_id
+            .as_ref()
+            .and_then(|id| id.to_str().ok())
+            .map(str::to_owned),
+        inventory,
+        pricing,
+        recommendations,
+        degraded: degraded.into_iter().collect(),
+    })
+}
+
+/// A required dependency's JSON, or the problem to answer with (CONTRACT
+/// section 3, as [`CallError::problem`] maps it): `504` when it could not
+/// be called in budget or the budget ran out, its own `429`/`503` with
+/// `Retry-After` when that wait did not fit, `503` with `Retry-After` for
+/// an open circuit, `502` for any other failure.
+async fn required(req: RequestBuilder) -> Result<Value, Problem> {
+    let result = match req.send().await {
+        Ok(res) => res.error_for_status().and_then(|res| res.json()),
+        Err(e) => Err(e),
+    };
+    result.map_err(|e| {
+        tracing::warn!(dependency = e.dependency(), error = %service_kit::error_chain(&e), "required dependency failed");
+        e.problem()
+    })
+}
+
+/// An optional dependency's JSON, or why the answer is degraded without it.
+/// Nothing it does fails the request.
+async fn optional(
+    req: RequestBuilder,
+    name: &str,
+    ledger: &Ledger,
+) -> (Option<Value>, Option<Degraded>) {
+    let failed = |e: CallError| {
+        tracing::info!(dependency = e.dependency(), error = %service_kit::error_chain(&e), "optional dependency failed: degraded");
+        Degraded {
+            dependency: e.dependency().to_owned(),
+            reason: format!("failed: {}", service_kit::error_chain(&e)),
+        }
+    };
+    match req.send_optional().await {
+        Ok(Some(res)) => match res.error_for_status().and_then(|res| res.json()) {
+            Ok(value) => (Some(value), None),
+            Err(e) => (None, Some(failed(e))),
+        },
+        // Not made (below its floor, circuit open): the client wrote why in
+        // the ledger; the answer says the same.
+        Ok(None) => {
+            let reason = last_skip(ledger, name).unwrap_or_else(|| "skipped".to_owned());
+            tracing::debug!(dependency = name, %reason, "optional dependency skipped: degraded");
+            (
+                None,
+                Some(Degraded {
+                    dependency: name.to_owned(),
+                    reason,
+                }),
+            )
+        }
+        Err(e) => (None, Some(failed(e))),
+    }
+}
+
+/// The reason of the last skip of `dependency` in `ledger`.
+fn last_skip(ledger: &Ledger, dependency: &str) -> Option<String> {
+    ledger.entries().into_iter().rev().find_map(|e| match e {
+        Entry::Skip {
+            dependency: d,
+            reason,
+        } if d == dependency => Some(reason),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_degraded_reason_is_the_ledger_s_last_skip_of_that_dependency() {
+        let ledger = Ledger::new();
+        assert_eq!(last_skip(&ledger, "recommendations"), None);
+        ledger.record(Entry::skip("recommendations", "skipped: circuit open"));
+        ledger.record(Entry::attempt(
+            "pricing",
+            1,
+            Duration::from_millis(3),
+            "200",
+        ));
+        ledger.record(Entry::skip("pricing", "skipped: 2ms < floor 10ms"));
+        ledger.record(Entry::skip(
+            "recommendations",
+            "skipped: 850ms < floor 1000ms",
+        ));
+        assert_eq!(
+            last_skip(&ledger, "recommendations").as_deref(),
+            Some("skipped: 850ms < floor 1000ms")
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! # checkout
+//!
+//! The middle hop of the example chain (the project's `CONTRACT.md`,
+//! section 6): `client -> edge -> checkout -> inventory, pricing,
+//! recommendations`. Every dependency is a URL (the slow partner, in demos
+//! and tests) called through a [`BudgetClient`](budget_core::client::BudgetClient),
+//! so the three calls share the one budget the request arrived with.
+//!
+//! - `GET`/`POST /checkout`: `inventory` (required, 2 attempts), then
+//!   `pricing` (required, 3 attempts; for a `POST` it gets the inbound body
+//!   and `Idempotency-Key`, and without a key it is sent once), then
+//!   `recommendations` (optional: skipped below `recommendations_floor`,
+//!   and any failure of it only marks the answer degraded). Sequential, so
+//!   the `Server-Timing` ledger reads in call order. `x-request-id` goes on
+//!   every call (made up here when none arrived).
+//! - `GET /healthz`: `200 ok`, outside the budget layer.
+//!
+//! The answer is a [`CheckoutAnswer`]:
+//!
+//! ```json
+//! { "request_id": "...", "inventory": {...}, "pricing": {...}, "recommendations": null,
+//!   "degraded": [{ "dependency": "recommendations", "reason": "skipped: 850ms < floor 1000ms" }] }
+//! ```
+//!
+//! # Statuses (CONTRACT section 3)
+//!
+//! | situation | answer |
+//! | --- | --- |
+//! | budget below `floor` on arrival, or run out in the handler | `504` (the budget layer) |
+//! | malformed budget header | `400` naming the header (the budget layer) |
+//! | a required dependency not callable in budget (below its floor), or the budget ran out during its call (hang, blackhole, slow) | `504`, naming it |
+//! | a required dependency answered `429`/`503` with a `Retry-After` that does not fit | the same status with its `Retry-After` |
+//! | a required dependency's circuit is open | `503` with `Retry-After` |
+//! | a required dependency failed fast and finally with budget left: refused or reset after its attempts, another error status, a body that is not JSON | `502`, naming it |
+//!
+//! A refused connection is retried like any connect failure; when the
+//! attempts are spent with budget left the dependency is down, not slow,
+//! and the answer is `502` (a `504` would blame the budget). Errors are
+//! `application/problem+json` bodies ([`Problem`](budget_core::problem::Problem)).
+//!
+//! # `budget_mode = off`
+//!
+//! The baseline for comparisons: no budget layer (no ingress budget, no
+//! `504` at a deadline), no budget header forwarded, every attempt gets a
+//! fixed 30 s timeout, retries are the fixed attempt counts, and
+//! recommendations is always called. Attempts are still listed in
+//! `Server-Timing`, so both modes give budget tables.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use checkout::CheckoutConfig;
+//!
+//! # #[tokio::main] async fn main() -> Result<(), checkout::Error> {
+//! let mut config = CheckoutConfig::new("127.0.0.1:0".parse().unwrap());
+//! config.pricing_url = "http://127.0.0.1:9000/pricing?script=503@250ms,200@400ms".into();
+//! let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+//! let (addr, server) = checkout::spawn(&config, async { let _ = stop.await; }).await?;
+//! println!("checkout on http://{addr}/checkout");
+//! // ...
+//! let _ = shutdown.send(());
+//! let _ = server.await;
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod handler;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use budget_core::config::ConfigError;
+use http::{HeaderName, Request};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tower::ServiceBuilder;
+use tower_http::LatencyUnit;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tracing::Level;
+
+pub use config::{
+    CheckoutConfig, DEFAULT_DEPENDENCY_FLOOR, DEFAULT_LISTEN, DEFAULT_RECOMMENDATIONS_FLOOR,
+    DependencySettings,
+};
+pub use error::Error;
+
+/// The request id header, propagated along the chain.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The JSON body of a `200` from `/checkout`.
+///
+/// ```
+/// let answer: checkout::CheckoutAnswer = serde_json::from_str(r#"{
+///     "request_id": "r-1", "inventory": {"sku": 7}, "pricing": {"price": 12},
+///     "recommendations": null,
+///     "degraded": [{"dependency": "recommendations", "reason": "skipped: 850ms < floor 1000ms"}]
+/// }"#).unwrap();
+/// assert_eq!(answer.degraded[0].dependency, "recommendations");
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckoutAnswer {
+    /// The request's `x-request-id`.
+    pub request_id: Option<String>,
+    /// Inventory's answer, as it sent it.
+    pub inventory: Value,
+    /// Pricing's answer, as it sent it.
+    pub pricing: Value,
+    /// Recommendations' answer, or `null` when it was skipped or failed.
+    pub recommendations: Option<Value>,
+    /// The optional dependencies the answer lacks, and why.
+    pub degraded: Vec<Degraded>,
+}
+
+/// An optional dependency missing from an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Degraded {
+    /// Its name (`recommendations`).
+    pub dependency: String,
+    /// `skipped: 850ms < floor 1000ms`, `skipped: circuit open`, or
+    /// `failed: ...` with the error.
+    pub reason: String,
+}
+
+/// Checkout's routes with every layer: request id (made up when none
+/// arrives, and echoed on the response), request logs (method, path, id,
+/// status, latency; never bodies or credentials), and with
+/// `budget_mode = on` the budget layer on `/checkout`.
+///
+/// # Errors
+///
+/// An invalid config, naming the field (see [`CheckoutConfig::validate`]).
+///
+/// ```
+/// let app = checkout::router(&checkout::CheckoutConfig::default()).unwrap();
+/// # let _: axum::Router = app;
+/// ```
+pub fn router(config: &CheckoutConfig) -> Result<Router, ConfigError> {
+    let built = config.build()?;
+    let app = Arc::new(handler::App {
+        inventory: built.inventory,
+        pricing: built.pricing,
+        recommendations: built.recommendations,
+    });
+    let mut routes = Router::new()
+        .route("/checkout", get(handler::checkout).post(handler::checkout))
+        .with_state(app);
+    if let Some(layer) = built.layer {
+        routes = routes.layer(layer);
+    }
+    Ok(routes.route("/healthz", get(|| async { "ok" })).layer(
+        ServiceBuilder::new()
+            .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+            .layer(
+                TraceLayer::new_for_http()
+                    .make_span_with(request_span)
+                    .on_response(
+                        DefaultOnResponse::new()
+                            .level(Level::INFO)
+                            .latency_unit(LatencyUnit::Millis),
+                    )
+                    .on_failure(DefaultOnFailure::new().level(Level::WARN)),
+            )
+            .layer(PropagateRequestIdLayer::x_request_id()),
+    ))
+}
+
+/// The span of one request: method, path (no query: it may carry secrets)
+/// and request id.
+fn request_span(req: &Request<Body>) -> tracing::Span {
+    let id = req
+        .headers()
+        .get(X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::info_span!("request", method = %req.method(), path = req.uri().path(), request_id = id)
+}
+
+/// Starts checkout on `config.listen` (port 0 picks a free port) and
+/// serves until `shutdown` resolves, then lets requests in flight finish
+/// (axum's graceful shutdown). Returns the bound address and the server
+/// task.
+///
+/// # Errors
+///
+/// [`Error::Config`] for an invalid config, [`Error::Bind`] when the
+/// address cannot be bound.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), checkout::Error> {
+/// let config = checkout::CheckoutConfig::new("127.0.0.1:0".parse().unwrap());
+/// let (addr, server) = checkout::spawn(&config, std::future::pending()).await?;
+/// server.abort();
+/// # Ok(()) }
+/// ```
+pub async fn spawn<F>(
+    config: &CheckoutConfig,
+    shutdown: F,
+) -> Result<(SocketAddr, JoinHandle<io::Result<()>>), Error>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let app = router(config)?;
+    let bind = |source| Error::Bind {
+        addr: config.listen,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(bind)?;
+    let addr = listener.local_addr().map_err(bind)?;
+    tracing::info!(%addr, budget_mode = ?config.budget_mode, "checkout listening");
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+    });
+    Ok((addr, server))
+}

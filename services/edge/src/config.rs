@@ -1,0 +1,339 @@
+//! Edge's configuration: the same fields as the binary's flags, plus a
+//! `[checkout]` table for its one client, with humantime durations.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use edge::EdgeConfig;
+//!
+//! let config = EdgeConfig::from_toml(r#"
+//!     listen = "127.0.0.1:8080"
+//!     checkout_url = "http://127.0.0.1:8081"
+//!     default_budget = "1500ms"
+//!
+//!     [checkout]
+//!     connect_cap = "200ms"
+//! "#).unwrap();
+//! assert_eq!(config.default_budget, Duration::from_millis(1500));
+//! assert!(edge::router(&config).is_ok());
+//!
+//! let err = EdgeConfig::from_toml("[checkout.retry]\nmax_attempts = 3").unwrap_err();
+//! let message = service_kit::error_chain(&err);
+//! assert!(message.contains("unknown field `retry`"), "{message}");
+//! ```
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use budget_core::Floor;
+use budget_core::breaker::BreakerConfig;
+use budget_core::client::{BudgetClient, DependencyConfig, Mode};
+use budget_core::config::ConfigError;
+use budget_core::retry::RetryConfig;
+use budget_core::server::{BudgetLayer, ServerConfig};
+use serde::{Deserialize, Serialize};
+use service_kit::BudgetMode;
+
+use crate::Error;
+
+/// The default listen address: loopback, port 8080.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
+
+/// The dependency name of checkout, in edge's ledger, logs and problems
+/// (and the prefix of checkout's own `Server-Timing` metrics).
+pub const CHECKOUT: &str = "checkout";
+
+/// How edge starts. Every field has a default, so a TOML file needs only
+/// what it changes; unknown fields are an error.
+///
+/// | field | flag | default |
+/// | --- | --- | --- |
+/// | `listen` | `--listen` | `127.0.0.1:8080` |
+/// | `budget_mode` | `--budget-mode` | `on` |
+/// | `default_budget` | `--default-budget` | `2s` (when the caller sends no budget) |
+/// | `max_budget` | `--max-budget` | `10s` (clamp on what the caller sends) |
+/// | `floor` | `--floor` | `10ms` (shed with `504` below it) |
+/// | `reserve` | `--reserve` | `10ms` (held back for edge's reply) |
+/// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
+/// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeConfig {
+    /// The address to listen on (port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// `on`: the budget machinery; `off`: no budget layer, no budget
+    /// forwarded, a fixed 30 s timeout (the baseline it is compared with).
+    pub budget_mode: BudgetMode,
+    /// The budget of a request that carries no budget header.
+    #[serde(with = "humantime_serde")]
+    pub default_budget: Duration,
+    /// The largest budget any request gets, whatever its caller says.
+    #[serde(with = "humantime_serde")]
+    pub max_budget: Duration,
+    /// Below this budget on arrival, a request is shed with `504` and
+    /// checkout is not called.
+    #[serde(with = "humantime_serde")]
+    pub floor: Duration,
+    /// What the call to checkout holds back for edge's own reply.
+    #[serde(with = "humantime_serde")]
+    pub reserve: Duration,
+    /// Checkout's base URL; edge calls its `/checkout` (appended to the
+    /// URL's path, the URL's query string kept).
+    pub checkout_url: String,
+    /// The client of checkout.
+    pub checkout: CheckoutClientSettings,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            budget_mode: BudgetMode::On,
+            default_budget: Duration::from_secs(2),
+            max_budget: Duration::from_secs(10),
+            floor: Duration::from_millis(10),
+            reserve: Duration::from_millis(10),
+            checkout_url: "http://127.0.0.1:8081".to_owned(),
+            checkout: CheckoutClientSettings::default(),
+        }
+    }
+}
+
+/// Edge's client of checkout, as the `[checkout]` TOML table: the fields of
+/// [`DependencyConfig`](budget_core::client::DependencyConfig) that make
+/// sense for it. There is no `retry`: edge makes one attempt, so that
+/// retries happen once, next to the failing dependency, and are not
+/// multiplied hop by hop.
+///
+/// | field | default |
+/// | --- | --- |
+/// | `connect_cap` | `1s` (the budget caps it further) |
+/// | `floor` | `10ms` |
+/// | `breaker` | none |
+/// | `concurrency` | unlimited |
+/// | `max_body` | 4 MiB |
+/// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
+///
+/// ```
+/// let s: edge::CheckoutClientSettings = toml::from_str("concurrency = 64").unwrap();
+/// assert_eq!(s.concurrency, Some(64));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckoutClientSettings {
+    /// The longest a connect may take.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub connect_cap: Option<Duration>,
+    /// Below this budget (net of the reserve), checkout is not called.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Duration>,
+    /// A circuit breaker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerConfig>,
+    /// In-flight calls at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    /// The largest response body buffered, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body: Option<u64>,
+    /// The attempt's timeout with `budget_mode = off`.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub fixed_timeout: Option<Duration>,
+}
+
+/// A validated [`EdgeConfig`].
+#[derive(Debug)]
+pub(crate) struct Built {
+    pub(crate) layer: Option<BudgetLayer>,
+    pub(crate) checkout: BudgetClient,
+}
+
+impl EdgeConfig {
+    /// The defaults, listening on `listen` and forwarding to `checkout_url`.
+    ///
+    /// ```
+    /// let config = edge::EdgeConfig::new("127.0.0.1:0".parse().unwrap(), "http://127.0.0.1:8081");
+    /// assert_eq!(config.listen.port(), 0);
+    /// ```
+    pub fn new(listen: SocketAddr, checkout_url: impl Into<String>) -> Self {
+        Self {
+            listen,
+            checkout_url: checkout_url.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Parses TOML text and [validates](Self::validate) it.
+    ///
+    /// ```
+    /// # use edge::EdgeConfig;
+    /// assert_eq!(EdgeConfig::from_toml("").unwrap(), EdgeConfig::default());
+    /// assert!(EdgeConfig::from_toml("default_budget = \"20s\"").is_err());
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Self, Error> {
+        let config: Self = service_kit::parse_toml(text, Path::new("<inline>"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a TOML config file.
+    ///
+    /// ```
+    /// # use edge::{EdgeConfig, Error};
+    /// let err = EdgeConfig::load("/no/such/edge.toml".as_ref()).unwrap_err();
+    /// assert!(matches!(err, Error::ConfigFile(_)));
+    /// ```
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let config: Self = service_kit::load_toml(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value; errors name the field (`default_budget`,
+    /// `checkout_url`, `checkout.connect_cap`, ...).
+    ///
+    /// ```
+    /// # use edge::EdgeConfig;
+    /// let mut config = EdgeConfig::default();
+    /// config.checkout_url = "checkout".into();
+    /// assert_eq!(config.validate().unwrap_err().field(), "checkout_url");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.build().map(drop)
+    }
+
+    pub(crate) fn build(&self) -> Result<Built, ConfigError> {
+        // Validated in both modes: a bad value is an error either way.
+        let layer = ServerConfig {
+            default_budget: self.default_budget,
+            max_budget: self.max_budget,
+            floor: self.floor,
+            reserve: self.reserve,
+            ..ServerConfig::default()
+        }
+        .layer()?;
+        let s = &self.checkout;
+        let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
+        c.retry = RetryConfig {
+            max_attempts: 1,
+            ..RetryConfig::default()
+        };
+        c.floor = Floor::new(s.floor.unwrap_or(Duration::from_millis(10)));
+        c.breaker = s.breaker;
+        c.concurrency = s.concurrency;
+        if let Some(v) = s.connect_cap {
+            c.connect_cap = v;
+        }
+        if let Some(v) = s.max_body {
+            c.max_body = v;
+        }
+        if let Some(v) = s.fixed_timeout {
+            c.fixed_timeout = v;
+        }
+        if !self.budget_mode.is_on() {
+            c.mode = Mode::Fixed;
+        }
+        let checkout = c.build().map_err(|e| match e.field() {
+            "url" => ConfigError::new("checkout_url", e.problem().to_owned()),
+            _ => e.within(CHECKOUT),
+        })?;
+        Ok(Built {
+            layer: self.budget_mode.is_on().then_some(layer),
+            checkout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_reads_from_toml() {
+        let config = EdgeConfig::from_toml(
+            r#"
+            listen = "127.0.0.1:9180"
+            budget_mode = "off"
+            default_budget = "1500ms"
+            max_budget = "5s"
+            floor = "20ms"
+            reserve = "7ms"
+            checkout_url = "http://127.0.0.1:9181/api"
+            [checkout]
+            connect_cap = "250ms"
+            floor = "15ms"
+            concurrency = 8
+            max_body = 1024
+            fixed_timeout = "3s"
+            [checkout.breaker]
+            failure_threshold = 2
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9180);
+        assert_eq!(config.budget_mode, BudgetMode::Off);
+        assert_eq!(config.default_budget, Duration::from_millis(1500));
+        assert_eq!(config.max_budget, Duration::from_secs(5));
+        assert_eq!(config.floor, Duration::from_millis(20));
+        assert_eq!(config.reserve, Duration::from_millis(7));
+        assert_eq!(config.checkout_url, "http://127.0.0.1:9181/api");
+        let s = &config.checkout;
+        assert_eq!(s.connect_cap, Some(Duration::from_millis(250)));
+        assert_eq!(s.floor, Some(Duration::from_millis(15)));
+        assert_eq!(s.concurrency, Some(8));
+        assert_eq!(s.max_body, Some(1024));
+        assert_eq!(s.fixed_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(s.breaker.unwrap().failure_threshold, 2);
+    }
+
+    #[test]
+    fn the_defaults_are_loopback_valid_and_make_one_attempt() {
+        let config = EdgeConfig::default();
+        assert!(config.listen.ip().is_loopback());
+        assert_eq!(config.default_budget, Duration::from_secs(2));
+        assert_eq!(config.max_budget, Duration::from_secs(10));
+        let built = config.build().unwrap();
+        assert!(built.layer.is_some());
+        assert_eq!(built.checkout.mode(), Mode::Budget);
+        let off = EdgeConfig {
+            budget_mode: BudgetMode::Off,
+            ..EdgeConfig::default()
+        }
+        .build()
+        .unwrap();
+        assert!(off.layer.is_none());
+        assert_eq!(off.checkout.mode(), Mode::Fixed);
+    }
+
+    #[test]
+    fn errors_name_the_field_of_this_config() {
+        let field = |edit: &dyn Fn(&mut EdgeConfig)| {
+            let mut config = EdgeConfig::default();
+            edit(&mut config);
+            config.validate().unwrap_err().field().to_owned()
+        };
+        assert_eq!(
+            field(&|c| c.default_budget = Duration::from_secs(11)),
+            "default_budget"
+        );
+        assert_eq!(field(&|c| c.reserve = Duration::from_secs(10)), "reserve");
+        assert_eq!(
+            field(&|c| c.checkout_url = "/checkout".into()),
+            "checkout_url"
+        );
+        assert_eq!(
+            field(&|c| c.checkout.concurrency = Some(0)),
+            "checkout.concurrency"
+        );
+    }
+
+    #[test]
+    fn the_config_round_trips_through_toml() {
+        let mut config = EdgeConfig::default();
+        config.checkout.connect_cap = Some(Duration::from_millis(300));
+        let text = toml::to_string(&config).unwrap();
+        assert_eq!(EdgeConfig::from_toml(&text).unwrap(), config);
+    }
+}

@@ -1,0 +1,96 @@
+//! `GET`/`POST /checkout`: one attempt at checkout's `/checkout`, its answer
+//! passed up as it is.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use budget_core::client::{BudgetClient, BudgetResponse};
+use budget_core::context::RequestContext;
+use budget_core::ledger::Ledger;
+use budget_core::retry::IDEMPOTENCY_KEY;
+use budget_core::server::{SERVER_TIMING, problem_response};
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderValue, Method, Uri};
+
+use crate::{CHECKOUT, X_REQUEST_ID, prefixed_metrics};
+
+/// The client of checkout, shared by every request.
+#[derive(Debug)]
+pub(crate) struct App {
+    pub(crate) checkout: BudgetClient,
+}
+
+/// The route handler. With `budget_mode = on` the budget layer gives the
+/// request its budget and ledger and adds the ledger to the response;
+/// with `off` the handler keeps and adds a ledger of its own.
+pub(crate) async fn forward(
+    State(app): State<Arc<App>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    cx: Option<Extension<RequestContext>>,
+    body: Bytes,
+) -> Response {
+    let (ledger, own_ledger) = match &cx {
+        Some(Extension(cx)) => (cx.ledger().clone(), false),
+        None => (Ledger::new(), true),
+    };
+    let path = match uri.query() {
+        Some(query) => format!("/checkout?{query}"),
+        None => "/checkout".to_owned(),
+    };
+    let mut req = app.checkout.request(method, &path).ledger(ledger.clone());
+    for name in [X_REQUEST_ID, CONTENT_TYPE, IDEMPOTENCY_KEY] {
+        if let Some(value) = headers.get(&name) {
+            req = req.header(name, value.clone());
+        }
+    }
+    if !body.is_empty() {
+        req = req.body(body);
+    }
+    let mut res = match req.send().await {
+        Ok(answer) => pass_up(&answer, &ledger),
+        Err(e) => {
+            // 504 when checkout could not be called in budget or did not
+            // answer within it; 502 otherwise (503 for an open circuit).
+            tracing::warn!(error = %service_kit::error_chain(&e), "checkout failed");
+            // No header here: the budget layer, or the lines below, add the ledger.
+            problem_response(&e.problem(), &Ledger::new())
+        }
+    };
+    if own_ledger
+        && !ledger.is_empty()
+        && let Ok(value) = HeaderValue::try_from(ledger.server_timing())
+    {
+        res.headers_mut().insert(SERVER_TIMING, value);
+    }
+    res
+}
+
+/// Checkout's answer as edge's: its status, body, `Content-Type` and
+/// `Retry-After` as they are (so its `429`/`503` with `Retry-After` and its
+/// `504` reach the caller unchanged); its `Server-Timing` metrics go into
+/// edge's ledger, prefixed `checkout.`, so one header shows both hops.
+fn pass_up(answer: &BudgetResponse, ledger: &Ledger) -> Response {
+    let timing: Vec<&str> = answer
+        .headers()
+        .get_all(SERVER_TIMING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    for entry in prefixed_metrics(&timing.join(", "), CHECKOUT) {
+        ledger.record(entry);
+    }
+    let mut res = Response::new(Body::from(answer.bytes()));
+    *res.status_mut() = answer.status();
+    for name in [CONTENT_TYPE, RETRY_AFTER] {
+        if let Some(value) = answer.headers().get(&name) {
+            res.headers_mut().insert(name, value.clone());
+        }
+    }
+    res
+}

@@ -1,0 +1,479 @@
+//! The whole chain over loopback, in-process: a real client -> edge ->
+//! checkout -> slow partners (CONTRACT sections 1, 3, 4 and 6). Timing
+//! bounds are generous; every test runs under an outer bound.
+
+use std::future::Future;
+use std::time::Duration;
+
+use budget_core::ledger::{Metric, parse_server_timing};
+use budget_core::problem::Problem;
+use checkout::{CheckoutAnswer, CheckoutConfig};
+use edge::EdgeConfig;
+use service_kit::BudgetMode;
+use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use tokio::time::Instant;
+
+/// Runs `test` with a 30 s limit, whatever goes wrong.
+async fn bounded<T>(test: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), test)
+        .await
+        .expect("the test ran past its bound")
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+async fn partner(mode: Mode) -> PartnerHandle {
+    let config = PartnerConfig::new("127.0.0.1:0".parse().unwrap())
+        .with_mode(mode)
+        .with_shutdown_grace(ms(200));
+    slow_partner::spawn(config)
+        .await
+        .expect("the partner starts")
+}
+
+/// A chain to start: checkout's dependencies are paths of one partner.
+struct Chain {
+    checkout: CheckoutConfig,
+    edge: EdgeConfig,
+}
+
+impl Chain {
+    /// Queries (`""` for none) shape inventory, pricing and recommendations.
+    fn new(partner: &PartnerHandle, inventory: &str, pricing: &str, recs: &str) -> Self {
+        let loopback = "127.0.0.1:0".parse().unwrap();
+        let mut checkout = CheckoutConfig::new(loopback);
+        checkout.inventory_url = partner.url(&format!("/inventory{inventory}"));
+        checkout.pricing_url = partner.url(&format!("/pricing{pricing}"));
+        checkout.recommendations_url = partner.url(&format!("/recommendations{recs}"));
+        Self {
+            checkout,
+            edge: EdgeConfig::new(loopback, "http://unused.invalid"),
+        }
+    }
+
+    fn mode(mut self, mode: BudgetMode) -> Self {
+        self.checkout.budget_mode = mode;
+        self.edge.budget_mode = mode;
+        self
+    }
+
+    /// Starts checkout, then edge in front of it; returns edge's
+    /// `/checkout` URL.
+    async fn start(mut self) -> String {
+        let (checkout, _) = checkout::spawn(&self.checkout, std::future::pending())
+            .await
+            .expect("checkout starts");
+        self.edge.checkout_url = format!("http://{checkout}");
+        let (edge, _) = edge::spawn(&self.edge, std::future::pending())
+            .await
+            .expect("edge starts");
+        format!("http://{edge}/checkout")
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .unwrap()
+}
+
+/// The single `Server-Timing` field of `res`, parsed.
+fn server_timing(res: &reqwest::Response) -> Vec<Metric> {
+    let fields: Vec<_> = res.headers().get_all("server-timing").iter().collect();
+    assert_eq!(fields.len(), 1, "one header for both hops: {fields:?}");
+    parse_server_timing(fields[0].to_str().unwrap())
+}
+
+fn names(metrics: &[Metric]) -> Vec<&str> {
+    metrics.iter().map(|m| m.name.as_str()).collect()
+}
+
+fn dur(metrics: &[Metric], name: &str) -> f64 {
+    metrics
+        .iter()
+        .find(|m| m.name == name)
+        .and_then(|m| m.dur)
+        .unwrap_or_else(|| panic!("no {name} with a duration in {metrics:?}"))
+}
+
+/// CONTRACT sections 4 and 6: one Server-Timing header shows where the
+/// time went at both hops, checkout's metrics prefixed `checkout.`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_healthy_chain_answers_200_with_both_hops_in_one_server_timing() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "", "").start().await;
+        let res = client()
+            .get(&url)
+            .header("x-request-id", "e2e-1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-type"], "application/json");
+        assert_eq!(res.headers()["x-request-id"], "e2e-1");
+        let timing = server_timing(&res);
+        assert_eq!(
+            names(&timing),
+            [
+                "budget",
+                "checkout",
+                "checkout.budget",
+                "checkout.inventory",
+                "checkout.pricing",
+                "checkout.recommendations"
+            ]
+        );
+        assert_eq!(dur(&timing, "budget"), 2000.0, "edge's default budget");
+        let answer: CheckoutAnswer = res.json().await.unwrap();
+        assert_eq!(answer.request_id.as_deref(), Some("e2e-1"));
+        assert_eq!(answer.inventory["path"], "/inventory");
+        assert_eq!(answer.pricing["path"], "/pricing");
+        assert!(answer.recommendations.is_some());
+        assert!(answer.degraded.is_empty());
+    })
+    .await;
+}
+
+/// CONTRACT section 1: the budget shrinks hop by hop; every hop forwards
+/// what is left, so the partner sees less than edge got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_budget_header_shrinks_hop_by_hop() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "?delay=50ms", "?delay=50ms", "")
+            .start()
+            .await;
+        let res = client()
+            .get(&url)
+            .header("x-request-id", "shrink-1")
+            .header("request-budget-ms", "1500")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let timing = server_timing(&res);
+        let at_edge = dur(&timing, "budget");
+        let at_checkout = dur(&timing, "checkout.budget");
+        assert_eq!(at_edge, 1500.0);
+        assert!(at_checkout < at_edge, "{at_checkout} < {at_edge}");
+        let seen: Vec<f64> = partner.stats().ids["shrink-1"]
+            .budgets_ms()
+            .into_iter()
+            .map(|b| b.unwrap() as f64)
+            .collect();
+        assert_eq!(seen.len(), 3);
+        assert!(seen[0] < at_checkout, "{seen:?} vs {at_checkout}");
+        assert!(seen[1] <= seen[0] - 40.0, "inventory took 50 ms: {seen:?}");
+        assert!(seen[2] <= seen[1] - 40.0, "pricing took 50 ms: {seen:?}");
+    })
+    .await;
+}
+
+/// CONTRACT section 1: the default applies when the caller sends nothing,
+/// the maximum clamps what it sends; x-request-id is made up at edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn edge_clamps_the_budget_and_makes_up_a_request_id() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "", "").start().await;
+        let res = client()
+            .get(&url)
+            .header("request-budget-ms", "3600000")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(dur(&server_timing(&res), "budget"), 10_000.0, "clamped");
+        let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert_eq!(id.len(), 36, "a UUID: {id}");
+        assert_eq!(id.matches('-').count(), 4, "a UUID: {id}");
+        let answer: CheckoutAnswer = res.json().await.unwrap();
+        assert_eq!(answer.request_id.as_deref(), Some(id.as_str()));
+        assert_eq!(
+            partner.stats().ids[&id].calls.len(),
+            3,
+            "propagated to the partner"
+        );
+    })
+    .await;
+}
+
+/// CONTRACT section 6: below recommendations' floor the answer is a 200,
+/// degraded, and the skip shows in edge's header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recommendations_is_skipped_below_its_floor_through_edge() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "", "").start().await;
+        let res = client()
+            .get(&url)
+            .header("x-request-id", "e2e-skip")
+            .header("request-budget-ms", "900")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let timing = server_timing(&res);
+        let skip = timing.last().unwrap();
+        assert_eq!(skip.name, "checkout.recommendations");
+        assert!(
+            skip.desc.as_deref().unwrap().ends_with("< floor 1000ms"),
+            "{skip:?}"
+        );
+        let answer: CheckoutAnswer = res.json().await.unwrap();
+        assert_eq!(answer.degraded[0].dependency, "recommendations");
+        assert_eq!(partner.stats().ids["e2e-skip"].calls.len(), 2);
+    })
+    .await;
+}
+
+/// CONTRACT section 4: checkout's retry of pricing reads in edge's header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pricing_retry_is_visible_at_edge() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "?script=503@50ms,200@50ms", "")
+            .start()
+            .await;
+        let res = client().get(&url).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        let timing = server_timing(&res);
+        let pricing: Vec<&Metric> = timing
+            .iter()
+            .filter(|m| m.name == "checkout.pricing")
+            .collect();
+        assert_eq!(pricing.len(), 2, "{timing:?}");
+        assert_eq!(pricing[0].desc.as_deref(), Some("503"));
+        assert!(names(&timing).contains(&"checkout.pricing-wait"));
+    })
+    .await;
+}
+
+/// CONTRACT section 3: a dependency's 429 whose Retry-After does not fit
+/// reaches the caller through both hops, with its Retry-After, fast.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_with_retry_after_reaches_the_caller_through_edge() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "?status=429&retry_after=30", "")
+            .start()
+            .await;
+        let start = Instant::now();
+        let res = client().get(&url).send().await.unwrap();
+        assert!(start.elapsed() < ms(1000), "{:?}", start.elapsed());
+        assert_eq!(res.status(), 429);
+        assert_eq!(res.headers()["retry-after"], "30");
+        assert_eq!(res.headers()["content-type"], "application/problem+json");
+        let timing = server_timing(&res);
+        assert_eq!(
+            timing.iter().filter(|m| m.name == "checkout").count(),
+            1,
+            "edge did not retry"
+        );
+        let problem: Problem = res.json().await.unwrap();
+        assert_eq!((problem.status, problem.retryable), (429, true));
+        assert_eq!(problem.dependency.as_deref(), Some("pricing"));
+    })
+    .await;
+}
+
+/// CONTRACT section 3: a hanging required dependency is a 504 at the
+/// caller, at its budget, not later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hanging_dependency_is_a_504_within_the_caller_s_budget() {
+    bounded(async {
+        let healthy = partner(Mode::Normal).await;
+        let hanging = partner(Mode::Hang).await;
+        let mut chain = Chain::new(&healthy, "", "", "");
+        chain.checkout.pricing_url = hanging.url("/pricing");
+        let url = chain.start().await;
+        let start = Instant::now();
+        let res = client()
+            .get(&url)
+            .header("request-budget-ms", "700")
+            .send()
+            .await
+            .unwrap();
+        let elapsed = start.elapsed();
+        assert_eq!(res.status(), 504);
+        assert!(
+            elapsed >= ms(600) && elapsed < ms(1500),
+            "at the budget: {elapsed:?}"
+        );
+        let problem: Problem = res.json().await.unwrap();
+        assert_eq!(problem.status, 504);
+    })
+    .await;
+}
+
+/// CONTRACT section 3: below edge's floor the request is shed with a 504;
+/// nothing downstream is called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_budget_below_edge_s_floor_is_a_504_and_no_call_is_made() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let mut chain = Chain::new(&partner, "", "", "");
+        chain.edge.floor = ms(100);
+        let url = chain.start().await;
+        let res = client()
+            .get(&url)
+            .header("request-budget-ms", "40")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 504);
+        assert_eq!(res.headers()["content-type"], "application/problem+json");
+        let problem: Problem = res.json().await.unwrap();
+        assert_eq!(
+            (problem.remaining_ms, problem.floor_ms),
+            (Some(40), Some(100))
+        );
+        assert_eq!(partner.stats().requests, 0, "the partner saw nothing");
+    })
+    .await;
+}
+
+/// CONTRACT section 1: a malformed budget header is a 400 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_malformed_budget_header_is_a_400_naming_the_header() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "", "").start().await;
+        let res = client()
+            .get(&url)
+            .header("grpc-timeout", "5X")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400);
+        assert_eq!(res.headers()["content-type"], "application/problem+json");
+        let problem: Problem = res.json().await.unwrap();
+        assert_eq!(problem.header.as_deref(), Some("grpc-timeout"));
+        assert_eq!(partner.stats().requests, 0);
+    })
+    .await;
+}
+
+/// CONTRACT section 2 rule 4, across hops: edge forwards the POST's body
+/// and Idempotency-Key; without a key the failing pricing sees it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_post_through_edge_is_retried_only_with_its_idempotency_key() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let url = Chain::new(&partner, "", "?status=503", "").start().await;
+        let attempts = |id: &str| {
+            partner.stats().ids[id]
+                .calls
+                .iter()
+                .filter(|c| c.path == "/pricing")
+                .count()
+        };
+        let res = client()
+            .post(&url)
+            .header("x-request-id", "e2e-post")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 502);
+        assert_eq!(attempts("e2e-post"), 1);
+        let res = client()
+            .post(&url)
+            .header("x-request-id", "e2e-post-key")
+            .header("idempotency-key", "k-1")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 502);
+        assert_eq!(attempts("e2e-post-key"), 3);
+    })
+    .await;
+}
+
+/// Checkout down: edge's own problem, 502 (refused) naming checkout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn checkout_down_is_edge_s_own_502_problem() {
+    bounded(async {
+        let down = partner(Mode::Refuse).await;
+        let mut config = EdgeConfig::new("127.0.0.1:0".parse().unwrap(), down.url(""));
+        config.budget_mode = BudgetMode::On;
+        let (addr, _) = edge::spawn(&config, std::future::pending()).await.unwrap();
+        let res = client()
+            .get(format!("http://{addr}/checkout"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 502);
+        let timing = server_timing(&res);
+        assert_eq!(names(&timing), ["budget", "checkout"], "one attempt");
+        let problem: Problem = res.json().await.unwrap();
+        assert_eq!(problem.dependency.as_deref(), Some("checkout"));
+    })
+    .await;
+}
+
+/// The point of it all: with budgets off, a 2 s partner holds the caller
+/// 2 s; with a 500 ms budget, the caller has its answer at 500 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn budget_mode_off_waits_for_a_slow_partner_and_budget_mode_does_not() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let off = Chain::new(&partner, "?delay=2s", "", "")
+            .mode(BudgetMode::Off)
+            .start()
+            .await;
+        let on = Chain::new(&partner, "?delay=2s", "", "").start().await;
+
+        let start = Instant::now();
+        let res = client()
+            .get(&off)
+            .header("request-budget-ms", "500")
+            .send()
+            .await
+            .unwrap();
+        let off_elapsed = start.elapsed();
+        assert_eq!(res.status(), 200);
+        assert!(off_elapsed >= ms(2000), "{off_elapsed:?}");
+        assert!(
+            names(&server_timing(&res)).contains(&"checkout.inventory"),
+            "off mode still lists attempts"
+        );
+
+        let start = Instant::now();
+        let res = client()
+            .get(&on)
+            .header("request-budget-ms", "500")
+            .send()
+            .await
+            .unwrap();
+        let on_elapsed = start.elapsed();
+        assert_eq!(res.status(), 504);
+        assert!(
+            on_elapsed >= ms(400) && on_elapsed < ms(1200),
+            "{on_elapsed:?}"
+        );
+    })
+    .await;
+}
+
+/// `GET /healthz` answers without a budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn healthz_answers_ok() {
+    bounded(async {
+        let config = EdgeConfig::new("127.0.0.1:0".parse().unwrap(), "http://127.0.0.1:9");
+        let (addr, _) = edge::spawn(&config, std::future::pending()).await.unwrap();
+        let res = client()
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.text().await.unwrap(), "ok");
+    })
+    .await;
+}
