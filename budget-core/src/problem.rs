@@ -55,11 +55,16 @@ pub enum ProblemKind {
         /// The status the dependency answered with (429 or 503).
         status: u16,
     },
+    /// A required dependency gave no usable answer: refused, reset, or its
+    /// connection failed, with its attempts spent (504: no answer came
+    /// through in time, whatever the cause).
+    DependencyUnavailable,
     /// A required dependency's circuit is open (503).
     CircuitOpen,
     /// This service is at its in-flight limit (503).
     Overloaded,
-    /// A required dependency failed otherwise (502).
+    /// A required dependency answered, but with an error status or a body
+    /// that could not be used (502).
     DependencyFailed,
 }
 
@@ -73,9 +78,10 @@ impl ProblemKind {
     pub fn status(&self) -> u16 {
         match self {
             ProblemKind::MalformedBudget => 400,
-            ProblemKind::BelowFloor | ProblemKind::Expired | ProblemKind::DependencyOutOfBudget => {
-                504
-            }
+            ProblemKind::BelowFloor
+            | ProblemKind::Expired
+            | ProblemKind::DependencyOutOfBudget
+            | ProblemKind::DependencyUnavailable => 504,
             ProblemKind::Deferred { status } => *status,
             ProblemKind::CircuitOpen | ProblemKind::Overloaded => 503,
             ProblemKind::DependencyFailed => 502,
@@ -95,6 +101,7 @@ impl ProblemKind {
             ProblemKind::Expired => "urn:budget:problem:budget-expired",
             ProblemKind::DependencyOutOfBudget => "urn:budget:problem:dependency-out-of-budget",
             ProblemKind::Deferred { .. } => "urn:budget:problem:dependency-deferred",
+            ProblemKind::DependencyUnavailable => "urn:budget:problem:dependency-unavailable",
             ProblemKind::CircuitOpen => "urn:budget:problem:circuit-open",
             ProblemKind::Overloaded => "urn:budget:problem:overloaded",
             ProblemKind::DependencyFailed => "urn:budget:problem:dependency-failed",
@@ -114,6 +121,7 @@ impl ProblemKind {
             ProblemKind::Expired => "Budget expired",
             ProblemKind::DependencyOutOfBudget => "Dependency out of budget",
             ProblemKind::Deferred { .. } => "Dependency asked to wait",
+            ProblemKind::DependencyUnavailable => "Dependency unavailable",
             ProblemKind::CircuitOpen => "Circuit open",
             ProblemKind::Overloaded => "Overloaded",
             ProblemKind::DependencyFailed => "Dependency failed",

@@ -687,7 +687,7 @@ mod tests {
         assert_eq!(start.elapsed(), ms(3300));
         assert_eq!(err.attempts(), 3);
         assert!(err.is_timeout() && !err.is_budget_exhausted());
-        assert_eq!(err.problem().status, 502);
+        assert_eq!(err.problem().status, 504);
         assert!(fake.seen().iter().all(|s| s.budget.is_none()));
     }
 

@@ -152,9 +152,10 @@ impl fmt::Display for CallErrorKind {
 /// credentials).
 ///
 /// Turn it into the contract's answer with [`problem`](Self::problem)
-/// (`504` for a call that did not fit in the budget, `503` with
-/// `Retry-After` for an open circuit, the dependency's own `429`/`503` when
-/// its `Retry-After` did not fit, `502` otherwise). With the `server`
+/// (`504` for a call that did not fit in the budget or got no usable
+/// answer, `503` with `Retry-After` for an open circuit, the dependency's
+/// own `429`/`503` when its `Retry-After` did not fit, `502` for an error
+/// status or an unusable body). With the `server`
 /// feature it is an axum `IntoResponse`, so a handler can `?` it.
 ///
 /// # Example
@@ -449,9 +450,10 @@ impl CallError {
     /// | error | status |
     /// | --- | --- |
     /// | below the floor, budget ran out (timeout at the deadline, no permit) | `504` |
+    /// | no usable answer: refused, connect timeout, reset, timeout, body failed | `504` (`dependency-unavailable`) |
     /// | circuit open | `503` with `Retry-After` |
     /// | the dependency's `429`/`503` whose `Retry-After` did not fit | the same status, with `Retry-After` |
-    /// | anything else | `502` |
+    /// | an error status after the retries, a body that is not JSON, anything else | `502` |
     ///
     /// It names the dependency, and the remaining budget and floor where
     /// they apply. Its `detail` is the error chain (never a URL or a body).
@@ -472,6 +474,14 @@ impl CallError {
             CallErrorKind::Status if self.passes_up => ProblemKind::Deferred {
                 status: self.status.map_or(503, |s| s.as_u16()),
             },
+            // No answer came through: the caller sees a gateway timeout, as
+            // for a hang (CONTRACT section 3; issue 5's fault shapes).
+            CallErrorKind::Connect
+            | CallErrorKind::ConnectTimeout
+            | CallErrorKind::Reset
+            | CallErrorKind::Timeout
+            | CallErrorKind::Body
+            | CallErrorKind::NoPermit => ProblemKind::DependencyUnavailable,
             _ => ProblemKind::DependencyFailed,
         };
         let mut problem = Problem::new(kind, error_chain(self)).with_dependency(&*self.dependency);
@@ -694,7 +704,11 @@ mod tests {
         );
 
         let refused = CallError::from_transport(dep(), TransportKind::Connect).with_attempts(3);
-        assert_eq!(refused.problem().status, 502);
+        assert_eq!(refused.problem().status, 504);
+        assert_eq!(
+            refused.problem().type_uri,
+            "urn:budget:problem:dependency-unavailable"
+        );
         assert!(refused.is_connect() && !refused.is_timeout());
         let plain_503 = CallError::new(dep(), CallErrorKind::Status)
             .with_status(StatusCode::SERVICE_UNAVAILABLE, false);

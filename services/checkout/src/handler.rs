@@ -125,9 +125,10 @@ async fn run(
 
 /// A required dependency's JSON, or the problem to answer with (CONTRACT
 /// section 3, as [`CallError::problem`] maps it): `504` when it could not
-/// be called in budget or the budget ran out, its own `429`/`503` with
-/// `Retry-After` when that wait did not fit, `503` with `Retry-After` for
-/// an open circuit, `502` for any other failure.
+/// be called in budget, the budget ran out or no usable answer came, its
+/// own `429`/`503` with `Retry-After` when that wait did not fit, `503` with
+/// `Retry-After` for an open circuit, `502` for an error status or a body
+/// that is not JSON.
 async fn required(req: RequestBuilder) -> Result<Value, Problem> {
     let result = match req.send().await {
         Ok(res) => res.error_for_status().and_then(|res| res.json()),

@@ -28,14 +28,16 @@
 //! | --- | --- |
 //! | budget below `floor` on arrival, or run out in the handler | `504` (the budget layer) |
 //! | malformed budget header | `400` naming the header (the budget layer) |
-//! | a required dependency not callable in budget (below its floor), or the budget ran out during its call (hang, blackhole, slow) | `504`, naming it |
+//! | a required dependency not callable in budget (below its floor), or the budget ran out during its call (hang, blackhole, slow, drip) | `504`, naming it |
+//! | a required dependency gave no usable answer after its attempts: refused, reset | `504` (`dependency-unavailable`), naming it |
 //! | a required dependency answered `429`/`503` with a `Retry-After` that does not fit | the same status with its `Retry-After` |
 //! | a required dependency's circuit is open | `503` with `Retry-After` |
-//! | a required dependency failed fast and finally with budget left: refused or reset after its attempts, another error status, a body that is not JSON | `502`, naming it |
+//! | a required dependency answered an error status after its attempts, or a body that is not JSON | `502`, naming it |
 //!
 //! A refused connection is retried like any connect failure; when the
-//! attempts are spent with budget left the dependency is down, not slow,
-//! and the answer is `502` (a `504` would blame the budget). Errors are
+//! attempts are spent, no answer came through: `504` like every other
+//! fault shape (issue 5), with `type` `dependency-unavailable` and the
+//! cause in `detail`, so it is not mistaken for a spent budget. Errors are
 //! `application/problem+json` bodies ([`Problem`](budget_core::problem::Problem)).
 //!
 //! # `budget_mode = off`

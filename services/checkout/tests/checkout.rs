@@ -192,9 +192,10 @@ async fn a_hanging_or_blackholed_required_dependency_is_a_504_within_the_budget(
 }
 
 /// A required dependency that fails fast and finally (refused, reset) with
-/// budget left is a `502` naming it, fast: it is down, not slow.
+/// budget left is a `504` (`dependency-unavailable`) naming it, fast: no
+/// answer came through, and the caller is not kept waiting for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_refusing_or_resetting_required_dependency_is_a_fast_502() {
+async fn a_refusing_or_resetting_required_dependency_is_a_fast_504() {
     bounded(async {
         let healthy = partner(Mode::Normal).await;
         for mode in [Mode::Refuse, Mode::Reset] {
@@ -210,7 +211,7 @@ async fn a_refusing_or_resetting_required_dependency_is_a_fast_502() {
                 .await
                 .unwrap();
             let elapsed = start.elapsed();
-            assert_eq!(res.status(), 502, "{mode}");
+            assert_eq!(res.status(), 504, "{mode}");
             assert!(elapsed < ms(2500), "{mode}: fast: {elapsed:?}");
             let timing = server_timing(&res);
             assert_eq!(
@@ -220,7 +221,11 @@ async fn a_refusing_or_resetting_required_dependency_is_a_fast_502() {
             );
             let problem: Problem = res.json().await.unwrap();
             assert_eq!(problem.dependency.as_deref(), Some("pricing"));
-            assert_eq!(problem.status, 502);
+            assert_eq!(problem.status, 504);
+            assert_eq!(
+                problem.type_uri,
+                "urn:budget:problem:dependency-unavailable"
+            );
         }
     })
     .await;

@@ -55,8 +55,8 @@ pub(crate) async fn forward(
     let mut res = match req.send().await {
         Ok(answer) => pass_up(&answer, &ledger),
         Err(e) => {
-            // 504 when checkout could not be called in budget or did not
-            // answer within it; 502 otherwise (503 for an open circuit).
+            // 504 when checkout could not be called in budget, did not
+            // answer within it or not at all; 503 for an open circuit.
             tracing::warn!(error = %service_kit::error_chain(&e), "checkout failed");
             // No header here: the budget layer, or the lines below, add the ledger.
             problem_response(&e.problem(), &Ledger::new())

@@ -17,9 +17,9 @@
 //! - Checkout's answer is passed up as it is: status, body, `Content-Type`,
 //!   `Retry-After`, so its `429`/`503` with `Retry-After` and its `504`
 //!   reach the caller unchanged. Edge's own failures are problem+json:
-//!   `504` when checkout could not be called in budget or did not answer
-//!   within it, `502` otherwise (`503` with `Retry-After` for an open
-//!   circuit, when a breaker is configured).
+//!   `504` when checkout could not be called in budget or gave no answer
+//!   within it (refused, reset, hang), `502` for an unusable answer (`503`
+//!   with `Retry-After` for an open circuit, when a breaker is configured).
 //! - One `Server-Timing` header shows both hops: edge's ledger (`budget`,
 //!   `checkout`) and checkout's metrics prefixed `checkout.`
 //!   ([`prefixed_metrics`]).

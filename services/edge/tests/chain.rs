@@ -395,9 +395,10 @@ async fn a_post_through_edge_is_retried_only_with_its_idempotency_key() {
     .await;
 }
 
-/// Checkout down: edge's own problem, 502 (refused) naming checkout.
+/// Checkout down: edge's own problem, 504 (refused: no answer came
+/// through) naming checkout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn checkout_down_is_edge_s_own_502_problem() {
+async fn checkout_down_is_edge_s_own_504_problem() {
     bounded(async {
         let down = partner(Mode::Refuse).await;
         let mut config = EdgeConfig::new("127.0.0.1:0".parse().unwrap(), down.url(""));
@@ -408,7 +409,7 @@ async fn checkout_down_is_edge_s_own_502_problem() {
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), 502);
+        assert_eq!(res.status(), 504);
         let timing = server_timing(&res);
         assert_eq!(names(&timing), ["budget", "checkout"], "one attempt");
         let problem: Problem = res.json().await.unwrap();
