@@ -478,3 +478,45 @@ async fn healthz_answers_ok() {
     })
     .await;
 }
+
+/// Issue 5: every fault shape of a required dependency, seen through the
+/// whole chain, is answered with the contract's 504 within the caller's
+/// budget (plus a generous tolerance), never a hang: refuse, blackhole,
+/// hang, drip (a body slower than the budget) and reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_fault_shape_of_a_required_dependency_is_a_504_within_the_budget() {
+    bounded(async {
+        let healthy = partner(Mode::Normal).await;
+        let budget = 800u64;
+        for (shape, mode, query) in [
+            ("refuse", Mode::Refuse, ""),
+            ("blackhole", Mode::Blackhole, ""),
+            ("hang", Mode::Hang, ""),
+            ("reset", Mode::Reset, ""),
+            ("drip", Mode::Normal, "?drip=400ms&body_bytes=4096"),
+        ] {
+            let broken = partner(mode).await;
+            let mut chain = Chain::new(&healthy, "", "", "");
+            chain.checkout.inventory_url = broken.url(&format!("/inventory{query}"));
+            let url = chain.start().await;
+            let start = Instant::now();
+            let res = client()
+                .get(&url)
+                .header("request-budget-ms", budget.to_string())
+                .send()
+                .await
+                .unwrap();
+            let elapsed = start.elapsed();
+            assert_eq!(res.status(), 504, "{shape}");
+            assert!(
+                elapsed < ms(budget + 700),
+                "{shape}: answered within the budget: {elapsed:?}"
+            );
+            assert_eq!(res.headers()["content-type"], "application/problem+json");
+            let problem: Problem = res.json().await.unwrap();
+            assert_eq!(problem.dependency.as_deref(), Some("inventory"), "{shape}");
+            assert!(!problem.retryable, "{shape}");
+        }
+    })
+    .await;
+}
