@@ -37,7 +37,8 @@ pub fn budget_table(server_timing: &str) -> String {
 fn row(m: &Metric, budget: Option<f64>) -> Vec<Cell> {
     let ms = m.dur.map(|d| format!("{d:.1}")).unwrap_or_default();
     let share = match (m.dur, budget) {
-        (Some(d), Some(b)) if b > 0.0 && m.name != INGRESS_METRIC => {
+        // A hop's own ingress budget is not time spent.
+        (Some(d), Some(b)) if b > 0.0 && m.desc.as_deref() != Some(INGRESS_DESC) => {
             format!("{:.1}%", d * 100.0 / b)
         }
         _ => String::new(),
