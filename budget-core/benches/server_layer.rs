@@ -45,6 +45,11 @@ fn bench(c: &mut Criterion) {
             Duration::from_secs(2),
         ),
     );
+    // Any layer at all: what axum charges for wrapping a route (a boxed,
+    // cloned service and a boxed future per request), whatever it does.
+    let noop_app = Router::new()
+        .route("/", get(plain))
+        .layer(tower::util::MapResponseLayer::new(|res| res));
     let layer = ServerConfig::default().layer().unwrap();
     let budget_app = Router::new().route("/", get(plain)).layer(layer.clone());
     let budget_extract_app = Router::new().route("/", get(with_budget)).layer(layer);
@@ -52,6 +57,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("server_layer");
     for (name, app) in [
         ("plain_axum", plain_app),
+        ("noop_layer", noop_app),
         ("tower_http_timeout", timeout_app),
         ("budget_layer", budget_app),
         ("budget_layer_and_extractor", budget_extract_app),

@@ -51,8 +51,7 @@ pub(crate) fn append_server_timing<B>(res: &mut Response<B>, ledger: &Ledger) {
     if timing.is_empty() {
         return;
     }
-    // The ledger renders header-safe text; hand its buffer over uncopied.
-    if let Ok(value) = HeaderValue::from_maybe_shared(bytes::Bytes::from(timing)) {
+    if let Ok(value) = HeaderValue::from_str(&timing) {
         res.headers_mut().append(SERVER_TIMING, value);
     }
 }
