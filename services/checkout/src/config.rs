@@ -27,22 +27,22 @@
 //! let err = CheckoutConfig::from_toml("[pricing]\nretries = 3").unwrap_err();
 //! let message = service_kit::error_chain(&err);
 //! assert!(message.contains("unknown field `retries`"), "{message}");
+//!
+//! assert_eq!(CheckoutConfig::from_toml("").unwrap(), CheckoutConfig::default());
+//! assert!(CheckoutConfig::from_toml("max_budget = \"0s\"").is_err());
+//! let err = CheckoutConfig::load("/no/such/checkout.toml".as_ref()).unwrap_err();
+//! assert!(matches!(err, checkout::Error::ConfigFile(_)));
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 use budget_core::Floor;
-use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig, Mode, OnUnavailable};
 use budget_core::config::ConfigError;
 use budget_core::retry::{RetryBudgetConfig, RetryConfig};
-use budget_core::server::{BudgetLayer, ServerConfig};
-use serde::{Deserialize, Serialize};
-use service_kit::BudgetMode;
-
-use crate::Error;
+use budget_core::server::BudgetLayer;
+use service_kit::{ServiceConfig, ServiceSettings, overlay};
 
 /// The default listen address: loopback, port 8081.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8081);
@@ -52,7 +52,7 @@ pub const DEFAULT_RECOMMENDATIONS_FLOOR: Duration = Duration::from_secs(1);
 
 /// The floor of `inventory` and `pricing` when their table does not say:
 /// a call with less than 10 ms left is not worth sending.
-pub const DEFAULT_DEPENDENCY_FLOOR: Duration = Duration::from_millis(10);
+pub use service_kit::DEFAULT_DEPENDENCY_FLOOR;
 
 /// The three dependencies, in call order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,142 +83,90 @@ impl Dep {
     }
 }
 
-/// How checkout starts. Every field has a default, so a TOML file needs
-/// only what it changes; unknown fields are an error.
-///
-/// | field | flag | default |
-/// | --- | --- | --- |
-/// | `listen` | `--listen` | `127.0.0.1:8081` |
-/// | `budget_mode` | `--budget-mode` | `on` |
-/// | `default_budget` | `--default-budget` | `2s` |
-/// | `max_budget` | `--max-budget` | `10s` |
-/// | `floor` | `--floor` | `10ms` (ingress: shed with `504` below it) |
-/// | `reserve` | `--reserve` | `5ms` (held back on every outbound call) |
-/// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` |
-/// | `pricing_url` | `--pricing-url` | `http://127.0.0.1:9000/pricing` |
-/// | `recommendations_url` | `--recommendations-url` | `http://127.0.0.1:9000/recommendations` |
-/// | `recommendations_floor` | `--recommendations-floor` | `1s` |
-/// | `[inventory]`, `[pricing]`, `[recommendations]` | (file only) | see [`DependencySettings`] |
-///
-/// A URL's query string is kept on every call, so pointing a dependency at
-/// the slow partner with query parameters shapes its behaviour.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CheckoutConfig {
-    /// The address to listen on (port 0 picks a free one).
-    pub listen: SocketAddr,
-    /// `on`: the budget machinery; `off`: no budget layer, nothing
-    /// forwarded, fixed 30 s timeouts and fixed retries, recommendations
-    /// always called (the baseline it is compared with).
-    pub budget_mode: BudgetMode,
-    /// The budget of a request that carries no budget header.
-    #[serde(with = "humantime_serde")]
-    pub default_budget: Duration,
-    /// The largest budget any request gets, whatever its caller says.
-    #[serde(with = "humantime_serde")]
-    pub max_budget: Duration,
-    /// Below this budget on arrival, a request is shed with `504`.
-    #[serde(with = "humantime_serde")]
-    pub floor: Duration,
-    /// What every outbound call holds back for checkout's own reply.
-    #[serde(with = "humantime_serde")]
-    pub reserve: Duration,
-    /// The inventory dependency (required).
-    pub inventory_url: String,
-    /// The pricing dependency (required, retried).
-    pub pricing_url: String,
-    /// The recommendations dependency (optional).
-    pub recommendations_url: String,
-    /// Below this budget (net of the reserve), recommendations is skipped
-    /// and the answer marked degraded. Not applied with `budget_mode = off`.
-    #[serde(with = "humantime_serde")]
-    pub recommendations_floor: Duration,
-    /// Client settings of inventory (default: 2 attempts).
-    pub inventory: DependencySettings,
-    /// Client settings of pricing (default: 3 attempts).
-    pub pricing: DependencySettings,
-    /// Client settings of recommendations (default: 1 attempt); its floor
-    /// is `recommendations_floor`.
-    pub recommendations: DependencySettings,
-}
-
-impl Default for CheckoutConfig {
-    fn default() -> Self {
-        Self {
-            listen: DEFAULT_LISTEN,
-            budget_mode: BudgetMode::On,
-            default_budget: Duration::from_secs(2),
-            max_budget: Duration::from_secs(10),
-            floor: Duration::from_millis(10),
-            reserve: Duration::from_millis(5),
-            inventory_url: "http://127.0.0.1:9000/inventory".to_owned(),
-            pricing_url: "http://127.0.0.1:9000/pricing".to_owned(),
-            recommendations_url: "http://127.0.0.1:9000/recommendations".to_owned(),
-            recommendations_floor: DEFAULT_RECOMMENDATIONS_FLOOR,
-            inventory: DependencySettings::default(),
-            pricing: DependencySettings::default(),
-            recommendations: DependencySettings::default(),
-        }
+service_kit::service_config! {
+    /// How checkout starts. Every field has a default, so a TOML file needs
+    /// only what it changes; unknown fields are an error.
+    ///
+    /// | field | flag | default |
+    /// | --- | --- | --- |
+    /// | `listen` | `--listen` | `127.0.0.1:8081` |
+    /// | `budget_mode` | `--budget-mode` | `on` |
+    /// | `default_budget` | `--default-budget` | `2s` |
+    /// | `max_budget` | `--max-budget` | `10s` |
+    /// | `floor` | `--floor` | `10ms` (ingress: shed with `504` below it) |
+    /// | `reserve` | `--reserve` | `5ms` (held back on every outbound call) |
+    /// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` |
+    /// | `pricing_url` | `--pricing-url` | `http://127.0.0.1:9000/pricing` |
+    /// | `recommendations_url` | `--recommendations-url` | `http://127.0.0.1:9000/recommendations` |
+    /// | `recommendations_floor` | `--recommendations-floor` | `1s` |
+    /// | `[inventory]`, `[pricing]`, `[recommendations]` | (file only) | see [`DependencySettings`] |
+    ///
+    /// The first six are every service's ([`ServiceSettings`]). With
+    /// `budget_mode = off` there is no budget layer, nothing is forwarded,
+    /// every attempt gets a fixed 30 s timeout, retries are the fixed
+    /// attempt counts, and recommendations is always called.
+    ///
+    /// A URL's query string is kept on every call, so pointing a dependency at
+    /// the slow partner with query parameters shapes its behaviour.
+    pub struct CheckoutConfig {
+        /// The inventory dependency (required).
+        pub inventory_url: String = "http://127.0.0.1:9000/inventory".to_owned(),
+        /// The pricing dependency (required, retried).
+        pub pricing_url: String = "http://127.0.0.1:9000/pricing".to_owned(),
+        /// The recommendations dependency (optional).
+        pub recommendations_url: String = "http://127.0.0.1:9000/recommendations".to_owned(),
+        /// Below this budget (net of the reserve), recommendations is skipped
+        /// and the answer marked degraded. Not applied with `budget_mode = off`.
+        #[serde(with = "humantime_serde")]
+        pub recommendations_floor: Duration = DEFAULT_RECOMMENDATIONS_FLOOR,
+        /// Client settings of inventory (default: 2 attempts).
+        pub inventory: DependencySettings = DependencySettings::default(),
+        /// Client settings of pricing (default: 3 attempts).
+        pub pricing: DependencySettings = DependencySettings::default(),
+        /// Client settings of recommendations (default: 1 attempt); its floor
+        /// is `recommendations_floor`.
+        pub recommendations: DependencySettings = DependencySettings::default(),
+        ..ServiceSettings::new(DEFAULT_LISTEN, Duration::from_millis(5))
     }
 }
 
-/// One dependency's client settings, as a TOML table (`[pricing]`,
-/// `[pricing.retry]`, ...): the fields of
-/// [`DependencyConfig`](budget_core::client::DependencyConfig) that are
-/// checkout's to choose. An absent field takes checkout's default for that
-/// dependency; a present table (`[pricing.retry]`) replaces that default
-/// whole, its own missing fields taking `budget-core`'s defaults.
-///
-/// | field | default |
-/// | --- | --- |
-/// | `connect_cap` | `1s` (the budget caps it further) |
-/// | `floor` | `10ms`; recommendations: `recommendations_floor` (set that instead) |
-/// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
-/// | `retry_budget` | a 20 % retry budget (`budget_mode = on` only) |
-/// | `breaker` | none |
-/// | `concurrency` | unlimited |
-/// | `grpc_timeout` | `false` |
-/// | `max_body` | 4 MiB |
-/// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
-///
-/// ```
-/// let s: checkout::DependencySettings = toml::from_str(r#"
-///     connect_cap = "200ms"
-///     [breaker]
-///     failure_threshold = 3
-/// "#).unwrap();
-/// assert_eq!(s.connect_cap, Some(std::time::Duration::from_millis(200)));
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DependencySettings {
-    /// The longest a connect may take.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub connect_cap: Option<Duration>,
-    /// Below this budget (net of the reserve), the call is not made.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub floor: Option<Duration>,
-    /// Attempts, backoff, `Retry-After` cap, retryable statuses.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry: Option<RetryConfig>,
-    /// The per-client retry budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_budget: Option<RetryBudgetConfig>,
-    /// A circuit breaker.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<BreakerConfig>,
-    /// In-flight calls at most.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<usize>,
-    /// Also send `grpc-timeout`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grpc_timeout: Option<bool>,
-    /// The largest response body buffered, in bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_body: Option<u64>,
-    /// Each attempt's timeout with `budget_mode = off`.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub fixed_timeout: Option<Duration>,
+service_kit::client_settings! {
+    /// One dependency's client settings, as a TOML table (`[pricing]`,
+    /// `[pricing.retry]`, ...): the fields of
+    /// [`DependencyConfig`](budget_core::client::DependencyConfig) that are
+    /// checkout's to choose ([`ClientSettings`](service_kit::ClientSettings)'
+    /// and three more). An absent field takes checkout's default for that
+    /// dependency; a present table (`[pricing.retry]`) replaces that default
+    /// whole, its own missing fields taking `budget-core`'s defaults.
+    ///
+    /// | field | default |
+    /// | --- | --- |
+    /// | `connect_cap` | `1s` (the budget caps it further) |
+    /// | `floor` | `10ms`; recommendations: `recommendations_floor` (set that instead) |
+    /// | `breaker` | none |
+    /// | `concurrency` | unlimited |
+    /// | `max_body` | 4 MiB |
+    /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
+    /// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
+    /// | `retry_budget` | a 20 % retry budget (`budget_mode = on` only) |
+    /// | `grpc_timeout` | `false` |
+    ///
+    /// ```
+    /// let s: checkout::DependencySettings = toml::from_str(r#"
+    ///     connect_cap = "200ms"
+    ///     [breaker]
+    ///     failure_threshold = 3
+    /// "#).unwrap();
+    /// assert_eq!(s.connect_cap, Some(std::time::Duration::from_millis(200)));
+    /// ```
+    pub struct DependencySettings {
+        /// Attempts, backoff, `Retry-After` cap, retryable statuses.
+        pub retry: Option<RetryConfig>,
+        /// The per-client retry budget.
+        pub retry_budget: Option<RetryBudgetConfig>,
+        /// Also send `grpc-timeout`.
+        pub grpc_timeout: Option<bool>,
+    }
 }
 
 /// A validated [`CheckoutConfig`]: the budget layer (none with
@@ -245,32 +193,6 @@ impl CheckoutConfig {
         }
     }
 
-    /// Parses TOML text and [validates](Self::validate) it.
-    ///
-    /// ```
-    /// # use checkout::CheckoutConfig;
-    /// assert_eq!(CheckoutConfig::from_toml("").unwrap(), CheckoutConfig::default());
-    /// assert!(CheckoutConfig::from_toml("max_budget = \"0s\"").is_err());
-    /// ```
-    pub fn from_toml(text: &str) -> Result<Self, Error> {
-        let config: Self = service_kit::parse_toml(text, Path::new("<inline>"))?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads, parses and validates a TOML config file.
-    ///
-    /// ```
-    /// # use checkout::{CheckoutConfig, Error};
-    /// let err = CheckoutConfig::load("/no/such/checkout.toml".as_ref()).unwrap_err();
-    /// assert!(matches!(err, Error::ConfigFile(_)));
-    /// ```
-    pub fn load(path: &Path) -> Result<Self, Error> {
-        let config: Self = service_kit::load_toml(path)?;
-        config.validate()?;
-        Ok(config)
-    }
-
     /// Checks every value; errors name the field (`max_budget`,
     /// `pricing_url`, `pricing.retry.max_attempts`, ...).
     ///
@@ -284,20 +206,8 @@ impl CheckoutConfig {
         self.build().map(drop)
     }
 
-    /// The budget layer's part of the config.
-    fn server(&self) -> ServerConfig {
-        ServerConfig {
-            default_budget: self.default_budget,
-            max_budget: self.max_budget,
-            floor: self.floor,
-            reserve: self.reserve,
-            ..ServerConfig::default()
-        }
-    }
-
     pub(crate) fn build(&self) -> Result<Built, ConfigError> {
-        // Validated in both modes: a bad value is an error either way.
-        let layer = self.server().layer()?;
+        let layer = self.settings().budget_layer()?;
         if self.recommendations.floor.is_some() {
             return Err(ConfigError::new(
                 "recommendations.floor",
@@ -305,7 +215,7 @@ impl CheckoutConfig {
             ));
         }
         Ok(Built {
-            layer: self.budget_mode.is_on().then_some(layer),
+            layer,
             inventory: self.client(Dep::Inventory)?,
             pricing: self.client(Dep::Pricing)?,
             recommendations: self.client(Dep::Recommendations)?,
@@ -337,48 +247,25 @@ impl CheckoutConfig {
             c.mode = Mode::Fixed;
         }
         settings.apply(&mut c);
-        c.build().map_err(|e| match e.field() {
-            "url" => ConfigError::new(format!("{name}_url"), e.problem().to_owned()),
-            _ => e.within(name),
-        })
+        service_kit::dependency_client(&c)
     }
 }
 
 impl DependencySettings {
     /// Puts every field that is set onto `c`.
     fn apply(&self, c: &mut DependencyConfig) {
-        if let Some(v) = self.connect_cap {
-            c.connect_cap = v;
-        }
-        if let Some(v) = self.floor {
-            c.floor = Floor::new(v);
-        }
-        if let Some(v) = &self.retry {
-            c.retry = v.clone();
-        }
-        if let Some(v) = self.retry_budget {
-            c.retry_budget = Some(v);
-        }
-        if let Some(v) = self.breaker {
-            c.breaker = Some(v);
-        }
-        if let Some(v) = self.concurrency {
-            c.concurrency = Some(v);
-        }
-        if let Some(v) = self.grpc_timeout {
-            c.grpc_timeout = v;
-        }
-        if let Some(v) = self.max_body {
-            c.max_body = v;
-        }
-        if let Some(v) = self.fixed_timeout {
-            c.fixed_timeout = v;
-        }
+        self.shared().apply(c);
+        overlay(&mut c.retry, self.retry.clone());
+        overlay(&mut c.retry_budget, self.retry_budget.map(Some));
+        overlay(&mut c.grpc_timeout, self.grpc_timeout);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use budget_core::breaker::BreakerConfig;
+    use service_kit::BudgetMode;
+
     use super::*;
 
     #[test]

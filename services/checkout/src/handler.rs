@@ -3,19 +3,19 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use budget_core::client::{BudgetClient, CallError, RequestBuilder};
-use budget_core::context::RequestContext;
 use budget_core::ledger::{Entry, Ledger};
 use budget_core::problem::Problem;
 use budget_core::retry::IDEMPOTENCY_KEY;
-use budget_core::server::{SERVER_TIMING, problem_response};
+use budget_core::server::problem_response;
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Method};
 use serde_json::Value;
+use service_kit::RequestLedger;
 
 use crate::{CheckoutAnswer, Degraded, X_REQUEST_ID};
 
@@ -30,37 +30,26 @@ pub(crate) struct App {
 /// The route handler.
 ///
 /// With `budget_mode = on` the budget layer gives the request its budget
-/// and ledger (the `RequestContext` extension) and adds the ledger to the
-/// response. With `off` there is no layer: the handler keeps a ledger of
-/// its own (attempts and waits, for the side-by-side tables) and adds it
-/// itself.
+/// and ledger and adds the ledger to the response. With `off` there is no
+/// layer: the handler keeps a ledger of its own (attempts and waits, for
+/// the side-by-side tables) and adds it itself ([`RequestLedger`]).
 pub(crate) async fn checkout(
     State(app): State<Arc<App>>,
     method: Method,
     headers: HeaderMap,
-    cx: Option<Extension<RequestContext>>,
+    ledger: RequestLedger,
     body: Bytes,
 ) -> Response {
-    let (ledger, own_ledger) = match &cx {
-        Some(Extension(cx)) => (cx.ledger().clone(), false),
-        None => (Ledger::new(), true),
-    };
     let call = Call {
         request_id: headers.get(X_REQUEST_ID).cloned(),
-        ledger: ledger.clone(),
+        ledger: ledger.ledger().clone(),
     };
-    let mut res = match run(&app, &call, &method, &headers, body).await {
+    let res = match run(&app, &call, &method, &headers, body).await {
         Ok(answer) => Json(answer).into_response(),
-        // No header here: the budget layer, or the lines below, add the ledger.
+        // No header here: the budget layer, or `finish`, adds the ledger.
         Err(problem) => problem_response(&problem, &Ledger::new()),
     };
-    if own_ledger
-        && !ledger.is_empty()
-        && let Ok(value) = HeaderValue::try_from(ledger.server_timing())
-    {
-        res.headers_mut().insert(SERVER_TIMING, value);
-    }
-    res
+    ledger.finish(res)
 }
 
 /// What every outbound call of one request carries.

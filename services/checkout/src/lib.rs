@@ -68,7 +68,6 @@
 #![deny(missing_docs)]
 
 mod config;
-mod error;
 mod handler;
 
 use std::future::Future;
@@ -77,27 +76,28 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::routing::get;
 use budget_core::config::ConfigError;
-use http::{HeaderName, Request};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinHandle;
-use tower::ServiceBuilder;
-use tower_http::LatencyUnit;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
-use tracing::Level;
 
 pub use config::{
     CheckoutConfig, DEFAULT_DEPENDENCY_FLOOR, DEFAULT_LISTEN, DEFAULT_RECOMMENDATIONS_FLOOR,
     DependencySettings,
 };
-pub use error::Error;
-
+/// Why checkout could not start: a config file, a config value, or the
+/// listening socket.
+///
+/// ```
+/// use budget_core::config::ConfigError;
+/// let err = checkout::Error::from(ConfigError::new("pricing_url", "must name a host"));
+/// assert!(err.is_config());
+/// assert_eq!(err.to_string(), "invalid config: `pricing_url` must name a host");
+/// ```
+pub use service_kit::StartError as Error;
 /// The request id header, propagated along the chain.
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub use service_kit::X_REQUEST_ID;
 
 /// The JSON body of a `200` from `/checkout`.
 ///
@@ -133,10 +133,11 @@ pub struct Degraded {
     pub reason: String,
 }
 
-/// Checkout's routes with every layer: request id (made up when none
-/// arrives, and echoed on the response), request logs (method, path, id,
-/// status, latency; never bodies or credentials), and with
-/// `budget_mode = on` the budget layer on `/checkout`.
+/// Checkout's routes with every layer (see [`service_kit::router`]):
+/// request id (made up when none arrives, and echoed on the response),
+/// request logs (method, path, id, status, latency; never bodies or
+/// credentials), and with `budget_mode = on` the budget layer on
+/// `/checkout`.
 ///
 /// # Errors
 ///
@@ -153,38 +154,10 @@ pub fn router(config: &CheckoutConfig) -> Result<Router, ConfigError> {
         pricing: built.pricing,
         recommendations: built.recommendations,
     });
-    let mut routes = Router::new()
-        .route("/checkout", get(handler::checkout).post(handler::checkout))
+    let checkout = get(handler::checkout)
+        .post(handler::checkout)
         .with_state(app);
-    if let Some(layer) = built.layer {
-        routes = routes.layer(layer);
-    }
-    Ok(routes.route("/healthz", get(|| async { "ok" })).layer(
-        ServiceBuilder::new()
-            .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-            .layer(
-                TraceLayer::new_for_http()
-                    .make_span_with(request_span)
-                    .on_response(
-                        DefaultOnResponse::new()
-                            .level(Level::INFO)
-                            .latency_unit(LatencyUnit::Millis),
-                    )
-                    .on_failure(DefaultOnFailure::new().level(Level::WARN)),
-            )
-            .layer(PropagateRequestIdLayer::x_request_id()),
-    ))
-}
-
-/// The span of one request: method, path (no query: it may carry secrets)
-/// and request id.
-fn request_span(req: &Request<Body>) -> tracing::Span {
-    let id = req
-        .headers()
-        .get(X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    tracing::info_span!("request", method = %req.method(), path = req.uri().path(), request_id = id)
+    Ok(service_kit::router("/checkout", checkout, built.layer))
 }
 
 /// Starts checkout on `config.listen` (port 0 picks a free port) and
@@ -211,20 +184,7 @@ pub async fn spawn<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let app = router(config)?;
-    let bind = |source| Error::Bind {
-        addr: config.listen,
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(bind)?;
-    let addr = listener.local_addr().map_err(bind)?;
-    tracing::info!(%addr, budget_mode = ?config.budget_mode, "checkout listening");
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-    });
-    Ok((addr, server))
+    let bound = service_kit::bind(config.listen, router(config)?).await?;
+    tracing::info!(addr = %bound.addr(), budget_mode = ?config.budget_mode, "checkout listening");
+    Ok(bound.serve(shutdown))
 }

@@ -21,22 +21,22 @@
 //! let err = EdgeConfig::from_toml("[checkout.retry]\nmax_attempts = 3").unwrap_err();
 //! let message = service_kit::error_chain(&err);
 //! assert!(message.contains("unknown field `retry`"), "{message}");
+//!
+//! assert_eq!(EdgeConfig::from_toml("").unwrap(), EdgeConfig::default());
+//! assert!(EdgeConfig::from_toml("default_budget = \"20s\"").is_err());
+//! let err = EdgeConfig::load("/no/such/edge.toml".as_ref()).unwrap_err();
+//! assert!(matches!(err, edge::Error::ConfigFile(_)));
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 use budget_core::Floor;
-use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig, Mode};
 use budget_core::config::ConfigError;
 use budget_core::retry::RetryConfig;
-use budget_core::server::{BudgetLayer, ServerConfig};
-use serde::{Deserialize, Serialize};
-use service_kit::BudgetMode;
-
-use crate::Error;
+use budget_core::server::BudgetLayer;
+use service_kit::{DEFAULT_DEPENDENCY_FLOOR, ServiceConfig, ServiceSettings};
 
 /// The default listen address: loopback, port 8080.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
@@ -45,59 +45,31 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCA
 /// (and the prefix of checkout's own `Server-Timing` metrics).
 pub const CHECKOUT: &str = "checkout";
 
-/// How edge starts. Every field has a default, so a TOML file needs only
-/// what it changes; unknown fields are an error.
-///
-/// | field | flag | default |
-/// | --- | --- | --- |
-/// | `listen` | `--listen` | `127.0.0.1:8080` |
-/// | `budget_mode` | `--budget-mode` | `on` |
-/// | `default_budget` | `--default-budget` | `2s` (when the caller sends no budget) |
-/// | `max_budget` | `--max-budget` | `10s` (clamp on what the caller sends) |
-/// | `floor` | `--floor` | `10ms` (shed with `504` below it) |
-/// | `reserve` | `--reserve` | `10ms` (held back for edge's reply) |
-/// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
-/// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EdgeConfig {
-    /// The address to listen on (port 0 picks a free one).
-    pub listen: SocketAddr,
-    /// `on`: the budget machinery; `off`: no budget layer, no budget
-    /// forwarded, a fixed 30 s timeout (the baseline it is compared with).
-    pub budget_mode: BudgetMode,
-    /// The budget of a request that carries no budget header.
-    #[serde(with = "humantime_serde")]
-    pub default_budget: Duration,
-    /// The largest budget any request gets, whatever its caller says.
-    #[serde(with = "humantime_serde")]
-    pub max_budget: Duration,
-    /// Below this budget on arrival, a request is shed with `504` and
-    /// checkout is not called.
-    #[serde(with = "humantime_serde")]
-    pub floor: Duration,
-    /// What the call to checkout holds back for edge's own reply.
-    #[serde(with = "humantime_serde")]
-    pub reserve: Duration,
-    /// Checkout's base URL; edge calls its `/checkout` (appended to the
-    /// URL's path, the URL's query string kept).
-    pub checkout_url: String,
-    /// The client of checkout.
-    pub checkout: CheckoutClientSettings,
-}
-
-impl Default for EdgeConfig {
-    fn default() -> Self {
-        Self {
-            listen: DEFAULT_LISTEN,
-            budget_mode: BudgetMode::On,
-            default_budget: Duration::from_secs(2),
-            max_budget: Duration::from_secs(10),
-            floor: Duration::from_millis(10),
-            reserve: Duration::from_millis(10),
-            checkout_url: "http://127.0.0.1:8081".to_owned(),
-            checkout: CheckoutClientSettings::default(),
-        }
+service_kit::service_config! {
+    /// How edge starts. Every field has a default, so a TOML file needs only
+    /// what it changes; unknown fields are an error.
+    ///
+    /// | field | flag | default |
+    /// | --- | --- | --- |
+    /// | `listen` | `--listen` | `127.0.0.1:8080` |
+    /// | `budget_mode` | `--budget-mode` | `on` |
+    /// | `default_budget` | `--default-budget` | `2s` (when the caller sends no budget) |
+    /// | `max_budget` | `--max-budget` | `10s` (clamp on what the caller sends) |
+    /// | `floor` | `--floor` | `10ms` (shed with `504` below it, and checkout is not called) |
+    /// | `reserve` | `--reserve` | `10ms` (held back on the call to checkout for edge's reply) |
+    /// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
+    /// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
+    ///
+    /// The first six are every service's ([`ServiceSettings`]). With
+    /// `budget_mode = off` there is no budget layer, no budget is forwarded
+    /// and the call to checkout has a fixed 30 s timeout.
+    pub struct EdgeConfig {
+        /// Checkout's base URL; edge calls its `/checkout` (appended to the
+        /// URL's path, the URL's query string kept).
+        pub checkout_url: String = "http://127.0.0.1:8081".to_owned(),
+        /// The client of checkout.
+        pub checkout: CheckoutClientSettings = CheckoutClientSettings::default(),
+        ..ServiceSettings::new(DEFAULT_LISTEN, Duration::from_millis(10))
     }
 }
 
@@ -110,7 +82,7 @@ impl Default for EdgeConfig {
 /// | field | default |
 /// | --- | --- |
 /// | `connect_cap` | `1s` (the budget caps it further) |
-/// | `floor` | `10ms` |
+/// | `floor` | `10ms` (below it, checkout is not called) |
 /// | `breaker` | none |
 /// | `concurrency` | unlimited |
 /// | `max_body` | 4 MiB |
@@ -120,28 +92,7 @@ impl Default for EdgeConfig {
 /// let s: edge::CheckoutClientSettings = toml::from_str("concurrency = 64").unwrap();
 /// assert_eq!(s.concurrency, Some(64));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CheckoutClientSettings {
-    /// The longest a connect may take.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub connect_cap: Option<Duration>,
-    /// Below this budget (net of the reserve), checkout is not called.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub floor: Option<Duration>,
-    /// A circuit breaker.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<BreakerConfig>,
-    /// In-flight calls at most.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<usize>,
-    /// The largest response body buffered, in bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_body: Option<u64>,
-    /// The attempt's timeout with `budget_mode = off`.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub fixed_timeout: Option<Duration>,
-}
+pub use service_kit::ClientSettings as CheckoutClientSettings;
 
 /// A validated [`EdgeConfig`].
 #[derive(Debug)]
@@ -165,32 +116,6 @@ impl EdgeConfig {
         }
     }
 
-    /// Parses TOML text and [validates](Self::validate) it.
-    ///
-    /// ```
-    /// # use edge::EdgeConfig;
-    /// assert_eq!(EdgeConfig::from_toml("").unwrap(), EdgeConfig::default());
-    /// assert!(EdgeConfig::from_toml("default_budget = \"20s\"").is_err());
-    /// ```
-    pub fn from_toml(text: &str) -> Result<Self, Error> {
-        let config: Self = service_kit::parse_toml(text, Path::new("<inline>"))?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads, parses and validates a TOML config file.
-    ///
-    /// ```
-    /// # use edge::{EdgeConfig, Error};
-    /// let err = EdgeConfig::load("/no/such/edge.toml".as_ref()).unwrap_err();
-    /// assert!(matches!(err, Error::ConfigFile(_)));
-    /// ```
-    pub fn load(path: &Path) -> Result<Self, Error> {
-        let config: Self = service_kit::load_toml(path)?;
-        config.validate()?;
-        Ok(config)
-    }
-
     /// Checks every value; errors name the field (`default_budget`,
     /// `checkout_url`, `checkout.connect_cap`, ...).
     ///
@@ -205,49 +130,28 @@ impl EdgeConfig {
     }
 
     pub(crate) fn build(&self) -> Result<Built, ConfigError> {
-        // Validated in both modes: a bad value is an error either way.
-        let layer = ServerConfig {
-            default_budget: self.default_budget,
-            max_budget: self.max_budget,
-            floor: self.floor,
-            reserve: self.reserve,
-            ..ServerConfig::default()
-        }
-        .layer()?;
-        let s = &self.checkout;
+        let layer = self.settings().budget_layer()?;
         let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
         c.retry = RetryConfig {
             max_attempts: 1,
             ..RetryConfig::default()
         };
-        c.floor = Floor::new(s.floor.unwrap_or(Duration::from_millis(10)));
-        c.breaker = s.breaker;
-        c.concurrency = s.concurrency;
-        if let Some(v) = s.connect_cap {
-            c.connect_cap = v;
-        }
-        if let Some(v) = s.max_body {
-            c.max_body = v;
-        }
-        if let Some(v) = s.fixed_timeout {
-            c.fixed_timeout = v;
-        }
+        c.floor = Floor::new(DEFAULT_DEPENDENCY_FLOOR);
+        self.checkout.apply(&mut c);
         if !self.budget_mode.is_on() {
             c.mode = Mode::Fixed;
         }
-        let checkout = c.build().map_err(|e| match e.field() {
-            "url" => ConfigError::new("checkout_url", e.problem().to_owned()),
-            _ => e.within(CHECKOUT),
-        })?;
         Ok(Built {
-            layer: self.budget_mode.is_on().then_some(layer),
-            checkout,
+            layer,
+            checkout: service_kit::dependency_client(&c)?,
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use service_kit::BudgetMode;
+
     use super::*;
 
     #[test]

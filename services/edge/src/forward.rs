@@ -1,49 +1,39 @@
 //! `GET`/`POST /checkout`: one attempt at checkout's `/checkout`, its answer
 //! passed up as it is.
 
-use std::sync::Arc;
-
-use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use budget_core::client::{BudgetClient, BudgetResponse};
-use budget_core::context::RequestContext;
 use budget_core::ledger::Ledger;
 use budget_core::retry::IDEMPOTENCY_KEY;
 use budget_core::server::{SERVER_TIMING, problem_response};
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderMap, Method, Uri};
+use service_kit::RequestLedger;
 
 use crate::{CHECKOUT, X_REQUEST_ID, prefixed_metrics};
 
-/// The client of checkout, shared by every request.
-#[derive(Debug)]
-pub(crate) struct App {
-    pub(crate) checkout: BudgetClient,
-}
-
-/// The route handler. With `budget_mode = on` the budget layer gives the
-/// request its budget and ledger and adds the ledger to the response;
-/// with `off` the handler keeps and adds a ledger of its own.
+/// The route handler; its state is the client of checkout, shared by every
+/// request. With `budget_mode = on` the budget layer gives the request its
+/// budget and ledger and adds the ledger to the response; with `off` the
+/// handler keeps and adds a ledger of its own ([`RequestLedger`]).
 pub(crate) async fn forward(
-    State(app): State<Arc<App>>,
+    State(checkout): State<BudgetClient>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    cx: Option<Extension<RequestContext>>,
+    ledger: RequestLedger,
     body: Bytes,
 ) -> Response {
-    let (ledger, own_ledger) = match &cx {
-        Some(Extension(cx)) => (cx.ledger().clone(), false),
-        None => (Ledger::new(), true),
-    };
     let path = match uri.query() {
         Some(query) => format!("/checkout?{query}"),
         None => "/checkout".to_owned(),
     };
-    let mut req = app.checkout.request(method, &path).ledger(ledger.clone());
+    let mut req = checkout
+        .request(method, &path)
+        .ledger(ledger.ledger().clone());
     for name in [X_REQUEST_ID, CONTENT_TYPE, IDEMPOTENCY_KEY] {
         if let Some(value) = headers.get(&name) {
             req = req.header(name, value.clone());
@@ -52,23 +42,17 @@ pub(crate) async fn forward(
     if !body.is_empty() {
         req = req.body(body);
     }
-    let mut res = match req.send().await {
-        Ok(answer) => pass_up(&answer, &ledger),
+    let res = match req.send().await {
+        Ok(answer) => pass_up(&answer, ledger.ledger()),
         Err(e) => {
             // 504 when checkout could not be called in budget, did not
             // answer within it or not at all; 503 for an open circuit.
             tracing::warn!(error = %service_kit::error_chain(&e), "checkout failed");
-            // No header here: the budget layer, or the lines below, add the ledger.
+            // No header here: the budget layer, or `finish`, adds the ledger.
             problem_response(&e.problem(), &Ledger::new())
         }
     };
-    if own_ledger
-        && !ledger.is_empty()
-        && let Ok(value) = HeaderValue::try_from(ledger.server_timing())
-    {
-        res.headers_mut().insert(SERVER_TIMING, value);
-    }
-    res
+    ledger.finish(res)
 }
 
 /// Checkout's answer as edge's: its status, body, `Content-Type` and

@@ -58,38 +58,37 @@
 #![deny(missing_docs)]
 
 mod config;
-mod error;
 mod forward;
 mod server_timing;
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::routing::get;
 use budget_core::config::ConfigError;
-use http::{HeaderName, Request};
 use tokio::task::JoinHandle;
-use tower::ServiceBuilder;
-use tower_http::LatencyUnit;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
-use tracing::Level;
 
 pub use config::{CHECKOUT, CheckoutClientSettings, DEFAULT_LISTEN, EdgeConfig};
-pub use error::Error;
 pub use server_timing::prefixed_metrics;
-
+/// Why edge could not start: a config file, a config value, or the
+/// listening socket.
+///
+/// ```
+/// use budget_core::config::ConfigError;
+/// let err = edge::Error::from(ConfigError::new("checkout_url", "must name a host"));
+/// assert!(err.is_config());
+/// assert_eq!(err.to_string(), "invalid config: `checkout_url` must name a host");
+/// ```
+pub use service_kit::StartError as Error;
 /// The request id header, made up here when the caller sends none.
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub use service_kit::X_REQUEST_ID;
 
-/// Edge's routes with every layer: request id (a UUID when none arrives,
-/// echoed on the response), request logs (method, path, id, status,
-/// latency; never bodies or credentials), and with `budget_mode = on` the
-/// budget layer on `/checkout`.
+/// Edge's routes with every layer (see [`service_kit::router`]): request
+/// id (a UUID when none arrives, echoed on the response), request logs
+/// (method, path, id, status, latency; never bodies or credentials), and
+/// with `budget_mode = on` the budget layer on `/checkout`.
 ///
 /// # Errors
 ///
@@ -101,41 +100,10 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// ```
 pub fn router(config: &EdgeConfig) -> Result<Router, ConfigError> {
     let built = config.build()?;
-    let app = Arc::new(forward::App {
-        checkout: built.checkout,
-    });
-    let mut routes = Router::new()
-        .route("/checkout", get(forward::forward).post(forward::forward))
-        .with_state(app);
-    if let Some(layer) = built.layer {
-        routes = routes.layer(layer);
-    }
-    Ok(routes.route("/healthz", get(|| async { "ok" })).layer(
-        ServiceBuilder::new()
-            .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-            .layer(
-                TraceLayer::new_for_http()
-                    .make_span_with(request_span)
-                    .on_response(
-                        DefaultOnResponse::new()
-                            .level(Level::INFO)
-                            .latency_unit(LatencyUnit::Millis),
-                    )
-                    .on_failure(DefaultOnFailure::new().level(Level::WARN)),
-            )
-            .layer(PropagateRequestIdLayer::x_request_id()),
-    ))
-}
-
-/// The span of one request: method, path (no query: it may carry secrets)
-/// and request id.
-fn request_span(req: &Request<Body>) -> tracing::Span {
-    let id = req
-        .headers()
-        .get(X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    tracing::info_span!("request", method = %req.method(), path = req.uri().path(), request_id = id)
+    let forward = get(forward::forward)
+        .post(forward::forward)
+        .with_state(built.checkout);
+    Ok(service_kit::router("/checkout", forward, built.layer))
 }
 
 /// Starts edge on `config.listen` (port 0 picks a free port) and serves
@@ -161,20 +129,7 @@ pub async fn spawn<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let app = router(config)?;
-    let bind = |source| Error::Bind {
-        addr: config.listen,
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(bind)?;
-    let addr = listener.local_addr().map_err(bind)?;
-    tracing::info!(%addr, budget_mode = ?config.budget_mode, "edge listening");
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-    });
-    Ok((addr, server))
+    let bound = service_kit::bind(config.listen, router(config)?).await?;
+    tracing::info!(addr = %bound.addr(), budget_mode = ?config.budget_mode, "edge listening");
+    Ok(bound.serve(shutdown))
 }

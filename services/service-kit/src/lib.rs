@@ -1,6 +1,24 @@
 //! What every binary of the budget chain (`edge`, `checkout`,
 //! `slow-partner`) shares, written once: the `--budget-mode on|off` switch,
-//! structured logs, the shutdown signal, TOML config files and error chains.
+//! structured logs, the shutdown signal, TOML config files and error chains;
+//! and what the HTTP services (`edge`, `checkout`) share on top: the config
+//! fields and flags every service has, the routes' request ids and logs,
+//! the ledger of a handler, the client of a dependency, serving with a
+//! graceful shutdown, and the `main` with its exit codes.
+//!
+//! | piece | what it holds |
+//! | --- | --- |
+//! | [`BudgetMode`] | the `--budget-mode on\|off` switch |
+//! | [`ServiceSettings`], [`service_config!`], [`ServiceConfig`] | the config fields every HTTP service has, its TOML file and defaults |
+//! | [`ServiceFlags`], [`BudgetFlags`], [`show_defaults`], [`overlay`] | the shared flags (each also an environment variable) put over the config file |
+//! | [`router`], [`X_REQUEST_ID`] | `/healthz`, the budget layer, request ids and request logs |
+//! | [`RequestLedger`] | the ledger a handler records in, with or without the budget layer |
+//! | [`ClientSettings`], [`client_settings!`], [`dependency_client`], [`DEFAULT_DEPENDENCY_FLOOR`] | a dependency's TOML table and client, its errors named as the config names them |
+//! | [`bind`], [`Bound`] | serving until shutdown, then letting requests finish |
+//! | [`run_server`], [`exit_usage`], [`exit_failure`], [`StartError`] | `main`: logs, start, exit codes `0`, `1`, `2` |
+//! | [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs, Ctrl-C and SIGTERM, one-line errors |
+//! | [`load_toml`], [`parse_toml`], [`ConfigFileError`] | config files, their path in every error |
+//! | [`assert_cli_conventions`], [`assert_usage_errors`], [`SHARED_FLAGS`], [`assert_shared_flags_set`], [`TestConfigFile`] | the binaries' command line tests |
 //!
 //! # Example
 //!
@@ -13,10 +31,46 @@
 //! assert_eq!(error_chain(&err), "boom");
 //! ```
 
-mod config_file;
-mod mode;
-mod run;
+#![deny(missing_docs)]
 
+mod cli_checks;
+mod client_settings;
+mod config_file;
+mod dependency_client;
+mod exit;
+mod flags;
+mod mode;
+mod overlay;
+mod request_ledger;
+mod router;
+mod run;
+mod serve;
+mod service_config;
+mod service_settings;
+mod start_error;
+
+pub use cli_checks::{
+    SHARED_FLAGS, TestConfigFile, assert_cli_conventions, assert_shared_flags_set,
+    assert_usage_errors,
+};
+pub use client_settings::ClientSettings;
 pub use config_file::{ConfigFileError, load_toml, parse_toml};
+pub use dependency_client::{DEFAULT_DEPENDENCY_FLOOR, dependency_client};
+pub use exit::{EXIT_USAGE, exit_failure, exit_usage};
+pub use flags::{BudgetFlags, ServiceFlags, show_defaults};
 pub use mode::BudgetMode;
-pub use run::{error_chain, init_tracing, shutdown_signal};
+pub use overlay::overlay;
+pub use request_ledger::RequestLedger;
+pub use router::{X_REQUEST_ID, router};
+pub use run::{error_chain, init_tracing, run_server, shutdown_signal};
+pub use serve::{Bound, bind};
+pub use service_config::ServiceConfig;
+pub use service_settings::{DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_MAX_BUDGET, ServiceSettings};
+pub use start_error::StartError;
+
+/// What [`service_config!`] and [`client_settings!`] expand to need; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use budget_core::breaker::BreakerConfig;
+    pub use budget_core::config::ConfigError;
+}

@@ -1,6 +1,12 @@
 use std::error::Error as StdError;
+use std::io;
+use std::net::SocketAddr;
+use std::process::ExitCode;
 
+use tokio::task::JoinHandle;
 use tracing_subscriber::EnvFilter;
+
+use crate::{StartError, exit_failure, exit_usage};
 
 /// An error and all its sources, joined by `: `, for one-line messages.
 ///
@@ -73,5 +79,52 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+/// The `main` of an HTTP service of the chain, after its flags are parsed:
+/// sets up logs ([`init_tracing`]), then runs `start` (make the config,
+/// bind, spawn the server), then waits for the server to stop, which it does
+/// when `start` passed it [`shutdown_signal`].
+///
+/// Exit codes: `0` when the server stopped cleanly (after `on_stop`, which
+/// says so in the service's own log target); `2` when the config is bad
+/// ([`StartError::is_config`]); `1` when the socket cannot be bound or the
+/// server fails. Every error is one `error: ...` line on stderr.
+///
+/// ```no_run
+/// use std::process::ExitCode;
+///
+/// use service_kit::{StartError, run_server};
+///
+/// #[tokio::main]
+/// async fn main() -> ExitCode {
+///     let start = async {
+///         let bound = service_kit::bind("127.0.0.1:0".parse().unwrap(), axum::Router::new()).await?;
+///         Ok::<_, StartError>(bound.serve(service_kit::shutdown_signal()))
+///     };
+///     run_server(start, || tracing::info!("demo stopped")).await
+/// }
+/// ```
+pub async fn run_server<F>(start: F, on_stop: impl FnOnce()) -> ExitCode
+where
+    F: Future<Output = Result<(SocketAddr, JoinHandle<io::Result<()>>), StartError>>,
+{
+    init_tracing();
+    let server = match start.await {
+        Ok((_, server)) => server,
+        Err(err) if err.is_config() => return exit_usage(&err),
+        Err(err) => return exit_failure(&err),
+    };
+    match server.await {
+        Ok(Ok(())) => {
+            on_stop();
+            ExitCode::SUCCESS
+        }
+        Ok(Err(err)) => exit_failure(&err),
+        Err(err) => {
+            eprintln!("error: the server task failed: {err}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError, error_chain};
+use service_kit::overlay;
+use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError};
 
 /// A chaos HTTP server that plays a partner who ignores time budgets.
 ///
@@ -65,24 +66,12 @@ impl Cli {
             Some(path) => PartnerConfig::load(path)?,
             None => PartnerConfig::default(),
         };
-        if let Some(listen) = self.listen {
-            config.listen = listen;
-        }
-        if let Some(admin) = self.admin_listen {
-            config.admin_listen = Some(admin);
-        }
-        if let Some(mode) = self.mode {
-            config.mode = mode;
-        }
-        if let Some(budget_mode) = self.budget_mode {
-            config.budget_mode = budget_mode;
-        }
-        if let Some(n) = self.max_tracked_ids {
-            config.max_tracked_ids = n;
-        }
-        if let Some(grace) = self.shutdown_grace {
-            config.shutdown_grace = grace;
-        }
+        overlay(&mut config.listen, self.listen);
+        overlay(&mut config.admin_listen, self.admin_listen.map(Some));
+        overlay(&mut config.mode, self.mode);
+        overlay(&mut config.budget_mode, self.budget_mode);
+        overlay(&mut config.max_tracked_ids, self.max_tracked_ids);
+        overlay(&mut config.shutdown_grace, self.shutdown_grace);
         config.validate()?;
         Ok(config)
     }
@@ -94,20 +83,14 @@ async fn main() -> ExitCode {
     service_kit::init_tracing();
     let config = match cli.config() {
         Ok(config) => config,
-        Err(err) => {
-            eprintln!("error: {}", error_chain(&err));
-            return ExitCode::from(2);
-        }
+        Err(err) => return service_kit::exit_usage(&err),
     };
     if config.budget_mode == BudgetMode::Off {
         tracing::info!("budget-mode off accepted; the partner never enforces budgets either way");
     }
     let partner = match slow_partner::spawn(config).await {
         Ok(partner) => partner,
-        Err(err) => {
-            eprintln!("error: {}", error_chain(&err));
-            return ExitCode::FAILURE;
-        }
+        Err(err) => return service_kit::exit_failure(&err),
     };
     service_kit::shutdown_signal().await;
     tracing::info!("shutting down");
@@ -119,37 +102,19 @@ async fn main() -> ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    #[test]
-    fn the_cli_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn every_flag_has_its_upper_snake_case_environment_variable() {
-        for arg in Cli::command().get_arguments() {
-            let Some(long) = arg.get_long() else { continue };
-            if matches!(long, "help" | "version") {
-                continue;
-            }
-            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
-            assert_eq!(
-                env.as_deref(),
-                Some(long.to_uppercase().replace('-', "_").as_str())
-            );
-        }
-    }
+    use service_kit::TestConfigFile;
+    use slow_partner::error_chain;
 
     #[test]
     fn flags_override_the_config_file() {
-        let dir = std::env::temp_dir().join(format!("slow-partner-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("partner.toml");
-        std::fs::write(&file, "mode = \"hang\"\nlisten = \"127.0.0.1:9100\"\n").unwrap();
+        let file = TestConfigFile::new(
+            "partner.toml",
+            "mode = \"hang\"\nlisten = \"127.0.0.1:9100\"\n",
+        );
         let cli = Cli::try_parse_from([
             "slow-partner",
             "--config",
-            file.to_str().unwrap(),
+            file.path_str(),
             "--mode",
             "reset",
         ])
@@ -157,26 +122,16 @@ mod tests {
         let config = cli.config().unwrap();
         assert_eq!(config.mode, Mode::Reset);
         assert_eq!(config.listen.port(), 9100);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_malformed_flag_is_a_usage_error_not_a_panic() {
-        for args in [
-            &["slow-partner", "--mode", "sleep"][..],
+        service_kit::assert_usage_errors::<Cli>(&[
+            &["slow-partner", "--mode", "sleep"],
             &["slow-partner", "--listen", "nowhere"],
             &["slow-partner", "--shutdown-grace", "soon"],
             &["slow-partner", "--budget-mode", "maybe"],
-        ] {
-            let err = Cli::try_parse_from(args).unwrap_err();
-            assert!(
-                matches!(
-                    err.kind(),
-                    clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue
-                ),
-                "{args:?}: {err}"
-            );
-        }
+        ]);
     }
 
     #[test]
@@ -184,5 +139,10 @@ mod tests {
         let cli = Cli::try_parse_from(["slow-partner", "--max-tracked-ids", "0"]).unwrap();
         let err = cli.config().unwrap_err();
         assert!(error_chain(&err).contains("max_tracked_ids"), "{err}");
+    }
+
+    #[test]
+    fn the_cli_is_consistent_and_every_flag_has_its_upper_snake_case_environment_variable() {
+        service_kit::assert_cli_conventions(Cli::command());
     }
 }

@@ -27,7 +27,7 @@ use crate::knobs::{DRIP_CHUNKS, Knobs};
 use crate::stats::{Stats, whole_millis};
 
 /// The `x-request-id` header: read to count attempts, echoed on the answer.
-pub const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+pub use service_kit::X_REQUEST_ID;
 
 /// The JSON body of every work answer, whatever its status.
 ///

@@ -1,0 +1,139 @@
+use budget_core::Floor;
+use budget_core::client::DependencyConfig;
+
+use crate::overlay;
+
+crate::client_settings! {
+    /// The client settings every dependency table of a service has (edge's
+    /// `[checkout]`, checkout's `[inventory]`, `[pricing]`,
+    /// `[recommendations]`): the fields of
+    /// [`DependencyConfig`] that are the service's to choose. An absent
+    /// field keeps the service's default for that dependency.
+    ///
+    /// | field | default |
+    /// | --- | --- |
+    /// | `connect_cap` | `1s` (the budget caps it further) |
+    /// | `floor` | the service's; [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) unless it says |
+    /// | `breaker` | none |
+    /// | `concurrency` | unlimited |
+    /// | `max_body` | 4 MiB |
+    /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
+    ///
+    /// ```
+    /// let s: service_kit::ClientSettings = toml::from_str(r#"
+    ///     connect_cap = "200ms"
+    ///     [breaker]
+    ///     failure_threshold = 3
+    /// "#).unwrap();
+    /// assert_eq!(s.connect_cap, Some(std::time::Duration::from_millis(200)));
+    /// assert!(toml::from_str::<service_kit::ClientSettings>("retries = 3").is_err());
+    /// ```
+    pub struct ClientSettings {}
+}
+
+impl ClientSettings {
+    /// Puts every field that is set onto `c`.
+    ///
+    /// ```
+    /// use budget_core::client::DependencyConfig;
+    /// use service_kit::ClientSettings;
+    ///
+    /// let mut c = DependencyConfig::new("checkout", "http://127.0.0.1:8081");
+    /// let settings = ClientSettings { concurrency: Some(8), ..ClientSettings::default() };
+    /// settings.apply(&mut c);
+    /// assert_eq!(c.concurrency, Some(8));
+    /// assert!(c.breaker.is_none());
+    /// ```
+    pub fn apply(&self, c: &mut DependencyConfig) {
+        overlay(&mut c.connect_cap, self.connect_cap);
+        overlay(&mut c.floor, self.floor.map(Floor::new));
+        overlay(&mut c.breaker, self.breaker.map(Some));
+        overlay(&mut c.concurrency, self.concurrency.map(Some));
+        overlay(&mut c.max_body, self.max_body);
+        overlay(&mut c.fixed_timeout, self.fixed_timeout);
+    }
+}
+
+/// Declares a dependency table of a service: the fields of
+/// [`ClientSettings`], then its own.
+///
+/// The struct gets the fields of [`ClientSettings`] (durations in humantime
+/// form in TOML), then the fields written (each an `Option`, absent from
+/// the TOML it writes when `None`). It derives `Clone`, `Debug`, `Default`,
+/// `PartialEq`, `Serialize` and `Deserialize` (every field is optional; an
+/// unknown field is an error), and gets `shared()`, its [`ClientSettings`]
+/// part, to [`apply`](ClientSettings::apply). Fields are plain fields
+/// (`settings.connect_cap = ...`). The crate using the macro depends on
+/// `serde` and `humantime-serde`.
+///
+/// ```
+/// use budget_core::retry::RetryConfig;
+///
+/// service_kit::client_settings! {
+///     /// One dependency's client settings.
+///     pub struct DemoSettings {
+///         /// Attempts, backoff.
+///         pub retry: Option<RetryConfig>,
+///     }
+/// }
+///
+/// let s: DemoSettings = toml::from_str("concurrency = 4\n[retry]\nmax_attempts = 2").unwrap();
+/// assert_eq!(s.shared().concurrency, Some(4));
+/// assert_eq!(s.retry.unwrap().max_attempts, 2);
+/// ```
+#[macro_export]
+macro_rules! client_settings {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$field_attr:meta])*
+                pub $field:ident : $ty:ty,
+            )*
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Clone, Debug, Default, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        $vis struct $name {
+            /// The longest a connect may take.
+            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            pub connect_cap: ::std::option::Option<::std::time::Duration>,
+            /// Below this budget (net of the reserve), the call is not made.
+            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            pub floor: ::std::option::Option<::std::time::Duration>,
+            /// A circuit breaker.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub breaker: ::std::option::Option<$crate::__private::BreakerConfig>,
+            /// In-flight calls at most.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub concurrency: ::std::option::Option<usize>,
+            /// The largest response body buffered, in bytes.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub max_body: ::std::option::Option<u64>,
+            /// Each attempt's timeout with `budget_mode = off`.
+            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            pub fixed_timeout: ::std::option::Option<::std::time::Duration>,
+            $(
+                $(#[$field_attr])*
+                #[serde(skip_serializing_if = "Option::is_none")]
+                pub $field: $ty,
+            )*
+        }
+
+        impl $name {
+            /// The settings every dependency table has, to
+            /// [`apply`]($crate::ClientSettings::apply).
+            pub fn shared(&self) -> $crate::ClientSettings {
+                $crate::ClientSettings {
+                    connect_cap: self.connect_cap,
+                    floor: self.floor,
+                    breaker: self.breaker,
+                    concurrency: self.concurrency,
+                    max_body: self.max_body,
+                    fixed_timeout: self.fixed_timeout,
+                }
+            }
+        }
+    };
+}

@@ -1,0 +1,32 @@
+use std::time::Duration;
+
+use budget_core::client::{BudgetClient, DependencyConfig};
+use budget_core::config::ConfigError;
+
+/// The floor of a dependency whose table does not say: a call with less
+/// than 10 ms left is not worth sending.
+///
+/// ```
+/// assert_eq!(service_kit::DEFAULT_DEPENDENCY_FLOOR.as_millis(), 10);
+/// ```
+pub const DEFAULT_DEPENDENCY_FLOOR: Duration = Duration::from_millis(10);
+
+/// Builds the client of a service's dependency, its config errors named as
+/// the service's config names them: the URL is the `{name}_url` field (and
+/// flag), every other field is in the `[{name}]` table.
+///
+/// ```
+/// use budget_core::client::DependencyConfig;
+///
+/// let mut c = DependencyConfig::new("pricing", "pricing:80");
+/// assert_eq!(service_kit::dependency_client(&c).unwrap_err().field(), "pricing_url");
+/// c.url = "http://127.0.0.1:9000/pricing".into();
+/// c.concurrency = Some(0);
+/// assert_eq!(service_kit::dependency_client(&c).unwrap_err().field(), "pricing.concurrency");
+/// ```
+pub fn dependency_client(config: &DependencyConfig) -> Result<BudgetClient, ConfigError> {
+    config.build().map_err(|e| match e.field() {
+        "url" => ConfigError::new(format!("{}_url", config.name), e.problem().to_owned()),
+        _ => e.within(&config.name),
+    })
+}

@@ -1,0 +1,122 @@
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use budget_core::config::ConfigError;
+use budget_core::server::{BudgetLayer, ServerConfig};
+
+use crate::BudgetMode;
+
+/// The default [`ServiceSettings::default_budget`]: 2 s.
+///
+/// ```
+/// assert_eq!(service_kit::DEFAULT_BUDGET.as_secs(), 2);
+/// ```
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
+
+/// The default [`ServiceSettings::max_budget`]: 10 s.
+///
+/// ```
+/// assert_eq!(service_kit::DEFAULT_MAX_BUDGET.as_secs(), 10);
+/// ```
+pub const DEFAULT_MAX_BUDGET: Duration = Duration::from_secs(10);
+
+/// The default [`ServiceSettings::floor`]: 10 ms.
+///
+/// ```
+/// assert_eq!(service_kit::DEFAULT_FLOOR.as_millis(), 10);
+/// ```
+pub const DEFAULT_FLOOR: Duration = Duration::from_millis(10);
+
+/// What every HTTP service of the chain is set up with, whatever else it
+/// does: where it listens, the budget mode, and its budget layer's four
+/// settings. Each service's config has these as its first fields (see
+/// [`service_config!`](crate::service_config)), and
+/// [`ServiceFlags`](crate::ServiceFlags) and
+/// [`BudgetFlags`](crate::BudgetFlags) set them.
+///
+/// "Budget" here is the time budget of a request, not tower's retry budget.
+///
+/// ```
+/// use std::time::Duration;
+/// use service_kit::{BudgetMode, ServiceSettings};
+///
+/// let mut settings = ServiceSettings::new("127.0.0.1:8081".parse().unwrap(), Duration::from_millis(5));
+/// assert!(settings.budget_layer().unwrap().is_some());
+/// settings.budget_mode = BudgetMode::Off;
+/// assert!(settings.budget_layer().unwrap().is_none());
+/// settings.floor = Duration::from_secs(60);
+/// assert_eq!(settings.budget_layer().unwrap_err().field(), "floor");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceSettings {
+    /// The address to listen on (port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// `on`: the budget machinery; `off`: the baseline it is compared with.
+    pub budget_mode: BudgetMode,
+    /// The budget of a request that carries no budget header.
+    pub default_budget: Duration,
+    /// The largest budget any request gets, whatever its caller says.
+    pub max_budget: Duration,
+    /// Below this budget on arrival, a request is shed with `504`.
+    pub floor: Duration,
+    /// What every outbound call holds back for the service's own reply.
+    pub reserve: Duration,
+}
+
+impl ServiceSettings {
+    /// The defaults of every service (`budget_mode` on, [`DEFAULT_BUDGET`],
+    /// [`DEFAULT_MAX_BUDGET`], [`DEFAULT_FLOOR`]) with the two that differ
+    /// from service to service.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let s = service_kit::ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10));
+    /// assert_eq!(s.max_budget, Duration::from_secs(10));
+    /// ```
+    pub fn new(listen: SocketAddr, reserve: Duration) -> Self {
+        Self {
+            listen,
+            budget_mode: BudgetMode::On,
+            default_budget: DEFAULT_BUDGET,
+            max_budget: DEFAULT_MAX_BUDGET,
+            floor: DEFAULT_FLOOR,
+            reserve,
+        }
+    }
+
+    /// The budget layer's part, for [`ServerConfig::layer`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let s = service_kit::ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10));
+    /// assert_eq!(s.server_config().reserve, Duration::from_millis(10));
+    /// ```
+    pub fn server_config(&self) -> ServerConfig {
+        ServerConfig {
+            default_budget: self.default_budget,
+            max_budget: self.max_budget,
+            floor: self.floor,
+            reserve: self.reserve,
+            ..ServerConfig::default()
+        }
+    }
+
+    /// The budget layer: validated in both modes (a bad value is an error
+    /// either way), `None` with `budget_mode = off`.
+    ///
+    /// # Errors
+    ///
+    /// A bad value, naming its field (`default_budget`, `max_budget`,
+    /// `floor`, `reserve`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut s = service_kit::ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10));
+    /// s.max_budget = Duration::ZERO;
+    /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_budget");
+    /// ```
+    pub fn budget_layer(&self) -> Result<Option<BudgetLayer>, ConfigError> {
+        let layer = self.server_config().layer()?;
+        Ok(self.budget_mode.is_on().then_some(layer))
+    }
+}
