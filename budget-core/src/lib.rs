@@ -49,6 +49,7 @@ pub mod ledger;
 pub mod problem;
 pub mod retry;
 pub mod single_flight;
+pub mod telemetry;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]

@@ -240,6 +240,7 @@ impl Shared {
     fn report(&self, change: Change) {
         if let Some((from, to)) = change {
             tracing::debug!(endpoint = %self.key, %from, %to, "circuit breaker state change");
+            crate::telemetry::meter::breaker_transition(&self.key, from, to);
             self.policy.notify(&self.key, from, to);
         }
     }

@@ -13,6 +13,7 @@ use reqwest::Url;
 use super::call::{AttemptError, AttemptResult, AttemptSpec};
 use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
 use crate::retry::TransportKind;
+use crate::telemetry::trace;
 
 /// A request ready to be sent any number of times (its body is `Bytes`, so
 /// every attempt replays it).
@@ -48,6 +49,9 @@ pub(crate) async fn send_once(
             headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole_ms));
         }
     }
+    // The attempt's span is current here (the engine instruments this
+    // future with it): say where it goes, and pass its trace context on.
+    trace::record_send(&tracing::Span::current(), &prepared.url, headers);
     if let Some(body) = &prepared.body {
         *req.body_mut() = Some(body.clone().into());
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::config::Settings;
 use super::error::{
@@ -24,6 +25,8 @@ use crate::clock::WallClock;
 use crate::floor::Floor;
 use crate::ledger::{Entry, Ledger};
 use crate::retry::{Decision, DecisionInput, Outcome, StopReason, TransportKind, sleep_within};
+use crate::telemetry::semconv::{OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT};
+use crate::telemetry::{meter, trace};
 
 /// The ledger metric suffix for the time a call waited for a concurrency
 /// permit: `pricing-queue;dur=12`.
@@ -45,6 +48,8 @@ pub(crate) struct Plan {
     pub(crate) ledger: Option<Ledger>,
     /// Idempotent (or keyed) and with a replayable body.
     pub(crate) may_retry: bool,
+    /// The request's method, for the attempts' spans.
+    pub(crate) method: http::Method,
 }
 
 /// What one attempt is told.
@@ -118,6 +123,10 @@ where
             ledger.record(entry);
         }
     };
+    let left = || match plan.timing {
+        Timing::Budget(net) => Some(net.remaining()),
+        Timing::Fixed(_) => None,
+    };
 
     // Rule 2: below the floor, no I/O at all.
     if let Timing::Budget(net) = plan.timing
@@ -125,6 +134,13 @@ where
     {
         tracing::debug!(dependency = %name, %below, "dependency call skipped: below its floor");
         record(Entry::skip(&**name, format!("skipped: {below}")));
+        meter::below_floor(name);
+        trace::refused(
+            name,
+            OUTCOME_BELOW_FLOOR,
+            Some(below.remaining()),
+            Some(below.floor()),
+        );
         return Err(CallError::new(Arc::clone(name), CallErrorKind::BelowFloor)
             .with_budget(below.remaining(), below.remaining().is_zero())
             .with_floor(below.floor())
@@ -135,6 +151,7 @@ where
         Ok(permit) => permit,
         Err(e) => {
             record(Entry::skip(&**name, "skipped: circuit open"));
+            trace::refused(name, OUTCOME_CIRCUIT_OPEN, left(), None);
             return Err(e);
         }
     };
@@ -156,6 +173,7 @@ where
     }
 
     let mut number = 0;
+    let mut waited = None;
     loop {
         number += 1;
         let started = Instant::now();
@@ -169,7 +187,10 @@ where
                 (deadline, timeout, None)
             }
         };
-        let result = tokio::time::timeout_at(deadline, attempt(AttemptSpec { number, budget }))
+        let span = trace::attempt_span(name, &plan.method, number, budget, waited);
+        meter::attempt(name, number, budget);
+        let sent = attempt(AttemptSpec { number, budget }).instrument(span.clone());
+        let result = tokio::time::timeout_at(deadline, sent)
             .await
             .unwrap_or_else(|_| Err(AttemptError::timed_out(limit)));
         let took = started.elapsed();
@@ -210,6 +231,9 @@ where
             %decision,
             "dependency attempt"
         );
+        trace::record_attempt(&span, &outcome, &decision, remaining);
+        drop(span);
+        meter::decision(name, &decision);
 
         let Decision::Retry { after } = decision else {
             return finish(name, plan.timing, result, outcome, number, decision);
@@ -221,13 +245,21 @@ where
             Timing::Budget(net) => sleep_within(after, &net).await.unwrap_or_default(),
             Timing::Fixed(_) => tokio::time::sleep(after).await,
         }
-        record(Entry::wait(&**name, waiting.elapsed()));
+        let wait = waiting.elapsed();
+        record(Entry::wait(&**name, wait));
+        waited = Some(wait);
         // Rule 2 holds for retries too: the wait was chosen to leave the
         // floor, but time passes between the decision and the send (rule 3).
         if let Timing::Budget(net) = plan.timing
             && let Err(below) = settings.floor.check(net.remaining())
         {
             tracing::debug!(dependency = %name, %below, "retry not made: below its floor");
+            trace::refused(
+                name,
+                OUTCOME_BELOW_FLOOR,
+                Some(below.remaining()),
+                Some(below.floor()),
+            );
             let stop = Decision::Stop(StopReason::WaitExceedsBudget {
                 wait: after,
                 remaining,
@@ -240,6 +272,7 @@ where
             Err(open) => {
                 tracing::debug!(dependency = %name, error = %open, "circuit opened between attempts");
                 record(Entry::skip(&**name, "skipped: circuit open"));
+                trace::refused(name, OUTCOME_CIRCUIT_OPEN, left(), None);
                 let stop = Decision::Stop(StopReason::NotRetryable);
                 return finish(name, plan.timing, result, outcome, number, stop);
             }
@@ -299,6 +332,11 @@ async fn acquire_permit(
             format!("skipped: no concurrency permit in {}ms", waited.as_millis()),
         ));
     }
+    let left = match timing {
+        Timing::Budget(net) => Some(net.remaining()),
+        Timing::Fixed(_) => None,
+    };
+    trace::refused(name, OUTCOME_NO_PERMIT, left, Some(settings.floor.get()));
     let mut error = CallError::new(Arc::clone(name), CallErrorKind::NoPermit)
         .with_source(NoPermitInBudget::new(waited));
     if let Timing::Budget(net) = timing {
@@ -393,6 +431,7 @@ mod tests {
             timing,
             ledger: Some(ledger.clone()),
             may_retry: true,
+            method: http::Method::GET,
         }
     }
 

@@ -358,6 +358,7 @@ impl RequestBuilder {
             timing,
             ledger,
             may_retry: is_idempotent(&self.method, &self.headers),
+            method: self.method.clone(),
         };
         let prepared = Prepared {
             method: self.method,

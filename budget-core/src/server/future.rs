@@ -13,6 +13,8 @@ use crate::context::RequestContext;
 use crate::problem::{Problem, ProblemKind};
 use crate::server::response::append_server_timing;
 use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
+use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK};
+use crate::telemetry::{meter, trace};
 
 pin_project! {
     /// The response future of [`BudgetService`](crate::server::BudgetService):
@@ -24,6 +26,8 @@ pin_project! {
     pub struct ResponseFuture<F, E> {
         #[pin]
         kind: Kind<F, E>,
+        // The request's server span (disabled when no subscriber wants it).
+        span: tracing::Span,
     }
 }
 
@@ -45,15 +49,23 @@ pin_project! {
 }
 
 impl<F, E> ResponseFuture<F, E> {
-    pub(crate) fn ready(response: Response<Body>) -> Self {
+    /// An answer given without calling the inner service; `outcome` is
+    /// the span's `budget.outcome`.
+    pub(crate) fn ready(
+        response: Response<Body>,
+        span: tracing::Span,
+        outcome: &'static str,
+    ) -> Self {
+        trace::record_response(&span, &response, outcome);
         Self {
             kind: Kind::Ready {
                 response: Some(response),
             },
+            span,
         }
     }
 
-    pub(crate) fn running(cx: RequestContext, inner: F, on_event: E) -> Self
+    pub(crate) fn running(cx: RequestContext, inner: F, on_event: E, span: tracing::Span) -> Self
     where
         F: Future,
     {
@@ -64,6 +76,7 @@ impl<F, E> ResponseFuture<F, E> {
                 cx,
                 on_event,
             },
+            span,
         }
     }
 }
@@ -78,7 +91,9 @@ where
     type Output = Result<Response<Body>, Err>;
 
     fn poll(self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut kind = self.project().kind;
+        let this = self.project();
+        let _entered = this.span.enter();
+        let mut kind = this.kind;
         let expired = match kind.as_mut().project() {
             KindProj::Ready { response } => {
                 return Poll::Ready(Ok(response.take().expect("polled after completion")));
@@ -99,6 +114,7 @@ where
                         return Poll::Ready(result.map(|res| {
                             let mut res = res.map(Body::new);
                             append_server_timing(&mut res, cx.ledger());
+                            trace::record_response(this.span, &res, OUTCOME_OK);
                             res
                         }));
                     }
@@ -120,6 +136,7 @@ where
         };
         // Drop the inner future now, before answering.
         kind.set(Kind::Ready { response: None });
+        trace::record_response(this.span, &expired, OUTCOME_EXPIRED);
         Poll::Ready(Ok(expired))
     }
 }
@@ -131,6 +148,7 @@ fn expired_response<E: OnBudgetEvent>(cx: &RequestContext, on_event: &E) -> Resp
         budget_ms = u64::try_from(budget.original().as_millis()).unwrap_or(u64::MAX),
         "budget expired in the handler"
     );
+    meter::expired();
     on_event.on_event(&BudgetEvent::Expired {
         budget: budget.original(),
     });

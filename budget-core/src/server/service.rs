@@ -14,6 +14,8 @@ use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
 use crate::server::layer::Settings;
 use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
+use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_SHED};
+use crate::telemetry::{meter, trace};
 
 /// Gives every request a budget; see the [module docs](crate::server).
 ///
@@ -108,6 +110,7 @@ where
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let start = Instant::now();
+        let span = trace::server_span(&req, self.settings.floor.get());
         let ledger = Ledger::new();
         let resolved = match self.settings.inbound.resolve(req.headers()) {
             Ok(resolved) => resolved,
@@ -115,14 +118,21 @@ where
                 tracing::debug!(error = %invalid, "malformed budget header");
                 self.on_event
                     .on_event(&BudgetEvent::Malformed { error: &invalid });
+                meter::malformed();
                 ledger.record(Entry::skip(INGRESS_METRIC, format!("rejected: {invalid}")));
                 let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
                     .with_header(invalid.header().as_str());
-                return ResponseFuture::ready(problem_response(&problem, &ledger));
+                return ResponseFuture::ready(
+                    problem_response(&problem, &ledger),
+                    span,
+                    OUTCOME_MALFORMED,
+                );
             }
         };
         let budget = Budget::starting_at(start, resolved.budget);
         ledger.record(Entry::ingress(resolved.budget));
+        meter::ingress(resolved.budget);
+        trace::record_ingress(&span, resolved.budget);
 
         let floor = self.settings.floor;
         if let Err(below) = floor.check(budget.remaining_at(start)) {
@@ -131,13 +141,14 @@ where
                 budget: resolved.budget,
                 floor: floor.get(),
             });
+            meter::shed();
             let problem = Problem::new(
                 ProblemKind::BelowFloor,
                 format!("budget {below}: the request was not started"),
             )
             .with_remaining(below.remaining())
             .with_floor(below.floor());
-            return ResponseFuture::ready(problem_response(&problem, &ledger));
+            return ResponseFuture::ready(problem_response(&problem, &ledger), span, OUTCOME_SHED);
         }
 
         let cx = RequestContext::new(budget)
@@ -145,7 +156,7 @@ where
             .with_reserve(self.settings.reserve);
         req.extensions_mut().insert(cx.clone());
         let inner = &mut self.inner;
-        let fut = cx.clone().sync_scope(|| inner.call(req));
-        ResponseFuture::running(cx, fut, self.on_event.clone())
+        let fut = span.in_scope(|| cx.clone().sync_scope(|| inner.call(req)));
+        ResponseFuture::running(cx, fut, self.on_event.clone(), span)
     }
 }

@@ -1,0 +1,168 @@
+//! Every observability name this crate emits, in one place (STYLE rule 9):
+//! span names, span attribute keys and values, metric names and labels.
+//!
+//! Where the OpenTelemetry semantic conventions define a name (HTTP server
+//! and client spans, `url.*`, `server.*`, `error.type`), it is used as is;
+//! the budget's own attributes live under one `budget.*` namespace. The
+//! `otel.*` keys are not attributes: `tracing-opentelemetry` reads them to
+//! set the OpenTelemetry span's kind, name and status.
+//!
+//! # What each span carries
+//!
+//! | span | kind | attributes |
+//! | --- | --- | --- |
+//! | [`SERVER_SPAN`]: one per request, opened by the server layer | server | [`HTTP_REQUEST_METHOD`], [`URL_PATH`], [`HTTP_ROUTE`] (axum's matched path, when the layer is added with `Router::layer`), [`HTTP_RESPONSE_STATUS_CODE`], [`ERROR_TYPE`] (5xx), [`BUDGET_INGRESS_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_OUTCOME`], [`BUDGET_LEDGER`] |
+//! | [`ATTEMPT_SPAN`]: one per attempt of a dependency call | client | [`HTTP_REQUEST_METHOD`], [`URL_FULL`] (userinfo removed), [`SERVER_ADDRESS`], [`SERVER_PORT`], [`HTTP_RESPONSE_STATUS_CODE`], [`HTTP_REQUEST_RESEND_COUNT`] (retries only), [`ERROR_TYPE`], [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_WAIT_MS`], [`BUDGET_OUTCOME`], [`BUDGET_DECISION`] |
+//! | [`REFUSED_SPAN`]: a dependency call not made (floor, circuit, permit) | client | [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_OUTCOME`], [`ERROR_TYPE`] |
+//!
+//! The OpenTelemetry span name (`otel.name`) is `{method} {route}` (or
+//! `{method}`) for a server span, as the conventions say, and
+//! `{method} {dependency}` for an attempt: the dependency's configured name
+//! stands in for the conventions' `url.template`, low in cardinality and
+//! what a reader of the trace looks for.
+//!
+//! # Example
+//!
+//! ```
+//! use budget_core::telemetry::semconv;
+//!
+//! assert_eq!(semconv::BUDGET_OUTCOME, "budget.outcome");
+//! assert_eq!(semconv::OUTCOME_SHED, "shed");
+//! assert_eq!(semconv::METRIC_SHED_TOTAL, "budget_shed_total");
+//! ```
+
+// ---------------------------------------------------------------- spans
+
+/// The `tracing` target of every span this crate opens, for filters:
+/// [`init`](super::init) keeps them out of the log lines unless the log
+/// filter names this target (`RUST_LOG=info,budget_core::spans=info`).
+pub const SPAN_TARGET: &str = "budget_core::spans";
+/// The `tracing` name of the server layer's span (one per request).
+pub const SERVER_SPAN: &str = "budget.server";
+/// The `tracing` name of a dependency attempt's span (one per attempt).
+pub const ATTEMPT_SPAN: &str = "budget.attempt";
+/// The `tracing` name of the span of a dependency call that was not made.
+pub const REFUSED_SPAN: &str = "budget.refused";
+
+// ------------------------------------------- tracing-opentelemetry fields
+
+/// Sets the OpenTelemetry span kind (`server`, `client`).
+pub const OTEL_KIND: &str = "otel.kind";
+/// Overrides the OpenTelemetry span name.
+pub const OTEL_NAME: &str = "otel.name";
+/// Sets the OpenTelemetry span status (`ok`, `error`).
+pub const OTEL_STATUS_CODE: &str = "otel.status_code";
+
+/// [`OTEL_KIND`] of a server span.
+pub const KIND_SERVER: &str = "server";
+/// [`OTEL_KIND`] of a client span.
+pub const KIND_CLIENT: &str = "client";
+/// [`OTEL_STATUS_CODE`] of a failed span.
+pub const STATUS_ERROR: &str = "error";
+
+// ------------------------------------ OpenTelemetry semantic conventions
+
+/// HTTP request method (`GET`). Semantic conventions, stable.
+pub const HTTP_REQUEST_METHOD: &str = "http.request.method";
+/// HTTP response status code, an integer. Semantic conventions, stable.
+pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+/// The matched route template (`/orders/{id}`). Semantic conventions, stable.
+pub const HTTP_ROUTE: &str = "http.route";
+/// The ordinal of a resent request: 1 for the first retry. Absent on a
+/// first attempt. Semantic conventions, stable.
+pub const HTTP_REQUEST_RESEND_COUNT: &str = "http.request.resend_count";
+/// The path of the request URL (server side). Semantic conventions, stable.
+pub const URL_PATH: &str = "url.path";
+/// The full request URL (client side), without userinfo. Semantic
+/// conventions, stable.
+pub const URL_FULL: &str = "url.full";
+/// The peer's host name or address (client side). Semantic conventions, stable.
+pub const SERVER_ADDRESS: &str = "server.address";
+/// The peer's port, an integer (client side). Semantic conventions, stable.
+pub const SERVER_PORT: &str = "server.port";
+/// The class of error a span ended with: a status code (`503`), a
+/// transport failure (`timeout`, `connect`), or a budget refusal
+/// (`below_floor`). Semantic conventions, stable.
+pub const ERROR_TYPE: &str = "error.type";
+
+// ------------------------------------------------------ budget.* attributes
+
+/// The budget the request arrived with, after default and clamp, in
+/// milliseconds (server span).
+pub const BUDGET_INGRESS_MS: &str = "budget.ingress_ms";
+/// What was left of the budget, net of the per-hop reserve, when the
+/// attempt was sent: the `request-budget-ms` it carried, in milliseconds
+/// (attempt span; on a refused call, what was left).
+pub const BUDGET_REMAINING_MS: &str = "budget.remaining_ms";
+/// The floor in milliseconds: the service's ingress floor (server span) or
+/// the dependency's (refused span).
+pub const BUDGET_FLOOR_MS: &str = "budget.floor_ms";
+/// What the budget did to the request or the call; one of the `OUTCOME_*`
+/// values.
+pub const BUDGET_OUTCOME: &str = "budget.outcome";
+/// The backoff wait charged to the budget before this attempt, in
+/// milliseconds (retries only).
+pub const BUDGET_WAIT_MS: &str = "budget.wait_ms";
+/// The dependency's configured name (client spans).
+pub const BUDGET_DEPENDENCY: &str = "budget.dependency";
+/// The request's ledger as its `Server-Timing` header value (server span,
+/// at the end; CONTRACT section 4).
+pub const BUDGET_LEDGER: &str = "budget.ledger";
+/// The retry policy's decision after the attempt (`retry after 20ms`,
+/// `stop: succeeded`).
+pub const BUDGET_DECISION: &str = "budget.decision";
+
+// -------------------------------------------------- budget.outcome values
+
+/// The budget did not cut anything short.
+pub const OUTCOME_OK: &str = "ok";
+/// Below the ingress floor on arrival: `504`, the handler was not run.
+pub const OUTCOME_SHED: &str = "shed";
+/// The budget ran out: the handler was dropped (server span), or the
+/// attempt was cut at the deadline (attempt span).
+pub const OUTCOME_EXPIRED: &str = "expired";
+/// Below the dependency's floor: the call was not made (refused span), or
+/// no retry followed because the wait and the floor did not fit (attempt span).
+pub const OUTCOME_BELOW_FLOOR: &str = "below_floor";
+/// The dependency's `Retry-After` did not fit: its answer is passed up.
+pub const OUTCOME_RETRY_AFTER_TOO_LONG: &str = "retry_after_too_long";
+/// The dependency's circuit is open: the call (or its retry) was not made.
+pub const OUTCOME_CIRCUIT_OPEN: &str = "circuit_open";
+/// No concurrency permit came free within the budget: the call was not made.
+pub const OUTCOME_NO_PERMIT: &str = "no_permit";
+/// A malformed budget header: `400`.
+pub const OUTCOME_MALFORMED: &str = "malformed";
+
+// ----------------------------------------------------------------- metrics
+
+/// Histogram: the budget at ingress, after default and clamp, in ms.
+pub const METRIC_INGRESS_MS: &str = "budget_ingress_ms";
+/// Histogram: the budget sent with each dependency attempt (net of the
+/// reserve), in ms; label [`LABEL_DEPENDENCY`].
+pub const METRIC_REMAINING_AT_CALL_MS: &str = "budget_remaining_at_call_ms";
+/// Counter: requests shed below the ingress floor.
+pub const METRIC_SHED_TOTAL: &str = "budget_shed_total";
+/// Counter: requests whose budget ran out in the handler.
+pub const METRIC_EXPIRED_TOTAL: &str = "budget_expired_total";
+/// Counter: requests rejected for a malformed budget header.
+pub const METRIC_MALFORMED_TOTAL: &str = "budget_malformed_total";
+/// Counter: dependency calls not made below the dependency's floor; label
+/// [`LABEL_DEPENDENCY`].
+pub const METRIC_BELOW_FLOOR_TOTAL: &str = "budget_below_floor_total";
+/// Counter: retries made (attempts after the first); label [`LABEL_DEPENDENCY`].
+pub const METRIC_RETRIES_TOTAL: &str = "budget_retries_total";
+/// Counter: retries the per-client retry budget refused; label
+/// [`LABEL_DEPENDENCY`].
+pub const METRIC_RETRY_BUDGET_REFUSALS_TOTAL: &str = "budget_retry_budget_refusals_total";
+/// Counter: circuit breaker state changes; labels [`LABEL_ENDPOINT`],
+/// [`LABEL_FROM`], [`LABEL_TO`].
+pub const METRIC_BREAKER_TRANSITIONS_TOTAL: &str = "budget_breaker_transitions_total";
+
+/// Metric label: the dependency's configured name.
+pub const LABEL_DEPENDENCY: &str = "dependency";
+/// Metric label: a breaker's endpoint key (`http://host:port`).
+pub const LABEL_ENDPOINT: &str = "endpoint";
+/// Metric label: the state a breaker left (`closed`, `open`, `half-open`).
+pub const LABEL_FROM: &str = "from";
+/// Metric label: the state a breaker entered.
+pub const LABEL_TO: &str = "to";

@@ -1,0 +1,233 @@
+//! The budget metrics (issue 6) through a real recorder: a service with the
+//! budget layer and budget clients, partners on 127.0.0.1, and the counters
+//! and histograms checked in the Prometheus rendering.
+
+mod support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use budget_core::breaker::BreakerConfig;
+use budget_core::client::{BudgetClient, DependencyConfig};
+use budget_core::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
+use budget_core::server::ServerConfig;
+use budget_core::telemetry::semconv::*;
+use budget_core::{Floor, telemetry};
+use http::{Request, StatusCode};
+use metrics_exporter_prometheus::PrometheusBuilder;
+use support::{Answer, Partner};
+use tower::ServiceExt;
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+fn dependency(name: &str, url: String) -> DependencyConfig {
+    let mut c = DependencyConfig::new(name, url);
+    c.retry = RetryConfig {
+        max_attempts: 2,
+        jitter: Jitter::None,
+        backoff: BackoffConfig {
+            initial: ms(5),
+            max: ms(5),
+            multiplier: 1.0,
+        },
+        ..RetryConfig::default()
+    };
+    c
+}
+
+/// `GET /{name}` calls the client of that name and answers its status.
+fn route(router: Router, name: &'static str, client: BudgetClient) -> Router {
+    router.route(
+        &format!("/{name}"),
+        get(move || {
+            let client = client.clone();
+            async move {
+                match client.get("").send().await {
+                    Ok(res) => res.status(),
+                    Err(e) => StatusCode::from_u16(e.problem().status).unwrap(),
+                }
+            }
+        }),
+    )
+}
+
+async fn get_with_budget(app: &Router, path: &str, budget: &str) -> StatusCode {
+    let req = Request::get(path)
+        .header("request-budget-ms", budget)
+        .body(Body::empty())
+        .unwrap();
+    app.clone().oneshot(req).await.unwrap().status()
+}
+
+/// The line of `rendered` that starts with `prefix`, with its value.
+fn value(rendered: &str, prefix: &str) -> Option<f64> {
+    rendered
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn every_budget_counter_and_histogram_moves() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (breaker_endpoint, rendered) = metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let retried = Partner::start(vec![Answer::status(503), Answer::status(200)]).await;
+            let failing = Partner::start(vec![Answer::status(503)]).await;
+            let stormy = Partner::start(vec![Answer::status(503)]).await;
+
+            let partner = dependency("partner", retried.url("/")).build().unwrap();
+            let mut recs = dependency("recs", retried.url("/"));
+            recs.floor = Floor::new(ms(5000));
+            let mut flaky = dependency("flaky", failing.url("/"));
+            flaky.retry.max_attempts = 1;
+            flaky.breaker = Some(BreakerConfig {
+                failure_threshold: 1,
+                ..BreakerConfig::default()
+            });
+            let mut storm = dependency("stormy", stormy.url("/"));
+            storm.retry_budget = Some(RetryBudgetConfig {
+                min_per_sec: 0,
+                ratio: 0.0,
+                ..RetryBudgetConfig::default()
+            });
+
+            let mut app = Router::new();
+            app = route(app, "partner", partner);
+            app = route(app, "recs", recs.build().unwrap());
+            app = route(app, "flaky", flaky.build().unwrap());
+            app = route(app, "stormy", storm.build().unwrap());
+            let app = app
+                .route(
+                    "/slow",
+                    get(|| async {
+                        tokio::time::sleep(ms(2000)).await;
+                    }),
+                )
+                .layer(
+                    ServerConfig {
+                        floor: ms(20),
+                        ..ServerConfig::default()
+                    }
+                    .layer()
+                    .unwrap(),
+                );
+
+            assert_eq!(get_with_budget(&app, "/partner", "2000").await, 200);
+            assert_eq!(get_with_budget(&app, "/recs", "1000").await, 504);
+            assert_eq!(get_with_budget(&app, "/flaky", "1000").await, 503);
+            assert_eq!(get_with_budget(&app, "/stormy", "1000").await, 503);
+            assert_eq!(get_with_budget(&app, "/slow", "100").await, 504);
+            assert_eq!(get_with_budget(&app, "/partner", "10").await, 504);
+            assert_eq!(get_with_budget(&app, "/partner", "1.5").await, 400);
+            (
+                failing.url("").trim_end_matches('/').to_owned(),
+                handle.render(),
+            )
+        })
+    });
+
+    // Server side: one each of shed, expired, malformed; six budgets resolved.
+    assert_eq!(value(&rendered, METRIC_SHED_TOTAL), Some(1.0), "{rendered}");
+    assert_eq!(value(&rendered, METRIC_EXPIRED_TOTAL), Some(1.0));
+    assert_eq!(value(&rendered, METRIC_MALFORMED_TOTAL), Some(1.0));
+    assert_eq!(
+        value(&rendered, &format!("{METRIC_INGRESS_MS}_count")),
+        Some(6.0)
+    );
+    assert_eq!(
+        value(&rendered, &format!("{METRIC_INGRESS_MS}_sum")),
+        Some(5110.0)
+    );
+
+    // Client side, labelled by dependency.
+    let dep = |metric: &str, dependency: &str| {
+        value(
+            &rendered,
+            &format!("{metric}{{{LABEL_DEPENDENCY}=\"{dependency}\"}}"),
+        )
+    };
+    assert_eq!(dep(METRIC_RETRIES_TOTAL, "partner"), Some(1.0));
+    assert_eq!(dep(METRIC_BELOW_FLOOR_TOTAL, "recs"), Some(1.0));
+    assert_eq!(dep(METRIC_RETRY_BUDGET_REFUSALS_TOTAL, "stormy"), Some(1.0));
+    assert_eq!(
+        dep(METRIC_RETRIES_TOTAL, "stormy"),
+        None,
+        "the retry was refused"
+    );
+    assert_eq!(
+        dep(&format!("{METRIC_REMAINING_AT_CALL_MS}_count"), "partner"),
+        Some(2.0),
+        "one sample per attempt"
+    );
+    let sent = dep(&format!("{METRIC_REMAINING_AT_CALL_MS}_sum"), "partner").unwrap();
+    assert!(sent > 3800.0 && sent <= 4000.0, "{sent}");
+    let transition = format!(
+        "{METRIC_BREAKER_TRANSITIONS_TOTAL}{{{LABEL_ENDPOINT}=\"{breaker_endpoint}\",{LABEL_FROM}=\"closed\",{LABEL_TO}=\"open\"}}"
+    );
+    assert_eq!(value(&rendered, &transition), Some(1.0), "{rendered}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_metrics_route_serves_the_prometheus_text_and_installs_once() {
+    let first: Router = telemetry::prometheus_router().unwrap();
+    let again: Router = telemetry::prometheus_router().expect("a second install reuses the first");
+    drop(again);
+    let app = Router::new()
+        .route("/work", get(|| async { "ok" }))
+        .layer(ServerConfig::default().layer().unwrap())
+        .merge(first);
+
+    assert_eq!(get_with_budget(&app, "/work", "1500").await, 200);
+    assert_eq!(get_with_budget(&app, "/work", "x").await, 400);
+    let res = app
+        .clone()
+        .oneshot(
+            Request::get(telemetry::METRICS_PATH)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert!(
+        !res.headers().contains_key("server-timing"),
+        "/metrics is outside the budget layer"
+    );
+    let body = axum::body::to_bytes(res.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(
+        text.contains(&format!("# TYPE {METRIC_INGRESS_MS} histogram")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("# HELP {METRIC_MALFORMED_TOTAL}")),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, &format!("{METRIC_INGRESS_MS}_bucket{{le=\"2000\"}}")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{METRIC_INGRESS_MS}_bucket{{le=\"1000\"}}")),
+        Some(0.0)
+    );
+    assert_eq!(value(&text, METRIC_MALFORMED_TOTAL), Some(1.0));
+}
