@@ -65,7 +65,7 @@ impl Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let start = async { checkout::spawn(&cli.config()?, service_kit::shutdown_signal()).await };
-    service_kit::run_server(start, || tracing::info!("checkout stopped")).await
+    service_kit::run_server("checkout", start, || tracing::info!("checkout stopped")).await
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ impl Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let start = async { edge::spawn(&cli.config()?, service_kit::shutdown_signal()).await };
-    service_kit::run_server(start, || tracing::info!("edge stopped")).await
+    service_kit::run_server("edge", start, || tracing::info!("edge stopped")).await
 }
 
 #[cfg(test)]

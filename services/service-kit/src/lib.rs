@@ -16,7 +16,7 @@
 //! | [`ClientSettings`], [`client_settings!`], [`dependency_client`], [`DEFAULT_DEPENDENCY_FLOOR`] | a dependency's TOML table and client, its errors named as the config names them |
 //! | [`bind`], [`Bound`] | serving until shutdown, then letting requests finish |
 //! | [`run_server`], [`exit_usage`], [`exit_failure`], [`StartError`] | `main`: logs, start, exit codes `0`, `1`, `2` |
-//! | [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs, Ctrl-C and SIGTERM, one-line errors |
+//! | [`init_telemetry`], [`flush_telemetry`], [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs and OTLP trace export, Ctrl-C and SIGTERM, one-line errors |
 //! | [`load_toml`], [`parse_toml`], [`ConfigFileError`] | config files, their path in every error |
 //! | [`assert_cli_conventions`], [`assert_usage_errors`], [`SHARED_FLAGS`], [`assert_shared_flags_set`], [`TestConfigFile`] | the binaries' command line tests |
 //!
@@ -62,7 +62,9 @@ pub use mode::BudgetMode;
 pub use overlay::overlay;
 pub use request_ledger::RequestLedger;
 pub use router::{X_REQUEST_ID, router};
-pub use run::{error_chain, init_tracing, run_server, shutdown_signal};
+pub use run::{
+    error_chain, flush_telemetry, init_telemetry, init_tracing, run_server, shutdown_signal,
+};
 pub use serve::{Bound, bind};
 pub use service_config::ServiceConfig;
 pub use service_settings::{DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_MAX_BUDGET, ServiceSettings};

@@ -20,8 +20,10 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The routes of an HTTP service of the chain, with every layer: `route` at
 /// `path`, behind the budget layer when there is one (none with
-/// `budget_mode = off`); `GET /healthz` answering `200 ok`, outside the
-/// budget layer; and around both, the request id (made up when none
+/// `budget_mode = off`); `GET /healthz` answering `200 ok` and `GET
+/// /metrics` (Prometheus text, the process-wide recorder of
+/// [`budget_core::telemetry::prometheus_router`]), both outside the budget
+/// layer; and around them all, the request id (made up when none
 /// arrives, echoed on the response) and request logs (method, path, id,
 /// status, latency; never bodies or credentials).
 ///
@@ -38,7 +40,13 @@ pub fn router(path: &str, route: MethodRouter, budget_layer: Option<BudgetLayer>
     if let Some(layer) = budget_layer {
         routes = routes.layer(layer);
     }
-    routes.route("/healthz", get(|| async { "ok" })).layer(
+    routes = routes.route("/healthz", get(|| async { "ok" }));
+    // Prometheus metrics, outside the budget layer: a scrape has no budget.
+    match budget_core::telemetry::prometheus_router() {
+        Ok(metrics) => routes = routes.merge(metrics),
+        Err(err) => tracing::warn!(error = %crate::error_chain(&err), "no /metrics route"),
+    }
+    routes.layer(
         ServiceBuilder::new()
             .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
             .layer(
@@ -94,5 +102,45 @@ mod tests {
             .unwrap();
         assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(res.headers()[X_REQUEST_ID], "r-1");
+    }
+
+    #[tokio::test]
+    async fn metrics_are_scraped_outside_the_budget_layer_and_count_what_it_did() {
+        use budget_core::server::ServerConfig;
+        use http_body_util::BodyExt;
+
+        let layer = ServerConfig::default().layer().unwrap();
+        let app = router("/work", get(|| async { "done" }), Some(layer));
+        // A malformed budget: the layer answers 400 and counts it.
+        let res = app
+            .clone()
+            .oneshot(
+                Request::get("/work")
+                    .header("request-budget-ms", "-1")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+        // The scrape itself carries a malformed budget: it is not budgeted.
+        let res = app
+            .oneshot(
+                Request::get("/metrics")
+                    .header("request-budget-ms", "-1")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        let malformed = text
+            .lines()
+            .find(|l| l.starts_with(budget_core::telemetry::semconv::METRIC_MALFORMED_TOTAL))
+            .unwrap_or_else(|| panic!("no malformed counter in:\n{text}"));
+        let count: f64 = malformed.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(count >= 1.0, "{malformed}");
     }
 }

@@ -3,6 +3,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+use budget_core::telemetry::TelemetryGuard;
 use tokio::task::JoinHandle;
 use tracing_subscriber::EnvFilter;
 
@@ -47,6 +48,46 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// Logs, and trace export when the standard `OTEL_EXPORTER_OTLP_ENDPOINT`
+/// (and `OTEL_SERVICE_NAME`, default `service`) ask for it: see
+/// [`budget_core::telemetry::init_from_env`]. Without them, log lines only
+/// and no exporter. When that cannot be set up (a malformed `RUST_LOG`, an
+/// unusable endpoint) the reason is printed and plain logs
+/// ([`init_tracing`]) are used instead: telemetry never stops a service.
+/// Hand the guard to [`flush_telemetry`] on the way out.
+///
+/// ```no_run
+/// let telemetry = service_kit::init_telemetry("checkout");
+/// // ... run ...
+/// service_kit::flush_telemetry(telemetry);
+/// ```
+pub fn init_telemetry(service: &str) -> Option<TelemetryGuard> {
+    match budget_core::telemetry::init_from_env(service) {
+        Ok(guard) => Some(guard),
+        Err(err) => {
+            eprintln!(
+                "warning: telemetry not set up ({}); logging to stderr only",
+                error_chain(&err)
+            );
+            init_tracing();
+            None
+        }
+    }
+}
+
+/// Flushes the spans still queued for export (if any) before exit.
+///
+/// ```no_run
+/// service_kit::flush_telemetry(service_kit::init_telemetry("edge"));
+/// ```
+pub fn flush_telemetry(guard: Option<TelemetryGuard>) {
+    if let Some(guard) = guard
+        && let Err(err) = guard.shutdown()
+    {
+        eprintln!("warning: flushing telemetry failed: {}", error_chain(&err));
+    }
+}
+
 /// Resolves on Ctrl-C or (on Unix) SIGTERM.
 ///
 /// ```no_run
@@ -83,7 +124,8 @@ pub async fn shutdown_signal() {
 }
 
 /// The `main` of an HTTP service of the chain, after its flags are parsed:
-/// sets up logs ([`init_tracing`]), then runs `start` (make the config,
+/// sets up logs and trace export ([`init_telemetry`], named `service`),
+/// then runs `start` (make the config,
 /// bind, spawn the server), then waits for the server to stop, which it does
 /// when `start` passed it [`shutdown_signal`].
 ///
@@ -103,14 +145,23 @@ pub async fn shutdown_signal() {
 ///         let bound = service_kit::bind("127.0.0.1:0".parse().unwrap(), axum::Router::new()).await?;
 ///         Ok::<_, StartError>(bound.serve(service_kit::shutdown_signal()))
 ///     };
-///     run_server(start, || tracing::info!("demo stopped")).await
+///     run_server("demo", start, || tracing::info!("demo stopped")).await
 /// }
 /// ```
-pub async fn run_server<F>(start: F, on_stop: impl FnOnce()) -> ExitCode
+pub async fn run_server<F>(service: &str, start: F, on_stop: impl FnOnce()) -> ExitCode
 where
     F: Future<Output = Result<(SocketAddr, JoinHandle<io::Result<()>>), StartError>>,
 {
-    init_tracing();
+    let telemetry = init_telemetry(service);
+    let code = serve_until_stopped(start, on_stop).await;
+    flush_telemetry(telemetry);
+    code
+}
+
+async fn serve_until_stopped<F>(start: F, on_stop: impl FnOnce()) -> ExitCode
+where
+    F: Future<Output = Result<(SocketAddr, JoinHandle<io::Result<()>>), StartError>>,
+{
     let server = match start.await {
         Ok((_, server)) => server,
         Err(err) if err.is_config() => return exit_usage(&err),

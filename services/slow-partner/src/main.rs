@@ -80,7 +80,7 @@ impl Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    service_kit::init_tracing();
+    let telemetry = service_kit::init_telemetry("slow-partner");
     let config = match cli.config() {
         Ok(config) => config,
         Err(err) => return service_kit::exit_usage(&err),
@@ -95,6 +95,7 @@ async fn main() -> ExitCode {
     service_kit::shutdown_signal().await;
     tracing::info!("shutting down");
     partner.shutdown().await;
+    service_kit::flush_telemetry(telemetry);
     ExitCode::SUCCESS
 }
 
