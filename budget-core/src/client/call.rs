@@ -179,8 +179,14 @@ where
         let started = Instant::now();
         let (deadline, limit, budget) = match plan.timing {
             Timing::Budget(net) => {
-                let left = net.remaining_at(started);
-                (net.deadline(), left, Some(left))
+                // The attempt gets what is left, or less with a per-attempt
+                // cap; the header says what this attempt will be waited for.
+                let attempt = match settings.policy.attempt_timeout() {
+                    Some(cap) => net.child_capped(cap),
+                    None => net,
+                };
+                let left = attempt.remaining_at(started);
+                (attempt.deadline(), left, Some(left))
             }
             Timing::Fixed(timeout) => {
                 let deadline = Budget::starting_at(started, timeout).deadline();
@@ -519,6 +525,56 @@ mod tests {
             err.to_string(),
             "call to `pricing` ran out of budget after 1 attempt"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule5_an_attempt_timeout_with_budget_left_is_retried_and_the_header_says_the_cap() {
+        let mut c = config();
+        c.retry.attempt_timeout = Some(ms(300));
+        c.retry.jitter = crate::retry::Jitter::None;
+        let settings = c.settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[0, 200], ms(10)); // the first attempt hangs
+        let start = Instant::now();
+        let budget = Budget::new(ms(2000));
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!((res.status(), res.attempts()), (StatusCode::OK, 2));
+        // 300 ms cap + 100 ms backoff + 10 ms: not the whole 2 s budget.
+        assert_eq!(start.elapsed(), ms(410));
+        let sent: Vec<_> = fake.seen().iter().map(|s| s.budget.unwrap()).collect();
+        assert_eq!(sent, [ms(300), ms(300)], "each attempt is told its cap");
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;dur=300;desc=\"timeout\", pricing-wait;dur=100, pricing;dur=10"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule1_the_attempt_cap_never_lengthens_an_attempt_past_the_budget() {
+        let mut c = config();
+        c.retry.attempt_timeout = Some(ms(5000));
+        let settings = c.settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[0], Duration::ZERO);
+        let start = Instant::now();
+        let err = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(400))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(start.elapsed(), ms(400));
+        assert!(err.is_budget_exhausted());
+        assert_eq!(fake.seen()[0].budget, Some(ms(400)));
     }
 
     #[tokio::test(start_paused = true)]

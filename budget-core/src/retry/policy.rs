@@ -109,6 +109,12 @@ pub struct RetryConfig {
     pub retry_after_max: Duration,
     /// Statuses worth another attempt. Default `[408, 429, 500, 502, 503, 504]`.
     pub retryable_statuses: Vec<u16>,
+    /// The longest one attempt may take, whatever the budget allows; absent
+    /// (the default): an attempt may take all that is left. With it, an
+    /// attempt that times out with budget left is retried (CONTRACT section
+    /// 2 rule 5) while the budget still holds the backoff and the floor.
+    #[serde(default, with = "humantime_serde")]
+    pub attempt_timeout: Option<Duration>,
 }
 
 impl Default for RetryConfig {
@@ -122,6 +128,7 @@ impl Default for RetryConfig {
                 .iter()
                 .map(StatusCode::as_u16)
                 .collect(),
+            attempt_timeout: None,
         }
     }
 }
@@ -184,6 +191,12 @@ impl RetryConfig {
         if self.max_attempts == 0 {
             return Err(ConfigError::new("max_attempts", "must be at least 1"));
         }
+        if self.attempt_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                "must be more than zero",
+            ));
+        }
         let backoff = Backoff::new(
             self.backoff.initial,
             self.backoff.max,
@@ -211,7 +224,35 @@ impl RetryConfig {
             backoff,
             retry_after_max: self.retry_after_max,
             classifier: Classifier::with_statuses(statuses),
+            attempt_timeout: self.attempt_timeout,
         })
+    }
+
+    /// Checks that an attempt can fit in the largest budget the service
+    /// grants (its `max_budget`): an `attempt_timeout` longer than that
+    /// could never apply and is a mistake in the config.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::retry::RetryConfig;
+    ///
+    /// let c = RetryConfig { attempt_timeout: Some(Duration::from_secs(5)), ..Default::default() };
+    /// assert!(c.check_within(Duration::from_secs(10)).is_ok());
+    /// let err = c.check_within(Duration::from_secs(2)).unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid config: `attempt_timeout` is 5000ms, longer than the overall budget 2000ms");
+    /// ```
+    pub fn check_within(&self, overall: Duration) -> Result<(), ConfigError> {
+        match self.attempt_timeout {
+            Some(t) if t > overall => Err(ConfigError::new(
+                "attempt_timeout",
+                format!(
+                    "is {}ms, longer than the overall budget {}ms",
+                    t.as_millis(),
+                    overall.as_millis()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -239,6 +280,7 @@ pub struct RetryPolicy {
     backoff: Backoff,
     retry_after_max: Duration,
     classifier: Classifier,
+    attempt_timeout: Option<Duration>,
 }
 
 impl Default for RetryPolicy {
@@ -248,6 +290,7 @@ impl Default for RetryPolicy {
             backoff: Backoff::default(),
             retry_after_max: Duration::from_secs(10),
             classifier: Classifier::default(),
+            attempt_timeout: None,
         }
     }
 }
@@ -551,6 +594,16 @@ impl RetryPolicy {
     /// ```
     pub fn classify(&self, outcome: &Outcome) -> Class {
         self.classifier.classify(outcome)
+    }
+
+    /// The longest one attempt may take, if capped (see
+    /// [`RetryConfig::attempt_timeout`]).
+    ///
+    /// ```
+    /// assert_eq!(budget_core::retry::RetryPolicy::default().attempt_timeout(), None);
+    /// ```
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
     }
 
     /// Total attempts allowed, the first included.

@@ -247,6 +247,10 @@ impl CheckoutConfig {
             c.mode = Mode::Fixed;
         }
         settings.apply(&mut c);
+        // An attempt longer than any budget this service grants is a typo.
+        c.retry
+            .check_within(self.max_budget)
+            .map_err(|e| e.within("retry").within(name))?;
         service_kit::dependency_client(&c)
     }
 }
@@ -267,6 +271,29 @@ mod tests {
     use service_kit::BudgetMode;
 
     use super::*;
+
+    #[test]
+    fn an_attempt_timeout_is_checked_against_the_overall_budget() {
+        let mut config = CheckoutConfig::from_toml(
+            "max_budget = \"2s\"\n[pricing.retry]\nattempt_timeout = \"500ms\"\n",
+        )
+        .unwrap();
+        assert!(config.validate().is_ok());
+        config.pricing.retry = Some(RetryConfig {
+            attempt_timeout: Some(std::time::Duration::from_secs(3)),
+            ..RetryConfig::default()
+        });
+        let err = config.validate().unwrap_err();
+        assert_eq!(err.field(), "pricing.retry.attempt_timeout");
+        config.pricing.retry = Some(RetryConfig {
+            attempt_timeout: Some(std::time::Duration::ZERO),
+            ..RetryConfig::default()
+        });
+        assert_eq!(
+            config.validate().unwrap_err().to_string(),
+            "invalid config: `pricing.retry.attempt_timeout` must be more than zero"
+        );
+    }
 
     #[test]
     fn every_field_reads_from_toml() {
