@@ -1,0 +1,82 @@
+//! `healthcheck [URL]`: the probe of the `FROM scratch` images, which have no
+//! curl. It sends `GET` to a plain-`http` URL (default
+//! `http://127.0.0.1:8080/healthz`) and exits 0 when the answer's status is
+//! 2xx, 1 otherwise, within 2 s whatever the peer does. Standard library only,
+//! so that it links statically like the service binaries.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+fn main() -> ExitCode {
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "http://127.0.0.1:8080/healthz".to_owned());
+    match probe(&url) {
+        Ok(status) if (200..300).contains(&status) => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("healthcheck: {url} answered {status}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("healthcheck: {url}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The status code of `GET url`.
+fn probe(url: &str) -> Result<u16, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or("only http:// URLs are supported")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let with_port = if authority
+        .rsplit(':')
+        .next()
+        .is_some_and(|p| p.parse::<u16>().is_ok())
+        && !authority.ends_with(']')
+    {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr: SocketAddr = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {with_port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{with_port} resolves to no address"))?;
+    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nUser-Agent: healthcheck\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    // The status line is all we need: `HTTP/1.1 200 OK`.
+    let mut head = [0u8; 64];
+    let mut len = 0;
+    while len < 12 {
+        match stream.read(&mut head[len..]).map_err(|e| e.to_string())? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    let line = String::from_utf8_lossy(&head[..len]);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP answer: {line:?}"))
+}

@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# The chaos demos of the budget chain in docker compose: builds the images
+# (scripts/docker-build.sh, then compose build), brings the chain up, breaks
+# the slow partner in several ways, sends a fixed number of requests through
+# edge for each, prints the budget table (edge's Server-Timing header) and
+# checks that every answer came within its budget with the CONTRACT's status.
+# Tears everything down at the end, whatever happened. Exit code: 0 when every
+# check passed, 1 when one failed, 2 on a usage or setup error.
+#
+# Usage: scripts/docker-chaos.sh [--ci] [--no-build] [--keep-images]
+#                                [--requests N] [SCENARIO...]
+#   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit (default: all;
+#             healthy always runs first)
+#   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
+#   --no-build     use the binaries already in docker/bin/
+#   --keep-images  leave the built images (containers and networks still go)
+# Environment: CHAOS_EDGE_PORT (8080), CHAOS_ADMIN_PORT (9001),
+#   CHAOS_TOLERANCE_MS (250: the slack over the budget for docker's port
+#   proxy and curl), CHAOS_TIME_LIMIT (600 s for the run, builds excluded),
+#   COMPOSE_PROJECT_NAME (budget-chaos).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+requests=4 build=true keep_images=false scenarios=()
+while (($#)); do
+  case $1 in
+    --ci) requests=3; shift ;;
+    --no-build) build=false; shift ;;
+    --keep-images) keep_images=true; shift ;;
+    --requests) requests=${2:?--requests needs a number}; shift 2 ;;
+    healthy | pause | stop | disconnect | blackhole | hang | ratelimit) scenarios+=("$1"); shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "docker-chaos: unknown argument $1 (--help)" >&2; exit 2 ;;
+  esac
+done
+if ((${#scenarios[@]} == 0)); then
+  scenarios=(pause stop disconnect blackhole hang ratelimit)
+fi
+
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
+edge_port=${CHAOS_EDGE_PORT:-8080}
+admin_port=${CHAOS_ADMIN_PORT:-9001}
+tolerance_ms=${CHAOS_TOLERANCE_MS:-250}
+time_limit=${CHAOS_TIME_LIMIT:-600}
+edge="http://127.0.0.1:$edge_port"
+admin="http://127.0.0.1:$admin_port"
+
+if docker compose version >/dev/null 2>&1; then
+  compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null; then
+  compose_cmd=(docker-compose)
+else
+  echo "docker-chaos: neither 'docker compose' nor 'docker-compose' is installed" >&2
+  exit 2
+fi
+compose() { "${compose_cmd[@]}" "$@"; }
+docker info >/dev/null 2>&1 || { echo "docker-chaos: no docker engine answers" >&2; exit 2; }
+
+# --- cleanup: always, on any exit -------------------------------------------
+passed=0 failed=0 finished=false run_start=$SECONDS
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  echo "== cleanup: compose down (containers, network$($keep_images || echo ', images'))"
+  compose unpause slow-partner >/dev/null 2>&1 || true
+  local rmi=(--rmi local)
+  $keep_images && rmi=()
+  timeout 120 "${compose_cmd[@]}" down -v --remove-orphans -t 2 "${rmi[@]}" >"$work/down.log" 2>&1 ||
+    { echo "   compose down failed:"; sed 's/^/   /' "$work/down.log"; }
+  docker image prune -f --filter label=org.budget.demo=chaos >/dev/null 2>&1 || true
+  rm -rf "$work"
+  # An aborted run counts as a failure even when no check had failed yet.
+  if ! $finished && ((rc != 0 && failed == 0)); then failed=1; fi
+  echo "docker-chaos: $passed passed, $failed failed"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+work=$(mktemp -d)
+
+# --- checks and output --------------------------------------------------------
+check() { # OK(true|false) MESSAGE
+  if "$1"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "   FAIL: $2"
+  fi
+}
+over_time() {
+  if ((SECONDS - run_start > time_limit)); then
+    echo "docker-chaos: over the time limit of $time_limit s (builds not counted)" >&2
+    exit 1
+  fi
+}
+
+# The Server-Timing header of a saved response head, one entry a line:
+# "name<TAB>dur<TAB>desc".
+server_timing() { # HEADERS_FILE
+  tr -d '\r' <"$1" | sed -n 's/^[Ss]erver-[Tt]iming: *//p' | awk '
+    { s = s (s == "" ? "" : ",") $0 }
+    END {
+      n = 0; cur = ""; q = 0
+      for (i = 1; i <= length(s); i++) {
+        c = substr(s, i, 1)
+        if (c == "\"") q = !q
+        if (c == "," && !q) { part[++n] = cur; cur = "" } else cur = cur c
+      }
+      if (cur != "") part[++n] = cur
+      for (k = 1; k <= n; k++) {
+        m = split(part[k], f, ";"); name = f[1]; gsub(/^ +| +$/, "", name)
+        dur = ""; desc = ""
+        for (j = 2; j <= m; j++) {
+          kv = f[j]; gsub(/^ +| +$/, "", kv)
+          if (kv ~ /^dur=/) dur = substr(kv, 5)
+          if (kv ~ /^desc=/) { desc = substr(kv, 6); gsub(/^"|"$/, "", desc) }
+        }
+        printf "%s\t%s\t%s\n", name, dur, desc
+      }
+    }'
+}
+table() { # HEADERS_FILE
+  server_timing "$1" | awk -F'\t' '
+    BEGIN { printf "   %-26s %8s  %s\n", "step", "ms", "note" }
+    { line = sprintf("   %-26s %8s  %s", $1, ($2 == "" ? "" : sprintf("%.0f", $2)), $3); sub(/ +$/, "", line); print line }'
+}
+compact() { # HEADERS_FILE
+  server_timing "$1" | awk -F'\t' '
+    { printf "%s%s%s%s", (NR > 1 ? ", " : ""), $1, ($2 == "" ? "" : sprintf(" %.0f", $2)), ($3 == "" ? "" : " " $3) }'
+}
+header() { # HEADERS_FILE NAME
+  tr -d '\r' <"$1" | awk -v h="$(tr '[:upper:]' '[:lower:]' <<<"$2")" '
+    { split($0, kv, ": "); if (tolower(kv[1]) == h) { sub(/^[^:]*: */, ""); print; exit } }'
+}
+
+# One request through edge: sets status, ms, and leaves the head in $work/h
+# and the body in $work/b.
+request() { # BUDGET_MS REQUEST_ID
+  local out
+  out=$(curl -sS -o "$work/b" -D "$work/h" --max-time $((($1 + 5000) / 1000)) \
+    -H "request-budget-ms: $1" -H "x-request-id: $2" \
+    -w '%{http_code} %{time_total}' "$edge/checkout" 2>"$work/curl.err") || true
+  status=${out%% *}
+  ms=$(awk -v t="${out##* }" 'BEGIN { printf "%d", t * 1000 }')
+  [[ -n "$status" && "$status" != 000 ]] || { status=000; ms=-1; }
+}
+
+# Sends `requests` requests with BUDGET_MS and checks each: status EXPECTED,
+# time within the budget + tolerance, Retry-After on a 429/503.
+scenario() { # NAME BUDGET_MS EXPECTED
+  local name=$1 budget=$2 expected=$3 i detail retry_after
+  for ((i = 1; i <= requests; i++)); do
+    over_time
+    request "$budget" "chaos-$name-$i"
+    retry_after=$(header "$work/h" retry-after)
+    printf '   #%d GET /checkout (request-budget-ms: %d) -> %s in %d ms%s\n' \
+      "$i" "$budget" "$status" "$ms" "${retry_after:+ (Retry-After: $retry_after)}"
+    if ((i == 1)); then
+      detail=$(grep -o '"detail":"[^"]*"' "$work/b" | head -1 | sed 's/^"detail":"//; s/"$//') || true
+      [[ -n "$detail" ]] && echo "      problem: $detail"
+      table "$work/h" | sed 's/^/   /'
+    else
+      echo "      $(compact "$work/h")"
+    fi
+    check "$([[ "$status" == "$expected" ]] && echo true || echo false)" \
+      "$name #$i: status $status, expected $expected ($(cat "$work/curl.err" 2>/dev/null))"
+    check "$( ((ms >= 0 && ms <= budget + tolerance_ms)) && echo true || echo false)" \
+      "$name #$i: $ms ms, over the budget $budget ms + $tolerance_ms ms"
+    if [[ "$expected" == 429 || "$expected" == 503 ]]; then
+      check "$([[ -n "$retry_after" ]] && echo true || echo false)" "$name #$i: $status without Retry-After"
+    fi
+  done
+}
+
+wait_healthy() { # waits until edge answers 200 with the whole chain healthy
+  local deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    request 1500 "chaos-ready-$SECONDS"
+    [[ "$status" == 200 ]] && return 0
+    sleep 0.5
+  done
+  echo "docker-chaos: the chain did not become healthy in 60 s (last status $status)" >&2
+  compose ps >&2 || true
+  compose logs --tail 20 >&2 || true
+  exit 1
+}
+recovered() { # after a scenario: the chain answers 200 again
+  local deadline=$((SECONDS + 30))
+  while ((SECONDS < deadline)); do
+    request 1500 "chaos-recover-$SECONDS"
+    [[ "$status" == 200 ]] && break
+    sleep 0.5
+  done
+  echo "   recovered: $status"
+  check "$([[ "$status" == 200 ]] && echo true || echo false)" "the chain did not recover: $status"
+}
+partner_container() { compose ps -q slow-partner; }
+
+# --- the run ----------------------------------------------------------------
+echo "budget chaos demos in docker compose (project $COMPOSE_PROJECT_NAME, $("${compose_cmd[@]}" version --short 2>/dev/null || echo compose))"
+echo "client (host) -> edge -> checkout -> slow-partner; edge on $edge, partner admin on $admin"
+
+compose down -v --remove-orphans -t 1 >/dev/null 2>&1 || true # leftovers of an interrupted run
+if $build; then
+  echo "== build: static binaries (scripts/docker-build.sh)"
+  t0=$SECONDS
+  scripts/docker-build.sh >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
+  echo "   $((SECONDS - t0)) s; $(tail -n +2 "$work/build.log" | grep -c '^-' || true) binaries staged in docker/bin/"
+fi
+for b in edge checkout slow-partner healthcheck; do
+  [[ -x docker/bin/$b ]] || { echo "docker-chaos: docker/bin/$b is missing: run scripts/docker-build.sh" >&2; exit 2; }
+done
+
+run_start=$SECONDS
+echo "== images: compose build (FROM scratch, nothing pulled)"
+t0=$SECONDS
+compose build >"$work/compose-build.log" 2>&1 || { tail -40 "$work/compose-build.log"; exit 1; }
+echo "   $((SECONDS - t0)) s"
+
+echo "== up"
+t0=$SECONDS
+compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log"; compose logs --tail 30 || true; exit 1; }
+wait_healthy
+echo "   chain healthy in $((SECONDS - t0)) s"
+network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$(partner_container)" | awk '{print $1}')
+
+echo
+echo "== healthy: every dependency answers within its budget"
+echo "   service names resolve inside the network (static glibc, no NSS library):"
+if compose exec -T checkout /healthcheck http://slow-partner:9001/healthz >"$work/dns" 2>&1; then
+  echo "   checkout -> http://slow-partner:9001/healthz: ok"
+  check true ""
+else
+  echo "   checkout -> http://slow-partner:9001/healthz: $(cat "$work/dns")"
+  check false "checkout does not resolve slow-partner"
+fi
+scenario healthy 1500 200
+curl -sS --max-time 5 "$admin/stats" >"$work/stats" 2>/dev/null || true
+budgets=$(grep -o '"chaos-healthy-1":{"attempts":[0-9]*,"calls":\[[^]]*\]' "$work/stats" |
+  grep -o '"path":"[^"]*","attempt":[0-9]*,"budget_ms":[0-9a-z]*' |
+  sed 's/"path":"\([^"]*\)","attempt":[0-9]*,"budget_ms":\(.*\)/\1 \2 ms/' | paste -sd, - | sed 's/,/, /g') || true
+echo "   budgets the partner received for chaos-healthy-1: ${budgets:-(not in /stats)}"
+
+for s in "${scenarios[@]}"; do
+  over_time
+  echo
+  case $s in
+    healthy) ;;
+    pause)
+      echo "== pause: docker compose pause slow-partner (it accepts, never answers: a hang)"
+      echo "   checkout's attempts time out at the budget: a 504 in time, not a hung caller"
+      compose pause slow-partner >/dev/null 2>&1
+      scenario pause 1000 504
+      compose unpause slow-partner >/dev/null 2>&1
+      recovered
+      ;;
+    stop)
+      echo "== stop: docker compose stop slow-partner (its name no longer resolves)"
+      echo "   every attempt fails at once: a fast 504 after inventory's 2 attempts, no wait for nothing"
+      compose stop -t 2 slow-partner >/dev/null 2>&1
+      scenario stop 1000 504
+      compose start slow-partner >/dev/null 2>&1
+      recovered
+      ;;
+    disconnect)
+      echo "== disconnect: docker network disconnect $network slow-partner (cut off the network)"
+      echo "   pooled connections go silent and new ones find no peer: a 504 within the budget"
+      docker network disconnect "$network" "$(partner_container)"
+      scenario disconnect 1000 504
+      docker network connect --alias slow-partner "$network" "$(partner_container)"
+      recovered
+      ;;
+    blackhole)
+      echo "== blackhole: PUT $admin/admin/mode?mode=blackhole (connections are never accepted)"
+      echo "   the name still resolves, connects time out at checkout's 250 ms connect cap; the retry fits"
+      curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=blackhole" >/dev/null
+      scenario blackhole 1000 504
+      curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=normal" >/dev/null
+      recovered
+      ;;
+    hang)
+      echo "== hang: PUT $admin/admin/mode?mode=hang (accepts, never answers)"
+      echo "   the same read timeout as a pause, set through the partner's admin port"
+      curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=hang" >/dev/null
+      scenario hang 1000 504
+      curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=normal" >/dev/null
+      recovered
+      ;;
+    ratelimit)
+      echo "== ratelimit: pricing answers 429 with Retry-After: 30 (checkout restarted with"
+      echo "   CHAOS_PRICING_URL=http://slow-partner:9000/pricing?status=429&retry_after=30)"
+      echo "   a wait longer than the budget is not slept: the 429 and its Retry-After reach the client at once"
+      CHAOS_PRICING_URL='http://slow-partner:9000/pricing?status=429&retry_after=30' \
+        compose up -d --no-deps checkout >/dev/null 2>&1
+      wait_healthy_checkout=$((SECONDS + 30))
+      until [[ "$(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q checkout)")" == healthy ]] ||
+        ((SECONDS > wait_healthy_checkout)); do sleep 0.5; done
+      scenario ratelimit 2000 429
+      compose up -d --no-deps checkout >/dev/null 2>&1
+      recovered
+      ;;
+  esac
+done
+
+echo
+echo "== healthy + ${#scenarios[@]} chaos scenarios, $requests requests each, tolerance $tolerance_ms ms: $((SECONDS - run_start)) s"
+finished=true
+((failed == 0))
