@@ -401,3 +401,85 @@ async fn real_server_reads_headers_and_answers_504_within_the_budget() {
     let problem: Problem = res.json().await.unwrap();
     assert_eq!(problem.header.as_deref(), Some("request-budget-ms"));
 }
+
+/// Issue 9: past the in-flight limit a request is answered at once with
+/// `503` problem+json and `Retry-After`, the handler not run; shed requests
+/// take no slot; slots come back when the work is done.
+#[tokio::test(start_paused = true)]
+async fn overload_past_the_in_flight_limit_is_a_503_with_retry_after_not_a_queue() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (started, overloaded) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (g, s, o) = (gate.clone(), started.clone(), overloaded.clone());
+    let limited = ServerConfig {
+        max_in_flight: Some(2),
+        overload_retry_after: Duration::from_millis(1500),
+        ..config()
+    };
+    let layer = limited
+        .layer()
+        .unwrap()
+        .on_event(move |e: &BudgetEvent<'_>| {
+            if matches!(e, BudgetEvent::Overloaded { limit: 2 }) {
+                o.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    let router = Router::new()
+        .route(
+            "/",
+            get(move || async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                let _permit = g.acquire().await.unwrap();
+                "done"
+            }),
+        )
+        .layer(layer);
+    let busy: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(router.clone().oneshot(get_with(&[]))))
+        .collect();
+    while started.load(Ordering::SeqCst) < 2 {
+        tokio::task::yield_now().await;
+    }
+    // A request below the floor is shed as ever, and takes no slot.
+    let res = router
+        .clone()
+        .oneshot(get_with(&[("request-budget-ms", b"1")]))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 504);
+
+    let res = router.clone().oneshot(get_with(&[])).await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.headers()["retry-after"], "2");
+    assert!(res.headers().contains_key("server-timing"));
+    let problem: Problem = serde_json::from_str(&text(res).await).unwrap();
+    assert_eq!(problem.type_uri, "urn:budget:problem:overloaded");
+    assert!(problem.retryable);
+    assert_eq!(problem.retry_after_ms, Some(1500));
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        2,
+        "the handler never ran for it"
+    );
+    assert_eq!(overloaded.load(Ordering::SeqCst), 1);
+
+    gate.add_permits(2);
+    for res in busy {
+        assert_eq!(res.await.unwrap().unwrap().status(), 200);
+    }
+    // The slots came back: two more are admitted.
+    gate.add_permits(2);
+    for _ in 0..2 {
+        let res = router.clone().oneshot(get_with(&[])).await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    assert_eq!(
+        ServerConfig {
+            max_in_flight: Some(0),
+            ..config()
+        }
+        .layer()
+        .unwrap_err()
+        .field(),
+        "max_in_flight"
+    );
+}

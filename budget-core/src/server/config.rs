@@ -1,3 +1,4 @@
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -5,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::ConfigError;
 use crate::header::{Inbound, OnMalformed};
 use crate::server::BudgetLayer;
+use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 
 /// The server side's configuration, with humantime durations.
 ///
@@ -15,6 +17,8 @@ use crate::server::BudgetLayer;
 /// | `floor` | below this on arrival, shed with `504` | `0s` (only an exhausted budget is shed) |
 /// | `reserve` | per-hop reserve each outbound call holds back | `5ms` |
 /// | `on_malformed` | `reject` (400) or `use-default` | `reject` |
+/// | `max_in_flight` | past this many requests at once, answer `503` + `Retry-After` | none (no limit) |
+/// | `overload_retry_after` | the `Retry-After` of that `503` | `1s` |
 ///
 /// # Example
 ///
@@ -46,6 +50,11 @@ pub struct ServerConfig {
     pub reserve: Duration,
     /// What to do with a malformed budget header.
     pub on_malformed: OnMalformed,
+    /// The most requests worked on at once; absent: no limit.
+    pub max_in_flight: Option<usize>,
+    /// The `Retry-After` of a `503` at the in-flight limit.
+    #[serde(with = "humantime_serde")]
+    pub overload_retry_after: Duration,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +65,8 @@ impl Default for ServerConfig {
             floor: Duration::ZERO,
             reserve: Duration::from_millis(5),
             on_malformed: OnMalformed::Reject,
+            max_in_flight: None,
+            overload_retry_after: DEFAULT_OVERLOAD_RETRY_AFTER,
         }
     }
 }
@@ -66,7 +77,7 @@ impl ServerConfig {
     ///
     /// Errors name the field: `default_budget` or `max_budget` zero,
     /// `default_budget` above `max_budget`, `floor` or `reserve` not below
-    /// `max_budget`.
+    /// `max_budget`, `max_in_flight` zero.
     ///
     /// ```
     /// use budget_core::server::ServerConfig;
@@ -91,9 +102,18 @@ impl ServerConfig {
                 "must be below max_budget, or no downstream call is ever made",
             ));
         }
-        Ok(BudgetLayer::new(inbound)
+        let layer = BudgetLayer::new(inbound)
             .floor(self.floor)
-            .reserve(self.reserve))
+            .reserve(self.reserve);
+        match self.max_in_flight {
+            None => Ok(layer),
+            Some(limit) => {
+                let limit = NonZeroUsize::new(limit).ok_or_else(|| {
+                    ConfigError::new("max_in_flight", "must be at least 1 (absent: no limit)")
+                })?;
+                Ok(layer.max_in_flight(limit, self.overload_retry_after))
+            }
+        }
     }
 }
 

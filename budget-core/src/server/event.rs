@@ -38,6 +38,12 @@ pub enum BudgetEvent<'a> {
         /// The budget the request arrived with.
         budget: Duration,
     },
+    /// The service was at its in-flight limit: `503` with `Retry-After`,
+    /// handler not run.
+    Overloaded {
+        /// The in-flight limit.
+        limit: usize,
+    },
 }
 
 /// A hook called on every [`BudgetEvent`].

@@ -11,6 +11,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::context::RequestContext;
 use crate::problem::{Problem, ProblemKind};
+use crate::server::in_flight::InFlightGuard;
 use crate::server::response::append_server_timing;
 use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
 use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK};
@@ -44,6 +45,8 @@ pin_project! {
             deadline: Option<Sleep>,
             cx: RequestContext,
             on_event: E,
+            // The in-flight slot, held until this future is done or dropped.
+            slot: Option<InFlightGuard>,
         },
     }
 }
@@ -65,7 +68,13 @@ impl<F, E> ResponseFuture<F, E> {
         }
     }
 
-    pub(crate) fn running(cx: RequestContext, inner: F, on_event: E, span: tracing::Span) -> Self
+    pub(crate) fn running(
+        cx: RequestContext,
+        inner: F,
+        on_event: E,
+        span: tracing::Span,
+        slot: Option<InFlightGuard>,
+    ) -> Self
     where
         F: Future,
     {
@@ -75,6 +84,7 @@ impl<F, E> ResponseFuture<F, E> {
                 deadline: None,
                 cx,
                 on_event,
+                slot,
             },
             span,
         }
@@ -103,6 +113,7 @@ where
                 mut deadline,
                 cx,
                 on_event,
+                ..
             } => {
                 // The deadline is checked first: on a tie, it wins.
                 let passed = match deadline.as_mut().as_pin_mut() {

@@ -1,3 +1,4 @@
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -5,6 +6,7 @@ use tower_layer::Layer;
 
 use crate::floor::Floor;
 use crate::header::Inbound;
+use crate::server::in_flight::InFlight;
 use crate::server::{BudgetService, OnBudgetEvent};
 
 /// Applies [`BudgetService`] to a service: every request gets a budget.
@@ -32,12 +34,19 @@ pub struct BudgetLayer<E = ()> {
     on_event: E,
 }
 
+/// The default `Retry-After` of a `503` at the in-flight limit.
+pub(crate) const DEFAULT_OVERLOAD_RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// What every request of one service shares.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
     pub(crate) inbound: Inbound,
     pub(crate) floor: Floor,
     pub(crate) reserve: Duration,
+    /// The in-flight limit, shared by every service the layer makes.
+    pub(crate) in_flight: Option<Arc<InFlight>>,
+    /// The `Retry-After` of a `503` at the in-flight limit.
+    pub(crate) overload_retry_after: Duration,
 }
 
 impl BudgetLayer {
@@ -55,6 +64,8 @@ impl BudgetLayer {
                 inbound,
                 floor: Floor::default(),
                 reserve: Duration::ZERO,
+                in_flight: None,
+                overload_retry_after: DEFAULT_OVERLOAD_RETRY_AFTER,
             }),
             on_event: (),
         }
@@ -83,6 +94,26 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn reserve(mut self, reserve: Duration) -> Self {
         Arc::make_mut(&mut self.settings).reserve = reserve;
+        self
+    }
+
+    /// Works on at most `limit` requests at once: past it, a request is
+    /// answered at once with `503` problem+json and `Retry-After`
+    /// (`retry_after`, rounded up to whole seconds) instead of queueing
+    /// behind work it would wait for (issue 9). Shed and malformed requests
+    /// do not take a slot; a slot frees when the response is ready or the
+    /// request is dropped.
+    ///
+    /// ```
+    /// # use std::{num::NonZeroUsize, time::Duration};
+    /// # use budget_core::server::ServerConfig;
+    /// let limit = NonZeroUsize::new(256).unwrap();
+    /// let _ = ServerConfig::default().layer().unwrap().max_in_flight(limit, Duration::from_secs(1));
+    /// ```
+    pub fn max_in_flight(mut self, limit: NonZeroUsize, retry_after: Duration) -> Self {
+        let settings = Arc::make_mut(&mut self.settings);
+        settings.in_flight = Some(InFlight::new(limit.get()));
+        settings.overload_retry_after = retry_after;
         self
     }
 

@@ -66,6 +66,7 @@ mod config;
 mod event;
 mod extract;
 mod future;
+mod in_flight;
 mod layer;
 mod response;
 mod service;

@@ -14,7 +14,7 @@ use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
 use crate::server::layer::Settings;
 use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
-use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_SHED};
+use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 
 /// Gives every request a budget; see the [module docs](crate::server).
@@ -151,12 +151,34 @@ where
             return ResponseFuture::ready(problem_response(&problem, &ledger), span, OUTCOME_SHED);
         }
 
+        let guard = match &self.settings.in_flight {
+            None => None,
+            Some(in_flight) => match in_flight.try_acquire() {
+                Some(guard) => Some(guard),
+                None => {
+                    let limit = in_flight.limit();
+                    tracing::debug!(limit, "at the in-flight limit: overloaded");
+                    self.on_event.on_event(&BudgetEvent::Overloaded { limit });
+                    let problem = Problem::new(
+                        ProblemKind::Overloaded,
+                        format!("this service is working on its limit of {limit} requests"),
+                    )
+                    .with_retry_after(self.settings.overload_retry_after);
+                    return ResponseFuture::ready(
+                        problem_response(&problem, &ledger),
+                        span,
+                        OUTCOME_OVERLOADED,
+                    );
+                }
+            },
+        };
+
         let cx = RequestContext::new(budget)
             .with_ledger(ledger)
             .with_reserve(self.settings.reserve);
         req.extensions_mut().insert(cx.clone());
         let inner = &mut self.inner;
         let fut = span.in_scope(|| cx.clone().sync_scope(|| inner.call(req)));
-        ResponseFuture::running(cx, fut, self.on_event.clone(), span)
+        ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard)
     }
 }

@@ -132,6 +132,8 @@ pub const OUTCOME_CIRCUIT_OPEN: &str = "circuit_open";
 pub const OUTCOME_NO_PERMIT: &str = "no_permit";
 /// A malformed budget header: `400`.
 pub const OUTCOME_MALFORMED: &str = "malformed";
+/// The service was at its in-flight limit: `503` with `Retry-After`.
+pub const OUTCOME_OVERLOADED: &str = "overloaded";
 
 // ----------------------------------------------------------------- metrics
 
