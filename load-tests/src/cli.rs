@@ -1,0 +1,664 @@
+//! The command line: flags, their checks, and what a run prints and writes.
+//!
+//! Every value is checked before anything starts, and a refusal is a
+//! message naming the flag and exit code 2: a target that is not loopback,
+//! a rate over [`MAX_RATE`](crate::generator::MAX_RATE), a duration over
+//! [`MAX_DURATION`](crate::generator::MAX_DURATION), a count over
+//! [`MAX_REQUESTS`](crate::generator::MAX_REQUESTS), a client timeout over
+//! [`MAX_CLIENT_TIMEOUT`].
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Serialize;
+use service_kit::BudgetMode;
+
+use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
+use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
+use crate::plot::write_svg;
+use crate::report::{RunReport, scenario_markdown};
+use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
+use crate::scenario::{ChainSettings, Partners, ScenarioName};
+use crate::target::{LoopbackUrl, NotLoopback};
+
+/// The largest budget a request may be given (edge's own maximum).
+pub const MAX_BUDGET: Duration = Duration::from_secs(10);
+
+/// Which budget modes a scenario runs in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Modes {
+    /// Budget mode, then budget mode off, back to back.
+    #[default]
+    Both,
+    /// Budget mode only.
+    On,
+    /// Budget mode off only (generous fixed timeouts).
+    Off,
+}
+
+/// Open-loop load tests of the budget chain (edge -> checkout -> slow
+/// partner): budget mode against generous fixed timeouts.
+///
+/// Without --target, each scenario starts a slow partner, checkout and edge
+/// in this process on 127.0.0.1 and runs the load once with budget mode on
+/// and once with it off. With --target, the load goes to an edge that is
+/// already running (loopback only). Prints markdown tables on stdout.
+#[derive(Debug, Parser)]
+#[command(name = "load-tests", version)]
+pub struct Args {
+    /// Scenarios to run, comma-separated [default: all six].
+    #[arg(long = "scenario", value_enum, value_delimiter = ',')]
+    pub scenarios: Vec<ScenarioName>,
+    /// Requests per second [default: 80% of the chain's capacity: 128].
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// How long each run sends (humantime: 20s, 1m).
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Stop each run after this many requests.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// How send times are spread.
+    #[arg(long, value_enum, default_value_t = Arrivals::Constant)]
+    pub arrivals: Arrivals,
+    /// Seed of Poisson arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The budget each request is given (request-budget-ms).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub budget: Duration,
+    /// How long the client waits for an answer: a duration, or `budget`
+    /// to hang up at the budget.
+    #[arg(long, default_value = "35s")]
+    pub client_timeout: String,
+    /// Budget modes to run each scenario in.
+    #[arg(long, value_enum, default_value_t = Modes::Both)]
+    pub modes: Modes,
+    /// Calls in flight per dependency in checkout (the capacity).
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// How much slower `slow` and `recs-slow` make the partner.
+    #[arg(long, default_value_t = 10)]
+    pub slowdown: u64,
+    /// Inventory's floor in budget mode.
+    #[arg(long, default_value = "900ms", value_parser = humantime::parse_duration)]
+    pub inventory_floor: Duration,
+    /// Pricing's floor in budget mode.
+    #[arg(long, default_value = "600ms", value_parser = humantime::parse_duration)]
+    pub pricing_floor: Duration,
+    /// Load a running edge instead (its /checkout URL; loopback only).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// With --target: the slow partner's base URL, to reset and read its
+    /// /stats (loopback only).
+    #[arg(long, requires = "target")]
+    pub partner_stats: Option<String>,
+    /// With --target: consecutive requests sharing one x-request-id.
+    #[arg(long, default_value_t = 1)]
+    pub id_group: u64,
+    /// Requests in flight at most; one due beyond that is not sent.
+    #[arg(long, default_value_t = DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: usize,
+    /// Also write every run as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write the p99-latency and goodput plot to this SVG file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// No progress bar (it is hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// A refused command line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// `--target` is not a loopback `http` URL.
+    #[error("--target: {0}")]
+    Target(NotLoopback),
+    /// `--partner-stats` is not a loopback `http` URL.
+    #[error("--partner-stats: {0}")]
+    PartnerStats(NotLoopback),
+    /// A load flag is out of range.
+    #[error("--{flag}: {source}")]
+    Load {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        source: SpecError,
+    },
+    /// Any other flag out of range.
+    #[error("--{flag}: {problem}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// What a checked command line runs.
+#[derive(Clone, Debug)]
+pub enum Invocation {
+    /// Scenarios against chains started here.
+    Scenarios {
+        /// Which, in order.
+        scenarios: Vec<ScenarioName>,
+        /// How the chain is built.
+        settings: ChainSettings,
+        /// In which modes.
+        modes: Vec<BudgetMode>,
+        /// The load.
+        plan: LoadPlan,
+    },
+    /// One load against a running edge.
+    Target {
+        /// Its `/checkout` URL.
+        target: LoopbackUrl,
+        /// The partner's base URL, for `/stats`.
+        partner_stats: Option<LoopbackUrl>,
+        /// Consecutive requests sharing one `x-request-id`.
+        id_group: u64,
+        /// The load.
+        plan: LoadPlan,
+    },
+}
+
+impl Invocation {
+    /// The load.
+    pub fn plan(&self) -> &LoadPlan {
+        match self {
+            Invocation::Scenarios { plan, .. } | Invocation::Target { plan, .. } => plan,
+        }
+    }
+}
+
+fn flag(flag: &'static str, problem: impl Into<String>) -> CliError {
+    CliError::Flag {
+        flag,
+        problem: problem.into(),
+    }
+}
+
+impl Args {
+    /// Checks every flag and says what to run.
+    ///
+    /// # Errors
+    ///
+    /// The first refused flag, named.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// use load_tests::cli::Args;
+    ///
+    /// let err = Args::try_parse_from(["load-tests", "--target", "http://10.1.2.3:8080/checkout"])
+    ///     .unwrap()
+    ///     .invocation()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().starts_with("--target: refusing http://10.1.2.3:8080/checkout"));
+    /// ```
+    pub fn invocation(&self) -> Result<Invocation, CliError> {
+        let settings = self.chain_settings()?;
+        let plan = self.plan(&settings)?;
+        if let Some(target) = &self.target {
+            let target = LoopbackUrl::parse(target).map_err(CliError::Target)?;
+            let partner_stats = self
+                .partner_stats
+                .as_deref()
+                .map(LoopbackUrl::parse)
+                .transpose()
+                .map_err(CliError::PartnerStats)?;
+            if !self.scenarios.is_empty() {
+                return Err(flag(
+                    "scenario",
+                    "scenarios shape partners this tool starts; they do not apply with --target",
+                ));
+            }
+            if self.id_group == 0 {
+                return Err(flag("id-group", "must be at least 1"));
+            }
+            return Ok(Invocation::Target {
+                target,
+                partner_stats,
+                id_group: self.id_group,
+                plan,
+            });
+        }
+        let scenarios = if self.scenarios.is_empty() {
+            ScenarioName::ALL.to_vec()
+        } else {
+            let mut seen = Vec::new();
+            for s in &self.scenarios {
+                if !seen.contains(s) {
+                    seen.push(*s);
+                }
+            }
+            seen
+        };
+        let modes = match self.modes {
+            Modes::Both => vec![BudgetMode::On, BudgetMode::Off],
+            Modes::On => vec![BudgetMode::On],
+            Modes::Off => vec![BudgetMode::Off],
+        };
+        Ok(Invocation::Scenarios {
+            scenarios,
+            settings,
+            modes,
+            plan,
+        })
+    }
+
+    fn chain_settings(&self) -> Result<ChainSettings, CliError> {
+        if !(1..=1024).contains(&self.concurrency) {
+            return Err(flag(
+                "concurrency",
+                format!("{} is outside 1 to 1024", self.concurrency),
+            ));
+        }
+        if !(1..=100).contains(&self.slowdown) {
+            return Err(flag(
+                "slowdown",
+                format!("{} is outside 1 to 100", self.slowdown),
+            ));
+        }
+        for (name, floor) in [
+            ("inventory-floor", self.inventory_floor),
+            ("pricing-floor", self.pricing_floor),
+        ] {
+            if floor > MAX_BUDGET {
+                return Err(flag(
+                    name,
+                    format!(
+                        "{} is over the largest budget, 10s",
+                        humantime::format_duration(floor)
+                    ),
+                ));
+            }
+        }
+        Ok(ChainSettings {
+            concurrency: self.concurrency,
+            slowdown: self.slowdown,
+            inventory_floor: self.inventory_floor,
+            pricing_floor: self.pricing_floor,
+        })
+    }
+
+    fn plan(&self, settings: &ChainSettings) -> Result<LoadPlan, CliError> {
+        let load = |flag, source| CliError::Load { flag, source };
+        let rate = self.rate.unwrap_or(0.8 * settings.capacity());
+        let spec = LoadSpec::new(rate, self.duration).map_err(|e| match e {
+            SpecError::ZeroDuration | SpecError::DurationOverCap { .. } => load("duration", e),
+            e => load("rate", e),
+        })?;
+        let spec = match self.requests {
+            Some(n) => spec.with_max_requests(n).map_err(|e| load("requests", e))?,
+            None => spec,
+        }
+        .with_arrivals(self.arrivals, self.seed)
+        .with_max_in_flight(self.max_in_flight)
+        .map_err(|e| load("max-in-flight", e))?;
+        if self.budget.is_zero() || self.budget > MAX_BUDGET {
+            return Err(flag(
+                "budget",
+                format!(
+                    "{} is outside 1ms to 10s",
+                    humantime::format_duration(self.budget)
+                ),
+            ));
+        }
+        let patience = if self.client_timeout == "budget" {
+            Patience::Budget
+        } else {
+            let d = humantime::parse_duration(&self.client_timeout).map_err(|e| {
+                flag(
+                    "client-timeout",
+                    format!("`{}`: {e} (a duration, or `budget`)", self.client_timeout),
+                )
+            })?;
+            if d.is_zero() || d > MAX_CLIENT_TIMEOUT {
+                return Err(flag(
+                    "client-timeout",
+                    format!("{} is outside 1ms to 60s", humantime::format_duration(d)),
+                ));
+            }
+            Patience::Fixed(d)
+        };
+        Ok(LoadPlan {
+            spec,
+            budget: self.budget,
+            patience,
+            progress: !self.no_progress,
+        })
+    }
+}
+
+/// Runs what `invocation` says; the reports in run order.
+///
+/// # Errors
+///
+/// When a chain or partner cannot start, or a target cannot be reached
+/// for its stats.
+pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError> {
+    match invocation {
+        Invocation::Target {
+            target,
+            partner_stats,
+            id_group,
+            plan,
+        } => {
+            let label = RunLabel {
+                scenario: "target".into(),
+                mode: "target".into(),
+                description: format!("a running edge at {target}"),
+                id_group: *id_group,
+            };
+            let stats = match partner_stats {
+                Some(url) => PartnerStats::Http(url.clone()),
+                None => PartnerStats::None,
+            };
+            Ok(vec![run_load(plan, target.clone(), label, stats).await?])
+        }
+        Invocation::Scenarios {
+            scenarios,
+            settings,
+            modes,
+            plan,
+        } => {
+            let partners = Partners::start().await?;
+            let mut reports = Vec::new();
+            for &name in scenarios {
+                eprintln!(
+                    "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
+                    name.as_str(),
+                    plan.spec.rate(),
+                    humantime::format_duration(plan.spec.duration()),
+                    modes.len()
+                );
+                let runs = run_scenario(name, settings, plan, modes, &partners).await;
+                match runs {
+                    Ok(runs) => reports.extend(runs),
+                    Err(e) => {
+                        partners.shutdown().await;
+                        return Err(e);
+                    }
+                }
+            }
+            partners.shutdown().await;
+            Ok(reports)
+        }
+    }
+}
+
+/// The markdown on stdout: the setup, then per scenario the side-by-side
+/// summary and the budget tables.
+pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -> String {
+    let mut out = String::new();
+    out.push_str("## Load tests: budget mode vs generous timeouts\n\n");
+    out.push_str(&format!("Command: `{command}`\n\n"));
+    out.push_str(&format!("Machine: {}\n\n", machine().describe()));
+    if let Invocation::Scenarios { settings, .. } = invocation {
+        out.push_str(&format!(
+            "Chain: checkout holds at most {} calls in flight per dependency; healthy capacity {:.0} req/s \
+             (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s; \
+             slowdown {}x.\n\n",
+            settings.concurrency,
+            settings.capacity(),
+            humantime::format_duration(settings.inventory_floor),
+            humantime::format_duration(settings.pricing_floor),
+            settings.slowdown,
+        ));
+    }
+    let mut groups: Vec<Vec<RunReport>> = Vec::new();
+    for r in reports {
+        match groups.iter_mut().find(|g| g[0].scenario == r.scenario) {
+            Some(g) => g.push(r.clone()),
+            None => groups.push(vec![r.clone()]),
+        }
+    }
+    for g in &groups {
+        out.push_str(&scenario_markdown(g));
+    }
+    out
+}
+
+/// What the JSON file holds.
+#[derive(Debug, Serialize)]
+struct JsonOut<'a> {
+    command: &'a str,
+    machine: Machine,
+    settings: Option<&'a ChainSettings>,
+    runs: &'a [RunReport],
+}
+
+/// The machine a run was measured on.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// `model name` from /proc/cpuinfo.
+    pub cpu_model: Option<String>,
+}
+
+impl Machine {
+    fn describe(&self) -> String {
+        format!(
+            "{} logical CPUs, {}",
+            self.cpus,
+            self.cpu_model.as_deref().unwrap_or("unknown CPU")
+        )
+    }
+}
+
+/// This machine.
+pub fn machine() -> Machine {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|m| m.trim().to_owned())
+    });
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_model,
+    }
+}
+
+/// Writes the JSON file.
+///
+/// # Errors
+///
+/// When the file cannot be written.
+pub fn write_json(
+    path: &std::path::Path,
+    invocation: &Invocation,
+    command: &str,
+    reports: &[RunReport],
+) -> std::io::Result<()> {
+    let settings = match invocation {
+        Invocation::Scenarios { settings, .. } => Some(settings),
+        Invocation::Target { .. } => None,
+    };
+    let out = JsonOut {
+        command,
+        machine: machine(),
+        settings,
+        runs: reports,
+    };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    serde_json::to_writer_pretty(&mut file, &out)?;
+    file.write_all(b"\n")?;
+    file.flush()
+}
+
+/// The whole program: check `args`, run, print, write. Exit code 2 for a
+/// refused command line, 1 for a failed run.
+pub fn main_with(args: Args, command: &str) -> ExitCode {
+    let invocation = match args.invocation() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("load-tests: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("load-tests: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let reports = match runtime.block_on(execute(&invocation)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("load-tests: {}", service_kit::error_chain(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", markdown(&invocation, command, &reports));
+    if let Some(path) = &args.json
+        && let Err(e) = write_json(path, &invocation, command, &reports)
+    {
+        eprintln!("load-tests: --json {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    if let Some(path) = &args.svg
+        && let Err(e) = write_svg(path, &reports)
+    {
+        eprintln!("load-tests: --svg {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(args: &[&str]) -> String {
+        let mut full = vec!["load-tests"];
+        full.extend_from_slice(args);
+        Args::try_parse_from(full)
+            .expect("parses")
+            .invocation()
+            .expect_err("refused")
+            .to_string()
+    }
+
+    fn accepted(args: &[&str]) -> Invocation {
+        let mut full = vec!["load-tests"];
+        full.extend_from_slice(args);
+        Args::try_parse_from(full)
+            .expect("parses")
+            .invocation()
+            .expect("accepted")
+    }
+
+    #[test]
+    fn a_target_that_is_not_loopback_is_refused() {
+        for url in [
+            "http://10.0.0.1:8080/checkout",
+            "http://example.com/checkout",
+            "http://0.0.0.0:8080/checkout",
+            "https://127.0.0.1/checkout",
+        ] {
+            let err = refusal(&["--target", url]);
+            assert!(
+                err.starts_with(&format!("--target: refusing {url}")),
+                "{err}"
+            );
+        }
+        let err = refusal(&[
+            "--target",
+            "http://127.0.0.1:1/checkout",
+            "--partner-stats",
+            "http://192.168.0.2:9000",
+        ]);
+        assert!(err.starts_with("--partner-stats: refusing"), "{err}");
+        assert!(matches!(
+            accepted(&["--target", "http://localhost:8080/checkout"]),
+            Invocation::Target { .. }
+        ));
+    }
+
+    #[test]
+    fn rate_and_duration_over_the_caps_are_refused() {
+        assert_eq!(
+            refusal(&["--rate", "5001"]),
+            "--rate: rate 5001/s is over the cap of 5000/s"
+        );
+        assert_eq!(
+            refusal(&["--rate", "0"]),
+            "--rate: rate 0/s is not a positive number"
+        );
+        assert_eq!(
+            refusal(&["--duration", "11m"]),
+            "--duration: duration 11m is over the cap of 10m"
+        );
+        assert_eq!(
+            refusal(&["--duration", "0s"]),
+            "--duration: duration must be more than zero"
+        );
+        assert!(refusal(&["--requests", "1000001"]).starts_with("--requests: "));
+        assert!(refusal(&["--client-timeout", "61s"]).starts_with("--client-timeout: "));
+        assert!(refusal(&["--client-timeout", "soon"]).starts_with("--client-timeout: "));
+        assert!(refusal(&["--budget", "11s"]).starts_with("--budget: "));
+        assert!(refusal(&["--concurrency", "0"]).starts_with("--concurrency: "));
+        assert!(refusal(&["--slowdown", "1000"]).starts_with("--slowdown: "));
+        assert!(refusal(&["--max-in-flight", "100000"]).starts_with("--max-in-flight: "));
+        assert!(
+            refusal(&["--target", "http://127.0.0.1:1/", "--scenario", "slow"])
+                .starts_with("--scenario: ")
+        );
+        // At the caps: accepted.
+        assert!(matches!(
+            accepted(&["--rate", "5000", "--duration", "10m"]),
+            Invocation::Scenarios { .. }
+        ));
+    }
+
+    #[test]
+    fn the_defaults_run_every_scenario_in_both_modes_at_80_percent_of_capacity() {
+        let Invocation::Scenarios {
+            scenarios,
+            modes,
+            plan,
+            settings,
+        } = accepted(&[])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(scenarios, ScenarioName::ALL);
+        assert_eq!(modes, [BudgetMode::On, BudgetMode::Off]);
+        assert_eq!(plan.spec.rate(), 128.0);
+        assert_eq!(plan.spec.expected_requests(), 2560);
+        assert_eq!(plan.budget, Duration::from_secs(2));
+        assert_eq!(plan.patience, Patience::Fixed(Duration::from_secs(35)));
+        assert_eq!(settings, ChainSettings::default());
+        let Invocation::Scenarios {
+            scenarios,
+            modes,
+            plan,
+            ..
+        } = accepted(&[
+            "--scenario",
+            "slow,slow,healthy",
+            "--modes",
+            "off",
+            "--client-timeout",
+            "budget",
+        ])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
+        assert_eq!(modes, [BudgetMode::Off]);
+        assert_eq!(plan.patience, Patience::Budget);
+    }
+}

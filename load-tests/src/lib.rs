@@ -1,0 +1,58 @@
+//! # load-tests
+//!
+//! The proof of the project's claim: under a slow partner, generous fixed
+//! timeouts pile up waiting work and collapse goodput, while one shared
+//! time budget sheds fast and keeps the service useful.
+//!
+//! An open-loop generator ([`generator`]: constant or Poisson arrivals,
+//! latency counted from the intended send time, bounded in count and
+//! duration) drives the real chain (`edge -> checkout -> slow partner`,
+//! started in this process on loopback by [`scenario`]) once with budget
+//! mode on and once off, same load, and reports per run ([`report`]): the
+//! outcome of every request, goodput (`2xx` within the client's budget,
+//! per second), latency percentiles, the partner's late work, and the
+//! budget table aggregated from every answer's `Server-Timing` ledger
+//! ([`budget_table`]); as markdown, JSON and an SVG plot ([`plot`]).
+//!
+//! ```text
+//! cargo run --release -p load-tests -- --scenario slow --json slow.json --svg slow.svg
+//! cargo run --release -p load-tests -- --target http://127.0.0.1:8080/checkout --rate 50 --duration 10s
+//! ```
+//!
+//! Only loopback targets are accepted ([`target`]); every run stops by
+//! itself.
+//!
+//! # Example: one short run in budget mode
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use load_tests::client::Patience;
+//! use load_tests::generator::LoadSpec;
+//! use load_tests::run::{LoadPlan, run_scenario};
+//! use load_tests::scenario::{ChainSettings, Partners, ScenarioName};
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let plan = LoadPlan {
+//!     spec: LoadSpec::new(20.0, Duration::from_secs(2))?,
+//!     budget: Duration::from_secs(2),
+//!     patience: Patience::Fixed(Duration::from_secs(35)),
+//!     progress: false,
+//! };
+//! let partners = Partners::start().await?;
+//! let runs = run_scenario(ScenarioName::Healthy, &ChainSettings::default(), &plan,
+//!     &[service_kit::BudgetMode::On], &partners).await?;
+//! println!("{} req/s good", runs[0].goodput_per_s);
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod budget_table;
+pub mod cli;
+pub mod client;
+pub mod generator;
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod target;

@@ -1,0 +1,659 @@
+//! What a run measured: outcomes, goodput, latency, the partner's late
+//! work, the budget table and a per-second timeline; as JSON
+//! ([`RunReport`] is `Serialize`) and as markdown.
+//!
+//! # Definitions
+//!
+//! - **outcomes**: every scheduled request lands in exactly one of `ok`
+//!   (a `2xx` with every dependency), `degraded` (a `2xx` that lacks an
+//!   optional one), `429`, `503`, `504`, `other` (any other status, listed
+//!   in `other_statuses`), `client_timeout`, `transport` (a connection
+//!   error) and `not_sent` (the generator's in-flight cap); they add up to
+//!   `scheduled`.
+//! - **goodput**: `2xx` answers, degraded included, that arrived within the
+//!   budget the client sent (latency counted from the intended send time),
+//!   per second of the sending window. A degraded answer counts: serving it
+//!   instead of failing is what an optional dependency is for.
+//!   `full_goodput_per_s` counts only the non-degraded ones.
+//! - **latency**: from the intended send time to the end of the answer's
+//!   body (or the error), over every request sent, from an HdrHistogram
+//!   (microseconds, 3 significant digits).
+//! - **partner late work**: the slow partner's own `late` counter (`GET
+//!   /stats`, reset before the run): calls whose work ended after the
+//!   budget they arrived with. A call that arrives without a budget is
+//!   never judged, so with budget mode off (nothing forwarded) it is 0 by
+//!   construction. The comparable number for both modes is
+//!   `partner_calls_not_answered_by_deadline`: the partner's requests minus
+//!   those that, by the answers' ledgers, were answered by the client's
+//!   deadline ([`partner_calls_answered_by`]); calls cut by a timeout, and
+//!   calls of requests that came back without checkout's ledger, count as
+//!   not answered in time.
+//! - **timeline**: per second of intended send time, the requests due in
+//!   it, how many of them were good, and their p99 latency.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use budget_core::ledger::parse_server_timing;
+use comfy_table::presets::ASCII_MARKDOWN;
+use comfy_table::{CellAlignment, Table};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use slow_partner::StatsSnapshot;
+
+use crate::budget_table::{
+    BudgetTable, StepSummary, markdown, micros_histogram, partner_calls_answered_by,
+};
+use crate::client::{Outcome, Patience, Sample};
+use crate::generator::{Arrivals, LoadSpec, RunTotals};
+
+/// Counts per outcome; they add up to the requests scheduled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcomes {
+    /// `2xx` with every dependency.
+    pub ok: u64,
+    /// `2xx` lacking an optional dependency.
+    pub degraded: u64,
+    /// `429 Too Many Requests`.
+    pub too_many_requests: u64,
+    /// `503 Service Unavailable`.
+    pub unavailable: u64,
+    /// `504 Gateway Timeout`.
+    pub gateway_timeout: u64,
+    /// Any other status.
+    pub other: u64,
+    /// The other statuses, by code.
+    pub other_statuses: BTreeMap<u16, u64>,
+    /// No answer within the client's patience.
+    pub client_timeout: u64,
+    /// A connection error.
+    pub transport: u64,
+    /// Never sent (the generator's in-flight cap).
+    pub not_sent: u64,
+}
+
+impl Outcomes {
+    /// Counts one request.
+    pub fn add(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Ok => self.ok += 1,
+            Outcome::Degraded => self.degraded += 1,
+            Outcome::Status(429) => self.too_many_requests += 1,
+            Outcome::Status(503) => self.unavailable += 1,
+            Outcome::Status(504) => self.gateway_timeout += 1,
+            Outcome::Status(code) => {
+                self.other += 1;
+                *self.other_statuses.entry(code).or_default() += 1;
+            }
+            Outcome::ClientTimeout => self.client_timeout += 1,
+            Outcome::Transport => self.transport += 1,
+            Outcome::NotSent => self.not_sent += 1,
+        }
+    }
+
+    /// Every request counted.
+    pub fn total(&self) -> u64 {
+        self.ok
+            + self.degraded
+            + self.too_many_requests
+            + self.unavailable
+            + self.gateway_timeout
+            + self.other
+            + self.client_timeout
+            + self.transport
+            + self.not_sent
+    }
+}
+
+/// Latency percentiles, milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Self {
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+            mean: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// The slow partner's side of a run (its `/stats`, reset before the run).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartnerReport {
+    /// Calls it received.
+    pub requests: u64,
+    /// Calls answered, by status.
+    pub answered: BTreeMap<u16, u64>,
+    /// Calls that arrived with a budget.
+    pub with_budget: u64,
+    /// Calls whose work ended after the budget they arrived with.
+    pub late: u64,
+    /// `late / requests`.
+    pub late_share: f64,
+    /// Calls whose caller hung up before the work was done.
+    pub abandoned: u64,
+    /// `requests` minus the calls the ledgers show answered by the
+    /// client's deadline (see the module docs).
+    pub not_answered_by_deadline: u64,
+    /// `not_answered_by_deadline / requests`.
+    pub not_answered_by_deadline_share: f64,
+}
+
+impl PartnerReport {
+    /// From the partner's counters and the ledgers' count of calls
+    /// answered by the client's deadline.
+    pub fn new(stats: &StatsSnapshot, answered_by_deadline: u64) -> Self {
+        let share = |n: u64| {
+            if stats.requests == 0 {
+                0.0
+            } else {
+                n as f64 / stats.requests as f64
+            }
+        };
+        let not_answered = stats.requests.saturating_sub(answered_by_deadline);
+        Self {
+            requests: stats.requests,
+            answered: stats.answered.clone(),
+            with_budget: stats.with_budget,
+            late: stats.late,
+            late_share: share(stats.late),
+            abandoned: stats.abandoned,
+            not_answered_by_deadline: not_answered,
+            not_answered_by_deadline_share: share(not_answered),
+        }
+    }
+}
+
+/// One second of the run, by intended send time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SecondSummary {
+    /// Seconds from the start of the run.
+    pub second: u64,
+    /// Requests due in it.
+    pub due: u64,
+    /// Of those, the good ones (goodput).
+    pub good: u64,
+    /// Their p99 latency, ms (none sent: none).
+    pub p99_ms: Option<f64>,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The scenario's name (`slow`), or `target`.
+    pub scenario: String,
+    /// `budget`, `naive` or `target`.
+    pub mode: String,
+    /// What the scenario does.
+    pub description: String,
+    /// Requests per second.
+    pub rate_per_s: f64,
+    /// The sending window, seconds.
+    pub duration_s: f64,
+    /// How send times were spread.
+    pub arrivals: Arrivals,
+    /// The budget each request was given, ms.
+    pub budget_ms: u64,
+    /// How long the client waited for an answer.
+    pub patience: Patience,
+    /// Requests in the schedule.
+    pub scheduled: u64,
+    /// Requests sent.
+    pub sent: u64,
+    /// What came of them.
+    pub outcomes: Outcomes,
+    /// `2xx` within the budget.
+    pub good: u64,
+    /// `good` per second of the sending window.
+    pub goodput_per_s: f64,
+    /// Non-degraded `2xx` within the budget, per second.
+    pub full_goodput_per_s: f64,
+    /// `2xx` that came after the budget (nobody was waiting any more).
+    pub success_after_budget: u64,
+    /// Latency of every request sent.
+    pub latency_ms: Latency,
+    /// How far behind schedule the generator sent, at worst, ms.
+    pub generator_max_lag_ms: f64,
+    /// From the first send to the last answer, seconds.
+    pub wall_s: f64,
+    /// The 1, 5 and 15 minute load averages before the run.
+    pub load_average: Option<[f64; 3]>,
+    /// The partner's counters, when it could be read.
+    pub partner: Option<PartnerReport>,
+    /// The budget table.
+    pub steps: Vec<StepSummary>,
+    /// Per second of the run.
+    pub timeline: Vec<SecondSummary>,
+}
+
+/// A second's live aggregate.
+#[derive(Debug)]
+struct Second {
+    due: u64,
+    good: u64,
+    latency: Histogram<u64>,
+}
+
+/// Collects a run's samples into a [`RunReport`].
+#[derive(Debug)]
+pub struct Recorder {
+    outcomes: Outcomes,
+    latency: Histogram<u64>,
+    good: u64,
+    full_good: u64,
+    success_after_budget: u64,
+    table: BudgetTable,
+    partner_calls_on_time: u64,
+    seconds: Vec<Second>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Recorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self {
+            outcomes: Outcomes::default(),
+            latency: micros_histogram(),
+            good: 0,
+            full_good: 0,
+            success_after_budget: 0,
+            table: BudgetTable::new(),
+            partner_calls_on_time: 0,
+            seconds: Vec::new(),
+        }
+    }
+
+    /// Adds one request.
+    pub fn record(&mut self, sample: &Sample) {
+        self.outcomes.add(sample.outcome);
+        let second = sample.scheduled.offset().as_secs() as usize;
+        if self.seconds.len() <= second {
+            self.seconds.resize_with(second + 1, || Second {
+                due: 0,
+                good: 0,
+                // 2 significant digits are plenty for a per-second p99.
+                latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
+                    .expect("static bounds are valid"),
+            });
+        }
+        let sec = &mut self.seconds[second];
+        sec.due += 1;
+        if sample.outcome == Outcome::NotSent {
+            return;
+        }
+        let micros = (sample.latency.as_micros() as u64).max(1);
+        self.latency.saturating_record(micros);
+        sec.latency.saturating_record(micros);
+        if sample.is_good() {
+            self.good += 1;
+            sec.good += 1;
+            if sample.outcome == Outcome::Ok {
+                self.full_good += 1;
+            }
+        } else if sample.outcome.is_success() {
+            self.success_after_budget += 1;
+        }
+        if let Some(timing) = &sample.server_timing {
+            let metrics = parse_server_timing(timing);
+            let to_ms = |d: Duration| d.as_secs_f64() * 1000.0;
+            self.partner_calls_on_time +=
+                partner_calls_answered_by(&metrics, to_ms(sample.latency), to_ms(sample.budget));
+            self.table.record_metrics(&metrics);
+        }
+    }
+
+    /// Partner calls the ledgers show answered by the client's deadline.
+    pub fn partner_calls_answered_by_deadline(&self) -> u64 {
+        self.partner_calls_on_time
+    }
+
+    /// The report of the run.
+    pub fn finish(
+        self,
+        run: RunInfo,
+        totals: RunTotals,
+        partner: Option<&StatsSnapshot>,
+    ) -> RunReport {
+        let window = run.spec.duration().as_secs_f64();
+        RunReport {
+            scenario: run.scenario,
+            mode: run.mode,
+            description: run.description,
+            rate_per_s: run.spec.rate(),
+            duration_s: window,
+            arrivals: run.spec.arrivals(),
+            budget_ms: run.budget.as_millis() as u64,
+            patience: run.patience,
+            scheduled: totals.scheduled,
+            sent: totals.sent,
+            good: self.good,
+            goodput_per_s: self.good as f64 / window,
+            full_goodput_per_s: self.full_good as f64 / window,
+            success_after_budget: self.success_after_budget,
+            latency_ms: Latency::of(&self.latency),
+            generator_max_lag_ms: totals.max_lag.as_secs_f64() * 1000.0,
+            wall_s: totals.elapsed.as_secs_f64(),
+            load_average: run.load_average,
+            partner: partner.map(|s| PartnerReport::new(s, self.partner_calls_on_time)),
+            steps: self.table.summaries(),
+            timeline: self
+                .seconds
+                .iter()
+                .enumerate()
+                .map(|(i, s)| SecondSummary {
+                    second: i as u64,
+                    due: s.due,
+                    good: s.good,
+                    p99_ms: (!s.latency.is_empty())
+                        .then(|| s.latency.value_at_quantile(0.99) as f64 / 1000.0),
+                })
+                .collect(),
+            outcomes: self.outcomes,
+        }
+    }
+}
+
+/// What a report says about the run besides its measurements.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    /// The scenario's name.
+    pub scenario: String,
+    /// `budget`, `naive` or `target`.
+    pub mode: String,
+    /// What the scenario does.
+    pub description: String,
+    /// The load.
+    pub spec: LoadSpec,
+    /// The client's budget.
+    pub budget: Duration,
+    /// The client's patience.
+    pub patience: Patience,
+    /// The load averages before the run.
+    pub load_average: Option<[f64; 3]>,
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), where there is
+/// one.
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut parts = text.split_whitespace().map(|p| p.parse::<f64>().ok());
+    Some([parts.next()??, parts.next()??, parts.next()??])
+}
+
+/// Side-by-side summary of the runs of one scenario (a column per run),
+/// then each run's budget table.
+pub fn scenario_markdown(runs: &[RunReport]) -> String {
+    let Some(first) = runs.first() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {} ms, client patience {}.\n",
+        first.scenario,
+        first.description,
+        first.rate_per_s,
+        first.arrivals,
+        first.duration_s,
+        first.budget_ms,
+        match first.patience {
+            Patience::Fixed(d) => humantime::format_duration(d).to_string(),
+            Patience::Budget => "the budget".to_owned(),
+        }
+    );
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN);
+    let mut header = vec!["".to_owned()];
+    header.extend(runs.iter().map(|r| format!("{} mode", r.mode)));
+    table.set_header(header);
+    let row = |name: &str, f: &dyn Fn(&RunReport) -> String| {
+        let mut cells = vec![name.to_owned()];
+        cells.extend(runs.iter().map(f));
+        cells
+    };
+    let pct = |n: u64, of: u64| {
+        if of == 0 {
+            "0".to_owned()
+        } else {
+            format!("{n} ({:.1}%)", n as f64 * 100.0 / of as f64)
+        }
+    };
+    let rows: Vec<Vec<String>> = vec![
+        row("requests scheduled / sent", &|r| {
+            format!("{} / {}", r.scheduled, r.sent)
+        }),
+        row("200 (full)", &|r| r.outcomes.ok.to_string()),
+        row("200 degraded", &|r| r.outcomes.degraded.to_string()),
+        row("429", &|r| r.outcomes.too_many_requests.to_string()),
+        row("503", &|r| r.outcomes.unavailable.to_string()),
+        row("504", &|r| r.outcomes.gateway_timeout.to_string()),
+        row("other status", &|r| {
+            let detail: Vec<String> = r
+                .outcomes
+                .other_statuses
+                .iter()
+                .map(|(c, n)| format!("{c}: {n}"))
+                .collect();
+            if detail.is_empty() {
+                "0".to_owned()
+            } else {
+                format!("{} ({})", r.outcomes.other, detail.join(", "))
+            }
+        }),
+        row("transport errors / client timeouts", &|r| {
+            format!("{} / {}", r.outcomes.transport, r.outcomes.client_timeout)
+        }),
+        row("not sent (in-flight cap)", &|r| {
+            r.outcomes.not_sent.to_string()
+        }),
+        row("**goodput** (2xx within budget), req/s", &|r| {
+            format!("**{:.1}**", r.goodput_per_s)
+        }),
+        row("of which not degraded, req/s", &|r| {
+            format!("{:.1}", r.full_goodput_per_s)
+        }),
+        row("2xx after the budget", &|r| {
+            r.success_after_budget.to_string()
+        }),
+        row("latency p50 / p90 / p99 / max, ms", &|r| {
+            let l = r.latency_ms;
+            format!("{:.0} / {:.0} / {:.0} / {:.0}", l.p50, l.p90, l.p99, l.max)
+        }),
+        row("partner calls", &|r| {
+            r.partner
+                .as_ref()
+                .map_or("-".into(), |p| p.requests.to_string())
+        }),
+        row("partner late (its /stats)", &|r| {
+            r.partner
+                .as_ref()
+                .map_or("-".into(), |p| pct(p.late, p.requests))
+        }),
+        row(
+            "partner calls not answered by the client's deadline",
+            &|r| {
+                r.partner
+                    .as_ref()
+                    .map_or("-".into(), |p| pct(p.not_answered_by_deadline, p.requests))
+            },
+        ),
+        row("generator max lag, ms", &|r| {
+            format!("{:.1}", r.generator_max_lag_ms)
+        }),
+        row("run wall time, s", &|r| format!("{:.1}", r.wall_s)),
+        row("load average before (1 / 5 / 15 min)", &|r| {
+            r.load_average
+                .map_or("-".into(), |[a, b, c]| format!("{a:.2} / {b:.2} / {c:.2}"))
+        }),
+    ];
+    for r in rows {
+        table.add_row(r);
+    }
+    for col in 1..=runs.len() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}\n");
+    for r in runs {
+        let _ = writeln!(
+            out,
+            "Budget table, {} mode ({} answers with a ledger):\n",
+            r.mode,
+            r.steps.first().map_or(0, |s| s.requests)
+        );
+        if r.steps.is_empty() {
+            let _ = writeln!(out, "(no answer carried a Server-Timing ledger)\n");
+        } else {
+            let _ = writeln!(out, "{}\n", markdown(&r.steps));
+        }
+    }
+    out
+}
+
+/// Serialises a duration as whole milliseconds.
+pub(crate) mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::generator::Scheduled;
+
+    fn sample(index: u64, outcome: Outcome, latency_ms: u64, timing: Option<&str>) -> Sample {
+        let start = Instant::now();
+        Sample {
+            scheduled: Scheduled {
+                index,
+                intended: start + Duration::from_millis(index * 100),
+                run_start: start,
+            },
+            outcome,
+            latency: Duration::from_millis(latency_ms),
+            budget: Duration::from_millis(1000),
+            server_timing: timing.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn outcomes_add_up_and_goodput_counts_2xx_within_the_budget() {
+        let mut rec = Recorder::new();
+        let samples = [
+            sample(0, Outcome::Ok, 100, None),
+            sample(1, Outcome::Degraded, 900, None),
+            sample(2, Outcome::Ok, 1500, None), // late: not good
+            sample(3, Outcome::Status(504), 990, None),
+            sample(4, Outcome::Status(429), 5, None),
+            sample(5, Outcome::Status(502), 50, None),
+            sample(6, Outcome::ClientTimeout, 35_000, None),
+            sample(7, Outcome::Transport, 1, None),
+            sample(8, Outcome::NotSent, 0, None),
+            sample(12, Outcome::Status(503), 3, None),
+        ];
+        for s in &samples {
+            rec.record(s);
+        }
+        let spec = LoadSpec::new(10.0, Duration::from_secs(2)).unwrap();
+        let info = RunInfo {
+            scenario: "t".into(),
+            mode: "budget".into(),
+            description: "test".into(),
+            spec,
+            budget: Duration::from_secs(1),
+            patience: Patience::Budget,
+            load_average: None,
+        };
+        let totals = RunTotals {
+            scheduled: 10,
+            sent: 9,
+            not_sent: 1,
+            ..RunTotals::default()
+        };
+        let report = rec.finish(info, totals, Some(&StatsSnapshot::default()));
+        assert_eq!(report.outcomes.total(), 10);
+        assert_eq!(report.outcomes.other_statuses, BTreeMap::from([(502, 1)]));
+        assert_eq!((report.good, report.success_after_budget), (2, 1));
+        assert_eq!(report.goodput_per_s, 1.0);
+        assert_eq!(report.full_goodput_per_s, 0.5);
+        // Seconds 0 (requests 0-9 minus the unsent one) and 1 (request 12).
+        assert_eq!(report.timeline.len(), 2);
+        assert_eq!((report.timeline[0].due, report.timeline[0].good), (9, 2));
+        assert_eq!(report.timeline[1].due, 1);
+        assert!((report.latency_ms.max - 35_000.0).abs() < 35.0);
+        let json = serde_json::to_string(&report).unwrap();
+        let back: RunReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.outcomes, report.outcomes);
+        let md = scenario_markdown(&[report]);
+        assert!(md.contains("| 504"), "{md}");
+        assert!(md.contains("502: 1"), "{md}");
+    }
+
+    #[test]
+    fn the_partner_report_compares_its_calls_with_the_ledgers() {
+        let mut rec = Recorder::new();
+        // Answered at 900 ms of a 1000 ms budget: both calls in time.
+        rec.record(&sample(
+            0,
+            Outcome::Ok,
+            900,
+            Some("checkout;dur=800, checkout.inventory;dur=100, checkout.pricing;dur=600"),
+        ));
+        // Answered at 3000 ms: checkout started at 200; inventory ended at
+        // 300 (in time), pricing at 2900 (not).
+        rec.record(&sample(
+            1,
+            Outcome::Ok,
+            3000,
+            Some("checkout;dur=2800, checkout.inventory;dur=100, checkout.pricing;dur=2600"),
+        ));
+        assert_eq!(rec.partner_calls_answered_by_deadline(), 3);
+        let stats: StatsSnapshot = serde_json::from_str(
+            r#"{"requests":5,"answered":{"200":5},"with_budget":0,"late":0,"abandoned":0,"evicted_ids":0,"ids":{}}"#,
+        )
+        .unwrap();
+        let p = PartnerReport::new(&stats, rec.partner_calls_answered_by_deadline());
+        assert_eq!((p.requests, p.late, p.not_answered_by_deadline), (5, 0, 2));
+        assert_eq!(p.not_answered_by_deadline_share, 0.4);
+    }
+}

@@ -1,0 +1,232 @@
+//! Running loads: one against a URL ([`run_load`]), or a scenario in each
+//! budget mode against chains this process starts ([`run_scenario`]).
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use service_kit::BudgetMode;
+use slow_partner::{PartnerHandle, StatsSnapshot};
+
+use crate::client::{ClientConfig, LoadClient, Patience, Sample};
+use crate::generator::{LoadSpec, run_open_loop};
+use crate::report::{Recorder, RunInfo, RunReport, load_average};
+use crate::scenario::{Chain, ChainError, ChainSettings, Partners, Scenario, ScenarioName};
+use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
+
+/// How every run of an invocation loads its target.
+#[derive(Clone, Debug)]
+pub struct LoadPlan {
+    /// Rate, duration, count, arrivals.
+    pub spec: LoadSpec,
+    /// The budget each request is given.
+    pub budget: Duration,
+    /// How long the client waits for an answer.
+    pub patience: Patience,
+    /// Show a progress bar on stderr (hidden anyway when it is not a
+    /// terminal).
+    pub progress: bool,
+}
+
+/// Where a run reads the partner's counters from.
+#[derive(Debug)]
+pub enum PartnerStats<'a> {
+    /// A partner in this process.
+    InProcess(&'a PartnerHandle),
+    /// A running partner's `/stats` (its base URL; loopback).
+    Http(LoopbackUrl),
+    /// No partner to ask.
+    None,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The chain did not start.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// The partners did not start.
+    #[error("the slow partner did not start")]
+    Partner(#[from] slow_partner::PartnerError),
+    /// An HTTP client could not be built, or the partner's `/stats` could
+    /// not be read.
+    #[error("http")]
+    Http(#[from] reqwest::Error),
+    /// A URL that is not loopback.
+    #[error(transparent)]
+    NotLoopback(#[from] NotLoopback),
+}
+
+/// What one run is called and sends.
+#[derive(Clone, Debug)]
+pub struct RunLabel {
+    /// Scenario name (`slow`, or `target`).
+    pub scenario: String,
+    /// `budget`, `naive` or `target`.
+    pub mode: String,
+    /// One line on the scenario.
+    pub description: String,
+    /// Consecutive requests sharing one `x-request-id`.
+    pub id_group: u64,
+}
+
+/// The longest a run waits for the partner's work to end, before it
+/// starts (left over from the previous run) and after its last answer
+/// (work whose caller is gone), so that `/stats` counts all of it.
+pub const MAX_SETTLE: Duration = Duration::from_secs(40);
+
+/// Runs `plan` once against `target`: waits until the partner is idle,
+/// resets its counters, sends the schedule, waits for every answer and
+/// then for the partner to be idle again (at most [`MAX_SETTLE`] each),
+/// and reads the counters.
+///
+/// # Errors
+///
+/// When the HTTP client cannot be built or the partner's `/stats` cannot
+/// be read or reset.
+pub async fn run_load(
+    plan: &LoadPlan,
+    target: LoopbackUrl,
+    label: RunLabel,
+    partner: PartnerStats<'_>,
+) -> Result<RunReport, RunError> {
+    let http = loopback_client(Duration::from_secs(5))?;
+    settle(&partner, &http).await?;
+    reset(&partner, &http).await?;
+    let client = LoadClient::new(ClientConfig {
+        target,
+        budget: plan.budget,
+        patience: plan.patience,
+        id_prefix: format!("lt-{}-{}", label.scenario, label.mode),
+        id_group: label.id_group,
+    })?;
+    let info = RunInfo {
+        scenario: label.scenario.clone(),
+        mode: label.mode.clone(),
+        description: label.description,
+        spec: plan.spec.clone(),
+        budget: plan.budget,
+        patience: plan.patience,
+        load_average: load_average(),
+    };
+    let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
+    let mut recorder = Recorder::new();
+    let totals = run_open_loop(
+        &plan.spec,
+        &bar,
+        |scheduled| client.send(scheduled),
+        |scheduled, sample: Option<Sample>| {
+            let sample = sample.unwrap_or_else(|| Sample::not_sent(scheduled, plan.budget));
+            recorder.record(&sample);
+        },
+    )
+    .await;
+    bar.finish_and_clear();
+    settle(&partner, &http).await?;
+    let stats = read(&partner, &http).await?;
+    Ok(recorder.finish(info, totals, stats.as_ref()))
+}
+
+/// Runs scenario `name` once per mode of `modes`, back to back, each
+/// against a fresh checkout and edge.
+///
+/// # Errors
+///
+/// When a chain cannot start or a run fails.
+pub async fn run_scenario(
+    name: ScenarioName,
+    settings: &ChainSettings,
+    plan: &LoadPlan,
+    modes: &[BudgetMode],
+    partners: &Partners,
+) -> Result<Vec<RunReport>, RunError> {
+    let scenario = Scenario::new(name, settings);
+    let mut reports = Vec::new();
+    for &mode in modes {
+        let chain = Chain::start(&scenario, settings, mode, partners).await?;
+        let target = LoopbackUrl::parse(&chain.url)?;
+        let label = RunLabel {
+            scenario: name.as_str().to_owned(),
+            mode: mode_name(mode).to_owned(),
+            description: scenario.description.clone(),
+            id_group: scenario.id_group,
+        };
+        let report = run_load(plan, target, label, PartnerStats::InProcess(&partners.main)).await;
+        chain.stop().await;
+        reports.push(report?);
+    }
+    Ok(reports)
+}
+
+/// `budget` for budget mode on, `naive` for off.
+pub fn mode_name(mode: BudgetMode) -> &'static str {
+    match mode {
+        BudgetMode::On => "budget",
+        BudgetMode::Off => "naive",
+    }
+}
+
+fn progress_bar(plan: &LoadPlan, message: &str) -> ProgressBar {
+    if !plan.progress {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(
+        Some(plan.spec.expected_requests()),
+        ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:28} [{elapsed_precise}] {wide_bar} {pos}/{len} answered")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(message.to_owned());
+    bar
+}
+
+/// Waits until every call the partner received has ended (answered, or
+/// abandoned by its caller), then 200 ms more; at most [`MAX_SETTLE`].
+/// Without a partner to ask, returns at once.
+async fn settle(partner: &PartnerStats<'_>, http: &reqwest::Client) -> Result<(), RunError> {
+    let started = tokio::time::Instant::now();
+    while let Some(stats) = read(partner, http).await? {
+        let ended = stats.answered.values().sum::<u64>() + stats.abandoned;
+        if ended >= stats.requests || started.elapsed() >= MAX_SETTLE {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+async fn reset(partner: &PartnerStats<'_>, http: &reqwest::Client) -> Result<(), RunError> {
+    match partner {
+        PartnerStats::InProcess(p) => p.reset_stats(),
+        PartnerStats::Http(base) => {
+            http.post(base.with_path("/stats/reset").url().clone())
+                .send()
+                .await?
+                .error_for_status()?;
+        }
+        PartnerStats::None => {}
+    }
+    Ok(())
+}
+
+async fn read(
+    partner: &PartnerStats<'_>,
+    http: &reqwest::Client,
+) -> Result<Option<StatsSnapshot>, RunError> {
+    Ok(match partner {
+        PartnerStats::InProcess(p) => Some(p.stats()),
+        PartnerStats::Http(base) => Some(
+            http.get(base.with_path("/stats").url().clone())
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?,
+        ),
+        PartnerStats::None => None,
+    })
+}

@@ -1,0 +1,459 @@
+//! The scenarios, the chain they run against, and its capacity.
+//!
+//! Each scenario starts the real services in this process, on
+//! `127.0.0.1:0`: one slow partner (inventory, pricing and recommendations
+//! are three paths of it, shaped by their query strings), a second one in
+//! `blackhole` mode, and per run a fresh checkout and edge in the run's
+//! budget mode. Budget mode on and off run back to back, same load.
+//!
+//! # Capacity
+//!
+//! A service has a capacity only when something in it is bounded. Here it
+//! is checkout's client of each dependency: at most
+//! [`ChainSettings::concurrency`] calls in flight per dependency (the
+//! contract a partner API gives a client, or a connection pool), so a
+//! dependency of mean latency `L` serves at most `concurrency / L` calls
+//! per second. With the healthy shapes below (inventory 20 ms, pricing
+//! 50 ms, recommendations 30 ms, means) and 8 permits, pricing is the
+//! bottleneck: **capacity = 8 / 50 ms = 160 requests/s**, and the default
+//! rate, **80 % of capacity, is 128 requests/s** ([`ChainSettings::capacity`]).
+//! A partner 10x slower divides that capacity by ten, so the same offered
+//! load is 8 times what the chain can serve: the overload in which waiting
+//! work piles up.
+//!
+//! In budget mode a call waits for its permit only until what is left of
+//! its budget reaches the dependency's floor (`budget_core`'s client), and
+//! is not made at all below it. The floors are set from a latency
+//! objective per dependency ([`ChainSettings::inventory_floor`] and
+//! [`ChainSettings::pricing_floor`]): checkout does not start a required
+//! call with less time than it and the required calls after it may take.
+//! Recommendations keeps checkout's default floor of 1 s. With budget mode
+//! off, floors are ignored and every wait and attempt has the usual fixed
+//! 30 s timeout.
+//!
+//! # The scenarios
+//!
+//! | scenario | what the partner does |
+//! | --- | --- |
+//! | `healthy` | inventory 15 ms + up to 10 ms jitter, pricing 45 + 10 ms, recommendations 25 + 10 ms |
+//! | `slow` | all three [`ChainSettings::slowdown`] times slower (10x: 150 + 100, 450 + 100, 250 + 100 ms) |
+//! | `blackhole` | inventory on the blackholed partner (connects time out at its 300 ms connect cap) |
+//! | `rate-limit` | 1 request in 10 meets a pricing `429` with `Retry-After: 5` |
+//! | `pricing-flaky` | 1 request in 2 meets a pricing `503` on its first attempt; a retry succeeds |
+//! | `recs-slow` | recommendations `slowdown` times slower |
+//!
+//! The partner has no random status. Its `script` is per `x-request-id`
+//! and path (attempt N of an id gets entry N, the last repeats), so the
+//! fraction comes from the ids: the generator gives `id_group`
+//! consecutive requests one `x-request-id`, and the first of them to reach
+//! pricing is that id's attempt 1. `script=429,200` with groups of 10 makes
+//! 1 request in 10 meet the `429`; `script=503,200` with groups of 2 makes
+//! 1 in 2 meet a `503`, and its retry (attempt 3 of the id) the `200`.
+//! Nothing was added to the partner for this.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use checkout::CheckoutConfig;
+use edge::EdgeConfig;
+use serde::{Deserialize, Serialize};
+use service_kit::BudgetMode;
+use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
+/// any budget here, and within the 10 s a fixed-timeout client honours.
+pub const RATE_LIMIT_RETRY_AFTER_S: u64 = 5;
+
+/// Inventory's connect cap in every scenario (as in the chain demo).
+pub const INVENTORY_CONNECT_CAP: Duration = Duration::from_millis(300);
+
+/// A scenario's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScenarioName {
+    /// Every dependency answers quickly.
+    Healthy,
+    /// The partner is `slowdown` times slower on every path.
+    Slow,
+    /// Inventory's partner is blackholed.
+    Blackhole,
+    /// A fraction of pricing calls get `429` with a long `Retry-After`.
+    RateLimit,
+    /// Half the pricing calls fail once.
+    PricingFlaky,
+    /// Recommendations is `slowdown` times slower.
+    RecsSlow,
+}
+
+impl ScenarioName {
+    /// Every scenario, in the order they run.
+    pub const ALL: [ScenarioName; 6] = [
+        ScenarioName::Healthy,
+        ScenarioName::Slow,
+        ScenarioName::Blackhole,
+        ScenarioName::RateLimit,
+        ScenarioName::PricingFlaky,
+        ScenarioName::RecsSlow,
+    ];
+
+    /// The name as on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScenarioName::Healthy => "healthy",
+            ScenarioName::Slow => "slow",
+            ScenarioName::Blackhole => "blackhole",
+            ScenarioName::RateLimit => "rate-limit",
+            ScenarioName::PricingFlaky => "pricing-flaky",
+            ScenarioName::RecsSlow => "recs-slow",
+        }
+    }
+}
+
+/// A dependency's healthy shape: a delay plus up to `jitter` more.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    delay_ms: u64,
+    jitter_ms: u64,
+}
+
+impl Shape {
+    /// The mean latency, ms.
+    fn mean_ms(self) -> f64 {
+        self.delay_ms as f64 + self.jitter_ms as f64 / 2.0
+    }
+
+    /// The query string, `factor` times slower.
+    fn query(self, factor: u64) -> String {
+        format!(
+            "delay={}ms&jitter={}ms",
+            self.delay_ms * factor,
+            self.jitter_ms * factor
+        )
+    }
+}
+
+const INVENTORY: Shape = Shape {
+    delay_ms: 15,
+    jitter_ms: 10,
+};
+const PRICING: Shape = Shape {
+    delay_ms: 45,
+    jitter_ms: 10,
+};
+const RECOMMENDATIONS: Shape = Shape {
+    delay_ms: 25,
+    jitter_ms: 10,
+};
+
+/// How the chain is built for every scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChainSettings {
+    /// Calls in flight per dependency, per checkout (8).
+    pub concurrency: usize,
+    /// How much slower `slow` and `recs-slow` make the partner (10).
+    pub slowdown: u64,
+    /// Inventory's floor in budget mode: its latency objective (300 ms)
+    /// plus pricing's (600 ms), the required call after it.
+    #[serde(with = "crate::report::millis")]
+    pub inventory_floor: Duration,
+    /// Pricing's floor in budget mode: its latency objective (600 ms).
+    #[serde(with = "crate::report::millis")]
+    pub pricing_floor: Duration,
+}
+
+impl Default for ChainSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            slowdown: 10,
+            inventory_floor: Duration::from_millis(900),
+            pricing_floor: Duration::from_millis(600),
+        }
+    }
+}
+
+impl ChainSettings {
+    /// Requests per second the healthy chain can serve: the smallest
+    /// `concurrency / mean latency` over the three dependencies.
+    ///
+    /// ```
+    /// let s = load_tests::scenario::ChainSettings::default();
+    /// assert_eq!(s.capacity(), 160.0);
+    /// ```
+    pub fn capacity(&self) -> f64 {
+        [INVENTORY, PRICING, RECOMMENDATIONS]
+            .iter()
+            .map(|s| self.concurrency as f64 * 1000.0 / s.mean_ms())
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// One scenario, ready to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Its name.
+    pub name: ScenarioName,
+    /// One line on what it does.
+    pub description: String,
+    /// Inventory's query string on the partner.
+    pub inventory: String,
+    /// Pricing's.
+    pub pricing: String,
+    /// Recommendations'.
+    pub recommendations: String,
+    /// Inventory on the blackholed partner.
+    pub blackholed_inventory: bool,
+    /// Consecutive requests sharing one `x-request-id`.
+    pub id_group: u64,
+}
+
+impl Scenario {
+    /// The scenario `name` under `settings`.
+    ///
+    /// ```
+    /// use load_tests::scenario::{ChainSettings, Scenario, ScenarioName};
+    ///
+    /// let s = Scenario::new(ScenarioName::Slow, &ChainSettings::default());
+    /// assert_eq!(s.pricing, "delay=450ms&jitter=100ms");
+    /// ```
+    pub fn new(name: ScenarioName, settings: &ChainSettings) -> Self {
+        let f = settings.slowdown;
+        let mut s = Scenario {
+            name,
+            description: String::new(),
+            inventory: INVENTORY.query(1),
+            pricing: PRICING.query(1),
+            recommendations: RECOMMENDATIONS.query(1),
+            blackholed_inventory: false,
+            id_group: 1,
+        };
+        match name {
+            ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
+            ScenarioName::Slow => {
+                s.description = format!("partner {f}x slower on every path");
+                s.inventory = INVENTORY.query(f);
+                s.pricing = PRICING.query(f);
+                s.recommendations = RECOMMENDATIONS.query(f);
+            }
+            ScenarioName::Blackhole => {
+                s.description = "inventory on a blackholed partner (connects time out)".into();
+                s.blackholed_inventory = true;
+            }
+            ScenarioName::RateLimit => {
+                s.description = format!(
+                    "1 request in 10 meets a pricing 429 with Retry-After: {RATE_LIMIT_RETRY_AFTER_S}"
+                );
+                s.pricing = format!(
+                    "script=429,200&retry_after={RATE_LIMIT_RETRY_AFTER_S}&{}",
+                    PRICING.query(1)
+                );
+                s.id_group = 10;
+            }
+            ScenarioName::PricingFlaky => {
+                s.description =
+                    "1 request in 2 meets a pricing 503 on its first attempt; a retry succeeds"
+                        .into();
+                s.pricing = format!("script=503,200&{}", PRICING.query(1));
+                s.id_group = 2;
+            }
+            ScenarioName::RecsSlow => {
+                s.description = format!("recommendations {f}x slower");
+                s.recommendations = RECOMMENDATIONS.query(f);
+            }
+        }
+        s
+    }
+}
+
+/// The two slow partners every scenario shares.
+#[derive(Debug)]
+pub struct Partners {
+    /// The partner that answers.
+    pub main: PartnerHandle,
+    /// The one in `blackhole` mode.
+    pub blackhole: PartnerHandle,
+}
+
+impl Partners {
+    /// Starts both on `127.0.0.1:0`.
+    ///
+    /// # Errors
+    ///
+    /// When one cannot start.
+    pub async fn start() -> Result<Self, slow_partner::PartnerError> {
+        let loopback = loopback();
+        let main = slow_partner::spawn(
+            PartnerConfig::new(loopback).with_shutdown_grace(Duration::from_secs(1)),
+        )
+        .await?;
+        let blackhole = slow_partner::spawn(
+            PartnerConfig::new(loopback)
+                .with_mode(Mode::Blackhole)
+                .with_shutdown_grace(Duration::from_secs(1)),
+        )
+        .await?;
+        Ok(Self { main, blackhole })
+    }
+
+    /// Zeroes both partners' counters.
+    pub fn reset_stats(&self) {
+        self.main.reset_stats();
+        self.blackhole.reset_stats();
+    }
+
+    /// Stops both.
+    pub async fn shutdown(self) {
+        self.main.shutdown().await;
+        self.blackhole.shutdown().await;
+    }
+}
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A running checkout and edge.
+#[derive(Debug)]
+pub struct Chain {
+    /// Edge's `/checkout` URL.
+    pub url: String,
+    stops: Vec<oneshot::Sender<()>>,
+    servers: Vec<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Why a chain could not start: which service, and its error.
+#[derive(Debug, thiserror::Error)]
+#[error("{service} did not start")]
+pub struct ChainError {
+    service: &'static str,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ChainError {
+    fn new(service: &'static str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            service,
+            source: Box::new(source),
+        }
+    }
+}
+
+/// The checkout config of `scenario` in `mode`.
+pub fn checkout_config(
+    scenario: &Scenario,
+    settings: &ChainSettings,
+    mode: BudgetMode,
+    partners: &Partners,
+) -> CheckoutConfig {
+    let mut c = CheckoutConfig::new(loopback());
+    c.budget_mode = mode;
+    let inventory_partner = if scenario.blackholed_inventory {
+        &partners.blackhole
+    } else {
+        &partners.main
+    };
+    c.inventory_url = inventory_partner.url(&format!("/inventory?{}", scenario.inventory));
+    c.pricing_url = partners.main.url(&format!("/pricing?{}", scenario.pricing));
+    c.recommendations_url = partners
+        .main
+        .url(&format!("/recommendations?{}", scenario.recommendations));
+    c.inventory.connect_cap = Some(INVENTORY_CONNECT_CAP);
+    c.inventory.floor = Some(settings.inventory_floor);
+    c.pricing.floor = Some(settings.pricing_floor);
+    for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
+        dep.concurrency = Some(settings.concurrency);
+    }
+    c
+}
+
+impl Chain {
+    /// Starts checkout and edge for `scenario` in `mode`.
+    ///
+    /// # Errors
+    ///
+    /// When either cannot start.
+    pub async fn start(
+        scenario: &Scenario,
+        settings: &ChainSettings,
+        mode: BudgetMode,
+        partners: &Partners,
+    ) -> Result<Self, ChainError> {
+        let mut stops = Vec::new();
+        let mut servers = Vec::new();
+        let checkout = checkout_config(scenario, settings, mode, partners);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (checkout_addr, server) = checkout::spawn(&checkout, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .map_err(|e| ChainError::new("checkout", e))?;
+        stops.push(stop);
+        servers.push(server);
+        let mut edge = EdgeConfig::new(loopback(), format!("http://{checkout_addr}"));
+        edge.budget_mode = mode;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (edge_addr, server) = edge::spawn(&edge, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .map_err(|e| ChainError::new("edge", e))?;
+        stops.push(stop);
+        servers.push(server);
+        Ok(Self {
+            url: format!("http://{edge_addr}/checkout"),
+            stops,
+            servers,
+        })
+    }
+
+    /// Stops both: graceful shutdown, then, after 2 s, abort.
+    pub async fn stop(self) {
+        for stop in self.stops {
+            let _ = stop.send(());
+        }
+        for mut server in self.servers {
+            if tokio::time::timeout(Duration::from_secs(2), &mut server)
+                .await
+                .is_err()
+            {
+                server.abort();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_the_slowest_dependency_s_permits_over_its_mean_latency() {
+        let mut s = ChainSettings::default();
+        assert_eq!(s.capacity(), 160.0);
+        s.concurrency = 4;
+        assert_eq!(s.capacity(), 80.0);
+    }
+
+    #[test]
+    fn fractions_come_from_id_groups_and_the_per_id_script() {
+        let s = ChainSettings::default();
+        let rl = Scenario::new(ScenarioName::RateLimit, &s);
+        assert_eq!(rl.id_group, 10);
+        assert!(rl.pricing.starts_with("script=429,200&retry_after=5&"));
+        let flaky = Scenario::new(ScenarioName::PricingFlaky, &s);
+        assert_eq!(flaky.id_group, 2);
+        assert!(flaky.pricing.starts_with("script=503,200&"));
+        let recs = Scenario::new(ScenarioName::RecsSlow, &s);
+        assert_eq!(recs.recommendations, "delay=250ms&jitter=100ms");
+        assert_eq!(recs.pricing, "delay=45ms&jitter=10ms");
+        for name in ScenarioName::ALL {
+            let q = Scenario::new(name, &s);
+            for query in [&q.inventory, &q.pricing, &q.recommendations] {
+                assert!(slow_partner::Knobs::from_query(query).is_ok(), "{query}");
+            }
+        }
+    }
+}

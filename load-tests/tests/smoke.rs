@@ -1,0 +1,145 @@
+//! The smoke test: one short scenario in both modes through the real chain
+//! (slow partner, checkout, edge on 127.0.0.1), 20 req/s for 2 s. Full load
+//! runs are not part of the test suite; BENCHMARKS.md has their commands.
+
+use std::time::Duration;
+
+use clap::Parser;
+use load_tests::cli::{Args, Invocation, execute, markdown, write_json};
+use load_tests::plot::write_svg;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() {
+    let args = Args::try_parse_from([
+        "load-tests",
+        "--scenario",
+        "healthy",
+        "--rate",
+        "20",
+        "--duration",
+        "2s",
+        "--no-progress",
+    ])
+    .unwrap();
+    let invocation = args.invocation().unwrap();
+    let Invocation::Scenarios { plan, .. } = &invocation else {
+        panic!("a scenario run");
+    };
+    assert!(!plan.progress);
+    // Bounded: the run must end by itself well within this.
+    let reports = tokio::time::timeout(Duration::from_secs(120), execute(&invocation))
+        .await
+        .expect("the run stops by itself")
+        .expect("the run works");
+
+    assert_eq!(reports.len(), 2);
+    assert_eq!(
+        reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
+        ["budget", "naive"]
+    );
+    for r in &reports {
+        assert_eq!(r.scenario, "healthy");
+        assert_eq!(r.scheduled, 40, "{} mode", r.mode);
+        assert_eq!(r.sent, 40, "{} mode", r.mode);
+        assert_eq!(
+            r.outcomes.total(),
+            r.scheduled,
+            "{} mode: {:?}",
+            r.mode,
+            r.outcomes
+        );
+        // A healthy chain at 20 req/s answers everything, in time.
+        assert!(
+            r.good >= 38,
+            "{} mode: {} good of 40: {:?}",
+            r.mode,
+            r.good,
+            r.outcomes
+        );
+        assert_eq!(r.timeline.iter().map(|s| s.due).sum::<u64>(), 40);
+        let partner = r.partner.as_ref().expect("partner stats");
+        // Three dependency calls per good request, at least.
+        assert!(
+            partner.requests >= 3 * r.good,
+            "{} mode: {partner:?}",
+            r.mode
+        );
+        assert!(
+            partner.late <= partner.requests / 10,
+            "{} mode: {partner:?}",
+            r.mode
+        );
+        for step in [
+            "checkout",
+            "checkout.inventory",
+            "checkout.pricing",
+            "checkout.recommendations",
+        ] {
+            let row = r
+                .steps
+                .iter()
+                .find(|s| s.name == step)
+                .unwrap_or_else(|| panic!("{} mode: no row {step}", r.mode));
+            assert!(row.requests >= 38 && row.p99_ms.is_some(), "{row:?}");
+        }
+    }
+    // Only budget mode has ingress budgets: the client's 2 s at edge.
+    let budget_row = reports[0]
+        .steps
+        .iter()
+        .find(|s| s.name == "budget")
+        .unwrap();
+    assert!(budget_row.p50_ms.unwrap() <= 2000.0 && budget_row.p50_ms.unwrap() > 1900.0);
+    assert!(reports[1].steps.iter().all(|s| s.name != "budget"));
+    // Budget mode forwards the budget to the partner; naive mode does not.
+    let (on, off) = (
+        reports[0].partner.as_ref().unwrap(),
+        reports[1].partner.as_ref().unwrap(),
+    );
+    assert_eq!(on.with_budget, on.requests);
+    assert_eq!(off.with_budget, 0);
+
+    let md = markdown(&invocation, "load-tests --scenario healthy", &reports);
+    assert!(md.contains("### healthy"), "{md}");
+    assert!(
+        md.contains(" budget mode |") && md.contains(" naive mode |"),
+        "{md}"
+    );
+    assert!(md.contains("Budget table, budget mode"), "{md}");
+    assert!(md.contains("Budget table, naive mode"), "{md}");
+    assert!(md.contains("| checkout.pricing"), "{md}");
+
+    let dir = std::env::temp_dir().join(format!("load-tests-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_path = dir.join("runs.json");
+    write_json(
+        &json_path,
+        &invocation,
+        "load-tests --scenario healthy",
+        &reports,
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        runs[0]["outcomes"]["ok"].as_u64().unwrap()
+            + runs[0]["outcomes"]["degraded"].as_u64().unwrap()
+            + runs[0]["outcomes"]["gateway_timeout"].as_u64().unwrap()
+            + runs[0]["outcomes"]["other"].as_u64().unwrap()
+            + runs[0]["outcomes"]["too_many_requests"].as_u64().unwrap()
+            + runs[0]["outcomes"]["unavailable"].as_u64().unwrap()
+            + runs[0]["outcomes"]["client_timeout"].as_u64().unwrap()
+            + runs[0]["outcomes"]["transport"].as_u64().unwrap()
+            + runs[0]["outcomes"]["not_sent"].as_u64().unwrap(),
+        40
+    );
+    assert_eq!(json["settings"]["concurrency"], 8);
+
+    let svg_path = dir.join("runs.svg");
+    write_svg(&svg_path, &reports).unwrap();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
