@@ -58,6 +58,8 @@ service_kit::service_config! {
     /// | `floor` | `--floor` | `10ms` (shed with `504` below it, and checkout is not called) |
     /// | `reserve` | `--reserve` | `10ms` (held back on the call to checkout for edge's reply) |
     /// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
+    /// | `trust_inbound_budget` | `--trust-inbound-budget` | `true` (`false`: every request gets `default_budget`) |
+    /// | `strip_internal_headers` | `--strip-internal-headers` | `false` (`true`: no `Server-Timing` to the public) |
     /// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
     ///
     /// The first six are every service's ([`ServiceSettings`]). With
@@ -69,6 +71,14 @@ service_kit::service_config! {
         pub checkout_url: String = "http://127.0.0.1:8081".to_owned(),
         /// The client of checkout.
         pub checkout: CheckoutClientSettings = CheckoutClientSettings::default(),
+        /// Honour the budget headers callers send (`true`), or ignore them
+        /// and give every request `default_budget` (`false`: callers from
+        /// outside cannot make edge wait longer, or give up sooner, than
+        /// edge decides). `max_budget` caps a trusted budget lower.
+        pub trust_inbound_budget: bool = true,
+        /// Remove internal headers (`Server-Timing`, which shows the hops
+        /// behind edge and their timings) from the responses edge returns.
+        pub strip_internal_headers: bool = false,
         ..ServiceSettings::new(DEFAULT_LISTEN, Duration::from_millis(10))
     }
 }

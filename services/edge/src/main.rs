@@ -28,6 +28,16 @@ struct Cli {
     #[arg(long, env = "CHECKOUT_URL", value_name = "URL")]
     checkout_url: Option<String>,
 
+    /// Honour callers' budget headers (true) or give every request the
+    /// default budget (false) [default: true]
+    #[arg(long, env = "TRUST_INBOUND_BUDGET", value_name = "BOOL")]
+    trust_inbound_budget: Option<bool>,
+
+    /// Remove internal headers (Server-Timing) from public responses
+    /// [default: false]
+    #[arg(long, env = "STRIP_INTERNAL_HEADERS", value_name = "BOOL")]
+    strip_internal_headers: Option<bool>,
+
     #[command(flatten)]
     budget: BudgetFlags,
 }
@@ -38,6 +48,8 @@ impl Cli {
     fn config(&self) -> Result<EdgeConfig, Error> {
         self.service.config(&self.budget, |c: &mut EdgeConfig| {
             overlay(&mut c.checkout_url, self.checkout_url.clone());
+            overlay(&mut c.trust_inbound_budget, self.trust_inbound_budget);
+            overlay(&mut c.strip_internal_headers, self.strip_internal_headers);
         })
     }
 }

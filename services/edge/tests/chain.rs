@@ -603,3 +603,49 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
     })
     .await;
 }
+
+/// Issue 9, edge trust: told to distrust inbound budgets, edge gives every
+/// request its own default whatever the caller sends (a huge or a tiny
+/// budget, in any format, even a malformed one), and told to strip internal
+/// headers, it returns no `Server-Timing` to the public.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn edge_can_distrust_inbound_budgets_and_strip_internal_headers() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let mut chain = Chain::new(&partner, "", "", "");
+        chain.edge.trust_inbound_budget = false;
+        chain.edge.strip_internal_headers = true;
+        chain.edge.default_budget = ms(1500);
+        let url = chain.start().await;
+        for (n, (name, value)) in [
+            ("request-budget-ms", "9999999999"),
+            ("request-budget-ms", "1"),
+            ("grpc-timeout", "1m"),
+            ("request-budget-ms", "-5"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = format!("distrust-{n}");
+            let res = client()
+                .get(&url)
+                .header("x-request-id", &id)
+                .header(name, value)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200, "{name}: {value}");
+            assert!(
+                res.headers().get("server-timing").is_none(),
+                "internal timings stripped"
+            );
+            let budgets = partner.stats().ids[&id].budgets_ms();
+            let first = budgets[0].expect("the partner got a budget");
+            assert!(
+                (1300..1500).contains(&first),
+                "{name}: {value}: edge's own 1500 ms, less the hops: {first}"
+            );
+        }
+    })
+    .await;
+}
