@@ -106,20 +106,20 @@ proptest! {
     /// error naming the problem, neither may panic.
     #[test]
     fn fuzz_config_loader(text in config_text()) {
-        if let Ok(c) = toml::from_str::<ServerConfig>(&text) {
-            if let Err(e) = c.layer() {
-                prop_assert!(!e.field().is_empty());
-            }
+        if let Ok(c) = toml::from_str::<ServerConfig>(&text)
+            && let Err(e) = c.layer()
+        {
+            prop_assert!(!e.field().is_empty());
         }
-        if let Ok(c) = toml::from_str::<RetryConfig>(&text) {
-            if let Err(e) = c.build() {
-                prop_assert!(!e.field().is_empty());
-            }
+        if let Ok(c) = toml::from_str::<RetryConfig>(&text)
+            && let Err(e) = c.build()
+        {
+            prop_assert!(!e.field().is_empty());
         }
-        if let Ok(c) = toml::from_str::<DependencyConfig>(&text) {
-            if let Err(e) = c.build() {
-                prop_assert!(!e.field().is_empty());
-            }
+        if let Ok(c) = toml::from_str::<DependencyConfig>(&text)
+            && let Err(e) = c.build()
+        {
+            prop_assert!(!e.field().is_empty());
         }
     }
 }
