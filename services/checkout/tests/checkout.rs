@@ -174,7 +174,7 @@ async fn a_hanging_or_blackholed_required_dependency_is_a_504_within_the_budget(
             let elapsed = start.elapsed();
             assert_eq!(res.status(), 504, "{mode}");
             assert!(
-                elapsed >= ms(500) && elapsed < ms(1500),
+                elapsed >= ms(500) && elapsed < ms(3000),
                 "{mode}: answered at the budget, not later: {elapsed:?}"
             );
             assert_eq!(res.headers()["content-type"], "application/problem+json");
