@@ -547,6 +547,33 @@ async fn dropping_the_call_closes_the_connection_and_stops_retrying() {
 }
 
 #[tokio::test]
+async fn an_idle_pooled_connection_is_closed_after_pool_idle_timeout() {
+    bounded(async {
+        let server = Raw::start(Behaviour::KeepAlive).await;
+        let mut config = dep("inventory", &server.url());
+        config.pool_idle_timeout = ms(200);
+        let short = config.build().unwrap();
+        let long = dep("inventory", &server.url()).build().unwrap();
+        for client in [&short, &long] {
+            let answer = client.get("").budget(Budget::new(ms(2000))).send().await;
+            assert_eq!(answer.unwrap().status(), StatusCode::OK);
+        }
+        assert_eq!(server.accepted(), 2, "one connection per client");
+        assert!(
+            eventually(ms(5000), || server.closed() == 1).await,
+            "the client with a 200 ms pool idle timeout closed its idle connection"
+        );
+        // The other keeps its connection for the default 90 s.
+        tokio::time::sleep(ms(500)).await;
+        assert_eq!(server.closed(), 1);
+        let again = long.get("").budget(Budget::new(ms(2000))).send().await;
+        assert_eq!(again.unwrap().status(), StatusCode::OK);
+        assert_eq!(server.accepted(), 2, "the idle connection was reused");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn below_the_floor_no_connection_is_made() {
     bounded(async {
         let server = Raw::start(Behaviour::Silent).await;

@@ -245,10 +245,10 @@ pub struct BudgetClientBuilder {
 }
 
 impl BudgetClientBuilder {
-    /// Uses `http` instead of building a client. Connect timeouts are a
-    /// client-wide setting in reqwest: give it
-    /// `connect_timeout(connect_cap)` yourself (the budget still caps every
-    /// attempt, connect included).
+    /// Uses `http` instead of building a client. Connect timeouts and the
+    /// pool are client-wide settings in reqwest: give it
+    /// `connect_timeout(connect_cap)` and `pool_idle_timeout(...)` yourself
+    /// (the budget still caps every attempt, connect included).
     ///
     /// ```
     /// use std::time::Duration;
@@ -297,9 +297,10 @@ impl BudgetClientBuilder {
     }
 
     /// Validates the config (errors name the field, see
-    /// [`DependencyConfig::build`]) and builds the client. A reqwest client
-    /// that cannot be built (no TLS backend) is reported against
-    /// `connect_cap`, the one setting given to it.
+    /// [`DependencyConfig::build`]) and builds the client (with
+    /// `connect_cap` as its connect timeout and `pool_idle_timeout`). A
+    /// reqwest client that cannot be built (no TLS backend) is reported
+    /// against `connect_cap`.
     ///
     /// ```
     /// use budget_core::client::{BudgetClient, DependencyConfig};
@@ -313,6 +314,7 @@ impl BudgetClientBuilder {
             Some(http) => http,
             None => reqwest::Client::builder()
                 .connect_timeout(settings.connect_cap)
+                .pool_idle_timeout(settings.pool_idle_timeout)
                 .build()
                 .map_err(|e| {
                     ConfigError::new(

@@ -22,6 +22,15 @@ use crate::retry::{RetryBudget, RetryBudgetConfig, RetryConfig, RetryPolicy};
 /// ```
 pub const DEFAULT_CONNECT_CAP: Duration = Duration::from_secs(1);
 
+/// How long an idle pooled connection is kept when the config does not
+/// say: 90 s, reqwest's own default.
+///
+/// ```
+/// use budget_core::client::{DependencyConfig, DEFAULT_POOL_IDLE_TIMEOUT};
+/// assert_eq!(DependencyConfig::new("a", "http://a").pool_idle_timeout, DEFAULT_POOL_IDLE_TIMEOUT);
+/// ```
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// The per-attempt timeout of [`Mode::Fixed`] when the config does not say:
 /// 30 s, the "generous fixed timeout" of the usual setup.
 ///
@@ -100,6 +109,7 @@ pub enum OnUnavailable {
 /// | `name` | the ledger's and the logs' name for it; a token | required |
 /// | `url` | base URL; its query string is kept on every call | required |
 /// | `connect_cap` | the longest a connect may take (still capped by the budget) | `1s` |
+/// | `pool_idle_timeout` | how long an idle keep-alive connection stays in the pool | `90s` |
 /// | `floor` | below this (net of the reserve), the call is not made | `0s` |
 /// | `retry` | the [`RetryConfig`] | the contract's |
 /// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
@@ -155,6 +165,12 @@ pub struct DependencyConfig {
     /// further (CONTRACT section 2 rule 1).
     #[serde(default = "default_connect_cap", with = "humantime_serde")]
     pub connect_cap: Duration,
+    /// How long an idle keep-alive connection stays in the pool before it
+    /// is closed. Set it below the idle timeout of whatever sits between
+    /// the client and the dependency (a load balancer that drops idle
+    /// connections silently turns the next call on them into a reset).
+    #[serde(default = "default_pool_idle_timeout", with = "humantime_serde")]
+    pub pool_idle_timeout: Duration,
     /// The least remaining budget (net of the per-hop reserve) with which
     /// a call, or a retry, is still made.
     #[serde(default)]
@@ -195,6 +211,10 @@ fn default_connect_cap() -> Duration {
     DEFAULT_CONNECT_CAP
 }
 
+fn default_pool_idle_timeout() -> Duration {
+    DEFAULT_POOL_IDLE_TIMEOUT
+}
+
 fn default_max_body() -> u64 {
     DEFAULT_MAX_BODY
 }
@@ -217,6 +237,7 @@ impl DependencyConfig {
             name: name.into(),
             url: url.into(),
             connect_cap: DEFAULT_CONNECT_CAP,
+            pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
             floor: Floor::default(),
             retry: RetryConfig::default(),
             retry_budget: None,
@@ -237,7 +258,7 @@ impl DependencyConfig {
     ///
     /// Errors name the field: `name` empty or not a token; `url` not an
     /// absolute `http`/`https` URL with a host, or with a `#fragment`;
-    /// `connect_cap`, `fixed_timeout` zero; `concurrency`, `max_body` zero;
+    /// `connect_cap`, `pool_idle_timeout`, `fixed_timeout` zero; `concurrency`, `max_body` zero;
     /// and the nested `retry.*`, `retry_budget.*`, `breaker.*` fields.
     ///
     /// ```
@@ -264,6 +285,12 @@ impl DependencyConfig {
         let base = parse_base(&self.url)?;
         if self.connect_cap.is_zero() {
             return Err(ConfigError::new("connect_cap", "must be more than zero"));
+        }
+        if self.pool_idle_timeout.is_zero() {
+            return Err(ConfigError::new(
+                "pool_idle_timeout",
+                "must be more than zero",
+            ));
         }
         if self.fixed_timeout.is_zero() {
             return Err(ConfigError::new("fixed_timeout", "must be more than zero"));
@@ -295,6 +322,7 @@ impl DependencyConfig {
             name: Arc::from(self.name.as_str()),
             base,
             connect_cap: self.connect_cap,
+            pool_idle_timeout: self.pool_idle_timeout,
             floor: self.floor,
             policy,
             retry_budget,
@@ -315,6 +343,7 @@ pub(crate) struct Settings {
     pub(crate) name: Arc<str>,
     pub(crate) base: Url,
     pub(crate) connect_cap: Duration,
+    pub(crate) pool_idle_timeout: Duration,
     pub(crate) floor: Floor,
     pub(crate) policy: RetryPolicy,
     pub(crate) retry_budget: Option<RetryBudget>,
@@ -424,6 +453,10 @@ mod tests {
         assert_eq!(with(&|c| c.url = "ftp://a".into()), "url");
         assert_eq!(with(&|c| c.url = "http://a/#frag".into()), "url");
         assert_eq!(with(&|c| c.connect_cap = Duration::ZERO), "connect_cap");
+        assert_eq!(
+            with(&|c| c.pool_idle_timeout = Duration::ZERO),
+            "pool_idle_timeout"
+        );
         assert_eq!(with(&|c| c.fixed_timeout = Duration::ZERO), "fixed_timeout");
         assert_eq!(with(&|c| c.max_body = 0), "max_body");
         assert_eq!(with(&|c| c.concurrency = Some(0)), "concurrency");

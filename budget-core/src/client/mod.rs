@@ -148,8 +148,8 @@ mod response;
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use call::QUEUE_SUFFIX;
 pub use config::{
-    DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DependencyConfig, Mode,
-    OnUnavailable,
+    DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
+    DependencyConfig, Mode, OnUnavailable,
 };
 pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,

@@ -177,6 +177,9 @@ pub enum Behaviour {
     Drip { pause: Duration },
     /// Writes half a response head, then resets the connection (RST).
     ResetMidResponse,
+    /// Answers `200 ok` and keeps the connection open for more requests
+    /// until the client closes it.
+    KeepAlive,
 }
 
 /// A raw TCP server counting connections accepted and connections the
@@ -250,6 +253,13 @@ async fn serve_raw(mut stream: TcpStream, behaviour: Behaviour, closed: Arc<Atom
                 }
             }
         }
+        Behaviour::KeepAlive => loop {
+            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            if stream.write_all(ok).await.is_err() || !read_head(&mut stream).await {
+                closed.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        },
         Behaviour::ResetMidResponse => {
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-le").await;
             let _ = stream.flush().await;

@@ -142,6 +142,8 @@ service_kit::client_settings! {
     /// | field | default |
     /// | --- | --- |
     /// | `connect_cap` | `1s` (the budget caps it further) |
+    /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
+/// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
     /// | `floor` | `10ms`; recommendations: `recommendations_floor` (set that instead) |
     /// | `breaker` | none |
     /// | `concurrency` | unlimited |
@@ -396,6 +398,10 @@ mod tests {
         assert_eq!(
             field(&|c| c.inventory.connect_cap = Some(Duration::ZERO)),
             "inventory.connect_cap"
+        );
+        assert_eq!(
+            field(&|c| c.pricing.pool_idle_timeout = Some(Duration::ZERO)),
+            "pricing.pool_idle_timeout"
         );
     }
 

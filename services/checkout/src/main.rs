@@ -15,7 +15,7 @@ use service_kit::{BudgetFlags, ServiceFlags, overlay};
 ///
 /// Flags override the config file; every flag is also an environment
 /// variable. The file also takes per-dependency client tables
-/// ([inventory], [pricing], [recommendations]: connect_cap, floor, retry,
+/// ([inventory], [pricing], [recommendations]: connect_cap, pool_idle_timeout, floor, retry,
 /// retry_budget, breaker, concurrency, grpc_timeout, max_body,
 /// fixed_timeout). With --budget-mode off, retries are fixed and
 /// recommendations is always called. Logs follow `RUST_LOG` (default `info`).

@@ -92,6 +92,7 @@ service_kit::service_config! {
 /// | field | default |
 /// | --- | --- |
 /// | `connect_cap` | `1s` (the budget caps it further) |
+/// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
 /// | `floor` | `10ms` (below it, checkout is not called) |
 /// | `breaker` | none |
 /// | `concurrency` | unlimited |

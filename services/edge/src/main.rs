@@ -14,7 +14,7 @@ use service_kit::{BudgetFlags, ServiceFlags, overlay};
 ///
 /// Flags override the config file; every flag is also an environment
 /// variable. The file also takes a [checkout] client table (connect_cap,
-/// floor, breaker, concurrency, max_body, fixed_timeout). Logs follow
+/// pool_idle_timeout, floor, breaker, concurrency, max_body, fixed_timeout). Logs follow
 /// `RUST_LOG` (default `info`).
 #[derive(Debug, Parser)]
 #[command(name = "edge", version)]

@@ -13,6 +13,7 @@ crate::client_settings! {
     /// | field | default |
     /// | --- | --- |
     /// | `connect_cap` | `1s` (the budget caps it further) |
+    /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
     /// | `floor` | the service's; [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) unless it says |
     /// | `breaker` | none |
     /// | `concurrency` | unlimited |
@@ -46,6 +47,7 @@ impl ClientSettings {
     /// ```
     pub fn apply(&self, c: &mut DependencyConfig) {
         overlay(&mut c.connect_cap, self.connect_cap);
+        overlay(&mut c.pool_idle_timeout, self.pool_idle_timeout);
         overlay(&mut c.floor, self.floor.map(Floor::new));
         overlay(&mut c.breaker, self.breaker.map(Some));
         overlay(&mut c.concurrency, self.concurrency.map(Some));
@@ -99,6 +101,9 @@ macro_rules! client_settings {
             /// The longest a connect may take.
             #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
             pub connect_cap: ::std::option::Option<::std::time::Duration>,
+            /// How long an idle pooled connection is kept.
+            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            pub pool_idle_timeout: ::std::option::Option<::std::time::Duration>,
             /// Below this budget (net of the reserve), the call is not made.
             #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
             pub floor: ::std::option::Option<::std::time::Duration>,
@@ -127,6 +132,7 @@ macro_rules! client_settings {
             pub fn shared(&self) -> $crate::ClientSettings {
                 $crate::ClientSettings {
                     connect_cap: self.connect_cap,
+                    pool_idle_timeout: self.pool_idle_timeout,
                     floor: self.floor,
                     breaker: self.breaker,
                     concurrency: self.concurrency,
