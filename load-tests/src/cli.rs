@@ -284,6 +284,7 @@ impl Args {
             slowdown: self.slowdown,
             inventory_floor: self.inventory_floor,
             pricing_floor: self.pricing_floor,
+            pool_idle_timeout: None,
         })
     }
 
@@ -444,7 +445,8 @@ pub struct Machine {
 }
 
 impl Machine {
-    fn describe(&self) -> String {
+    /// `2 logical CPUs, <model>`.
+    pub fn describe(&self) -> String {
         format!(
             "{} logical CPUs, {}",
             self.cpus,

@@ -22,6 +22,15 @@
 //! Only loopback targets are accepted ([`target`]); every run stops by
 //! itself.
 //!
+//! The `soak` binary ([`soak`], [`soak_cli`]) keeps one chain under steady
+//! load for ten minutes while the partner's fault switches every minute,
+//! and checks after each phase that no task, connection or partner call
+//! outlives it ([`resources`]), reporting resident memory:
+//!
+//! ```text
+//! cargo run --release -p load-tests --bin soak -- --json soak.json
+//! ```
+//!
 //! # Example: one short run in budget mode
 //!
 //! ```no_run
@@ -53,6 +62,9 @@ pub mod client;
 pub mod generator;
 pub mod plot;
 pub mod report;
+pub mod resources;
 pub mod run;
 pub mod scenario;
+pub mod soak;
+pub mod soak_cli;
 pub mod target;

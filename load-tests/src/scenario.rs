@@ -161,6 +161,12 @@ pub struct ChainSettings {
     /// Pricing's floor in budget mode: its latency objective (600 ms).
     #[serde(with = "crate::report::millis")]
     pub pricing_floor: Duration,
+    /// How long checkout's and edge's clients keep an idle pooled
+    /// connection; `None`: the services' default (90 s). The soak sets it
+    /// short, so that "no connection left open" can be checked between
+    /// phases.
+    #[serde(default, with = "crate::report::opt_millis")]
+    pub pool_idle_timeout: Option<Duration>,
 }
 
 impl Default for ChainSettings {
@@ -170,6 +176,7 @@ impl Default for ChainSettings {
             slowdown: 10,
             inventory_floor: Duration::from_millis(900),
             pricing_floor: Duration::from_millis(600),
+            pool_idle_timeout: None,
         }
     }
 }
@@ -267,13 +274,14 @@ impl Scenario {
     }
 }
 
-/// The two slow partners every scenario shares.
+/// The slow partners the scenarios share.
 #[derive(Debug)]
 pub struct Partners {
     /// The partner that answers.
     pub main: PartnerHandle,
-    /// The one in `blackhole` mode.
-    pub blackhole: PartnerHandle,
+    /// The one in `blackhole` mode, for the `blackhole` scenario; `None`
+    /// when started with [`Partners::start_main`].
+    pub blackhole: Option<PartnerHandle>,
 }
 
 impl Partners {
@@ -283,30 +291,49 @@ impl Partners {
     ///
     /// When one cannot start.
     pub async fn start() -> Result<Self, slow_partner::PartnerError> {
-        let loopback = loopback();
-        let main = slow_partner::spawn(
-            PartnerConfig::new(loopback).with_shutdown_grace(Duration::from_secs(1)),
-        )
-        .await?;
-        let blackhole = slow_partner::spawn(
-            PartnerConfig::new(loopback)
-                .with_mode(Mode::Blackhole)
-                .with_shutdown_grace(Duration::from_secs(1)),
-        )
-        .await?;
-        Ok(Self { main, blackhole })
+        let mut partners = Self::start_main().await?;
+        partners.blackhole = Some(
+            slow_partner::spawn(
+                PartnerConfig::new(loopback())
+                    .with_mode(Mode::Blackhole)
+                    .with_shutdown_grace(Duration::from_secs(1)),
+            )
+            .await?,
+        );
+        Ok(partners)
     }
 
-    /// Zeroes both partners' counters.
+    /// Starts only the partner that answers (its mode is switched at run
+    /// time by the soak); a `blackhole` scenario cannot run on these.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot start.
+    pub async fn start_main() -> Result<Self, slow_partner::PartnerError> {
+        let main = slow_partner::spawn(
+            PartnerConfig::new(loopback()).with_shutdown_grace(Duration::from_secs(1)),
+        )
+        .await?;
+        Ok(Self {
+            main,
+            blackhole: None,
+        })
+    }
+
+    /// Zeroes the partners' counters.
     pub fn reset_stats(&self) {
         self.main.reset_stats();
-        self.blackhole.reset_stats();
+        if let Some(b) = &self.blackhole {
+            b.reset_stats();
+        }
     }
 
-    /// Stops both.
+    /// Stops them.
     pub async fn shutdown(self) {
         self.main.shutdown().await;
-        self.blackhole.shutdown().await;
+        if let Some(b) = self.blackhole {
+            b.shutdown().await;
+        }
     }
 }
 
@@ -342,16 +369,28 @@ impl ChainError {
 }
 
 /// The checkout config of `scenario` in `mode`.
+///
+/// # Errors
+///
+/// A scenario with a blackholed inventory on partners started without the
+/// blackholed one ([`Partners::start_main`]).
 pub fn checkout_config(
     scenario: &Scenario,
     settings: &ChainSettings,
     mode: BudgetMode,
     partners: &Partners,
-) -> CheckoutConfig {
+) -> Result<CheckoutConfig, ChainError> {
     let mut c = CheckoutConfig::new(loopback());
     c.budget_mode = mode;
     let inventory_partner = if scenario.blackholed_inventory {
-        &partners.blackhole
+        partners.blackhole.as_ref().ok_or_else(|| {
+            ChainError::new(
+                "checkout",
+                std::io::Error::other(
+                    "the scenario blackholes inventory, and no blackholed partner was started",
+                ),
+            )
+        })?
     } else {
         &partners.main
     };
@@ -365,8 +404,9 @@ pub fn checkout_config(
     c.pricing.floor = Some(settings.pricing_floor);
     for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
         dep.concurrency = Some(settings.concurrency);
+        dep.pool_idle_timeout = settings.pool_idle_timeout;
     }
-    c
+    Ok(c)
 }
 
 impl Chain {
@@ -383,7 +423,7 @@ impl Chain {
     ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
-        let checkout = checkout_config(scenario, settings, mode, partners);
+        let checkout = checkout_config(scenario, settings, mode, partners)?;
         let (stop, stopped) = oneshot::channel::<()>();
         let (checkout_addr, server) = checkout::spawn(&checkout, async move {
             let _ = stopped.await;
@@ -394,6 +434,7 @@ impl Chain {
         servers.push(server);
         let mut edge = EdgeConfig::new(loopback(), format!("http://{checkout_addr}"));
         edge.budget_mode = mode;
+        edge.checkout.pool_idle_timeout = settings.pool_idle_timeout;
         let (stop, stopped) = oneshot::channel::<()>();
         let (edge_addr, server) = edge::spawn(&edge, async move {
             let _ = stopped.await;
