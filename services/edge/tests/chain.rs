@@ -649,3 +649,69 @@ async fn edge_can_distrust_inbound_budgets_and_strip_internal_headers() {
     })
     .await;
 }
+
+/// Issue 9, item 2, at the service: edge's `max_in_flight` answers the
+/// request over the limit with a fast `503` problem and `Retry-After`,
+/// while the requests in flight finish as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn edge_over_its_in_flight_limit_answers_503_with_retry_after_at_once() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let mut chain = Chain::new(&partner, "", "?delay=1500ms", "");
+        chain.edge.max_in_flight = Some(2);
+        let url = chain.start().await;
+        let busy: Vec<_> = (0..2)
+            .map(|n| {
+                let request = client()
+                    .get(&url)
+                    .header("x-request-id", format!("busy-{n}"))
+                    .header("request-budget-ms", "5000")
+                    .send();
+                tokio::spawn(request)
+            })
+            .collect();
+        // Both are in flight once the partner holds both pricing calls.
+        let in_pricing = |id: &str| {
+            partner
+                .stats()
+                .ids
+                .get(id)
+                .is_some_and(|s| s.calls.iter().any(|c| c.path == "/pricing"))
+        };
+        let waiting = Instant::now();
+        while !(in_pricing("busy-0") && in_pricing("busy-1")) {
+            assert!(waiting.elapsed() < ms(5000), "both reach pricing");
+            tokio::time::sleep(ms(10)).await;
+        }
+        let start = Instant::now();
+        let over = client()
+            .get(&url)
+            .header("x-request-id", "over")
+            .header("request-budget-ms", "5000")
+            .send()
+            .await
+            .unwrap();
+        assert!(start.elapsed() < ms(1000), "at once, not queued");
+        assert_eq!(over.status(), 503);
+        assert_eq!(over.headers()["retry-after"], "1");
+        assert_eq!(over.headers()["content-type"], "application/problem+json");
+        let problem: Problem = over.json().await.unwrap();
+        assert_eq!(problem.status, 503);
+        assert!(
+            !partner.stats().ids.contains_key("over"),
+            "nothing downstream was called"
+        );
+        for request in busy {
+            assert_eq!(request.await.unwrap().unwrap().status(), 200);
+        }
+        // The slots are free again.
+        let after = client()
+            .get(&url)
+            .header("request-budget-ms", "5000")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(after.status(), 200);
+    })
+    .await;
+}

@@ -92,7 +92,7 @@ pub fn assert_usage_errors<P: Parser + Debug>(cases: &[&[&str]]) {
 /// ```
 /// assert_eq!(service_kit::SHARED_FLAGS[0], "--listen");
 /// ```
-pub const SHARED_FLAGS: [&str; 12] = [
+pub const SHARED_FLAGS: [&str; 14] = [
     "--listen",
     "127.0.0.1:9181",
     "--budget-mode",
@@ -105,6 +105,8 @@ pub const SHARED_FLAGS: [&str; 12] = [
     "20ms",
     "--reserve",
     "2ms",
+    "--max-in-flight",
+    "64",
 ];
 
 /// Asserts that `settings` holds the values of [`SHARED_FLAGS`]: every
@@ -121,6 +123,7 @@ pub const SHARED_FLAGS: [&str; 12] = [
 ///     default_budget: Duration::from_secs(1),
 ///     max_budget: Duration::from_secs(3),
 ///     floor: Duration::from_millis(20),
+///     max_in_flight: Some(64),
 ///     ..ServiceSettings::new("127.0.0.1:9181".parse().unwrap(), Duration::from_millis(2))
 /// };
 /// service_kit::assert_shared_flags_set(settings);
@@ -134,6 +137,7 @@ pub fn assert_shared_flags_set(settings: ServiceSettings) {
     assert_eq!(settings.max_budget, Duration::from_secs(3));
     assert_eq!(settings.floor, Duration::from_millis(20));
     assert_eq!(settings.reserve, Duration::from_millis(2));
+    assert_eq!(settings.max_in_flight, Some(64));
 }
 
 /// A config file for a test, alone in a directory of its own under the

@@ -49,7 +49,7 @@ pub struct ServiceFlags {
 
 /// The flags of every HTTP service of the chain that set its budget layer:
 /// `--default-budget`, `--max-budget`, `--floor`, `--reserve` (humantime
-/// durations), each also an environment variable. See [`ServiceFlags`].
+/// durations) and `--max-in-flight`, each also an environment variable. See [`ServiceFlags`].
 ///
 /// ```
 /// use clap::Parser;
@@ -82,6 +82,11 @@ pub struct BudgetFlags {
     /// Held back on every outbound call for the service's own reply
     #[arg(long, env = "RESERVE", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub reserve: Option<Duration>,
+
+    /// Past this many requests at once, answer 503 with Retry-After
+    /// instead of queueing
+    #[arg(long, env = "MAX_IN_FLIGHT", value_name = "N")]
+    pub max_in_flight: Option<usize>,
 }
 
 impl ServiceFlags {
@@ -137,6 +142,7 @@ impl ServiceFlags {
         overlay(&mut s.max_budget, budget.max_budget);
         overlay(&mut s.floor, budget.floor);
         overlay(&mut s.reserve, budget.reserve);
+        overlay(&mut s.max_in_flight, budget.max_in_flight.map(Some));
         config.set_settings(s);
         own(&mut config);
         config.validate()?;
@@ -201,6 +207,9 @@ fn default_of(defaults: &ServiceSettings, id: &str) -> Option<String> {
         "max_budget" => duration(defaults.max_budget),
         "floor" => duration(defaults.floor),
         "reserve" => duration(defaults.reserve),
+        "max_in_flight" => defaults
+            .max_in_flight
+            .map_or_else(|| "no limit".to_owned(), |n| n.to_string()),
         _ => return None,
     })
 }

@@ -216,6 +216,10 @@ macro_rules! service_config {
             /// What every outbound call holds back for the service's own reply.
             #[serde(with = "humantime_serde")]
             pub reserve: ::std::time::Duration,
+            /// Past this many requests at once, `503` with `Retry-After`;
+            /// absent: no limit.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub max_in_flight: ::std::option::Option<usize>,
             $(
                 $(#[$field_attr])*
                 pub $field: $ty,
@@ -223,7 +227,7 @@ macro_rules! service_config {
         }
 
         $crate::service_config!(@impls $name
-            [listen budget_mode default_budget max_budget floor reserve]
+            [listen budget_mode default_budget max_budget floor reserve max_in_flight]
             [$($field = $default),*]
             $settings);
     };

@@ -28,7 +28,7 @@ pub const DEFAULT_MAX_BUDGET: Duration = Duration::from_secs(10);
 pub const DEFAULT_FLOOR: Duration = Duration::from_millis(10);
 
 /// What every HTTP service of the chain is set up with, whatever else it
-/// does: where it listens, the budget mode, and its budget layer's four
+/// does: where it listens, the budget mode, and its budget layer's five
 /// settings. Each service's config has these as its first fields (see
 /// [`service_config!`](crate::service_config)), and
 /// [`ServiceFlags`](crate::ServiceFlags) and
@@ -61,6 +61,10 @@ pub struct ServiceSettings {
     pub floor: Duration,
     /// What every outbound call holds back for the service's own reply.
     pub reserve: Duration,
+    /// Past this many requests at once, a new one is answered `503` with
+    /// `Retry-After` instead of queueing; `None`: no limit. Budget mode
+    /// only (it is the budget layer's).
+    pub max_in_flight: Option<usize>,
 }
 
 impl ServiceSettings {
@@ -81,6 +85,7 @@ impl ServiceSettings {
             max_budget: DEFAULT_MAX_BUDGET,
             floor: DEFAULT_FLOOR,
             reserve,
+            max_in_flight: None,
         }
     }
 
@@ -97,6 +102,7 @@ impl ServiceSettings {
             max_budget: self.max_budget,
             floor: self.floor,
             reserve: self.reserve,
+            max_in_flight: self.max_in_flight,
             ..ServerConfig::default()
         }
     }
@@ -107,13 +113,16 @@ impl ServiceSettings {
     /// # Errors
     ///
     /// A bad value, naming its field (`default_budget`, `max_budget`,
-    /// `floor`, `reserve`).
+    /// `floor`, `reserve`, `max_in_flight`).
     ///
     /// ```
     /// use std::time::Duration;
     /// let mut s = service_kit::ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10));
     /// s.max_budget = Duration::ZERO;
     /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_budget");
+    /// s.max_budget = Duration::from_secs(10);
+    /// s.max_in_flight = Some(0);
+    /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_in_flight");
     /// ```
     pub fn budget_layer(&self) -> Result<Option<BudgetLayer>, ConfigError> {
         let layer = self.server_config().layer()?;
