@@ -193,6 +193,10 @@ pub struct SoakReport {
     pub rss_start_kib: u64,
     /// Resident memory after the last phase's drain, KiB.
     pub rss_end_kib: u64,
+    /// Resident memory after the drain of the middle phase (phase
+    /// `n / 2`), KiB: with the end, the trend over the second half, once
+    /// the allocator has seen every fault's high-water mark.
+    pub rss_mid_kib: u64,
     /// The most resident memory seen, KiB.
     pub rss_max_kib: u64,
     /// Whether every phase returned to the baseline.
@@ -255,6 +259,10 @@ pub async fn run_soak(plan: &SoakPlan) -> Result<SoakReport, SoakError> {
     let rss_end_kib = phases
         .last()
         .map_or(rss_start_kib, |p| p.drain.after.rss_kib);
+    let rss_mid_kib = match phases.len() / 2 {
+        0 => rss_start_kib,
+        half => phases[half - 1].drain.after.rss_kib,
+    };
     let rss_max_kib = phases
         .iter()
         .map(|p| p.peak.rss_kib.max(p.drain.after.rss_kib))
@@ -266,6 +274,7 @@ pub async fn run_soak(plan: &SoakPlan) -> Result<SoakReport, SoakError> {
         phases,
         rss_start_kib,
         rss_end_kib,
+        rss_mid_kib,
         rss_max_kib,
         wall_s: started.elapsed().as_secs_f64(),
     })

@@ -255,12 +255,17 @@ pub fn soak_markdown(report: &SoakReport, command: &str) -> String {
             mib(p.drain.after.rss_kib),
         );
     }
+    let change = |from: u64| (report.rss_end_kib as f64 - from as f64) / 1024.0;
+    let half = report.phases.len() / 2;
     let _ = writeln!(
         out,
-        "\nResident memory: {} MiB at the baseline, {} MiB after the last phase ({:+.1} MiB), at most {} MiB. Wall time {:.0} s.\n",
+        "\nResident memory: {} MiB at the baseline, {} MiB after phase {half}, {} MiB after the last phase \
+         ({:+.1} MiB since the baseline, {:+.1} MiB over the second half), at most {} MiB. Wall time {:.0} s.\n",
         mib(report.rss_start_kib),
+        mib(report.rss_mid_kib),
         mib(report.rss_end_kib),
-        (report.rss_end_kib as f64 - report.rss_start_kib as f64) / 1024.0,
+        change(report.rss_start_kib),
+        change(report.rss_mid_kib),
         mib(report.rss_max_kib),
         report.wall_s
     );
