@@ -490,10 +490,30 @@ pub fn write_json(
         settings,
         runs: reports,
     };
+    write_json_file(path, &out)
+}
+
+/// Writes `value` as pretty JSON and a newline to `path`.
+pub(crate) fn write_json_file(
+    path: &std::path::Path,
+    value: &impl Serialize,
+) -> std::io::Result<()> {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    serde_json::to_writer_pretty(&mut file, &out)?;
+    serde_json::to_writer_pretty(&mut file, value)?;
     file.write_all(b"\n")?;
     file.flush()
+}
+
+/// A multi-thread runtime; when it cannot start, says so as `program` and
+/// gives exit code 1.
+pub(crate) fn start_runtime(program: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("{program}: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 /// The whole program: check `args`, run, print, write. Exit code 2 for a
@@ -506,15 +526,9 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match start_runtime("load-tests") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("load-tests: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let reports = match runtime.block_on(execute(&invocation)) {
         Ok(r) => r,

@@ -9,7 +9,6 @@
 //! not (or the soak could not run), 2 for a refused command line.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,7 +17,7 @@ use clap::Parser;
 use service_kit::BudgetMode;
 use slow_partner::Mode;
 
-use crate::cli::{MAX_BUDGET, machine};
+use crate::cli::{MAX_BUDGET, machine, start_runtime, write_json_file};
 use crate::generator::{LoadSpec, SpecError};
 use crate::soak::{DEFAULT_FAULTS, SoakPlan, SoakReport, run_soak};
 
@@ -301,15 +300,9 @@ pub fn main_with(args: SoakArgs, command: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match start_runtime("soak") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("soak: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     eprintln!(
         "soak: {} phases of {} at {} req/s ({})",
@@ -330,17 +323,11 @@ pub fn main_with(args: SoakArgs, command: &str) -> ExitCode {
         }
     };
     print!("{}", soak_markdown(&report, command));
-    if let Some(path) = &args.json {
-        let written = std::fs::File::create(path).and_then(|f| {
-            let mut f = std::io::BufWriter::new(f);
-            serde_json::to_writer_pretty(&mut f, &report)?;
-            f.write_all(b"\n")?;
-            f.flush()
-        });
-        if let Err(e) = written {
-            eprintln!("soak: --json {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = &args.json
+        && let Err(e) = write_json_file(path, &report)
+    {
+        eprintln!("soak: --json {}: {e}", path.display());
+        return ExitCode::FAILURE;
     }
     if report.all_returned {
         ExitCode::SUCCESS
