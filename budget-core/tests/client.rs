@@ -529,6 +529,52 @@ async fn with_a_concurrency_limit_of_1_the_second_call_pays_for_its_wait() {
     .await;
 }
 
+/// Issue 9, item 2, on the client side: a call queued for a concurrency
+/// permit gives up when what is left reaches the floor; it is never sent,
+/// not even once the permit comes free.
+#[tokio::test]
+async fn a_call_whose_permit_comes_too_late_is_never_sent() {
+    bounded(async {
+        let partner = Partner::start(vec![Answer::status(200).after(ms(800))]).await;
+        let mut config = dep("inventory", &partner.url("/"));
+        config.concurrency = Some(1);
+        config.floor = Floor::new(ms(200));
+        let client = config.build().unwrap();
+        let first = client.get("").budget(Budget::new(ms(3000))).send();
+        let second = async {
+            // After the first holds the permit.
+            tokio::time::sleep(ms(100)).await;
+            let ledger = Ledger::new();
+            let start = Instant::now();
+            let result = client
+                .get("")
+                .budget(Budget::new(ms(500)))
+                .ledger(ledger.clone())
+                .send()
+                .await;
+            (result, start.elapsed(), ledger)
+        };
+        let (a, (b, waited, ledger)) = tokio::join!(first, second);
+        assert_eq!(a.unwrap().status(), 200);
+        let err = b.unwrap_err();
+        assert_eq!(err.kind(), CallErrorKind::NoPermit, "{err}");
+        assert!(
+            waited >= ms(250) && waited < ms(700),
+            "gave up near 500 - 200 ms, long before the permit freed: {waited:?}"
+        );
+        assert!(
+            ledger
+                .server_timing()
+                .contains("skipped: no concurrency permit"),
+            "{}",
+            ledger.server_timing()
+        );
+        tokio::time::sleep(ms(300)).await;
+        assert_eq!(partner.seen().len(), 1, "only the first call was sent");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn dropping_the_call_closes_the_connection_and_stops_retrying() {
     bounded(async {

@@ -402,6 +402,58 @@ async fn real_server_reads_headers_and_answers_504_within_the_budget() {
     assert_eq!(problem.header.as_deref(), Some("request-budget-ms"));
 }
 
+/// Issue 9, item 2: work queued behind a concurrency limit inside the
+/// layer (tower's `GlobalConcurrencyLimitLayer`), whose budget runs out while it
+/// waits, is dropped before it starts: a `504` at its deadline, and the
+/// handler never runs for it, not even once the permit comes free.
+#[tokio::test(start_paused = true)]
+async fn queued_work_whose_budget_runs_out_is_dropped_before_it_starts() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    let router = Router::new()
+        .route(
+            "/",
+            get(move || async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                "done"
+            }),
+        )
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(1))
+        .layer(config().layer().unwrap());
+    let first = tokio::spawn(
+        router
+            .clone()
+            .oneshot(get_with(&[("request-budget-ms", b"5000")])),
+    );
+    while started.load(Ordering::SeqCst) < 1 {
+        tokio::task::yield_now().await;
+    }
+    let queued_at = Instant::now();
+    let res = router
+        .clone()
+        .oneshot(get_with(&[("request-budget-ms", b"300")]))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 504);
+    assert!(
+        queued_at.elapsed() <= Duration::from_millis(300),
+        "answered at its own deadline, not when the permit came free: {:?}",
+        queued_at.elapsed()
+    );
+    let problem: Problem = serde_json::from_str(&text(res).await).unwrap();
+    assert_eq!(problem.status, 504);
+    assert_eq!(started.load(Ordering::SeqCst), 1, "it never started");
+
+    assert_eq!(first.await.unwrap().unwrap().status(), 200);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "nor after the permit came free"
+    );
+}
+
 /// Issue 9: past the in-flight limit a request is answered at once with
 /// `503` problem+json and `Retry-After`, the handler not run; shed requests
 /// take no slot; slots come back when the work is done.
