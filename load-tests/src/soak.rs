@@ -96,16 +96,11 @@ pub struct SoakPlan {
     /// baseline.
     #[serde(with = "crate::report::millis")]
     pub drain_deadline: Duration,
-    /// Budget mode of checkout and edge.
-    #[serde(serialize_with = "mode_name")]
+    /// Budget mode of checkout and edge (`on`, `off`).
     pub budget_mode: BudgetMode,
     /// Show a progress bar per phase.
     #[serde(skip)]
     pub progress: bool,
-}
-
-fn mode_name<S: serde::Serializer>(mode: &BudgetMode, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(crate::run::mode_name(*mode))
 }
 
 impl Default for SoakPlan {
