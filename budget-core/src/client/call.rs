@@ -19,12 +19,14 @@ use super::error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
 use super::response::BudgetResponse;
-use crate::breaker::{BreakerPermit, Verdict};
+use crate::breaker::{BreakerPermit, CircuitOpen, Verdict};
 use crate::budget::Budget;
 use crate::clock::WallClock;
-use crate::floor::Floor;
+use crate::floor::{BelowFloor, Effective, Floor};
 use crate::ledger::{Entry, Ledger};
-use crate::retry::{Decision, DecisionInput, Outcome, StopReason, TransportKind, sleep_within};
+use crate::retry::{
+    Decision, DecisionInput, Outcome, RetryBudget, StopReason, TransportKind, sleep_within,
+};
 use crate::telemetry::semconv::{OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT};
 use crate::telemetry::{meter, trace};
 
@@ -107,6 +109,9 @@ pub(crate) type AttemptResult = Result<http::Response<Bytes>, AttemptError>;
 /// budget's deadline (net of the reserve), or `fixed_timeout` from its
 /// start. Dropping the returned future drops the attempt in flight, and
 /// no further attempt starts.
+///
+/// Every refusal, before the first attempt or before a retry, goes
+/// through [`refuse`]: one ledger note, log line, metric and span each.
 pub(crate) async fn run<A, F>(
     settings: &Settings,
     clock: &dyn WallClock,
@@ -118,56 +123,45 @@ where
     F: Future<Output = AttemptResult>,
 {
     let name = &settings.name;
+    let timing = plan.timing;
     let record = |entry: Entry| {
         if let Some(ledger) = &plan.ledger {
             ledger.record(entry);
         }
     };
-    let left = || match plan.timing {
-        Timing::Budget(net) => Some(net.remaining()),
-        Timing::Fixed(_) => None,
-    };
 
     // Rule 2: below the floor, no I/O at all.
-    if let Timing::Budget(net) = plan.timing
-        && let Err(below) = settings.floor.check(net.remaining())
-    {
-        tracing::debug!(dependency = %name, %below, "dependency call skipped: below its floor");
-        record(Entry::skip(&**name, format!("skipped: {below}")));
-        meter::below_floor(name);
-        trace::refused(
-            name,
-            OUTCOME_BELOW_FLOOR,
-            Some(below.remaining()),
-            Some(below.floor()),
-        );
-        return Err(CallError::new(Arc::clone(name), CallErrorKind::BelowFloor)
-            .with_budget(below.remaining(), below.remaining().is_zero())
-            .with_floor(below.floor())
-            .with_source(below));
+    let floor = settings.floor.current();
+    if let Err(below) = timing.check_floor(&floor) {
+        return Err(refuse(
+            settings,
+            timing,
+            &plan.ledger,
+            Refusal::BelowFloor(below),
+        ));
     }
 
-    let mut breaker_permit = match acquire_breaker(settings) {
-        Ok(permit) => permit,
-        Err(e) => {
-            record(Entry::skip(&**name, "skipped: circuit open"));
-            trace::refused(name, OUTCOME_CIRCUIT_OPEN, left(), None);
-            return Err(e);
-        }
-    };
+    let mut breaker_permit = acquire_breaker(settings)
+        .map_err(|open| refuse(settings, timing, &plan.ledger, Refusal::CircuitOpen(open)))?;
 
     // Held to the end of the call, backoff included (rule 8).
     let _permit = match &settings.permits {
         Some(semaphore) => {
-            Some(acquire_permit(semaphore, settings, plan.timing, &plan.ledger).await?)
+            let acquired = acquire_permit(semaphore, timing, floor.floor).await;
+            let waited = match &acquired {
+                Ok(permit) => permit.waited,
+                Err(Refusal::NoPermit { waited, .. }) => Some(*waited),
+                Err(_) => None,
+            };
+            if let Some(waited) = waited {
+                record(Entry::local(format!("{name}{QUEUE_SUFFIX}"), waited, None));
+            }
+            Some(acquired.map_err(|refusal| refuse(settings, timing, &plan.ledger, refusal))?)
         }
         None => None,
     };
 
-    let retry_budget = match plan.timing {
-        Timing::Budget(_) => settings.retry_budget.as_ref(),
-        Timing::Fixed(_) => None,
-    };
+    let retry_budget = timing.retry_budget(settings);
     if let Some(retry_budget) = retry_budget {
         retry_budget.deposit();
     }
@@ -177,28 +171,14 @@ where
     loop {
         number += 1;
         let started = Instant::now();
-        let (deadline, limit, budget) = match plan.timing {
-            Timing::Budget(net) => {
-                // The attempt gets what is left, or less with a per-attempt
-                // cap; the header says what this attempt will be waited for.
-                let attempt = match settings.policy.attempt_timeout() {
-                    Some(cap) => net.child_capped(cap),
-                    None => net,
-                };
-                let left = attempt.remaining_at(started);
-                (attempt.deadline(), left, Some(left))
-            }
-            Timing::Fixed(timeout) => {
-                let deadline = Budget::starting_at(started, timeout).deadline();
-                (deadline, timeout, None)
-            }
-        };
+        let window = timing.attempt(started, settings.policy.attempt_timeout());
+        let budget = window.budget;
         let span = trace::attempt_span(name, &plan.method, number, budget, waited);
         meter::attempt(name, number, budget);
         let sent = attempt(AttemptSpec { number, budget }).instrument(span.clone());
-        let result = tokio::time::timeout_at(deadline, sent)
+        let result = tokio::time::timeout_at(window.deadline, sent)
             .await
-            .unwrap_or_else(|_| Err(AttemptError::timed_out(limit)));
+            .unwrap_or_else(|_| Err(AttemptError::timed_out(window.limit)));
         let took = started.elapsed();
 
         let outcome = match &result {
@@ -213,20 +193,22 @@ where
             });
         }
 
-        let (remaining, floor) = match plan.timing {
-            Timing::Budget(net) => (net.remaining(), settings.floor),
-            Timing::Fixed(_) => (Duration::MAX, Floor::default()),
-        };
+        let floor = settings.floor.current();
+        let (remaining, keep) = timing.for_decision(floor.floor);
         let input = DecisionInput {
             outcome,
             attempts: number,
             may_retry: plan.may_retry,
             remaining,
-            floor,
+            floor: keep,
         };
         let decision = settings
             .policy
             .decide(&input, retry_budget, &mut rand::rng());
+        if matches!(decision, Decision::Stop(StopReason::Succeeded)) {
+            // Rule 10: a learned floor learns from successful attempts.
+            settings.floor.observe(took);
+        }
         tracing::debug!(
             dependency = %name,
             attempt = number,
@@ -242,11 +224,11 @@ where
         meter::decision(name, &decision);
 
         let Decision::Retry { after } = decision else {
-            return finish(name, plan.timing, result, outcome, number, decision);
+            return finish(name, timing, result, outcome, number, decision);
         };
 
         let waiting = Instant::now();
-        match plan.timing {
+        match timing {
             // An error means the deadline came: the floor check below stops.
             Timing::Budget(net) => sleep_within(after, &net).await.unwrap_or_default(),
             Timing::Fixed(_) => tokio::time::sleep(after).await,
@@ -256,101 +238,245 @@ where
         waited = Some(wait);
         // Rule 2 holds for retries too: the wait was chosen to leave the
         // floor, but time passes between the decision and the send (rule 3).
-        if let Timing::Budget(net) = plan.timing
-            && let Err(below) = settings.floor.check(net.remaining())
-        {
-            tracing::debug!(dependency = %name, %below, "retry not made: below its floor");
+        if let Err(below) = timing.check_floor(&settings.floor.current()) {
+            refuse(settings, timing, &plan.ledger, Refusal::BelowFloor(below));
+            let stop = Decision::Stop(StopReason::WaitExceedsBudget {
+                wait: after,
+                remaining,
+                floor: keep,
+            });
+            return finish(name, timing, result, outcome, number, stop);
+        }
+        match acquire_breaker(settings) {
+            Ok(permit) => breaker_permit = permit,
+            Err(open) => {
+                refuse(settings, timing, &plan.ledger, Refusal::CircuitOpen(open));
+                let stop = Decision::Stop(StopReason::NotRetryable);
+                return finish(name, timing, result, outcome, number, stop);
+            }
+        }
+    }
+}
+
+/// One attempt's time: when it must end, how long that is, and the budget
+/// its header says (`None` in fixed mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AttemptWindow {
+    deadline: Instant,
+    limit: Duration,
+    budget: Option<Duration>,
+}
+
+impl Timing {
+    /// What is left, net of the reserve; `None` in fixed mode.
+    fn remaining(self) -> Option<Duration> {
+        match self {
+            Timing::Budget(net) => Some(net.remaining()),
+            Timing::Fixed(_) => None,
+        }
+    }
+
+    /// Rule 2: `Err` when what is left does not reach `floor`. Fixed mode
+    /// has no floor.
+    fn check_floor(self, floor: &Effective) -> Result<(), BelowFloor> {
+        match self {
+            Timing::Budget(net) => floor.check(net.remaining()),
+            Timing::Fixed(_) => Ok(()),
+        }
+    }
+
+    /// An attempt starting at `started`: it gets what is left, or less
+    /// with a per-attempt `cap`, and its header says what it will be
+    /// waited for; in fixed mode, the fixed timeout.
+    fn attempt(self, started: Instant, cap: Option<Duration>) -> AttemptWindow {
+        match self {
+            Timing::Budget(net) => {
+                let attempt = match cap {
+                    Some(cap) => net.child_capped(cap),
+                    None => net,
+                };
+                let left = attempt.remaining_at(started);
+                AttemptWindow {
+                    deadline: attempt.deadline(),
+                    limit: left,
+                    budget: Some(left),
+                }
+            }
+            Timing::Fixed(timeout) => AttemptWindow {
+                deadline: Budget::starting_at(started, timeout).deadline(),
+                limit: timeout,
+                budget: None,
+            },
+        }
+    }
+
+    /// Until when a call may wait for a concurrency permit: until only the
+    /// floor is left (later, the call could not be made anyway), or the
+    /// fixed timeout from `start`.
+    fn wait_until(self, start: Instant, floor: Floor) -> Instant {
+        match self {
+            Timing::Budget(net) => net
+                .deadline()
+                .checked_sub(floor.get())
+                .map_or(start, |until| until.max(start)),
+            Timing::Fixed(timeout) => Budget::starting_at(start, timeout).deadline(),
+        }
+    }
+
+    /// What the retry decision sees: the time left and the floor the next
+    /// attempt needs; unbounded and no floor in fixed mode.
+    fn for_decision(self, floor: Floor) -> (Duration, Floor) {
+        match self {
+            Timing::Budget(net) => (net.remaining(), floor),
+            Timing::Fixed(_) => (Duration::MAX, Floor::default()),
+        }
+    }
+
+    /// The retry budget that pays for retries: none in fixed mode.
+    fn retry_budget(self, settings: &Settings) -> Option<&RetryBudget> {
+        match self {
+            Timing::Budget(_) => settings.retry_budget.as_ref(),
+            Timing::Fixed(_) => None,
+        }
+    }
+}
+
+/// Why a call, or its next attempt, was not made.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// Too little budget left for the dependency's floor.
+    BelowFloor(BelowFloor),
+    /// The dependency's circuit is open.
+    CircuitOpen(CircuitOpen),
+    /// No concurrency permit came in time.
+    NoPermit {
+        /// How long the call waited for one.
+        waited: Duration,
+        /// The floor the wait kept free.
+        floor: Floor,
+    },
+}
+
+impl Refusal {
+    /// The span's and the log's outcome.
+    fn outcome(&self) -> &'static str {
+        match self {
+            Refusal::BelowFloor(_) => OUTCOME_BELOW_FLOOR,
+            Refusal::CircuitOpen(_) => OUTCOME_CIRCUIT_OPEN,
+            Refusal::NoPermit { .. } => OUTCOME_NO_PERMIT,
+        }
+    }
+
+    /// The ledger's skip note (CONTRACT section 4).
+    fn note(&self) -> String {
+        match self {
+            Refusal::BelowFloor(below) => format!("skipped: {below}"),
+            Refusal::CircuitOpen(_) => "skipped: circuit open".to_owned(),
+            Refusal::NoPermit { waited, .. } => {
+                format!("skipped: no concurrency permit in {}ms", waited.as_millis())
+            }
+        }
+    }
+}
+
+/// Records a refusal once everywhere it shows (the ledger's skip note, a
+/// debug log line, the metrics, a span of the call not sent) and returns
+/// the call's error. A refused retry records the same and then ends the
+/// call with its last outcome instead of this error.
+fn refuse(
+    settings: &Settings,
+    timing: Timing,
+    ledger: &Option<Ledger>,
+    refusal: Refusal,
+) -> CallError {
+    let name = &settings.name;
+    let note = refusal.note();
+    tracing::debug!(dependency = %name, outcome = refusal.outcome(), %note, "dependency call not made");
+    if let Some(ledger) = ledger {
+        ledger.record(Entry::skip(&**name, note));
+    }
+    let remaining = timing.remaining();
+    let error = CallError::new(Arc::clone(name), refusal_kind(&refusal));
+    match refusal {
+        Refusal::BelowFloor(below) => {
+            meter::below_floor(name);
             trace::refused(
                 name,
                 OUTCOME_BELOW_FLOOR,
                 Some(below.remaining()),
                 Some(below.floor()),
             );
-            let stop = Decision::Stop(StopReason::WaitExceedsBudget {
-                wait: after,
-                remaining,
-                floor,
-            });
-            return finish(name, plan.timing, result, outcome, number, stop);
+            error
+                .with_budget(below.remaining(), below.remaining().is_zero())
+                .with_floor(below.floor())
+                .with_source(below)
         }
-        match acquire_breaker(settings) {
-            Ok(permit) => breaker_permit = permit,
-            Err(open) => {
-                tracing::debug!(dependency = %name, error = %open, "circuit opened between attempts");
-                record(Entry::skip(&**name, "skipped: circuit open"));
-                trace::refused(name, OUTCOME_CIRCUIT_OPEN, left(), None);
-                let stop = Decision::Stop(StopReason::NotRetryable);
-                return finish(name, plan.timing, result, outcome, number, stop);
+        Refusal::CircuitOpen(open) => {
+            trace::refused(name, OUTCOME_CIRCUIT_OPEN, remaining, None);
+            error
+                .with_retry_after(Some(open.retry_after()))
+                .with_source(open)
+        }
+        Refusal::NoPermit { waited, floor } => {
+            trace::refused(name, OUTCOME_NO_PERMIT, remaining, Some(floor.get()));
+            let error = error.with_source(NoPermitInBudget::new(waited));
+            match remaining {
+                Some(left) => error.with_budget(left, true).with_floor(floor.get()),
+                None => error,
             }
         }
     }
 }
 
+fn refusal_kind(refusal: &Refusal) -> CallErrorKind {
+    match refusal {
+        Refusal::BelowFloor(_) => CallErrorKind::BelowFloor,
+        Refusal::CircuitOpen(_) => CallErrorKind::CircuitOpen,
+        Refusal::NoPermit { .. } => CallErrorKind::NoPermit,
+    }
+}
+
 /// A breaker permit for the next attempt (`None` without a breaker), or
-/// the `CircuitOpen` error.
-fn acquire_breaker(settings: &Settings) -> Result<Option<BreakerPermit>, CallError> {
-    let Some(breaker) = &settings.breaker else {
-        return Ok(None);
-    };
-    breaker.try_acquire().map(Some).map_err(|open| {
-        tracing::debug!(dependency = %settings.name, error = %open, "dependency call skipped: circuit open");
-        CallError::new(Arc::clone(&settings.name), CallErrorKind::CircuitOpen)
-            .with_retry_after(Some(open.retry_after()))
-            .with_source(open)
-    })
+/// why the circuit refuses.
+fn acquire_breaker(settings: &Settings) -> Result<Option<BreakerPermit>, CircuitOpen> {
+    match &settings.breaker {
+        Some(breaker) => breaker.try_acquire().map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A concurrency permit, and how long the call queued for it (`None`:
+/// one was free at once).
+struct Permit {
+    _permit: OwnedSemaphorePermit,
+    waited: Option<Duration>,
 }
 
 /// Waits for a concurrency permit: at once when one is free; otherwise at
-/// most until what is left of the budget reaches the floor (later, the call
-/// could not be made anyway), or `fixed_timeout` in fixed mode. The wait is
-/// recorded in the ledger as `<name>-queue`.
+/// most until [`Timing::wait_until`].
 async fn acquire_permit(
     semaphore: &Arc<Semaphore>,
-    settings: &Settings,
     timing: Timing,
-    ledger: &Option<Ledger>,
-) -> Result<OwnedSemaphorePermit, CallError> {
+    floor: Floor,
+) -> Result<Permit, Refusal> {
     if let Ok(permit) = Arc::clone(semaphore).try_acquire_owned() {
-        return Ok(permit);
+        return Ok(Permit {
+            _permit: permit,
+            waited: None,
+        });
     }
     let start = Instant::now();
-    let until = match timing {
-        Timing::Budget(net) => net
-            .deadline()
-            .checked_sub(settings.floor.get())
-            .map_or(start, |until| until.max(start)),
-        Timing::Fixed(timeout) => Budget::starting_at(start, timeout).deadline(),
-    };
+    let until = timing.wait_until(start, floor);
     let acquired = tokio::time::timeout_at(until, Arc::clone(semaphore).acquire_owned()).await;
     let waited = start.elapsed();
-    let name = &settings.name;
-    if let Some(ledger) = ledger {
-        ledger.record(Entry::local(format!("{name}{QUEUE_SUFFIX}"), waited, None));
-    }
     // The semaphore is never closed: an error is as good as a timeout.
-    if let Ok(Ok(permit)) = acquired {
-        return Ok(permit);
+    match acquired {
+        Ok(Ok(permit)) => Ok(Permit {
+            _permit: permit,
+            waited: Some(waited),
+        }),
+        _ => Err(Refusal::NoPermit { waited, floor }),
     }
-    tracing::debug!(dependency = %name, waited_ms = waited.as_millis() as u64, "dependency call skipped: no concurrency permit in time");
-    if let Some(ledger) = ledger {
-        ledger.record(Entry::skip(
-            &**name,
-            format!("skipped: no concurrency permit in {}ms", waited.as_millis()),
-        ));
-    }
-    let left = match timing {
-        Timing::Budget(net) => Some(net.remaining()),
-        Timing::Fixed(_) => None,
-    };
-    trace::refused(name, OUTCOME_NO_PERMIT, left, Some(settings.floor.get()));
-    let mut error = CallError::new(Arc::clone(name), CallErrorKind::NoPermit)
-        .with_source(NoPermitInBudget::new(waited));
-    if let Timing::Budget(net) = timing {
-        error = error
-            .with_budget(net.remaining(), true)
-            .with_floor(settings.floor.get());
-    }
-    Err(error)
 }
 
 /// The call's answer after its last attempt.
@@ -374,8 +500,7 @@ fn finish(
             let mut error = CallError::from_transport(Arc::clone(name), e.kind)
                 .with_attempts(attempts)
                 .with_boxed_source(Some(e.source));
-            if let Timing::Budget(net) = timing {
-                let remaining = net.remaining();
+            if let Some(remaining) = timing.remaining() {
                 let ran_out = remaining.is_zero()
                     && matches!(
                         e.kind,
@@ -580,7 +705,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn rule2_below_the_floor_no_attempt_is_made_and_the_ledger_says_why() {
         let mut c = config();
-        c.floor = Floor::new(ms(1000));
+        c.floor = Floor::new(ms(1000)).into();
         let settings = c.settings(None).unwrap();
         let ledger = Ledger::new();
         let fake = Fake::new(&[200], Duration::ZERO);
@@ -602,9 +727,88 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn rule10_a_learned_floor_refuses_below_the_observed_latency_and_says_why() {
+        let mut c = config();
+        c.floor = crate::floor::FloorConfig::auto();
+        let settings = c.settings(None).unwrap();
+        let fake = Fake::new(&[200], ms(400));
+        for _ in 0..20 {
+            let ledger = Ledger::new();
+            let timing = Timing::Budget(Budget::new(ms(2000)));
+            run(&settings, &clock(), plan(timing, &ledger), |s| {
+                fake.attempt(s)
+            })
+            .await
+            .unwrap();
+        }
+        tokio::time::advance(crate::floor::REFRESH).await;
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(300)));
+        let err = run(&settings, &clock(), plan(timing, &ledger), |s| {
+            fake.attempt(s)
+        })
+        .await
+        .unwrap_err();
+        assert!(err.is_below_floor());
+        assert_eq!(fake.seen().len(), 20, "no attempt below the learned floor");
+        assert_eq!(
+            ledger.entries(),
+            [Entry::skip(
+                "pricing",
+                "skipped: 300ms < floor 400ms (p99 400ms x 1)"
+            )]
+        );
+        assert_eq!(err.problem().floor_ms, Some(400));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule2_a_retry_refused_after_its_backoff_is_noted_like_the_first_call() {
+        let mut c = config();
+        c.floor = crate::floor::FloorConfig::Learned(crate::floor::LearnedFloorConfig {
+            min_samples: 1,
+            ..Default::default()
+        });
+        let settings = c.settings(None).unwrap();
+        let crate::floor::DependencyFloor::Learned(learned) = &settings.floor else {
+            unreachable!("configured learned")
+        };
+        let learned = Arc::clone(learned);
+        // While the call backs off (10 ms attempt, then 100 ms), other
+        // calls learn that the partner now takes 900 ms.
+        tokio::spawn(async move {
+            tokio::time::sleep(ms(50)).await;
+            for _ in 0..10 {
+                learned.observe(ms(900));
+            }
+        });
+        let fake = Fake::new(&[503, 200], ms(10));
+        let ledger = Ledger::new();
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(1000))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        // The last outcome is the answer; the refused retry is in the
+        // ledger as a refused first call would be.
+        assert_eq!(
+            (res.status(), res.attempts()),
+            (StatusCode::SERVICE_UNAVAILABLE, 1)
+        );
+        assert_eq!(fake.seen().len(), 1);
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;dur=10;desc=\"503\", pricing-wait;dur=100, \
+             pricing;desc=\"skipped: 890ms < floor 900ms (p99 900ms x 1)\""
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn rule3_backoff_never_sleeps_past_the_deadline_and_keeps_the_floor() {
         let mut c = config();
-        c.floor = Floor::new(ms(300));
+        c.floor = Floor::new(ms(300)).into();
         c.retry.backoff.initial = ms(400);
         c.retry.max_attempts = 10;
         let settings = c.settings(None).unwrap();
@@ -661,7 +865,7 @@ mod tests {
     async fn rule8_the_permit_wait_is_paid_from_the_budget_and_bounded_by_it() {
         let mut c = config();
         c.concurrency = Some(1);
-        c.floor = Floor::new(ms(200));
+        c.floor = Floor::new(ms(200)).into();
         let settings = c.settings(None).unwrap();
         let holder = Arc::clone(settings.permits.as_ref().unwrap())
             .try_acquire_owned()
@@ -765,7 +969,7 @@ mod tests {
         let mut c = config();
         c.mode = crate::client::Mode::Fixed;
         c.fixed_timeout = ms(1000);
-        c.floor = Floor::new(ms(60_000)); // ignored in fixed mode
+        c.floor = Floor::new(ms(60_000)).into(); // ignored in fixed mode
         let settings = c.settings(None).unwrap();
         let fake = Fake::new(&[0], Duration::ZERO); // hangs
         let ledger = Ledger::new();
