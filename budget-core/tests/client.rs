@@ -538,7 +538,7 @@ async fn a_call_whose_permit_comes_too_late_is_never_sent() {
         let partner = Partner::start(vec![Answer::status(200).after(ms(1500))]).await;
         let mut config = dep("inventory", &partner.url("/"));
         config.concurrency = Some(1);
-        config.floor = Floor::new(ms(200));
+        config.floor = Floor::new(ms(200)).into();
         let client = config.build().unwrap();
         let first = client.get("").budget(Budget::new(ms(3000))).send();
         let second = async {
@@ -624,7 +624,7 @@ async fn below_the_floor_no_connection_is_made() {
     bounded(async {
         let server = Raw::start(Behaviour::Silent).await;
         let mut config = dep("recommendations", &server.url());
-        config.floor = Floor::new(ms(1000));
+        config.floor = Floor::new(ms(1000)).into();
         let client = config.build().unwrap();
         let ledger = Ledger::new();
         let start = Instant::now();
@@ -658,7 +658,7 @@ async fn send_optional_skips_an_unavailable_optional_dependency() {
     bounded(async {
         let server = Raw::start(Behaviour::Silent).await;
         let mut config = dep("recommendations", &server.url());
-        config.floor = Floor::new(ms(1000));
+        config.floor = Floor::new(ms(1000)).into();
         config.on_unavailable = OnUnavailable::Skip;
         let client = config.build().unwrap();
         let got = client
@@ -788,7 +788,7 @@ async fn a_handler_questions_a_call_error_into_the_contract_problem() {
     bounded(async {
         let partner = Partner::start(vec![Answer::status(200)]).await;
         let mut config = dep("inventory", &partner.url("/"));
-        config.floor = Floor::new(ms(2000));
+        config.floor = Floor::new(ms(2000)).into();
         let url = front(config.build().unwrap()).await;
         let res = reqwest::Client::new()
             .get(&url)

@@ -87,7 +87,7 @@ fn every_budget_counter_and_histogram_moves() {
 
             let partner = dependency("partner", retried.url("/")).build().unwrap();
             let mut recs = dependency("recs", retried.url("/"));
-            recs.floor = Floor::new(ms(5000));
+            recs.floor = Floor::new(ms(5000)).into();
             let mut flaky = dependency("flaky", failing.url("/"));
             flaky.retry.max_attempts = 1;
             flaky.breaker = Some(BreakerConfig {

@@ -399,7 +399,7 @@ async fn a_malformed_header_an_expired_budget_and_a_call_below_its_floor_are_eac
     bounded(async {
         let (partner_addr, _partner) = Partner::start(&[200]).await;
         let mut optional = dependency("recommendations", format!("http://{partner_addr}/partner"));
-        optional.floor = Floor::new(ms(1000));
+        optional.floor = Floor::new(ms(1000)).into();
         optional.on_unavailable = OnUnavailable::Skip;
         let optional = optional.build().unwrap();
         let app = Router::new()

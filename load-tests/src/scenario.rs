@@ -400,8 +400,12 @@ pub fn checkout_config(
         .main
         .url(&format!("/recommendations?{}", scenario.recommendations));
     c.inventory.connect_cap = Some(INVENTORY_CONNECT_CAP);
-    c.inventory.floor = Some(settings.inventory_floor);
-    c.pricing.floor = Some(settings.pricing_floor);
+    c.inventory.floor = Some(budget_core::floor::FloorConfig::fixed(
+        settings.inventory_floor,
+    ));
+    c.pricing.floor = Some(budget_core::floor::FloorConfig::fixed(
+        settings.pricing_floor,
+    ));
     for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
         dep.concurrency = Some(settings.concurrency);
         dep.pool_idle_timeout = settings.pool_idle_timeout;

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 
 use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
-use crate::floor::Floor;
+use crate::floor::{DependencyFloor, FloorConfig};
 use crate::retry::{RetryBudget, RetryBudgetConfig, RetryConfig, RetryPolicy};
 
 /// The connect cap when the config does not say: 1 s.
@@ -110,7 +110,7 @@ pub enum OnUnavailable {
 /// | `url` | base URL; its query string is kept on every call | required |
 /// | `connect_cap` | the longest a connect may take (still capped by the budget) | `1s` |
 /// | `pool_idle_timeout` | how long an idle keep-alive connection stays in the pool | `90s` |
-/// | `floor` | below this (net of the reserve), the call is not made | `0s` |
+/// | `floor` | below this (net of the reserve), the call is not made: `"250ms"`, `"auto"` or a table ([`FloorConfig`]) | `0s` |
 /// | `retry` | the [`RetryConfig`] | the contract's |
 /// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
 /// | `breaker` | a [`BreakerConfig`]; absent: no breaker | none |
@@ -172,9 +172,10 @@ pub struct DependencyConfig {
     #[serde(default = "default_pool_idle_timeout", with = "humantime_serde")]
     pub pool_idle_timeout: Duration,
     /// The least remaining budget (net of the per-hop reserve) with which
-    /// a call, or a retry, is still made.
+    /// a call, or a retry, is still made: fixed (`"250ms"`) or learned
+    /// from the dependency's latency (`"auto"`, or a table: [`FloorConfig`]).
     #[serde(default)]
-    pub floor: Floor,
+    pub floor: FloorConfig,
     /// Attempts, backoff, `Retry-After` cap, retryable statuses.
     #[serde(default)]
     pub retry: RetryConfig,
@@ -238,7 +239,7 @@ impl DependencyConfig {
             url: url.into(),
             connect_cap: DEFAULT_CONNECT_CAP,
             pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
-            floor: Floor::default(),
+            floor: FloorConfig::default(),
             retry: RetryConfig::default(),
             retry_budget: None,
             breaker: None,
@@ -309,6 +310,7 @@ impl DependencyConfig {
             Some(n) => Some(Arc::new(Semaphore::new(n))),
             None => None,
         };
+        let floor = self.floor.build().map_err(|e| e.within("floor"))?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self
             .retry_budget
@@ -323,7 +325,7 @@ impl DependencyConfig {
             base,
             connect_cap: self.connect_cap,
             pool_idle_timeout: self.pool_idle_timeout,
-            floor: self.floor,
+            floor,
             policy,
             retry_budget,
             breaker,
@@ -344,7 +346,7 @@ pub(crate) struct Settings {
     pub(crate) base: Url,
     pub(crate) connect_cap: Duration,
     pub(crate) pool_idle_timeout: Duration,
-    pub(crate) floor: Floor,
+    pub(crate) floor: DependencyFloor,
     pub(crate) policy: RetryPolicy,
     pub(crate) retry_budget: Option<RetryBudget>,
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,

@@ -121,7 +121,7 @@
 //!         ratio = 0.2
 //!     "#)?;
 //!     let mut recommendations = DependencyConfig::new("recommendations", "http://127.0.0.1:9000/recs");
-//!     recommendations.floor = budget_core::Floor::new(std::time::Duration::from_secs(1));
+//!     recommendations.floor = budget_core::Floor::new(std::time::Duration::from_secs(1)).into();
 //!     recommendations.on_unavailable = budget_core::client::OnUnavailable::Skip;
 //!     let deps = Deps { pricing: pricing.build()?, recommendations: recommendations.build()? };
 //!

@@ -239,10 +239,10 @@ impl CheckoutConfig {
             ..RetryConfig::default()
         };
         if dep == Dep::Recommendations {
-            c.floor = Floor::new(self.recommendations_floor);
+            c.floor = Floor::new(self.recommendations_floor).into();
             c.on_unavailable = OnUnavailable::Skip;
         } else {
-            c.floor = Floor::new(DEFAULT_DEPENDENCY_FLOOR);
+            c.floor = DEFAULT_DEPENDENCY_FLOOR;
         }
         if self.budget_mode.is_on() {
             c.retry_budget = Some(RetryBudgetConfig::default());
@@ -338,7 +338,12 @@ mod tests {
             config.inventory.connect_cap,
             Some(Duration::from_millis(250))
         );
-        assert_eq!(config.inventory.floor, Some(Duration::from_millis(15)));
+        assert_eq!(
+            config.inventory.floor,
+            Some(budget_core::floor::FloorConfig::fixed(
+                Duration::from_millis(15)
+            ))
+        );
         assert_eq!(config.inventory.concurrency, Some(8));
         assert_eq!(config.inventory.grpc_timeout, Some(true));
         assert_eq!(config.inventory.max_body, Some(1024));
@@ -393,7 +398,8 @@ mod tests {
             "pricing.retry.max_attempts"
         );
         assert_eq!(
-            field(&|c| c.recommendations.floor = Some(Duration::ZERO)),
+            field(&|c| c.recommendations.floor =
+                Some(budget_core::floor::FloorConfig::fixed(Duration::ZERO))),
             "recommendations.floor"
         );
         assert_eq!(

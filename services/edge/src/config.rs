@@ -31,7 +31,6 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use budget_core::Floor;
 use budget_core::client::{BudgetClient, DependencyConfig, Mode};
 use budget_core::config::ConfigError;
 use budget_core::retry::RetryConfig;
@@ -148,7 +147,7 @@ impl EdgeConfig {
             max_attempts: 1,
             ..RetryConfig::default()
         };
-        c.floor = Floor::new(DEFAULT_DEPENDENCY_FLOOR);
+        c.floor = DEFAULT_DEPENDENCY_FLOOR;
         self.checkout.apply(&mut c);
         if !self.budget_mode.is_on() {
             c.mode = Mode::Fixed;
@@ -197,7 +196,12 @@ mod tests {
         assert_eq!(config.checkout_url, "http://127.0.0.1:9181/api");
         let s = &config.checkout;
         assert_eq!(s.connect_cap, Some(Duration::from_millis(250)));
-        assert_eq!(s.floor, Some(Duration::from_millis(15)));
+        assert_eq!(
+            s.floor,
+            Some(budget_core::floor::FloorConfig::fixed(
+                Duration::from_millis(15)
+            ))
+        );
         assert_eq!(s.concurrency, Some(8));
         assert_eq!(s.max_body, Some(1024));
         assert_eq!(s.fixed_timeout, Some(Duration::from_secs(3)));

@@ -1,4 +1,3 @@
-use budget_core::Floor;
 use budget_core::client::DependencyConfig;
 
 use crate::overlay;
@@ -14,7 +13,7 @@ crate::client_settings! {
     /// | --- | --- |
     /// | `connect_cap` | `1s` (the budget caps it further) |
     /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
-    /// | `floor` | the service's; [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) unless it says |
+    /// | `floor` | `"250ms"` (fixed), `"auto"` or a table (learned); the service's default, [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) (`auto`), unless it says |
     /// | `breaker` | none |
     /// | `concurrency` | unlimited |
     /// | `max_body` | 4 MiB |
@@ -48,7 +47,7 @@ impl ClientSettings {
     pub fn apply(&self, c: &mut DependencyConfig) {
         overlay(&mut c.connect_cap, self.connect_cap);
         overlay(&mut c.pool_idle_timeout, self.pool_idle_timeout);
-        overlay(&mut c.floor, self.floor.map(Floor::new));
+        overlay(&mut c.floor, self.floor);
         overlay(&mut c.breaker, self.breaker.map(Some));
         overlay(&mut c.concurrency, self.concurrency.map(Some));
         overlay(&mut c.max_body, self.max_body);
@@ -104,9 +103,10 @@ macro_rules! client_settings {
             /// How long an idle pooled connection is kept.
             #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
             pub pool_idle_timeout: ::std::option::Option<::std::time::Duration>,
-            /// Below this budget (net of the reserve), the call is not made.
-            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-            pub floor: ::std::option::Option<::std::time::Duration>,
+            /// Below this budget (net of the reserve), the call is not made:
+            /// `"250ms"`, `"auto"` or a learned floor's table.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub floor: ::std::option::Option<$crate::__private::FloorConfig>,
             /// A circuit breaker.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub breaker: ::std::option::Option<$crate::__private::BreakerConfig>,

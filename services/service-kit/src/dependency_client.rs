@@ -1,15 +1,17 @@
-use std::time::Duration;
-
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::config::ConfigError;
+use budget_core::floor::FloorConfig;
 
-/// The floor of a dependency whose table does not say: a call with less
-/// than 10 ms left is not worth sending.
+/// The floor of a dependency whose table does not say: learned from its
+/// latency (`floor = "auto"`: the p99 of its successful attempts, at
+/// least 5 ms and at most 2 s; see
+/// [`LearnedFloorConfig`](budget_core::floor::LearnedFloorConfig)).
 ///
 /// ```
-/// assert_eq!(service_kit::DEFAULT_DEPENDENCY_FLOOR.as_millis(), 10);
+/// use budget_core::floor::FloorConfig;
+/// assert_eq!(service_kit::DEFAULT_DEPENDENCY_FLOOR, FloorConfig::AUTO);
 /// ```
-pub const DEFAULT_DEPENDENCY_FLOOR: Duration = Duration::from_millis(10);
+pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
 
 /// Builds the client of a service's dependency, its config errors named as
 /// the service's config names them: the URL is the `{name}_url` field (and

@@ -75,4 +75,5 @@ pub use start_error::StartError;
 pub mod __private {
     pub use budget_core::breaker::BreakerConfig;
     pub use budget_core::config::ConfigError;
+    pub use budget_core::floor::FloorConfig;
 }

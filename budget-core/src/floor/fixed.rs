@@ -1,8 +1,4 @@
-//! The floor: the least time a dependency needs to be worth calling.
-//!
-//! A call whose remaining budget is below the floor cannot succeed in time,
-//! so it is refused before any I/O: no connection is opened, no partner
-//! does work nobody will wait for.
+//! A fixed floor, and the error of a call below a floor.
 //!
 //! # Example
 //!
@@ -22,6 +18,8 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::learned::FloorBasis;
 
 /// The least remaining time with which a call is still made.
 ///
@@ -80,6 +78,7 @@ impl Floor {
             Err(BelowFloor {
                 remaining,
                 floor: self.0,
+                basis: None,
             })
         } else {
             Ok(())
@@ -96,7 +95,9 @@ impl From<Duration> for Floor {
 /// A call was refused because too little budget was left for it.
 ///
 /// Its `Display` is the reason the ledger records for the skip:
-/// `850ms < floor 1000ms`.
+/// `850ms < floor 1000ms`, followed by where a learned floor came from
+/// (`420ms < floor 610ms (p99 407ms x 1.5)`, see
+/// [`FloorBasis`](super::FloorBasis)).
 ///
 /// # Example
 ///
@@ -106,14 +107,49 @@ impl From<Duration> for Floor {
 /// let err = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
 /// assert_eq!(err.to_string(), "3ms < floor 10ms");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}ms < floor {}ms", remaining.as_millis(), floor.as_millis())]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BelowFloor {
     remaining: Duration,
     floor: Duration,
+    basis: Option<FloorBasis>,
 }
 
+impl std::fmt::Display for BelowFloor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}ms < floor {}ms",
+            self.remaining.as_millis(),
+            self.floor.as_millis()
+        )?;
+        match &self.basis {
+            Some(basis) => write!(f, " ({basis})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for BelowFloor {}
+
 impl BelowFloor {
+    /// The same refusal, saying where its floor came from.
+    pub(crate) fn with_basis(mut self, basis: Option<FloorBasis>) -> Self {
+        self.basis = basis;
+        self
+    }
+
+    /// Where a learned floor came from; `None` for a fixed floor.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::Floor;
+    /// let e = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
+    /// assert!(e.basis().is_none());
+    /// ```
+    pub fn basis(&self) -> Option<&FloorBasis> {
+        self.basis.as_ref()
+    }
+
     /// The budget that was left.
     ///
     /// ```

@@ -1,0 +1,698 @@
+//! A learned floor: the dependency's observed latency quantile times a
+//! margin, clamped to configured bounds (CONTRACT section 2 rule 10).
+//!
+//! The estimate is a decaying window of the latencies of the dependency's
+//! successful attempts, kept in two [`hdrhistogram`] histograms that take
+//! turns (as tower's `hedge` keeps its latency percentiles): samples go
+//! into the current one; every half `window` the older one is dropped and
+//! the current one becomes the older one. The quantile is read over both,
+//! so it always covers between half a window and a whole window of
+//! samples, and a latency change is followed within one `window`.
+//!
+//! Reading the quantile walks the histogram, so the effective floor is
+//! recomputed at most every [`REFRESH`] and cached: a call reads a cached
+//! number under a short lock.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let config = LearnedFloorConfig { margin: 1.5, ..Default::default() };
+//! let floor = LearnedFloor::new(config).unwrap();
+//! // Cold start: too few samples, the configured minimum applies.
+//! assert_eq!(floor.current().floor.get(), Duration::from_millis(5));
+//! for _ in 0..100 {
+//!     floor.observe(Duration::from_millis(400));
+//! }
+//! tokio::time::advance(budget_core::floor::REFRESH).await;
+//! let now = floor.current();
+//! // p99 of 400 ms, times the margin 1.5.
+//! assert_eq!(now.floor.get().as_millis(), 600);
+//! assert_eq!(now.basis.unwrap().to_string(), "p99 400ms x 1.5");
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::fixed::Floor;
+use crate::config::ConfigError;
+
+/// How often at most the effective floor is recomputed from the window.
+pub const REFRESH: Duration = Duration::from_millis(100);
+
+/// The longest latency the histograms hold; longer samples count as this.
+pub const MAX_SAMPLE: Duration = Duration::from_secs(60);
+
+/// A learned floor's settings, as in a dependency's TOML table
+/// (`floor = { quantile = 0.99, margin = 1.5, min = "5ms", max = "2s" }`;
+/// `floor = "auto"` takes every default).
+///
+/// | field | meaning | default |
+/// | --- | --- | --- |
+/// | `quantile` | the latency quantile of successful attempts, in (0, 1) | `0.99` |
+/// | `margin` | the quantile is multiplied by this, at least 1 | `1` |
+/// | `min` | the floor is never below this | `5ms` |
+/// | `max` | the floor is never above this | `2s` |
+/// | `cold_start` | the floor until `min_samples` exist | `min` |
+/// | `min_samples` | samples in the window before the quantile is trusted | `20` |
+/// | `window` | how long samples count (a decaying window) | `10s` |
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::floor::LearnedFloorConfig;
+///
+/// let c: LearnedFloorConfig = toml::from_str("quantile = 0.95\nmax = \"800ms\"").unwrap();
+/// assert_eq!((c.quantile, c.max), (0.95, Duration::from_millis(800)));
+/// assert_eq!(c.margin, 1.0);
+/// assert!(toml::from_str::<LearnedFloorConfig>("p = 0.9").is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LearnedFloorConfig {
+    /// The latency quantile, strictly between 0 and 1.
+    pub quantile: f64,
+    /// The factor on the quantile, at least 1.
+    pub margin: f64,
+    /// The lowest floor.
+    #[serde(with = "humantime_serde")]
+    pub min: Duration,
+    /// The highest floor.
+    #[serde(with = "humantime_serde")]
+    pub max: Duration,
+    /// The floor while fewer than `min_samples` exist; absent: `min`.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<Duration>,
+    /// How many samples the window needs before its quantile is used.
+    pub min_samples: u64,
+    /// How long a sample counts.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for LearnedFloorConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl LearnedFloorConfig {
+    /// Every default, as a constant (`floor = "auto"`).
+    ///
+    /// The margin is 1: the p99 already holds the tail, so at most about
+    /// 1 % of the calls made right at the floor run past their budget. A
+    /// larger margin refuses calls that would succeed 99 times in 100, and
+    /// when most of a dependency's latency is a constant part (a partner
+    /// 20 times slower), `1.5 x p99` can exceed every caller's budget, so
+    /// the dependency would never be called.
+    ///
+    /// ```
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// assert_eq!(LearnedFloorConfig::DEFAULT, LearnedFloorConfig::default());
+    /// ```
+    pub const DEFAULT: Self = Self {
+        quantile: 0.99,
+        margin: 1.0,
+        min: Duration::from_millis(5),
+        max: Duration::from_secs(2),
+        cold_start: None,
+        min_samples: 20,
+        window: Duration::from_secs(10),
+    };
+
+    /// Checks every field; the error names it.
+    ///
+    /// # Errors
+    ///
+    /// `quantile` outside (0, 1), `margin` below 1 (or not a number),
+    /// `min` above `max`, `max` zero, `cold_start` outside `[min, max]`,
+    /// `min_samples` zero, `window` zero.
+    ///
+    /// ```
+    /// use budget_core::floor::LearnedFloorConfig;
+    /// let bad = LearnedFloorConfig { margin: 0.5, ..Default::default() };
+    /// assert_eq!(bad.validate().unwrap_err().field(), "margin");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.quantile > 0.0 && self.quantile < 1.0) {
+            return Err(ConfigError::new(
+                "quantile",
+                format!("must be between 0 and 1 (exclusive), not {}", self.quantile),
+            ));
+        }
+        if !(self.margin >= 1.0 && self.margin.is_finite()) {
+            return Err(ConfigError::new(
+                "margin",
+                format!("must be a number of at least 1, not {}", self.margin),
+            ));
+        }
+        if self.max.is_zero() {
+            return Err(ConfigError::new("max", "must be more than zero"));
+        }
+        if self.min > self.max {
+            return Err(ConfigError::new(
+                "min",
+                format!(
+                    "must not be above max ({}ms > {}ms)",
+                    self.min.as_millis(),
+                    self.max.as_millis()
+                ),
+            ));
+        }
+        if let Some(cold) = self.cold_start
+            && (cold < self.min || cold > self.max)
+        {
+            return Err(ConfigError::new(
+                "cold_start",
+                format!(
+                    "must lie between min and max ({}ms..={}ms)",
+                    self.min.as_millis(),
+                    self.max.as_millis()
+                ),
+            ));
+        }
+        if self.min_samples == 0 {
+            return Err(ConfigError::new("min_samples", "must be at least 1"));
+        }
+        if self.window.is_zero() {
+            return Err(ConfigError::new("window", "must be more than zero"));
+        }
+        Ok(())
+    }
+}
+
+/// Where an effective floor came from, as the ledger's skip note says it
+/// (`skipped: 420ms < floor 610ms (p99 407ms x 1.5)`).
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::floor::{Clamp, FloorBasis};
+///
+/// let b = FloorBasis::Learned { quantile: 0.99, observed: Duration::from_millis(407), margin: 1.5, clamp: None };
+/// assert_eq!(b.to_string(), "p99 407ms x 1.5");
+/// let b = FloorBasis::Learned { quantile: 0.999, observed: Duration::from_millis(2), margin: 2.0, clamp: Some(Clamp::Min) };
+/// assert_eq!(b.to_string(), "p99.9 2ms x 2, at min");
+/// assert_eq!(FloorBasis::ColdStart { samples: 3, needed: 20 }.to_string(), "cold start: 3 of 20 samples");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum FloorBasis {
+    /// The window's quantile times the margin.
+    Learned {
+        /// The quantile read (0.99 for p99).
+        quantile: f64,
+        /// The latency at that quantile.
+        observed: Duration,
+        /// The factor applied.
+        margin: f64,
+        /// Whether `min` or `max` bounded the product.
+        clamp: Option<Clamp>,
+    },
+    /// Too few samples yet: the cold-start floor.
+    ColdStart {
+        /// Samples in the window.
+        samples: u64,
+        /// Samples needed.
+        needed: u64,
+    },
+}
+
+/// Which bound of a learned floor applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clamp {
+    /// The product was below `min`.
+    Min,
+    /// The product was above `max`.
+    Max,
+}
+
+impl fmt::Display for FloorBasis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            FloorBasis::Learned {
+                quantile,
+                observed,
+                margin,
+                clamp,
+            } => {
+                let percent = (quantile * 1000.0).round() / 10.0;
+                write!(f, "p{percent} {}ms x {margin}", observed.as_millis())?;
+                match clamp {
+                    Some(Clamp::Min) => f.write_str(", at min"),
+                    Some(Clamp::Max) => f.write_str(", at max"),
+                    None => Ok(()),
+                }
+            }
+            FloorBasis::ColdStart { samples, needed } => {
+                write!(f, "cold start: {samples} of {needed} samples")
+            }
+        }
+    }
+}
+
+/// A floor in force now, and where it came from (`None`: a fixed floor).
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::Floor;
+/// use budget_core::floor::Effective;
+///
+/// let e = Effective::fixed(Floor::new(Duration::from_millis(10)));
+/// assert!(e.basis.is_none());
+/// assert_eq!(e.check(Duration::from_millis(3)).unwrap_err().to_string(), "3ms < floor 10ms");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Effective {
+    /// The floor.
+    pub floor: Floor,
+    /// Where it came from.
+    pub basis: Option<FloorBasis>,
+}
+
+impl Effective {
+    /// A fixed floor, with no basis to report.
+    ///
+    /// ```
+    /// # use budget_core::{Floor, floor::Effective};
+    /// assert_eq!(Effective::fixed(Floor::default()).floor, Floor::default());
+    /// ```
+    pub const fn fixed(floor: Floor) -> Self {
+        Self { floor, basis: None }
+    }
+
+    /// [`Floor::check`], the refusal saying where the floor came from.
+    ///
+    /// # Errors
+    ///
+    /// [`BelowFloor`](super::BelowFloor) when `remaining` does not reach it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Floor, floor::Effective};
+    /// assert!(Effective::fixed(Floor::default()).check(Duration::from_millis(1)).is_ok());
+    /// ```
+    pub fn check(&self, remaining: Duration) -> Result<(), super::BelowFloor> {
+        self.floor
+            .check(remaining)
+            .map_err(|e| e.with_basis(self.basis))
+    }
+}
+
+/// A floor learned from a dependency's latency; shared by every call to
+/// it. See the [module docs](self).
+#[derive(Debug)]
+pub struct LearnedFloor {
+    config: LearnedFloorConfig,
+    cold: Effective,
+    state: Mutex<Window>,
+}
+
+#[derive(Debug)]
+struct Window {
+    current: Histogram<u32>,
+    older: Histogram<u32>,
+    scratch: Histogram<u32>,
+    rotated_at: Instant,
+    computed_at: Option<Instant>,
+    dirty: bool,
+    effective: Effective,
+}
+
+fn histogram() -> Histogram<u32> {
+    // 1 us to a minute, 3 significant digits (0.1 % resolution): about
+    // 70 KiB of counts each.
+    Histogram::new_with_bounds(1, MAX_SAMPLE.as_micros() as u64, 3)
+        .expect("static histogram bounds are valid")
+}
+
+impl LearnedFloor {
+    /// A learned floor with `config`, cold until samples come.
+    ///
+    /// # Errors
+    ///
+    /// [`LearnedFloorConfig::validate`]'s.
+    ///
+    /// ```
+    /// use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
+    /// let bad = LearnedFloorConfig { quantile: 1.0, ..Default::default() };
+    /// assert_eq!(LearnedFloor::new(bad).unwrap_err().field(), "quantile");
+    /// ```
+    pub fn new(config: LearnedFloorConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let cold = Effective {
+            floor: Floor::new(config.cold_start.unwrap_or(config.min)),
+            basis: Some(FloorBasis::ColdStart {
+                samples: 0,
+                needed: config.min_samples,
+            }),
+        };
+        Ok(Self {
+            config,
+            cold,
+            state: Mutex::new(Window {
+                current: histogram(),
+                older: histogram(),
+                scratch: histogram(),
+                rotated_at: Instant::now(),
+                computed_at: None,
+                dirty: false,
+                effective: cold,
+            }),
+        })
+    }
+
+    /// Its settings.
+    ///
+    /// ```
+    /// # use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let f = LearnedFloor::new(LearnedFloorConfig::default()).unwrap();
+    /// assert_eq!(f.config().quantile, 0.99);
+    /// # }
+    /// ```
+    pub fn config(&self) -> &LearnedFloorConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Window> {
+        // A panic while holding the lock leaves plain numbers behind.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the latency of one successful attempt.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let f = LearnedFloor::new(LearnedFloorConfig::default()).unwrap();
+    /// f.observe(Duration::from_millis(12));
+    /// # }
+    /// ```
+    pub fn observe(&self, latency: Duration) {
+        let micros = latency.as_micros().clamp(1, MAX_SAMPLE.as_micros()) as u64;
+        let mut w = self.lock();
+        self.rotate(&mut w, Instant::now());
+        w.current.saturating_record(micros);
+        w.dirty = true;
+    }
+
+    /// The floor in force now and its basis; recomputed from the window
+    /// at most every [`REFRESH`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::floor::{FloorBasis, LearnedFloor, LearnedFloorConfig};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let f = LearnedFloor::new(LearnedFloorConfig::default()).unwrap();
+    /// assert!(matches!(f.current().basis, Some(FloorBasis::ColdStart { samples: 0, .. })));
+    /// # }
+    /// ```
+    pub fn current(&self) -> Effective {
+        let now = Instant::now();
+        let mut w = self.lock();
+        let due = w
+            .computed_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= REFRESH);
+        if due {
+            let rotated = self.rotate(&mut w, now);
+            if w.dirty || rotated || w.computed_at.is_none() {
+                w.effective = self.compute(&mut w);
+                w.dirty = false;
+            }
+            w.computed_at = Some(now);
+        }
+        w.effective
+    }
+
+    /// Drops the older histogram when half a window has passed; true when
+    /// it did.
+    fn rotate(&self, w: &mut Window, now: Instant) -> bool {
+        let half = self.config.window / 2;
+        let since = now.saturating_duration_since(w.rotated_at);
+        if since < half {
+            return false;
+        }
+        if since >= self.config.window {
+            // Nothing recent enough in either half.
+            w.older.reset();
+            w.current.reset();
+        } else {
+            std::mem::swap(&mut w.older, &mut w.current);
+            w.current.reset();
+        }
+        w.rotated_at = now;
+        true
+    }
+
+    fn compute(&self, w: &mut Window) -> Effective {
+        let Window {
+            current,
+            older,
+            scratch,
+            ..
+        } = w;
+        scratch.reset();
+        // Same bounds: adding cannot fail.
+        let _ = scratch.add(&*older);
+        let _ = scratch.add(&*current);
+        let samples = scratch.len();
+        if samples < self.config.min_samples {
+            // Too few recent samples: back to the cold-start floor. Keeping
+            // the last learned value would be metastable: a floor that
+            // refuses every call learns nothing new, and would refuse for
+            // ever after the partner recovered.
+            return Effective {
+                basis: Some(FloorBasis::ColdStart {
+                    samples,
+                    needed: self.config.min_samples,
+                }),
+                ..self.cold
+            };
+        }
+        let observed = whole_millis(scratch.value_at_quantile(self.config.quantile));
+        let product = observed.mul_f64(self.config.margin);
+        let (floor, clamp) = if product < self.config.min {
+            (self.config.min, Some(Clamp::Min))
+        } else if product > self.config.max {
+            (self.config.max, Some(Clamp::Max))
+        } else {
+            (product, None)
+        };
+        Effective {
+            floor: Floor::new(floor),
+            basis: Some(FloorBasis::Learned {
+                quantile: self.config.quantile,
+                observed,
+                margin: self.config.margin,
+                clamp,
+            }),
+        }
+    }
+}
+
+/// A quantile read from the histogram (whose buckets end a little above
+/// the recorded values) to the nearest millisecond, as floors and budget
+/// headers speak; below a millisecond, in microseconds.
+fn whole_millis(micros: u64) -> Duration {
+    if micros < 1000 {
+        Duration::from_micros(micros)
+    } else {
+        Duration::from_millis(micros.saturating_add(500) / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn learned(config: LearnedFloorConfig) -> LearnedFloor {
+        LearnedFloor::new(config).unwrap()
+    }
+
+    /// The defaults with the margin of the contract's example, 1.5.
+    fn x15() -> LearnedFloorConfig {
+        LearnedFloorConfig {
+            margin: 1.5,
+            ..Default::default()
+        }
+    }
+
+    async fn settle() {
+        tokio::time::advance(REFRESH).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_cold_start_is_the_minimum_until_enough_samples() {
+        let f = learned(x15());
+        for _ in 0..19 {
+            f.observe(ms(300));
+        }
+        settle().await;
+        let e = f.current();
+        assert_eq!(e.floor.get(), ms(5));
+        assert_eq!(e.basis.unwrap().to_string(), "cold start: 19 of 20 samples");
+        f.observe(ms(300));
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(450));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_a_configured_cold_start_applies_before_samples() {
+        let f = learned(LearnedFloorConfig {
+            cold_start: Some(ms(250)),
+            ..Default::default()
+        });
+        assert_eq!(f.current().floor.get(), ms(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_the_floor_is_the_quantile_times_the_margin() {
+        let f = learned(x15());
+        // 98 fast samples and 2 slow ones: p99 is the slow tail.
+        for _ in 0..98 {
+            f.observe(ms(100));
+        }
+        f.observe(ms(400));
+        f.observe(ms(400));
+        settle().await;
+        let e = f.current();
+        let floor = e.floor.get().as_millis();
+        assert!((596..=604).contains(&floor), "{floor}");
+        let basis = e.basis.unwrap().to_string();
+        assert!(
+            basis.starts_with("p99 ") && basis.ends_with("ms x 1.5"),
+            "{basis}"
+        );
+        // p50 of the same window is the fast body.
+        let f50 = learned(LearnedFloorConfig {
+            quantile: 0.5,
+            margin: 1.0,
+            ..Default::default()
+        });
+        for _ in 0..98 {
+            f50.observe(ms(100));
+        }
+        settle().await;
+        assert_eq!(f50.current().floor.get().as_millis(), 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_the_bounds_clamp_and_say_so() {
+        let f = learned(LearnedFloorConfig {
+            max: ms(500),
+            ..Default::default()
+        });
+        for _ in 0..50 {
+            f.observe(ms(1000));
+        }
+        settle().await;
+        let e = f.current();
+        assert_eq!(e.floor.get(), ms(500));
+        assert!(e.basis.unwrap().to_string().ends_with(", at max"));
+        let g = learned(x15());
+        for _ in 0..50 {
+            g.observe(Duration::from_micros(500));
+        }
+        settle().await;
+        assert_eq!(g.current().floor.get(), ms(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_the_floor_follows_a_slower_partner_within_one_window() {
+        let f = learned(x15());
+        for _ in 0..100 {
+            f.observe(ms(50));
+        }
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(75));
+        // The partner turns 10x slower; 100 samples a second for 10 s.
+        for _ in 0..100 {
+            tokio::time::advance(ms(100)).await;
+            for _ in 0..10 {
+                f.observe(ms(500));
+            }
+        }
+        settle().await;
+        assert_eq!(f.current().floor.get().as_millis(), 750);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_a_floor_that_refuses_everything_falls_back_to_cold_start() {
+        let f = learned(x15());
+        for _ in 0..100 {
+            f.observe(ms(200));
+        }
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(300));
+        // No call made (and so no sample) for a window: not metastable.
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(f.current().floor.get(), ms(300), "within the window");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(f.current().floor.get(), ms(300), "in the older half");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let e = f.current();
+        assert_eq!(e.floor.get(), ms(5));
+        assert_eq!(e.basis.unwrap().to_string(), "cold start: 0 of 20 samples");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_floor_is_cached_between_refreshes() {
+        let f = learned(x15());
+        for _ in 0..100 {
+            f.observe(ms(200));
+        }
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(300));
+        for _ in 0..1000 {
+            f.observe(ms(2000));
+        }
+        assert_eq!(f.current().floor.get(), ms(300), "not yet recomputed");
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(2000));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn extreme_samples_saturate_instead_of_panicking() {
+        let f = learned(LearnedFloorConfig::default());
+        for _ in 0..30 {
+            f.observe(Duration::MAX);
+            f.observe(Duration::ZERO);
+        }
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(2000));
+    }
+
+    #[test]
+    fn validation_names_each_field() {
+        let with = |f: &dyn Fn(&mut LearnedFloorConfig)| {
+            let mut c = LearnedFloorConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err().field().to_owned()
+        };
+        assert!(LearnedFloorConfig::default().validate().is_ok());
+        assert_eq!(with(&|c| c.quantile = 0.0), "quantile");
+        assert_eq!(with(&|c| c.quantile = 1.0), "quantile");
+        assert_eq!(with(&|c| c.quantile = f64::NAN), "quantile");
+        assert_eq!(with(&|c| c.margin = 0.99), "margin");
+        assert_eq!(with(&|c| c.margin = f64::INFINITY), "margin");
+        assert_eq!(with(&|c| c.min = ms(3000)), "min");
+        assert_eq!(with(&|c| c.max = Duration::ZERO), "max");
+        assert_eq!(with(&|c| c.cold_start = Some(ms(1))), "cold_start");
+        assert_eq!(with(&|c| c.min_samples = 0), "min_samples");
+        assert_eq!(with(&|c| c.window = Duration::ZERO), "window");
+    }
+}
