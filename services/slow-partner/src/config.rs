@@ -59,7 +59,7 @@ pub struct PartnerConfig {
     /// The main address (default `127.0.0.1:9000`). Port 0 picks a free
     /// port once, at start; every mode switch rebinds that same port.
     pub listen: SocketAddr,
-    /// A separate address that serves only the admin endpoint, `/stats` and
+    /// A separate address that serves only the admin endpoints, `/stats` and
     /// `/healthz`, reachable whatever the main port's mode.
     pub admin_listen: Option<SocketAddr>,
     /// The mode at start.

@@ -30,8 +30,8 @@ struct Cli {
     #[arg(long, env = "LISTEN", value_name = "ADDR")]
     listen: Option<SocketAddr>,
 
-    /// Separate address serving only /admin/mode, /stats and /healthz,
-    /// reachable whatever the main port's mode
+    /// Separate address serving only /admin/mode, /admin/paths, /stats and
+    /// /healthz, reachable whatever the main port's mode
     #[arg(long, env = "ADMIN_LISTEN", value_name = "ADDR")]
     admin_listen: Option<SocketAddr>,
 
