@@ -132,6 +132,7 @@ where
 
     // Rule 2: below the floor, no I/O at all.
     let floor = settings.floor.current();
+    meter::floor(name, floor.floor.get());
     if let Err(below) = timing.check_floor(&floor) {
         return Err(refuse(
             settings,
@@ -400,11 +401,16 @@ fn refuse(
     match refusal {
         Refusal::BelowFloor(below) => {
             meter::below_floor(name);
+            let source: &dyn std::fmt::Display = match below.basis() {
+                Some(basis) => basis,
+                None => &"fixed",
+            };
             trace::refused(
                 name,
                 OUTCOME_BELOW_FLOOR,
                 Some(below.remaining()),
                 Some(below.floor()),
+                Some(source),
             );
             error
                 .with_budget(below.remaining(), below.remaining().is_zero())
@@ -412,13 +418,13 @@ fn refuse(
                 .with_source(below)
         }
         Refusal::CircuitOpen(open) => {
-            trace::refused(name, OUTCOME_CIRCUIT_OPEN, remaining, None);
+            trace::refused(name, OUTCOME_CIRCUIT_OPEN, remaining, None, None);
             error
                 .with_retry_after(Some(open.retry_after()))
                 .with_source(open)
         }
         Refusal::NoPermit { waited, floor } => {
-            trace::refused(name, OUTCOME_NO_PERMIT, remaining, Some(floor.get()));
+            trace::refused(name, OUTCOME_NO_PERMIT, remaining, Some(floor.get()), None);
             let error = error.with_source(NoPermitInBudget::new(waited));
             match remaining {
                 Some(left) => error.with_budget(left, true).with_floor(floor.get()),

@@ -61,6 +61,11 @@ pub fn describe_metrics() {
         METRIC_BELOW_FLOOR_TOTAL,
         "Dependency calls not made: the budget was below the dependency's floor."
     );
+    metrics::describe_gauge!(
+        METRIC_FLOOR_SECONDS,
+        Unit::Seconds,
+        "The floor in force for each dependency (fixed or learned from its latency)."
+    );
     describe_counter!(METRIC_RETRIES_TOTAL, "Dependency retries made.");
     describe_counter!(
         METRIC_RETRY_BUDGET_REFUSALS_TOTAL,
@@ -151,6 +156,16 @@ pub(crate) fn below_floor(dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]
     metrics::counter!(METRIC_BELOW_FLOOR_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency))
         .increment(1);
+}
+
+/// The floor in force for `dependency` when a call to it starts.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn floor(dependency: &Arc<str>, floor: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(METRIC_FLOOR_SECONDS, LABEL_DEPENDENCY => Arc::clone(dependency))
+        .set(floor.as_secs_f64());
 }
 
 /// The breaker of `endpoint` went from `from` to `to`.

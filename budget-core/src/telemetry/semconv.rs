@@ -13,7 +13,7 @@
 //! | --- | --- | --- |
 //! | [`SERVER_SPAN`]: one per request, opened by the server layer | server | [`HTTP_REQUEST_METHOD`], [`URL_PATH`], [`HTTP_ROUTE`] (axum's matched path, when the layer is added with `Router::layer`), [`HTTP_RESPONSE_STATUS_CODE`], [`ERROR_TYPE`] (5xx), [`BUDGET_INGRESS_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_OUTCOME`], [`BUDGET_LEDGER`] |
 //! | [`ATTEMPT_SPAN`]: one per attempt of a dependency call | client | [`HTTP_REQUEST_METHOD`], [`URL_FULL`] (userinfo removed), [`SERVER_ADDRESS`], [`SERVER_PORT`], [`HTTP_RESPONSE_STATUS_CODE`], [`HTTP_REQUEST_RESEND_COUNT`] (retries only), [`ERROR_TYPE`], [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_WAIT_MS`], [`BUDGET_OUTCOME`], [`BUDGET_DECISION`] |
-//! | [`REFUSED_SPAN`]: a dependency call not made (floor, circuit, permit) | client | [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_OUTCOME`], [`ERROR_TYPE`] |
+//! | [`REFUSED_SPAN`]: a dependency call not made (floor, circuit, permit) | client | [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_FLOOR_SOURCE`], [`BUDGET_OUTCOME`], [`ERROR_TYPE`] |
 //!
 //! The OpenTelemetry span name (`otel.name`) is `{method} {route}` (or
 //! `{method}`) for a server span, as the conventions say, and
@@ -97,6 +97,9 @@ pub const BUDGET_REMAINING_MS: &str = "budget.remaining_ms";
 /// The floor in milliseconds: the service's ingress floor (server span) or
 /// the dependency's (refused span).
 pub const BUDGET_FLOOR_MS: &str = "budget.floor_ms";
+/// Where a refused call's floor came from: `fixed`, or a learned floor's
+/// basis (`p99 407ms x 1.5`, `cold start: 3 of 20 samples`) (refused span).
+pub const BUDGET_FLOOR_SOURCE: &str = "budget.floor_source";
 /// What the budget did to the request or the call; one of the `OUTCOME_*`
 /// values.
 pub const BUDGET_OUTCOME: &str = "budget.outcome";
@@ -150,6 +153,10 @@ pub const METRIC_EXPIRED_TOTAL: &str = "budget_expired_total";
 pub const METRIC_MALFORMED_TOTAL: &str = "budget_malformed_total";
 /// Counter: dependency calls not made below the dependency's floor; label
 /// [`LABEL_DEPENDENCY`].
+/// Gauge: the floor in force for a dependency (fixed or learned), in
+/// seconds, by [`LABEL_DEPENDENCY`].
+pub const METRIC_FLOOR_SECONDS: &str = "budget_floor_seconds";
+/// Dependency calls not made below the floor, by [`LABEL_DEPENDENCY`].
 pub const METRIC_BELOW_FLOOR_TOTAL: &str = "budget_below_floor_total";
 /// Counter: retries made (attempts after the first); label [`LABEL_DEPENDENCY`].
 pub const METRIC_RETRIES_TOTAL: &str = "budget_retries_total";

@@ -242,6 +242,7 @@ pub(crate) fn refused(
     outcome: &'static str,
     remaining: Option<Duration>,
     floor: Option<Duration>,
+    floor_source: Option<&dyn std::fmt::Display>,
 ) {
     if !tracing::level_enabled!(tracing::Level::INFO) {
         return;
@@ -256,6 +257,7 @@ pub(crate) fn refused(
         { BUDGET_DEPENDENCY } = dependency,
         { BUDGET_REMAINING_MS } = remaining.map(ms),
         { BUDGET_FLOOR_MS } = floor.map(ms),
+        { BUDGET_FLOOR_SOURCE } = floor_source.map(field::display),
         { BUDGET_OUTCOME } = outcome,
     );
     drop(span);
