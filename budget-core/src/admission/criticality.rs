@@ -2,7 +2,7 @@
 //! enough capacity for all of them, and its `request-criticality` header.
 //!
 //! Under overload something has to wait or be refused; criticality says
-//! what. A permit queue serves [`Critical`] waiters
+//! what. A [`PermitQueue`](super::PermitQueue) serves [`Critical`] waiters
 //! before [`Default`] ones and those before [`Sheddable`] ones, and refuses
 //! the least critical first.
 //!
