@@ -11,7 +11,8 @@
 //! This crate's core is pure: the [`Budget`] type, the [header codec](header),
 //! the [`Floor`], the [retry rules](retry), the [circuit breaker](breaker),
 //! [bounded fan-out](fan_out), [single-flight refresh](single_flight), the
-//! [ledger] and the [configuration](config). None of it depends on a web
+//! [ledger], [admission] to a dependency's concurrency permits and the
+//! [configuration](config). None of it depends on a web
 //! framework. The wire behaviour follows the project's `CONTRACT.md`.
 //!
 //! # Example
@@ -37,6 +38,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admission;
 pub mod breaker;
 pub mod budget;
 pub mod clock;

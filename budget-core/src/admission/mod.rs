@@ -1,0 +1,43 @@
+//! Admission: who gets one of a dependency's limited concurrency permits,
+//! in what order, and who is refused early, so that overload fails fast and
+//! the requests that can still finish are the ones served.
+//!
+//! - [`criticality`]: how much a request matters ([`Criticality`]) and its
+//!   `request-criticality` header.
+//! - [`queue`]: [`PermitQueue`], a pool of permits with a waiting line that
+//!   never hands a permit to a waiter past its give-up instant, serves the
+//!   more critical first, and switches to newest-first with a short
+//!   time-in-queue limit once a queue stands (adaptive LIFO and controlled
+//!   delay).
+//!
+//! Everything here is pure: no I/O, no HTTP, no spawned task. The client
+//! and server sides wire it in.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::admission::{Criticality, PermitQueue, QueueConfig, Waiter};
+//! use tokio::time::Instant;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let mut headers = http::HeaderMap::new();
+//! headers.insert("request-criticality", "critical".parse().unwrap());
+//! let criticality = Criticality::from_headers(&headers).criticality;
+//!
+//! let queue = PermitQueue::new(4, QueueConfig::default()).unwrap();
+//! let waiter = Waiter::new(Instant::now() + Duration::from_millis(800), criticality);
+//! let permit = queue.acquire(waiter).await.unwrap();
+//! assert_eq!(permit.waited(), Duration::ZERO);
+//! # }
+//! ```
+
+pub mod criticality;
+pub mod queue;
+
+pub use criticality::{Criticality, REQUEST_CRITICALITY, ReadCriticality};
+pub use queue::{
+    DEFAULT_INTERVAL, DEFAULT_TARGET, PermitQueue, QueueConfig, QueueOrder, QueuePermit, Refusal,
+    RefusalReason, Waiter,
+};

@@ -1,0 +1,240 @@
+//! [`QueueConfig`]: how a [`PermitQueue`](super::PermitQueue) orders its
+//! waiters and when it calls its queue a standing one.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+
+/// How long a waiter may wait while the queue is overloaded, when the config
+/// does not say (the 5 ms of the "controlled delay" rule; see the
+/// [module docs](super)).
+///
+/// ```
+/// use budget_core::admission::{QueueConfig, DEFAULT_TARGET};
+/// assert_eq!(QueueConfig::default().target, DEFAULT_TARGET);
+/// ```
+pub const DEFAULT_TARGET: Duration = Duration::from_millis(5);
+
+/// How long the queue must go without emptying before it counts as
+/// overloaded, when the config does not say (100 ms).
+///
+/// ```
+/// use budget_core::admission::{QueueConfig, DEFAULT_INTERVAL};
+/// assert_eq!(QueueConfig::default().interval, DEFAULT_INTERVAL);
+/// ```
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Which waiter of one criticality a free permit goes to.
+///
+/// Criticality always comes first (a [`Critical`] waiter is served before
+/// any [`Default`] one); the order decides among waiters of the same
+/// criticality. Serialises in lower case: `"fifo"`, `"lifo"`, `"adaptive"`.
+///
+/// [`Critical`]: super::Criticality::Critical
+/// [`Default`]: super::Criticality::Default
+///
+/// # Example
+///
+/// ```
+/// use budget_core::admission::QueueOrder;
+///
+/// assert_eq!(QueueOrder::default(), QueueOrder::Adaptive);
+/// let order: QueueOrder = serde_json::from_str("\"lifo\"").unwrap();
+/// assert_eq!(order, QueueOrder::Lifo);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueOrder {
+    /// Oldest first, always.
+    Fifo,
+    /// Newest first, always.
+    Lifo,
+    /// Oldest first normally, newest first while the queue is overloaded
+    /// (adaptive LIFO).
+    #[default]
+    Adaptive,
+}
+
+/// A permit queue's configuration, as read from a file.
+///
+/// Durations are humantime strings (`"5ms"`); missing fields take their
+/// defaults ([`QueueOrder::Adaptive`], [`DEFAULT_TARGET`],
+/// [`DEFAULT_INTERVAL`]); unknown fields are an error.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::admission::{QueueConfig, QueueOrder};
+///
+/// let config: QueueConfig =
+///     serde_json::from_str(r#"{ "order": "fifo", "target": "10ms" }"#).unwrap();
+/// assert_eq!(config.order, QueueOrder::Fifo);
+/// assert_eq!(config.target, Duration::from_millis(10));
+/// assert_eq!(config.interval, Duration::from_millis(100));
+/// config.validate().unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// The order among waiters of one criticality.
+    pub order: QueueOrder,
+    /// While the queue is overloaded, a waiter that has waited this long is
+    /// refused; more than zero and shorter than `interval`.
+    #[serde(with = "humantime_serde")]
+    pub target: Duration,
+    /// The queue is overloaded once it has not been empty for this long;
+    /// more than zero.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+impl Default for QueueConfig {
+    /// Adaptive order, 5 ms target, 100 ms interval.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use budget_core::admission::{QueueConfig, QueueOrder};
+    /// let c = QueueConfig::default();
+    /// assert_eq!(
+    ///     (c.order, c.target, c.interval),
+    ///     (QueueOrder::Adaptive, Duration::from_millis(5), Duration::from_millis(100))
+    /// );
+    /// ```
+    fn default() -> Self {
+        Self {
+            order: QueueOrder::Adaptive,
+            target: DEFAULT_TARGET,
+            interval: DEFAULT_INTERVAL,
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Checks the config, or returns a [`ConfigError`] naming the bad field:
+    /// `target` or `interval` zero, or `target` not shorter than `interval`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::QueueConfig;
+    ///
+    /// let err = QueueConfig { target: Duration::from_millis(100), ..Default::default() }
+    ///     .validate()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "target");
+    /// assert_eq!(err.problem(), "must be shorter than interval (100ms)");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.target.is_zero() {
+            return Err(ConfigError::new("target", "must be more than zero"));
+        }
+        if self.interval.is_zero() {
+            return Err(ConfigError::new("interval", "must be more than zero"));
+        }
+        if self.target >= self.interval {
+            return Err(ConfigError::new(
+                "target",
+                format!(
+                    "must be shorter than interval ({})",
+                    humantime::format_duration(self.interval)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_toml_is_the_default_config() {
+        let config: QueueConfig = toml::from_str("").unwrap();
+        assert_eq!(config, QueueConfig::default());
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn toml_reads_order_and_humantime_durations() {
+        let config: QueueConfig =
+            toml::from_str("order = \"lifo\"\ntarget = \"2ms\"\ninterval = \"1s 500ms\"").unwrap();
+        assert_eq!(
+            config,
+            QueueConfig {
+                order: QueueOrder::Lifo,
+                target: Duration::from_millis(2),
+                interval: Duration::from_millis(1500),
+            }
+        );
+        let back = toml::to_string(&config).unwrap();
+        assert_eq!(toml::from_str::<QueueConfig>(&back).unwrap(), config);
+        for (word, order) in [
+            ("fifo", QueueOrder::Fifo),
+            ("lifo", QueueOrder::Lifo),
+            ("adaptive", QueueOrder::Adaptive),
+        ] {
+            let config: QueueConfig = toml::from_str(&format!("order = \"{word}\"")).unwrap();
+            assert_eq!(config.order, order);
+        }
+    }
+
+    #[test]
+    fn toml_refuses_unknown_fields_orders_and_durations() {
+        assert!(toml::from_str::<QueueConfig>("targte = \"5ms\"").is_err());
+        assert!(toml::from_str::<QueueConfig>("order = \"random\"").is_err());
+        assert!(toml::from_str::<QueueConfig>("order = \"FIFO\"").is_err());
+        assert!(toml::from_str::<QueueConfig>("interval = \"soon\"").is_err());
+        assert!(toml::from_str::<QueueConfig>("interval = 100").is_err());
+    }
+
+    #[test]
+    fn zero_target_is_an_error_naming_target() {
+        let err = QueueConfig {
+            target: Duration::ZERO,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(err.field(), "target");
+        assert_eq!(
+            err.to_string(),
+            "invalid config: `target` must be more than zero"
+        );
+    }
+
+    #[test]
+    fn zero_interval_is_an_error_naming_interval() {
+        let err = QueueConfig {
+            interval: Duration::ZERO,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(err.field(), "interval");
+        assert_eq!(err.problem(), "must be more than zero");
+    }
+
+    #[test]
+    fn target_not_shorter_than_interval_is_an_error_naming_target() {
+        let at = QueueConfig {
+            target: Duration::from_millis(100),
+            ..Default::default()
+        };
+        let err = at.validate().unwrap_err();
+        assert_eq!(err.field(), "target");
+        assert_eq!(err.problem(), "must be shorter than interval (100ms)");
+        let above: QueueConfig = toml::from_str("target = \"2s\"\ninterval = \"1s\"").unwrap();
+        assert_eq!(
+            above.validate().unwrap_err().to_string(),
+            "invalid config: `target` must be shorter than interval (1s)"
+        );
+        let just_below = QueueConfig {
+            target: Duration::from_millis(99),
+            ..Default::default()
+        };
+        just_below.validate().unwrap();
+    }
+}
