@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admission;
 pub mod breaker;
 pub mod budget;
 pub mod clock;
