@@ -27,10 +27,13 @@
 //!    back when the probe ends.
 //! 2. **Sample windows.** Outside a probe, the latencies of successful calls
 //!    that *started* in the current window are averaged. A window closes once
-//!    `window` has passed and it holds `window_samples` such calls (or as
-//!    many as the limit, if that is smaller). Calls started before the window
-//!    ran under an older limit and are left out: without this, the
-//!    controller reacts to its own past and oscillates.
+//!    `window` has passed and it holds as many such calls as the limit (a
+//!    whole round of calls, at most `window_samples`). Calls started before
+//!    the window ran under an older limit and are left out: without this,
+//!    the controller reacts to its own past and oscillates. A whole round is
+//!    needed because calls sent together do not finish together: those that
+//!    found a free worker answer first, and a window of only the first few
+//!    answers would never see the queue behind them.
 //! 3. **Gradient.** When a window closes,
 //!    `gradient = min_rtt * (1 + buffer) / mean_rtt`, clamped into
 //!    `[0.5, 2]`, and `limit = limit * gradient + sqrt(limit * gradient)`.
@@ -42,8 +45,9 @@
 //!    statistic used (not a percentile) because it sees a queue in proportion
 //!    to its length; the clamp at `0.5` bounds what one slow outlier can do
 //!    to one window.
-//! 4. **App-limited rule.** A window may raise the limit only if one of its
-//!    calls started with at least half the limit in flight (Netflix's rule):
+//! 4. **App-limited rule.** A window may raise the limit only if one of the
+//!    calls answered in it started with at least half the limit in flight
+//!    (Netflix's rule):
 //!    a client that never uses its limit learns nothing about whether more
 //!    would be better, and must not ratchet it up to `max`.
 //! 5. **Drops.** A [`Sample::Dropped`] (timeout, overload answer, connection
@@ -271,8 +275,9 @@ pub struct AdaptiveLimitConfig {
     /// `window` (besides drops). More than zero. Default 250 ms.
     #[serde(with = "humantime_serde")]
     pub window: Duration,
-    /// The calls a window needs before it closes (fewer if the limit is
-    /// smaller), at least 1. Default 10.
+    /// The most answers a window waits for: it waits for as many as the
+    /// limit (one round of calls), but no more than this. At least 1.
+    /// Default 1000.
     pub window_samples: usize,
     /// How much slower than `min_rtt` the latency may be before the limit
     /// stops growing, as a fraction (`0.1`: 10 %). Finite, at least 0.
@@ -299,7 +304,7 @@ impl Default for AdaptiveLimitConfig {
     /// use budget_core::admission::AdaptiveLimitConfig;
     ///
     /// let c = AdaptiveLimitConfig::default();
-    /// assert_eq!((c.min, c.max, c.initial, c.window_samples, c.probe_samples), (1, 256, None, 10, 20));
+    /// assert_eq!((c.min, c.max, c.initial, c.window_samples, c.probe_samples), (1, 256, None, 1000, 20));
     /// assert_eq!((c.window, c.probe_interval), (Duration::from_millis(250), Duration::from_secs(60)));
     /// assert_eq!((c.buffer, c.drop_factor, c.probe_jitter), (0.1, 0.9, 0.15));
     /// ```
@@ -309,7 +314,7 @@ impl Default for AdaptiveLimitConfig {
             max: 256,
             initial: None,
             window: Duration::from_millis(250),
-            window_samples: 10,
+            window_samples: 1000,
             buffer: 0.1,
             drop_factor: 0.9,
             probe_interval: Duration::from_secs(60),
@@ -666,8 +671,11 @@ impl AdaptiveLimit {
             } => {
                 if started.is_some_and(|s| s >= *since) {
                     mean.add(rtt);
-                    *peak_in_flight = (*peak_in_flight).max(in_flight);
                 }
+                // Any answer in the window shows how busy the client is, even
+                // one sent before it: calls sent together finish together,
+                // and the first to finish were sent with the fewest in flight.
+                *peak_in_flight = (*peak_in_flight).max(in_flight);
                 let needed = self.config.window_samples.min(limit);
                 let elapsed = now.saturating_duration_since(*since);
                 if elapsed >= self.config.window && mean.count >= needed {
@@ -788,3 +796,5 @@ fn new_window(now: Instant) -> Phase {
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+mod convergence;

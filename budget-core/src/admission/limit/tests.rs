@@ -140,6 +140,33 @@ async fn against_a_modelled_queue_the_limit_settles_at_w_plus_a_square_root() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_window_waits_for_a_round_of_answers_as_many_as_the_limit() {
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        window_samples: 1000,
+        ..config()
+    });
+    let end = t + Duration::from_secs(1);
+    for _ in 0..9 {
+        assert_eq!(limit.on_sample(end, RTT, 10, Sample::Success), 10);
+    }
+    assert!(
+        limit.on_sample(end, RTT, 10, Sample::Success) > 10,
+        "the tenth closes it"
+    );
+    // `window_samples` caps the round.
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        window_samples: 2,
+        ..config()
+    });
+    let end = t + Duration::from_secs(1);
+    assert_eq!(limit.on_sample(end, RTT, 10, Sample::Success), 10);
+    assert!(
+        limit.on_sample(end, RTT, 10, Sample::Success) > 10,
+        "the second closes it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn calls_started_before_the_window_are_left_out() {
     let (limit, t) = measured(config());
     let end = t + Duration::from_secs(5);
