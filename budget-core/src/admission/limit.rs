@@ -47,9 +47,9 @@
 //!    to one window.
 //! 4. **App-limited rule.** A window may raise the limit only if one of the
 //!    calls answered in it started with at least half the limit in flight
-//!    (Netflix's rule):
-//!    a client that never uses its limit learns nothing about whether more
-//!    would be better, and must not ratchet it up to `max`.
+//!    (Netflix's rule): a client that never uses its limit learns nothing
+//!    about whether more would be better, and must not ratchet it up to
+//!    `max`.
 //! 5. **Drops.** A [`Sample::Dropped`] (timeout, overload answer, connection
 //!    failure) multiplies the limit by `drop_factor`, at most once per round
 //!    trip: a drop cuts the limit only if its call started after the
@@ -69,10 +69,11 @@
 //! latency instead of a measured no-load latency. Under steady overload that
 //! average drifts up to the overloaded latency, the gradient goes back to 1,
 //! and the headroom term keeps raising the limit: against a closed loop of
-//! callers (the case a budget client is in) it climbs to `max`. A queue never
-//! drains by itself, so the no-queue latency can only be learnt by making
-//! one drain, which is what the probe does, at the cost of running at 3
-//! in flight for about `probe_samples / 3` round trips every `probe_interval`.
+//! callers (the case a budget client is in) nothing pulls it back to `W`.
+//! Such a queue never drains by itself, so the no-queue latency can only be
+//! learnt by making it drain, which is what the probe does, at the cost of
+//! running at 3 in flight for about `probe_samples / 3` round trips (plus
+//! the drain) every `probe_interval`.
 //!
 //! # Bounds
 //!
