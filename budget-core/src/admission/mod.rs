@@ -1,6 +1,7 @@
-//! Admission: who gets one of a dependency's limited concurrency permits,
-//! in what order, and who is refused early, so that overload fails fast and
-//! the requests that can still finish are the ones served.
+//! Admission: how much work is let through to a partner at once, who gets
+//! one of its limited concurrency permits, in what order, and who is
+//! refused early, so that overload fails fast and the requests that can
+//! still finish are the ones served (CONTRACT section 2 rule 11).
 //!
 //! - [`criticality`]: how much a request matters ([`Criticality`]) and its
 //!   `request-criticality` header.
@@ -9,6 +10,10 @@
 //!   more critical first, and switches to newest-first with a short
 //!   time-in-queue limit once a queue stands (adaptive LIFO and controlled
 //!   delay).
+//! - [`limit`]: [`AdaptiveLimit`], a pure algorithm that turns finished
+//!   calls' latencies into a concurrency limit (a fixed `concurrency = 8`
+//!   is a guess that goes stale the day the partner scales or slows down),
+//!   and [`LimitConfig`], the `concurrency = 8 | "auto" | { ... }` setting.
 //!
 //! Everything here is pure: no I/O, no HTTP, no spawned task. The client
 //! and server sides wire it in.
@@ -17,7 +22,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::admission::{Criticality, PermitQueue, QueueConfig, Waiter};
+//! use budget_core::admission::{
+//!     AdaptiveLimit, AdaptiveLimitConfig, Criticality, PermitQueue, QueueConfig, Sample, Waiter,
+//! };
 //! use tokio::time::Instant;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -30,13 +37,22 @@
 //! let waiter = Waiter::new(Instant::now() + Duration::from_millis(800), criticality);
 //! let permit = queue.acquire(waiter).await.unwrap();
 //! assert_eq!(permit.waited(), Duration::ZERO);
+//!
+//! let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+//! assert_eq!(limit.current(), 10);
+//! // The first finished call starts the first no-load (min-RTT) measurement.
+//! let probing = limit.on_sample(Instant::now(), Duration::from_millis(50), 4, Sample::Success);
+//! assert_eq!(probing, 3);
+//! queue.set_limit(probing);
 //! # }
 //! ```
 
 pub mod criticality;
+pub mod limit;
 pub mod queue;
 
 pub use criticality::{Criticality, REQUEST_CRITICALITY, ReadCriticality};
+pub use limit::{AdaptiveLimit, AdaptiveLimitConfig, LimitConfig, Sample};
 pub use queue::{
     DEFAULT_INTERVAL, DEFAULT_TARGET, PermitQueue, QueueConfig, QueueOrder, QueuePermit, Refusal,
     RefusalReason, Waiter,

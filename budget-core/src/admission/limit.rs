@@ -1,0 +1,801 @@
+//! An adaptive concurrency limit: how many calls a partner should have in
+//! flight at once, learnt from how long its answers take.
+//!
+//! # What and why
+//!
+//! A partner with `W` workers answers `W` calls in parallel; every call
+//! beyond `W` waits in its queue, so its latency grows while its throughput
+//! does not. The best limit is a little above `W`: enough that a worker is
+//! never idle, not so much that calls pile up (and spend their budget) in
+//! the partner's queue. [`AdaptiveLimit`] finds it from latency alone and
+//! follows it when the partner changes.
+//!
+//! # The algorithm: a gradient controller with a measured min-RTT
+//!
+//! This is the gradient controller of Envoy's adaptive-concurrency filter,
+//! with the decrease-on-drop and "app-limited" rules of Netflix's
+//! concurrency-limits library:
+//!
+//! 1. **Min-RTT probe.** The no-queue latency (`min_rtt`) is *measured*: for
+//!    a short while the limit is lowered to 3 (clamped into
+//!    `[min, max]`), the calls already in flight drain, and the mean latency
+//!    of `probe_samples` calls started during the probe, with at most that
+//!    many in flight, becomes `min_rtt`. The first finished call starts the
+//!    first probe; another follows every `probe_interval` (plus up to
+//!    `probe_jitter` of it, so that many clients do not probe together).
+//!    During a probe the limit the calls were running at is kept and comes
+//!    back when the probe ends.
+//! 2. **Sample windows.** Outside a probe, the latencies of successful calls
+//!    that *started* in the current window are averaged. A window closes once
+//!    `window` has passed and it holds as many such calls as the limit (a
+//!    whole round of calls, at most `window_samples`). Calls started before
+//!    the window ran under an older limit and are left out: without this,
+//!    the controller reacts to its own past and oscillates. A whole round is
+//!    needed because calls sent together do not finish together: those that
+//!    found a free worker answer first, and a window of only the first few
+//!    answers would never see the queue behind them.
+//! 3. **Gradient.** When a window closes,
+//!    `gradient = min_rtt * (1 + buffer) / mean_rtt`, clamped into
+//!    `[0.5, 2]`, and `limit = limit * gradient + sqrt(limit * gradient)`.
+//!    Where latency is at its no-queue level the gradient is `1 + buffer` and
+//!    the limit grows; once a queue forms at the partner the mean latency is
+//!    `limit / W * min_rtt` (Little's law), so the limit settles at
+//!    `(1 + buffer) * W + sqrt((1 + buffer) * W)`: `W` plus a queue of a
+//!    square root's size that keeps every worker busy. The mean is the
+//!    statistic used (not a percentile) because it sees a queue in proportion
+//!    to its length; the clamp at `0.5` bounds what one slow outlier can do
+//!    to one window.
+//! 4. **App-limited rule.** A window may raise the limit only if one of the
+//!    calls answered in it started with at least half the limit in flight
+//!    (Netflix's rule): a client that never uses its limit learns nothing
+//!    about whether more would be better, and must not ratchet it up to
+//!    `max`.
+//! 5. **Drops.** A [`Sample::Dropped`] (timeout, overload answer, connection
+//!    failure) multiplies the limit by `drop_factor`, at most once per round
+//!    trip: a drop cuts the limit only if its call started after the
+//!    previous cut, so a burst of timeouts from calls sent together is one
+//!    cut, not a collapse to `min` (as TCP halves its window once per round
+//!    trip).
+//! 6. **A slower partner.** If the partner becomes slower for good (say ten
+//!    times), every window's gradient hits the `0.5` clamp; after 5 such
+//!    windows in a row a probe re-measures `min_rtt` at once, and the limit
+//!    grows back towards `W` from there instead of staying at its floor until
+//!    the next periodic probe. A partner that becomes faster is seen at once:
+//!    a window whose mean is below `min_rtt` lowers `min_rtt` to it.
+//!
+//! ## Why not Gradient2?
+//!
+//! Netflix's Gradient2 compares the latency to a long-window *average* of
+//! latency instead of a measured no-load latency. Under steady overload that
+//! average drifts up to the overloaded latency, the gradient goes back to 1,
+//! and the headroom term keeps raising the limit: against a closed loop of
+//! callers (the case a budget client is in) nothing pulls it back to `W`.
+//! Such a queue never drains by itself, so the no-queue latency can only be
+//! learnt by making it drain, which is what the probe does, at the cost of
+//! running at 3 in flight for about `probe_samples / 3` round trips (plus
+//! the drain) every `probe_interval`.
+//!
+//! # Bounds
+//!
+//! The limit is always within `[min, max]` (so never 0), computed in `f64`
+//! from finite inputs only; instants and durations use checked arithmetic.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+//! use tokio::time::Instant;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let config = AdaptiveLimitConfig { probe_samples: 1, window_samples: 1, ..Default::default() };
+//! let limit = AdaptiveLimit::new(config).unwrap();
+//! let rtt = Duration::from_millis(50);
+//!
+//! // The first answer starts the min-RTT probe; a call sent during it ends it.
+//! let start = Instant::now();
+//! limit.on_sample(start, rtt, 10, Sample::Success);
+//! tokio::time::advance(rtt).await;
+//! assert_eq!(limit.on_sample(Instant::now(), rtt, 1, Sample::Success), 10);
+//! assert_eq!(limit.min_rtt(), Some(rtt));
+//!
+//! // A full window at the no-queue latency: the limit grows.
+//! tokio::time::advance(Duration::from_millis(250)).await;
+//! assert!(limit.on_sample(Instant::now(), rtt, 10, Sample::Success) > 10);
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::config::ConfigError;
+
+/// The limit during a min-RTT probe, before clamping into `[min, max]`
+/// (Envoy's default `min_concurrency`).
+const PROBE_CONCURRENCY: usize = 3;
+/// The gradient's clamp: one window at most halves the limit...
+const MIN_GRADIENT: f64 = 0.5;
+/// ...or doubles it.
+const MAX_GRADIENT: f64 = 2.0;
+/// Consecutive windows at [`MIN_GRADIENT`] that start a new probe.
+const FLOOR_WINDOWS: u32 = 5;
+
+/// A concurrency limit as a config file says it: a fixed number, or
+/// adaptive.
+///
+/// In TOML: `concurrency = 8` is [`Fixed`](LimitConfig::Fixed);
+/// `concurrency = "auto"` is [`Adaptive`](LimitConfig::Adaptive) with every
+/// default; `concurrency = { min = 1, max = 200, initial = 16 }` is adaptive
+/// with the fields given (the others at their defaults). Any other value is
+/// an error: "expected a number, \"auto\" or a table". A fixed limit
+/// serialises as a number, an adaptive one as a table.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Dependency { concurrency: LimitConfig }
+///
+/// let d: Dependency = toml::from_str("concurrency = 8").unwrap();
+/// assert_eq!(d.concurrency, LimitConfig::Fixed(8));
+/// let d: Dependency = toml::from_str(r#"concurrency = "auto""#).unwrap();
+/// assert_eq!(d.concurrency, LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
+/// let d: Dependency = toml::from_str("concurrency = { max = 200 }").unwrap();
+/// let LimitConfig::Adaptive(adaptive) = d.concurrency else { panic!() };
+/// assert_eq!((adaptive.min, adaptive.max), (1, 200));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LimitConfig {
+    /// At most this many calls in flight, always.
+    Fixed(usize),
+    /// A limit learnt from latency by [`AdaptiveLimit`].
+    Adaptive(AdaptiveLimitConfig),
+}
+
+impl LimitConfig {
+    /// Checks the config, or returns a [`ConfigError`] naming the bad field.
+    ///
+    /// A fixed `0` (or more than tokio's `Semaphore::MAX_PERMITS`) is named
+    /// `concurrency`, the key this type is read from; an adaptive table's
+    /// errors name the table's own field (`min`, `max`, `initial`, ...), for
+    /// the caller to prefix with [`ConfigError::within`].
+    ///
+    /// ```
+    /// use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+    ///
+    /// assert!(LimitConfig::Fixed(8).validate().is_ok());
+    /// assert_eq!(LimitConfig::Fixed(0).validate().unwrap_err().field(), "concurrency");
+    /// let inverted = AdaptiveLimitConfig { min: 20, max: 10, ..Default::default() };
+    /// assert_eq!(LimitConfig::Adaptive(inverted).validate().unwrap_err().field(), "max");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            Self::Fixed(0) => Err(ConfigError::new("concurrency", "must be at least 1")),
+            Self::Fixed(n) if *n > Semaphore::MAX_PERMITS => Err(ConfigError::new(
+                "concurrency",
+                format!("must be at most {}", Semaphore::MAX_PERMITS),
+            )),
+            Self::Fixed(_) => Ok(()),
+            Self::Adaptive(config) => config.validate(),
+        }
+    }
+}
+
+impl Serialize for LimitConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Fixed(n) => serializer.serialize_u64(*n as u64),
+            Self::Adaptive(config) => config.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LimitConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(LimitConfigVisitor)
+    }
+}
+
+/// Reads a number, `"auto"` or a table.
+struct LimitConfigVisitor;
+
+impl<'de> Visitor<'de> for LimitConfigVisitor {
+    type Value = LimitConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a number, \"auto\" or a table")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<LimitConfig, E> {
+        usize::try_from(v)
+            .map(LimitConfig::Fixed)
+            .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<LimitConfig, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::invalid_value(de::Unexpected::Signed(v), &self)),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<LimitConfig, E> {
+        if v == "auto" {
+            Ok(LimitConfig::Adaptive(AdaptiveLimitConfig::default()))
+        } else {
+            Err(E::invalid_value(de::Unexpected::Str(v), &self))
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LimitConfig, A::Error> {
+        AdaptiveLimitConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+            .map(LimitConfig::Adaptive)
+    }
+}
+
+/// The settings of an [`AdaptiveLimit`], as read from a file.
+///
+/// Missing fields take their defaults (shown by [`Default`]); unknown
+/// fields are an error. Durations are humantime strings (`"250ms"`).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::admission::AdaptiveLimitConfig;
+///
+/// let c: AdaptiveLimitConfig =
+///     toml::from_str("min = 2\nmax = 64\nwindow = \"500ms\"").unwrap();
+/// assert_eq!((c.min, c.max, c.initial), (2, 64, None));
+/// assert_eq!(c.window, Duration::from_millis(500));
+/// assert_eq!(c.initial_limit(), 10);
+/// assert!(c.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdaptiveLimitConfig {
+    /// The smallest limit, at least 1. Default 1.
+    pub min: usize,
+    /// The largest limit, at least `min`. Default 256.
+    pub max: usize,
+    /// The limit to start with, within `[min, max]`. Absent (the default):
+    /// 10, clamped into `[min, max]`. A value given outside `[min, max]` is
+    /// an error, not silently moved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial: Option<usize>,
+    /// The shortest sample window: the limit changes at most once per
+    /// `window` (besides drops). More than zero. Default 250 ms.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// The most answers a window waits for: it waits for as many as the
+    /// limit (one round of calls), but no more than this. At least 1.
+    /// Default 1000.
+    pub window_samples: usize,
+    /// How much slower than `min_rtt` the latency may be before the limit
+    /// stops growing, as a fraction (`0.1`: 10 %). Finite, at least 0.
+    /// Default 0.1.
+    pub buffer: f64,
+    /// What a [`Sample::Dropped`] multiplies the limit by, more than 0 and
+    /// less than 1. Default 0.9.
+    pub drop_factor: f64,
+    /// The time between two min-RTT probes. More than zero. Default 60 s.
+    #[serde(with = "humantime_serde")]
+    pub probe_interval: Duration,
+    /// Up to this fraction of `probe_interval` is added, at random, to each
+    /// wait for the next probe. From 0 to 1. Default 0.15.
+    pub probe_jitter: f64,
+    /// The calls a min-RTT probe averages, at least 1. Default 20.
+    pub probe_samples: usize,
+}
+
+impl Default for AdaptiveLimitConfig {
+    /// The defaults of every field.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::AdaptiveLimitConfig;
+    ///
+    /// let c = AdaptiveLimitConfig::default();
+    /// assert_eq!((c.min, c.max, c.initial, c.window_samples, c.probe_samples), (1, 256, None, 1000, 20));
+    /// assert_eq!((c.window, c.probe_interval), (Duration::from_millis(250), Duration::from_secs(60)));
+    /// assert_eq!((c.buffer, c.drop_factor, c.probe_jitter), (0.1, 0.9, 0.15));
+    /// ```
+    fn default() -> Self {
+        Self {
+            min: 1,
+            max: 256,
+            initial: None,
+            window: Duration::from_millis(250),
+            window_samples: 1000,
+            buffer: 0.1,
+            drop_factor: 0.9,
+            probe_interval: Duration::from_secs(60),
+            probe_jitter: 0.15,
+            probe_samples: 20,
+        }
+    }
+}
+
+impl AdaptiveLimitConfig {
+    /// Checks every field, or returns a [`ConfigError`] naming the first bad
+    /// one (`min`, `max`, `initial`, `window`, `window_samples`, `buffer`,
+    /// `drop_factor`, `probe_interval`, `probe_jitter`, `probe_samples`).
+    ///
+    /// ```
+    /// use budget_core::admission::AdaptiveLimitConfig;
+    ///
+    /// let c = AdaptiveLimitConfig { buffer: f64::NAN, ..Default::default() };
+    /// assert_eq!(c.validate().unwrap_err().to_string(), "invalid config: `buffer` must be a finite number, at least 0");
+    /// let c = AdaptiveLimitConfig { initial: Some(300), ..Default::default() };
+    /// assert_eq!(c.validate().unwrap_err().field(), "initial");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.min == 0 {
+            return Err(ConfigError::new("min", "must be at least 1"));
+        }
+        if self.max < self.min {
+            return Err(ConfigError::new("max", "must be at least min"));
+        }
+        if self.max > Semaphore::MAX_PERMITS {
+            return Err(ConfigError::new(
+                "max",
+                format!("must be at most {}", Semaphore::MAX_PERMITS),
+            ));
+        }
+        if let Some(initial) = self.initial
+            && !(self.min..=self.max).contains(&initial)
+        {
+            return Err(ConfigError::new("initial", "must be within [min, max]"));
+        }
+        if self.window.is_zero() {
+            return Err(ConfigError::new("window", "must be more than zero"));
+        }
+        if self.window_samples == 0 {
+            return Err(ConfigError::new("window_samples", "must be at least 1"));
+        }
+        if !(self.buffer.is_finite() && self.buffer >= 0.0) {
+            return Err(ConfigError::new(
+                "buffer",
+                "must be a finite number, at least 0",
+            ));
+        }
+        if !(self.drop_factor > 0.0 && self.drop_factor < 1.0) {
+            return Err(ConfigError::new(
+                "drop_factor",
+                "must be more than 0 and less than 1",
+            ));
+        }
+        if self.probe_interval.is_zero() {
+            return Err(ConfigError::new("probe_interval", "must be more than zero"));
+        }
+        if !(0.0..=1.0).contains(&self.probe_jitter) {
+            return Err(ConfigError::new("probe_jitter", "must be from 0 to 1"));
+        }
+        if self.probe_samples == 0 {
+            return Err(ConfigError::new("probe_samples", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The limit an [`AdaptiveLimit`] starts with: `initial`, or 10 clamped
+    /// into `[min, max]`.
+    ///
+    /// ```
+    /// use budget_core::admission::AdaptiveLimitConfig;
+    ///
+    /// assert_eq!(AdaptiveLimitConfig { max: 4, ..Default::default() }.initial_limit(), 4);
+    /// assert_eq!(AdaptiveLimitConfig { initial: Some(16), ..Default::default() }.initial_limit(), 16);
+    /// ```
+    pub fn initial_limit(&self) -> usize {
+        self.initial
+            .unwrap_or(10)
+            .clamp(self.min, self.max.max(self.min))
+    }
+}
+
+/// How a finished call went, as far as the limit is concerned.
+///
+/// ```
+/// use budget_core::admission::Sample;
+/// let outcome = |status: u16| match status {
+///     429 | 503 => Sample::Dropped,
+///     400..=499 => Sample::Ignore,
+///     _ => Sample::Success,
+/// };
+/// assert_eq!(outcome(503), Sample::Dropped);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Sample {
+    /// An answer: its latency is a measurement of the partner.
+    Success,
+    /// A sign of overload: a timeout, an overload answer (`503`, `429`), a
+    /// connection failure. Cuts the limit by `drop_factor`, at most once per
+    /// round trip; its latency is not used.
+    Dropped,
+    /// Says nothing about load (say a `404`): changes nothing.
+    Ignore,
+}
+
+/// A concurrency limit that follows the partner's latency (see the
+/// [module docs](self) for the algorithm).
+///
+/// Shared by the callers of one partner, behind an `Arc`; every method
+/// takes `&self` (a short `Mutex` inside).
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let config = AdaptiveLimitConfig { probe_samples: 1, ..Default::default() };
+/// let limit = Arc::new(AdaptiveLimit::new(config).unwrap());
+/// let rtt = Duration::from_millis(20);
+/// // The first min-RTT probe: one call at low concurrency.
+/// limit.on_sample(tokio::time::Instant::now(), rtt, 1, Sample::Success);
+/// tokio::time::advance(rtt).await;
+/// assert_eq!(limit.on_sample(tokio::time::Instant::now(), rtt, 1, Sample::Success), 10);
+///
+/// // A burst of timeouts from calls sent together: one cut of 10 %, not fifty.
+/// let sent = tokio::time::Instant::now();
+/// tokio::time::advance(Duration::from_secs(1)).await;
+/// let shared = Arc::clone(&limit);
+/// for _ in 0..50 {
+///     shared.on_sample(sent + Duration::from_secs(1), Duration::from_secs(1), 10, Sample::Dropped);
+/// }
+/// assert_eq!(limit.current(), 9);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct AdaptiveLimit {
+    config: AdaptiveLimitConfig,
+    probe_limit: usize,
+    state: Mutex<State>,
+}
+
+/// What the limit knows, behind the lock.
+#[derive(Debug)]
+struct State {
+    /// The limit outside a probe, in `[min, max]`.
+    estimate: f64,
+    /// The no-queue latency, once a probe has measured it.
+    min_rtt: Option<Duration>,
+    phase: Phase,
+    /// Consecutive windows whose gradient hit [`MIN_GRADIENT`].
+    floor_windows: u32,
+    /// When a drop last cut the limit.
+    last_cut: Option<Instant>,
+    /// When the next periodic probe starts (`None`: never, or not yet set).
+    next_probe: Option<Instant>,
+}
+
+/// Where the controller is.
+#[derive(Debug)]
+enum Phase {
+    /// No call has finished yet.
+    Unstarted,
+    /// Measuring `min_rtt` at the probe limit.
+    Probing { since: Instant, mean: Mean },
+    /// Collecting a sample window.
+    Window {
+        since: Instant,
+        mean: Mean,
+        peak_in_flight: usize,
+    },
+}
+
+/// What a successful sample ended.
+enum Step {
+    /// Nothing: the probe or window goes on.
+    Continue,
+    /// The probe, with this mean latency.
+    ProbeDone(Duration),
+    /// The window, with this mean latency and peak in flight.
+    WindowDone(Duration, usize),
+}
+
+/// A running mean of latencies, exact in nanoseconds.
+#[derive(Debug, Default)]
+struct Mean {
+    sum_nanos: u128,
+    count: usize,
+}
+
+impl Mean {
+    fn add(&mut self, rtt: Duration) {
+        self.sum_nanos = self.sum_nanos.saturating_add(rtt.as_nanos());
+        self.count = self.count.saturating_add(1);
+    }
+
+    fn value(&self) -> Duration {
+        let count = u128::try_from(self.count.max(1)).unwrap_or(u128::MAX);
+        Duration::from_nanos(u64::try_from(self.sum_nanos / count).unwrap_or(u64::MAX))
+    }
+}
+
+impl AdaptiveLimit {
+    /// A limit at `config`'s initial value, or the [`ConfigError`] of
+    /// [`AdaptiveLimitConfig::validate`].
+    ///
+    /// ```
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    ///
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { initial: Some(16), ..Default::default() }).unwrap();
+    /// assert_eq!(limit.current(), 16);
+    /// let err = AdaptiveLimit::new(AdaptiveLimitConfig { min: 0, ..Default::default() }).unwrap_err();
+    /// assert_eq!(err.field(), "min");
+    /// ```
+    pub fn new(config: AdaptiveLimitConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            probe_limit: PROBE_CONCURRENCY.clamp(config.min, config.max),
+            state: Mutex::new(State {
+                estimate: config.initial_limit() as f64,
+                min_rtt: None,
+                phase: Phase::Unstarted,
+                floor_windows: 0,
+                last_cut: None,
+                next_probe: None,
+            }),
+            config,
+        })
+    }
+
+    /// The limit now: within `[min, max]`, never 0. During a min-RTT probe,
+    /// the probe's limit (3, clamped into `[min, max]`).
+    ///
+    /// ```
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { max: 4, ..Default::default() }).unwrap();
+    /// assert_eq!(limit.current(), 4);
+    /// ```
+    pub fn current(&self) -> usize {
+        let state = self.lock();
+        self.limit_of(&state)
+    }
+
+    /// The no-queue latency the last min-RTT probe measured (or a faster
+    /// window found since); `None` before the first probe has ended.
+    ///
+    /// ```
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+    /// assert_eq!(limit.min_rtt(), None);
+    /// ```
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.lock().min_rtt
+    }
+
+    /// One finished call: how long it took (from the moment it got its
+    /// permit to its answer), how many calls were in flight when it started
+    /// (itself included), and how it went. Returns the limit now (as
+    /// [`current`](Self::current) would).
+    ///
+    /// `now` is when the answer came; the call started at `now - rtt`. Only
+    /// calls started after the last change of the limit count towards the
+    /// next change.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+    /// let now = tokio::time::Instant::now();
+    /// assert_eq!(limit.on_sample(now, Duration::from_millis(5), 1, Sample::Ignore), 10);
+    /// # }
+    /// ```
+    pub fn on_sample(
+        &self,
+        now: Instant,
+        rtt: Duration,
+        in_flight: usize,
+        outcome: Sample,
+    ) -> usize {
+        let mut state = self.lock();
+        if outcome == Sample::Ignore {
+            return self.limit_of(&state);
+        }
+        let due = match state.phase {
+            Phase::Unstarted => true,
+            Phase::Probing { .. } => false,
+            Phase::Window { .. } => state.next_probe.is_some_and(|at| now >= at),
+        };
+        if due {
+            state.phase = Phase::Probing {
+                since: now,
+                mean: Mean::default(),
+            };
+        }
+        let started = now.checked_sub(rtt);
+        match outcome {
+            Sample::Dropped => self.on_drop(&mut state, now, started),
+            Sample::Success => self.on_success(&mut state, now, rtt, started, in_flight),
+            Sample::Ignore => {}
+        }
+        self.limit_of(&state)
+    }
+
+    /// A dropped call: cut the estimate, once per round trip.
+    fn on_drop(&self, state: &mut State, now: Instant, started: Option<Instant>) {
+        let fresh = match (state.last_cut, started) {
+            (None, _) => true,
+            (Some(cut), Some(started)) => started >= cut,
+            (Some(_), None) => false,
+        };
+        if fresh {
+            state.estimate = self.clamp(state.estimate * self.config.drop_factor);
+            state.last_cut = Some(now);
+        }
+    }
+
+    /// A successful call: a probe or window sample.
+    fn on_success(
+        &self,
+        state: &mut State,
+        now: Instant,
+        rtt: Duration,
+        started: Option<Instant>,
+        in_flight: usize,
+    ) {
+        let limit = self.limit_of(state);
+        let step = match &mut state.phase {
+            Phase::Unstarted => Step::Continue,
+            Phase::Probing { since, mean } => {
+                if started.is_some_and(|s| s >= *since) && in_flight <= self.probe_limit {
+                    mean.add(rtt);
+                }
+                if mean.count >= self.config.probe_samples {
+                    Step::ProbeDone(mean.value())
+                } else {
+                    Step::Continue
+                }
+            }
+            Phase::Window {
+                since,
+                mean,
+                peak_in_flight,
+            } => {
+                if started.is_some_and(|s| s >= *since) {
+                    mean.add(rtt);
+                }
+                // Any answer in the window shows how busy the client is, even
+                // one sent before it: calls sent together finish together,
+                // and the first to finish were sent with the fewest in flight.
+                *peak_in_flight = (*peak_in_flight).max(in_flight);
+                let needed = self.config.window_samples.min(limit);
+                let elapsed = now.saturating_duration_since(*since);
+                if elapsed >= self.config.window && mean.count >= needed {
+                    Step::WindowDone(mean.value(), *peak_in_flight)
+                } else {
+                    Step::Continue
+                }
+            }
+        };
+        match step {
+            Step::Continue => {}
+            Step::ProbeDone(min_rtt) => {
+                state.min_rtt = Some(min_rtt);
+                state.floor_windows = 0;
+                state.next_probe = self.next_probe_after(now);
+                state.phase = new_window(now);
+            }
+            Step::WindowDone(mean, peak) => self.close_window(state, now, mean, peak, limit),
+        }
+    }
+
+    /// The gradient step at the end of a window.
+    fn close_window(
+        &self,
+        state: &mut State,
+        now: Instant,
+        mean: Duration,
+        peak: usize,
+        limit: usize,
+    ) {
+        let min_rtt = match state.min_rtt {
+            Some(min_rtt) if min_rtt <= mean => min_rtt,
+            _ => {
+                state.min_rtt = Some(mean);
+                mean
+            }
+        };
+        let (min_rtt, mean) = (min_rtt.as_secs_f64(), mean.as_secs_f64());
+        let tolerated = min_rtt * (1.0 + self.config.buffer);
+        let raw = if mean > 0.0 {
+            tolerated / mean
+        } else {
+            MAX_GRADIENT
+        };
+        let gradient = if raw.is_finite() {
+            raw.clamp(MIN_GRADIENT, MAX_GRADIENT)
+        } else {
+            1.0
+        };
+        let scaled = state.estimate * gradient;
+        let mut next = scaled + scaled.sqrt();
+        if peak.saturating_mul(2) < limit {
+            // App-limited: this window says nothing about more.
+            next = next.min(state.estimate);
+        }
+        state.estimate = self.clamp(next);
+        if raw <= MIN_GRADIENT {
+            state.floor_windows = state.floor_windows.saturating_add(1);
+        } else {
+            state.floor_windows = 0;
+        }
+        state.phase = if state.floor_windows >= FLOOR_WINDOWS {
+            state.floor_windows = 0;
+            Phase::Probing {
+                since: now,
+                mean: Mean::default(),
+            }
+        } else {
+            new_window(now)
+        };
+    }
+
+    /// When the probe after one ending at `now` starts.
+    fn next_probe_after(&self, now: Instant) -> Option<Instant> {
+        let interval = self.config.probe_interval;
+        let jitter = if self.config.probe_jitter > 0.0 {
+            interval.mul_f64(self.config.probe_jitter * rand::random::<f64>())
+        } else {
+            Duration::ZERO
+        };
+        now.checked_add(interval.saturating_add(jitter))
+    }
+
+    /// `x` clamped into `[min, max]`; a non-finite `x` is `min`.
+    fn clamp(&self, x: f64) -> f64 {
+        let (min, max) = (self.config.min as f64, self.config.max as f64);
+        if x.is_finite() {
+            x.clamp(min, max)
+        } else {
+            min
+        }
+    }
+
+    /// The limit `state` gives.
+    fn limit_of(&self, state: &State) -> usize {
+        match state.phase {
+            Phase::Probing { .. } => self.probe_limit,
+            _ => (state.estimate.floor() as usize).clamp(self.config.min, self.config.max),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// An empty window starting at `now`.
+fn new_window(now: Instant) -> Phase {
+    Phase::Window {
+        since: now,
+        mean: Mean::default(),
+        peak_in_flight: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod convergence;

@@ -1,0 +1,609 @@
+//! Unit tests of each rule of the adaptive limit, and of its config.
+
+use super::*;
+
+const RTT: Duration = Duration::from_millis(50);
+
+/// The defaults, without jitter and with short probes and windows.
+fn config() -> AdaptiveLimitConfig {
+    AdaptiveLimitConfig {
+        probe_jitter: 0.0,
+        probe_samples: 3,
+        window_samples: 5,
+        ..Default::default()
+    }
+}
+
+/// A limit past its first probe (`min_rtt` = [`RTT`]), and when it ended.
+fn measured(config: AdaptiveLimitConfig) -> (AdaptiveLimit, Instant) {
+    let limit = AdaptiveLimit::new(config).unwrap();
+    let mut t = Instant::now();
+    assert_eq!(limit.on_sample(t, RTT, 10, Sample::Success), 3, "probing");
+    for _ in 0..config.probe_samples {
+        t += RTT;
+        limit.on_sample(t, RTT, 1, Sample::Success);
+    }
+    assert_eq!(limit.min_rtt(), Some(RTT));
+    (limit, t)
+}
+
+/// One full window from `t`: `window_samples` calls started at or after
+/// `t`, each `rtt` long with `in_flight` in flight. Returns when it ended
+/// and the limit then.
+fn window(limit: &AdaptiveLimit, t: Instant, rtt: Duration, in_flight: usize) -> (Instant, usize) {
+    let end = t + limit.config.window.max(rtt);
+    let mut now = limit.current();
+    for _ in 0..limit.config.window_samples {
+        now = limit.on_sample(end, rtt, in_flight, Sample::Success);
+    }
+    (end, now)
+}
+
+/// What one window does to the estimate `l` when the latency is `rtt`.
+fn step(l: f64, rtt: Duration, buffer: f64) -> f64 {
+    let g = (RTT.as_secs_f64() * (1.0 + buffer) / rtt.as_secs_f64()).clamp(0.5, 2.0);
+    l * g + (l * g).sqrt()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_answer_starts_a_probe_and_its_end_restores_the_initial_limit() {
+    let limit = AdaptiveLimit::new(config()).unwrap();
+    assert_eq!(limit.current(), 10);
+    let t0 = Instant::now();
+    assert_eq!(limit.on_sample(t0, RTT, 10, Sample::Success), 3);
+    // Calls started before the probe, or with more in flight than it
+    // allows, do not measure the no-queue latency.
+    for _ in 0..10 {
+        limit.on_sample(t0 + Duration::from_millis(1), RTT, 1, Sample::Success);
+        limit.on_sample(t0 + RTT, RTT, 4, Sample::Success);
+    }
+    assert_eq!(limit.current(), 3, "still probing");
+    assert_eq!(limit.min_rtt(), None);
+    let slow = Duration::from_millis(80);
+    limit.on_sample(t0 + RTT, RTT, 1, Sample::Success);
+    limit.on_sample(t0 + RTT, RTT, 3, Sample::Success);
+    assert_eq!(limit.on_sample(t0 + slow, slow, 2, Sample::Success), 10);
+    assert_eq!(limit.min_rtt(), Some(Duration::from_millis(60)), "the mean");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ignored_sample_changes_nothing() {
+    let limit = AdaptiveLimit::new(config()).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(limit.on_sample(t0, RTT, 10, Sample::Ignore), 10);
+    assert_eq!(limit.current(), 10, "no probe started");
+    let (limit, t) = measured(config());
+    let before = limit.current();
+    for _ in 0..100 {
+        limit.on_sample(t + Duration::from_secs(1), RTT * 10, before, Sample::Ignore);
+    }
+    assert_eq!(limit.current(), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_queue_latency_grows_the_limit_up_to_max() {
+    let (limit, mut t) = measured(AdaptiveLimitConfig {
+        max: 40,
+        ..config()
+    });
+    let mut expected = 10.0;
+    let mut previous = limit.current();
+    while previous < 40 {
+        let (end, now) = window(&limit, t, RTT, previous);
+        expected = step(expected, RTT, 0.1).min(40.0);
+        assert_eq!(now, expected.floor() as usize);
+        assert!(now > previous, "{now} after {previous}");
+        (t, previous) = (end, now);
+    }
+    for _ in 0..10 {
+        (t, previous) = window(&limit, t, RTT, previous);
+        assert_eq!(previous, 40, "max holds");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn latency_above_the_buffer_shrinks_the_limit_by_the_gradient() {
+    let (limit, t) = measured(config());
+    let (_, now) = window(&limit, t, RTT * 2, 10);
+    // gradient 55 / 100: 10 * 0.55 + sqrt(5.5) = 7.85
+    assert_eq!(now, step(10.0, RTT * 2, 0.1).floor() as usize);
+    assert_eq!(now, 7);
+    // One window at most halves the limit, however slow.
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        initial: Some(100),
+        ..config()
+    });
+    let (_, now) = window(&limit, t, RTT * 100, 100);
+    assert_eq!(now, 57, "100 * 0.5 + sqrt(50)");
+}
+
+#[tokio::test(start_paused = true)]
+async fn against_a_modelled_queue_the_limit_settles_at_w_plus_a_square_root() {
+    for workers in [4_usize, 8, 32, 100] {
+        let (limit, mut t) = measured(config());
+        let mut now = limit.current();
+        for _ in 0..40 {
+            // Little's law: `now` in flight at `workers` in parallel.
+            let queued = RTT.mul_f64((now as f64 / workers as f64).max(1.0));
+            (t, now) = window(&limit, t, queued, now);
+        }
+        // The fixed point of `1.1 W + sqrt(1.1 W)`, give or take the
+        // rounding down of the limit the queue is modelled from.
+        let w = workers as f64 * 1.1;
+        let settled = (w + w.sqrt()).floor() as usize;
+        assert!(
+            (settled..=settled + 1).contains(&now),
+            "W = {workers}: {now}"
+        );
+        assert!((workers..=2 * workers).contains(&now));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_window_waits_for_a_round_of_answers_as_many_as_the_limit() {
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        window_samples: 1000,
+        ..config()
+    });
+    let end = t + Duration::from_secs(1);
+    for _ in 0..9 {
+        assert_eq!(limit.on_sample(end, RTT, 10, Sample::Success), 10);
+    }
+    assert!(
+        limit.on_sample(end, RTT, 10, Sample::Success) > 10,
+        "the tenth closes it"
+    );
+    // `window_samples` caps the round.
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        window_samples: 2,
+        ..config()
+    });
+    let end = t + Duration::from_secs(1);
+    assert_eq!(limit.on_sample(end, RTT, 10, Sample::Success), 10);
+    assert!(
+        limit.on_sample(end, RTT, 10, Sample::Success) > 10,
+        "the second closes it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_started_before_the_window_are_left_out() {
+    let (limit, t) = measured(config());
+    let end = t + Duration::from_secs(5);
+    // Slow calls from before the window began: no decision from them.
+    for _ in 0..100 {
+        limit.on_sample(end, Duration::from_secs(6), 10, Sample::Success);
+        limit.on_sample(end, Duration::MAX, 10, Sample::Success);
+    }
+    assert_eq!(limit.current(), 10);
+    let (_, now) = window(&limit, end, RTT, 10);
+    assert!(now > 10, "a fresh window still decides: {now}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_limit_stays_within_min_and_max_whatever_the_samples() {
+    let config = AdaptiveLimitConfig {
+        min: 2,
+        max: 5,
+        window_samples: 1,
+        ..config()
+    };
+    let (limit, mut t) = measured(config);
+    let rtts = [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        RTT,
+        Duration::from_secs(3600),
+        Duration::MAX,
+    ];
+    let in_flights = [0, 1, 5, usize::MAX];
+    for round in 0..200_u32 {
+        t += Duration::from_millis(300);
+        let rtt = rtts[round as usize % rtts.len()];
+        let in_flight = in_flights[round as usize % in_flights.len()];
+        let outcome = if round % 7 == 0 {
+            Sample::Dropped
+        } else {
+            Sample::Success
+        };
+        let now = limit.on_sample(t, rtt, in_flight, outcome);
+        assert!((2..=5).contains(&now), "round {round}: {now}");
+        assert_eq!(now, limit.current());
+    }
+    // The largest max grows without overflow and stops there.
+    let huge = AdaptiveLimitConfig {
+        max: Semaphore::MAX_PERMITS,
+        window_samples: 1,
+        probe_interval: Duration::from_secs(3600),
+        ..self::config()
+    };
+    let (limit, mut t) = measured(huge);
+    for _ in 0..200 {
+        t += Duration::from_millis(300);
+        let now = limit.current();
+        let after = limit.on_sample(t, Duration::ZERO, now, Sample::Success);
+        assert!(after >= now && after <= Semaphore::MAX_PERMITS);
+    }
+    assert_eq!(limit.current(), Semaphore::MAX_PERMITS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_drops_cuts_once_per_round_trip_down_to_min() {
+    let (limit, t) = measured(AdaptiveLimitConfig { min: 2, ..config() });
+    let second = Duration::from_secs(1);
+    let cut = t + second;
+    // A hundred timeouts of calls sent together: one cut.
+    for _ in 0..100 {
+        limit.on_sample(cut, second, 10, Sample::Dropped);
+    }
+    assert_eq!(limit.current(), 9);
+    // A call sent before that cut: no second cut.
+    limit.on_sample(cut + RTT, second, 10, Sample::Dropped);
+    assert_eq!(limit.current(), 9);
+    // A call sent after it: another 10 % (9 * 0.9 = 8.1).
+    limit.on_sample(cut + second, second, 9, Sample::Dropped);
+    assert_eq!(limit.current(), 8);
+    // Round trip after round trip of drops: down to min, never below.
+    let mut now = cut + second;
+    let mut cuts = 2;
+    while limit.current() > 2 {
+        now += second;
+        limit.on_sample(now, second, 1, Sample::Dropped);
+        cuts += 1;
+        assert!(cuts < 100);
+    }
+    // 10 * 0.9^n < 3 needs n = 12.
+    assert_eq!(cuts, 12);
+    now += second;
+    assert_eq!(limit.on_sample(now, second, 1, Sample::Dropped), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_client_does_not_ratchet_the_limit_up() {
+    let (limit, mut t) = measured(config());
+    for _ in 0..100 {
+        // Four in flight of ten: less than half, latency at its best.
+        let now;
+        (t, now) = window(&limit, t, RTT, 4);
+        assert_eq!(now, 10);
+    }
+    // It may still come down when latency says so.
+    let (t, mut now) = window(&limit, t, RTT * 3, 4);
+    assert!(now < 10, "{now}");
+    // Half the limit in flight is busy enough to grow.
+    let before = now;
+    (_, now) = window(&limit, t, RTT, before.div_ceil(2));
+    assert!(now > before, "{now} after {before}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partner_ten_times_slower_for_good_is_re_measured_and_the_limit_regrows() {
+    let (limit, mut t) = measured(config());
+    let slow = RTT * 10;
+    let mut now = limit.current();
+    for i in 1..=FLOOR_WINDOWS {
+        let before = now;
+        (t, now) = window(&limit, t, slow, now);
+        assert!(
+            now < before || now == limit.probe_limit,
+            "window {i}: {now} after {before}"
+        );
+        let probing = matches!(limit.lock().phase, Phase::Probing { .. });
+        assert_eq!(
+            probing,
+            i == FLOOR_WINDOWS,
+            "a probe after the fifth window at the clamp"
+        );
+    }
+    let kept = limit.lock().estimate;
+    // The probe measures the slower partner.
+    for _ in 0..3 {
+        t += slow;
+        now = limit.on_sample(t, slow, 1, Sample::Success);
+    }
+    assert_eq!(limit.min_rtt(), Some(slow));
+    assert_eq!(
+        now,
+        kept.floor() as usize,
+        "the limit from before the probe"
+    );
+    // The latency is the partner's no-queue latency again: it grows.
+    let before = now;
+    for _ in 0..5 {
+        (t, now) = window(&limit, t, slow, now);
+    }
+    assert!(now > 2 * before, "{now} after {before}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_periodic_probe_starts_after_probe_interval() {
+    let interval = Duration::from_secs(10);
+    let (limit, probe_end) = measured(AdaptiveLimitConfig {
+        probe_interval: interval,
+        ..config()
+    });
+    let mut t = probe_end;
+    let mut now = limit.current();
+    while t + limit.config.window < probe_end + interval {
+        (t, now) = window(&limit, t, RTT, now);
+        assert_ne!(now, 3, "no probe before the interval");
+    }
+    let due = probe_end + interval;
+    assert_eq!(limit.on_sample(due, RTT, now, Sample::Success), 3);
+    // A partner that is now slower is what the probe measures.
+    for _ in 0..3 {
+        limit.on_sample(due + RTT * 4, RTT * 4, 2, Sample::Success);
+    }
+    assert_eq!(limit.min_rtt(), Some(RTT * 4));
+    assert_eq!(limit.current(), now);
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_delays_the_next_probe_by_at_most_its_fraction() {
+    let interval = Duration::from_secs(10);
+    for _ in 0..20 {
+        let config = AdaptiveLimitConfig {
+            probe_interval: interval,
+            probe_jitter: 0.5,
+            ..config()
+        };
+        let (limit, end) = measured(config);
+        let next = limit.lock().next_probe.unwrap();
+        assert!(next >= end + interval && next <= end + interval.mul_f64(1.5));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_faster_partner_lowers_min_rtt_at_once() {
+    let (limit, t) = measured(config());
+    let (_, now) = window(&limit, t, RTT / 2, 10);
+    assert_eq!(limit.min_rtt(), Some(RTT / 2));
+    assert_eq!(
+        now,
+        step(10.0, RTT, 0.1).floor() as usize,
+        "gradient 1.1 from the new min"
+    );
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Dependency {
+    concurrency: LimitConfig,
+}
+
+fn parse(toml: &str) -> Result<LimitConfig, String> {
+    toml::from_str::<Dependency>(toml)
+        .map(|d| d.concurrency)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn toml_reads_a_number_auto_or_a_table() {
+    assert_eq!(parse("concurrency = 8"), Ok(LimitConfig::Fixed(8)));
+    assert_eq!(
+        parse(r#"concurrency = "auto""#),
+        Ok(LimitConfig::Adaptive(AdaptiveLimitConfig::default()))
+    );
+    let table = parse("concurrency = { min = 1, max = 200, initial = 16 }").unwrap();
+    assert_eq!(
+        table,
+        LimitConfig::Adaptive(AdaptiveLimitConfig {
+            min: 1,
+            max: 200,
+            initial: Some(16),
+            ..Default::default()
+        })
+    );
+    let section = parse(
+        "[concurrency]\nwindow = \"1s 500ms\"\nprobe_interval = \"2m\"\nbuffer = 0.25\ndrop_factor = 0.5",
+    )
+    .unwrap();
+    let LimitConfig::Adaptive(section) = section else {
+        panic!("{section:?}")
+    };
+    assert_eq!(section.window, Duration::from_millis(1500));
+    assert_eq!(section.probe_interval, Duration::from_secs(120));
+    assert_eq!((section.buffer, section.drop_factor), (0.25, 0.5));
+    assert_eq!(section.max, 256, "missing fields default");
+}
+
+#[test]
+fn toml_refuses_other_values_with_a_clear_message() {
+    for bad in [r#""fast""#, "-3", "true", "1.5"] {
+        let err = parse(&format!("concurrency = {bad}")).unwrap_err();
+        assert!(
+            err.contains(r#"expected a number, "auto" or a table"#),
+            "{bad}: {err}"
+        );
+    }
+    let err = parse("concurrency = { maximum = 3 }").unwrap_err();
+    assert!(err.contains("unknown field `maximum`"), "{err}");
+}
+
+#[test]
+fn toml_writes_what_it_reads() {
+    let fixed = Dependency {
+        concurrency: LimitConfig::Fixed(8),
+    };
+    assert_eq!(toml::to_string(&fixed).unwrap().trim(), "concurrency = 8");
+    for concurrency in [
+        LimitConfig::Fixed(8),
+        LimitConfig::Adaptive(AdaptiveLimitConfig::default()),
+        LimitConfig::Adaptive(AdaptiveLimitConfig {
+            initial: Some(16),
+            window: Duration::from_millis(750),
+            ..Default::default()
+        }),
+    ] {
+        let text = toml::to_string(&Dependency { concurrency }).unwrap();
+        assert_eq!(parse(&text), Ok(concurrency), "{text}");
+    }
+}
+
+#[test]
+fn validation_names_the_bad_field() {
+    let d = AdaptiveLimitConfig::default;
+    let cases = [
+        (AdaptiveLimitConfig { min: 0, ..d() }, "min"),
+        (
+            AdaptiveLimitConfig {
+                min: 10,
+                max: 9,
+                ..d()
+            },
+            "max",
+        ),
+        (
+            AdaptiveLimitConfig {
+                max: Semaphore::MAX_PERMITS + 1,
+                ..d()
+            },
+            "max",
+        ),
+        (
+            AdaptiveLimitConfig {
+                initial: Some(0),
+                ..d()
+            },
+            "initial",
+        ),
+        (
+            AdaptiveLimitConfig {
+                initial: Some(257),
+                ..d()
+            },
+            "initial",
+        ),
+        (
+            AdaptiveLimitConfig {
+                window: Duration::ZERO,
+                ..d()
+            },
+            "window",
+        ),
+        (
+            AdaptiveLimitConfig {
+                window_samples: 0,
+                ..d()
+            },
+            "window_samples",
+        ),
+        (
+            AdaptiveLimitConfig {
+                buffer: -0.1,
+                ..d()
+            },
+            "buffer",
+        ),
+        (
+            AdaptiveLimitConfig {
+                buffer: f64::NAN,
+                ..d()
+            },
+            "buffer",
+        ),
+        (
+            AdaptiveLimitConfig {
+                buffer: f64::INFINITY,
+                ..d()
+            },
+            "buffer",
+        ),
+        (
+            AdaptiveLimitConfig {
+                drop_factor: 0.0,
+                ..d()
+            },
+            "drop_factor",
+        ),
+        (
+            AdaptiveLimitConfig {
+                drop_factor: 1.0,
+                ..d()
+            },
+            "drop_factor",
+        ),
+        (
+            AdaptiveLimitConfig {
+                drop_factor: f64::NAN,
+                ..d()
+            },
+            "drop_factor",
+        ),
+        (
+            AdaptiveLimitConfig {
+                probe_interval: Duration::ZERO,
+                ..d()
+            },
+            "probe_interval",
+        ),
+        (
+            AdaptiveLimitConfig {
+                probe_jitter: -0.5,
+                ..d()
+            },
+            "probe_jitter",
+        ),
+        (
+            AdaptiveLimitConfig {
+                probe_jitter: f64::NAN,
+                ..d()
+            },
+            "probe_jitter",
+        ),
+        (
+            AdaptiveLimitConfig {
+                probe_samples: 0,
+                ..d()
+            },
+            "probe_samples",
+        ),
+    ];
+    for (config, field) in cases {
+        let err = LimitConfig::Adaptive(config).validate().unwrap_err();
+        assert_eq!(err.field(), field, "{config:?}");
+        assert_eq!(AdaptiveLimit::new(config).unwrap_err(), err);
+        assert!(err.problem().chars().next().unwrap().is_lowercase());
+    }
+    assert_eq!(
+        LimitConfig::Fixed(0).validate().unwrap_err().to_string(),
+        "invalid config: `concurrency` must be at least 1"
+    );
+    assert_eq!(
+        LimitConfig::Fixed(Semaphore::MAX_PERMITS + 1)
+            .validate()
+            .unwrap_err()
+            .field(),
+        "concurrency"
+    );
+    assert!(LimitConfig::Fixed(1).validate().is_ok());
+    assert!(
+        LimitConfig::Adaptive(AdaptiveLimitConfig {
+            min: 5,
+            max: 5,
+            ..d()
+        })
+        .validate()
+        .is_ok()
+    );
+}
+
+#[test]
+fn an_absent_initial_is_ten_clamped_a_given_one_is_kept() {
+    let d = AdaptiveLimitConfig::default;
+    assert_eq!(d().initial_limit(), 10);
+    assert_eq!(AdaptiveLimitConfig { max: 4, ..d() }.initial_limit(), 4);
+    assert_eq!(AdaptiveLimitConfig { min: 20, ..d() }.initial_limit(), 20);
+    assert_eq!(
+        AdaptiveLimitConfig {
+            initial: Some(1),
+            ..d()
+        }
+        .initial_limit(),
+        1
+    );
+    let limit = AdaptiveLimit::new(AdaptiveLimitConfig { min: 20, ..d() }).unwrap();
+    assert_eq!(limit.current(), 20);
+    // A probe at a min above 3 runs at min.
+    assert_eq!(limit.on_sample(Instant::now(), RTT, 1, Sample::Success), 20);
+    assert!(matches!(limit.lock().phase, Phase::Probing { .. }));
+}
