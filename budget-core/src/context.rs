@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use tokio::task::futures::TaskLocalFuture;
 
+use crate::admission::Criticality;
 use crate::budget::Budget;
 use crate::ledger::Ledger;
 
@@ -57,6 +58,7 @@ pub struct RequestContext {
     budget: Budget,
     ledger: Ledger,
     reserve: Duration,
+    criticality: Criticality,
 }
 
 impl RequestContext {
@@ -73,7 +75,34 @@ impl RequestContext {
             budget,
             ledger: Ledger::new(),
             reserve: Duration::ZERO,
+            criticality: Criticality::Default,
         }
+    }
+
+    /// The same context with the request's `criticality` (read at ingress
+    /// from `request-criticality`, forwarded on every outbound call, and
+    /// the order in which the client's permit queues serve and refuse).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, admission::Criticality, context::RequestContext};
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_criticality(Criticality::Critical);
+    /// assert_eq!(cx.criticality(), Criticality::Critical);
+    /// ```
+    pub fn with_criticality(mut self, criticality: Criticality) -> Self {
+        self.criticality = criticality;
+        self
+    }
+
+    /// The request's criticality (`default` unless the caller said).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, admission::Criticality, context::RequestContext};
+    /// assert_eq!(RequestContext::new(Budget::new(Duration::from_secs(1))).criticality(), Criticality::Default);
+    /// ```
+    pub fn criticality(&self) -> Criticality {
+        self.criticality
     }
 
     /// The same context writing to `ledger`.

@@ -488,7 +488,10 @@ async fn with_a_concurrency_limit_of_1_the_second_call_pays_for_its_wait() {
     bounded(async {
         let partner = Partner::start(vec![Answer::status(200).after(ms(300))]).await;
         let mut config = dep("inventory", &partner.url("/"));
-        config.concurrency = Some(1);
+        config.concurrency = Some(1.into());
+        // One call queued behind one slow call is no standing queue here
+        // (rule 11's own tests are the call engine's).
+        config.queue.interval = Duration::from_secs(60);
         let client = config.build().unwrap();
         let (first_ledger, second_ledger) = (Ledger::new(), Ledger::new());
         let budget = Budget::new(ms(2000));
@@ -537,7 +540,8 @@ async fn a_call_whose_permit_comes_too_late_is_never_sent() {
     bounded(async {
         let partner = Partner::start(vec![Answer::status(200).after(ms(1500))]).await;
         let mut config = dep("inventory", &partner.url("/"));
-        config.concurrency = Some(1);
+        config.concurrency = Some(1.into());
+        config.queue.interval = Duration::from_secs(60);
         config.floor = Floor::new(ms(200)).into();
         let client = config.build().unwrap();
         let first = client.get("").budget(Budget::new(ms(3000))).send();

@@ -407,7 +407,7 @@ pub fn checkout_config(
         settings.pricing_floor,
     ));
     for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
-        dep.concurrency = Some(settings.concurrency);
+        dep.concurrency = Some(settings.concurrency.into());
         dep.pool_idle_timeout = settings.pool_idle_timeout;
     }
     Ok(c)

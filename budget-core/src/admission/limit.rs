@@ -190,6 +190,13 @@ impl LimitConfig {
     }
 }
 
+impl From<usize> for LimitConfig {
+    /// A fixed limit of `n`.
+    fn from(n: usize) -> Self {
+        LimitConfig::Fixed(n)
+    }
+}
+
 impl Serialize for LimitConfig {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {

@@ -305,7 +305,7 @@ impl BudgetClientBuilder {
     /// ```
     /// use budget_core::client::{BudgetClient, DependencyConfig};
     /// let mut config = DependencyConfig::new("a", "http://a");
-    /// config.concurrency = Some(0);
+    /// config.concurrency = Some(0.into());
     /// assert_eq!(BudgetClient::builder(config).build().unwrap_err().field(), "concurrency");
     /// ```
     pub fn build(self) -> Result<BudgetClient, ConfigError> {

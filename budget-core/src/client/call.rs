@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -18,7 +17,9 @@ use super::config::Settings;
 use super::error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
+use super::permits::{Permit, Permits};
 use super::response::BudgetResponse;
+use crate::admission::{Criticality, RefusalReason, Sample};
 use crate::breaker::{BreakerPermit, CircuitOpen, Verdict};
 use crate::budget::Budget;
 use crate::clock::WallClock;
@@ -52,6 +53,8 @@ pub(crate) struct Plan {
     pub(crate) may_retry: bool,
     /// The request's method, for the attempts' spans.
     pub(crate) method: http::Method,
+    /// The request's criticality: the permit queue's order.
+    pub(crate) criticality: Criticality,
 }
 
 /// What one attempt is told.
@@ -147,8 +150,8 @@ where
 
     // Held to the end of the call, backoff included (rule 8).
     let _permit = match &settings.permits {
-        Some(semaphore) => {
-            let acquired = acquire_permit(semaphore, timing, floor.floor).await;
+        Some(permits) => {
+            let acquired = acquire_permit(permits, timing, floor.floor, plan.criticality).await;
             let waited = match &acquired {
                 Ok(permit) => permit.waited,
                 Err(Refusal::NoPermit { waited, .. }) => Some(*waited),
@@ -176,6 +179,7 @@ where
         let budget = window.budget;
         let span = trace::attempt_span(name, &plan.method, number, budget, waited);
         meter::attempt(name, number, budget);
+        let in_flight = settings.permits.as_ref().map_or(0, Permits::in_use);
         let sent = attempt(AttemptSpec { number, budget }).instrument(span.clone());
         let result = tokio::time::timeout_at(window.deadline, sent)
             .await
@@ -209,6 +213,9 @@ where
         if matches!(decision, Decision::Stop(StopReason::Succeeded)) {
             // Rule 10: a learned floor learns from successful attempts.
             settings.floor.observe(took);
+        }
+        if let Some(permits) = &settings.permits {
+            permits.sample(name, took, in_flight, limit_sample(&outcome, &decision));
         }
         tracing::debug!(
             dependency = %name,
@@ -355,6 +362,8 @@ pub(crate) enum Refusal {
         waited: Duration,
         /// The floor the wait kept free.
         floor: Floor,
+        /// Why the queue refused (`None`: the fixed-mode wait timed out).
+        reason: Option<RefusalReason>,
     },
 }
 
@@ -373,6 +382,14 @@ impl Refusal {
         match self {
             Refusal::BelowFloor(below) => format!("skipped: {below}"),
             Refusal::CircuitOpen(_) => "skipped: circuit open".to_owned(),
+            Refusal::NoPermit {
+                waited,
+                reason: Some(RefusalReason::StandingQueue),
+                ..
+            } => format!(
+                "skipped: no concurrency permit in {}ms (standing queue)",
+                waited.as_millis()
+            ),
             Refusal::NoPermit { waited, .. } => {
                 format!("skipped: no concurrency permit in {}ms", waited.as_millis())
             }
@@ -423,12 +440,26 @@ fn refuse(
                 .with_retry_after(Some(open.retry_after()))
                 .with_source(open)
         }
-        Refusal::NoPermit { waited, floor } => {
+        Refusal::NoPermit {
+            waited,
+            floor,
+            reason,
+        } => {
             trace::refused(name, OUTCOME_NO_PERMIT, remaining, Some(floor.get()), None);
             let error = error.with_source(NoPermitInBudget::new(waited));
-            match remaining {
-                Some(left) => error.with_budget(left, true).with_floor(floor.get()),
-                None => error,
+            match (reason, remaining) {
+                // Overload, not the budget: the caller may come back soon.
+                (Some(RefusalReason::StandingQueue), Some(left)) => {
+                    meter::no_permit(name, "standing_queue");
+                    error
+                        .with_budget(left, false)
+                        .with_retry_after(Some(STANDING_QUEUE_RETRY_AFTER))
+                }
+                (_, Some(left)) => {
+                    meter::no_permit(name, "expired");
+                    error.with_budget(left, true).with_floor(floor.get())
+                }
+                (_, None) => error,
             }
         }
     }
@@ -451,37 +482,38 @@ fn acquire_breaker(settings: &Settings) -> Result<Option<BreakerPermit>, Circuit
     }
 }
 
-/// A concurrency permit, and how long the call queued for it (`None`:
-/// one was free at once).
-struct Permit {
-    _permit: OwnedSemaphorePermit,
-    waited: Option<Duration>,
-}
+/// The `Retry-After` of a call refused by a standing queue: the
+/// dependency is overloaded now, not for long.
+const STANDING_QUEUE_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Waits for a concurrency permit: at once when one is free; otherwise at
-/// most until [`Timing::wait_until`].
+/// most until [`Timing::wait_until`] (the queue may refuse earlier, rule 11).
 async fn acquire_permit(
-    semaphore: &Arc<Semaphore>,
+    permits: &Permits,
     timing: Timing,
     floor: Floor,
+    criticality: Criticality,
 ) -> Result<Permit, Refusal> {
-    if let Ok(permit) = Arc::clone(semaphore).try_acquire_owned() {
-        return Ok(Permit {
-            _permit: permit,
-            waited: None,
-        });
-    }
-    let start = Instant::now();
-    let until = timing.wait_until(start, floor);
-    let acquired = tokio::time::timeout_at(until, Arc::clone(semaphore).acquire_owned()).await;
-    let waited = start.elapsed();
-    // The semaphore is never closed: an error is as good as a timeout.
-    match acquired {
-        Ok(Ok(permit)) => Ok(Permit {
-            _permit: permit,
-            waited: Some(waited),
-        }),
-        _ => Err(Refusal::NoPermit { waited, floor }),
+    let until = timing.wait_until(Instant::now(), floor);
+    permits
+        .acquire(until, criticality)
+        .await
+        .map_err(|(waited, reason)| Refusal::NoPermit {
+            waited,
+            floor,
+            reason,
+        })
+}
+
+/// What an attempt tells an adaptive limit: a success or an answer that
+/// is not about load is latency to learn from; a timeout, a failed
+/// connection or an overload answer (`429`, `503`) is a drop.
+fn limit_sample(outcome: &Outcome, decision: &Decision) -> Sample {
+    match outcome {
+        Outcome::Transport(_) => Sample::Dropped,
+        Outcome::Status { status, .. } if matches!(status.as_u16(), 429 | 503) => Sample::Dropped,
+        _ if matches!(decision, Decision::Stop(StopReason::Succeeded)) => Sample::Success,
+        _ => Sample::Ignore,
     }
 }
 
@@ -569,6 +601,7 @@ mod tests {
             ledger: Some(ledger.clone()),
             may_retry: true,
             method: http::Method::GET,
+            criticality: Criticality::Default,
         }
     }
 
@@ -870,12 +903,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn rule8_the_permit_wait_is_paid_from_the_budget_and_bounded_by_it() {
         let mut c = config();
-        c.concurrency = Some(1);
+        c.concurrency = Some(1.into());
         c.floor = Floor::new(ms(200)).into();
+        // No standing-queue refusal within this test (rule 11 has its own).
+        c.queue.interval = Duration::from_secs(60);
         let settings = c.settings(None).unwrap();
-        let holder = Arc::clone(settings.permits.as_ref().unwrap())
-            .try_acquire_owned()
-            .unwrap();
+        let holder = hold(&settings).await;
         let ledger = Ledger::new();
         let fake = Fake::new(&[200], Duration::ZERO);
         let start = Instant::now();
@@ -924,9 +957,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn rule8_the_permit_is_held_through_backoff() {
         let mut c = config();
-        c.concurrency = Some(1);
+        c.concurrency = Some(1.into());
         let settings = c.settings(None).unwrap();
-        let semaphore = Arc::clone(settings.permits.as_ref().unwrap());
+        let permits = settings.permits.clone().unwrap();
         let fake = Fake::new(&[503, 200], ms(10));
         let free_during_backoff = AtomicU32::new(0);
         let ledger = Ledger::new();
@@ -935,7 +968,7 @@ mod tests {
             &clock(),
             plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
             |s| {
-                if s.number == 2 && semaphore.available_permits() > 0 {
+                if s.number == 2 && permits.in_use() == 0 {
                     free_during_backoff.fetch_add(1, Ordering::Relaxed);
                 }
                 fake.attempt(s)
@@ -945,7 +978,91 @@ mod tests {
         .unwrap();
         assert_eq!(res.attempts(), 2);
         assert_eq!(free_during_backoff.load(Ordering::Relaxed), 0);
-        assert_eq!(semaphore.available_permits(), 1, "released at the end");
+        assert_eq!(permits.in_use(), 0, "released at the end");
+    }
+
+    /// Takes the dependency's one permit, as another call would.
+    async fn hold(settings: &Settings) -> Permit {
+        let far = Instant::now() + Duration::from_secs(3600);
+        settings
+            .permits
+            .as_ref()
+            .unwrap()
+            .acquire(far, Criticality::Default)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule11_a_standing_queue_refuses_at_once_with_the_fast_answer() {
+        let mut c = config();
+        c.concurrency = Some(1.into());
+        let settings = c.settings(None).unwrap();
+        let _holder = hold(&settings).await;
+        let ledger = Ledger::new();
+        let fake = Fake::new(&[200], Duration::ZERO);
+        let start = Instant::now();
+        let err = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap_err();
+        // The queue never drained for its 100 ms interval: refused then,
+        // not at the deadline (1.99 s later).
+        assert_eq!(start.elapsed(), ms(100));
+        assert_eq!(err.kind(), CallErrorKind::NoPermit);
+        assert!(!err.is_budget_exhausted());
+        assert_eq!(err.retry_after(), Some(ms(1000)));
+        assert!(fake.seen().is_empty());
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing-queue;dur=100, pricing;desc=\"skipped: no concurrency permit in 100ms (standing queue)\""
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule11_a_freed_permit_goes_to_the_more_critical_waiter() {
+        let mut c = config();
+        c.concurrency = Some(1.into());
+        let settings = Arc::new(c.settings(None).unwrap());
+        let holder = hold(&settings).await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for (i, criticality) in [
+            Criticality::Sheddable,
+            Criticality::Default,
+            Criticality::Critical,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (settings, order) = (Arc::clone(&settings), Arc::clone(&order));
+            tasks.push(tokio::spawn(async move {
+                tokio::time::sleep(ms(i as u64)).await;
+                let mut plan = plan(Timing::Budget(Budget::new(ms(2000))), &Ledger::new());
+                plan.criticality = criticality;
+                let fake = Fake::new(&[200], ms(10));
+                let res = run(&settings, &clock(), plan, |s| fake.attempt(s)).await;
+                order.lock().unwrap().push(criticality);
+                res.map(|r| r.status())
+            }));
+        }
+        tokio::time::sleep(ms(20)).await;
+        drop(holder);
+        for task in tasks {
+            assert_eq!(task.await.unwrap().unwrap(), StatusCode::OK);
+        }
+        assert_eq!(
+            *order.lock().unwrap(),
+            [
+                Criticality::Critical,
+                Criticality::Default,
+                Criticality::Sheddable
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
 
+use super::permits::Permits;
+use crate::admission::{LimitConfig, QueueConfig};
 use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
 use crate::floor::{DependencyFloor, FloorConfig};
@@ -114,7 +115,8 @@ pub enum OnUnavailable {
 /// | `retry` | the [`RetryConfig`] | the contract's |
 /// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
 /// | `breaker` | a [`BreakerConfig`]; absent: no breaker | none |
-/// | `concurrency` | in-flight calls at most (waits are paid from the budget) | unlimited |
+/// | `concurrency` | in-flight calls at most (waits are paid from the budget): `8`, `"auto"` or a table ([`LimitConfig`]) | unlimited |
+/// | `queue` | how calls wait for a permit ([`QueueConfig`]: `order`, `target`, `interval`) | adaptive LIFO, 5 ms / 100 ms |
 /// | `on_unavailable` | `fail` or `skip` ([`OnUnavailable`]) | `fail` |
 /// | `grpc_timeout` | also send `grpc-timeout` | `false` |
 /// | `max_body` | the largest response body buffered, in bytes | 4 MiB |
@@ -186,11 +188,17 @@ pub struct DependencyConfig {
     /// The circuit breaker; absent: none.
     #[serde(default)]
     pub breaker: Option<BreakerConfig>,
-    /// How many calls may be in flight at once; absent: no limit. A call
-    /// waits for a permit, paid from its budget, and holds it through its
-    /// retries and backoff.
+    /// How many calls may be in flight at once: a number, `"auto"` (an
+    /// adaptive limit learned from latency) or an adaptive table
+    /// ([`LimitConfig`]); absent: no limit. A call waits for a permit, paid
+    /// from its budget, and holds it through its retries and backoff.
     #[serde(default)]
-    pub concurrency: Option<usize>,
+    pub concurrency: Option<LimitConfig>,
+    /// How calls wait for a permit in budget mode: order (`adaptive`,
+    /// `fifo`, `lifo`) and the standing-queue `target` and `interval`
+    /// ([`QueueConfig`]).
+    #[serde(default)]
+    pub queue: QueueConfig,
     /// What `send_optional` does when the call cannot be made.
     #[serde(default)]
     pub on_unavailable: OnUnavailable,
@@ -244,6 +252,7 @@ impl DependencyConfig {
             retry_budget: None,
             breaker: None,
             concurrency: None,
+            queue: QueueConfig::default(),
             on_unavailable: OnUnavailable::default(),
             grpc_timeout: false,
             max_body: DEFAULT_MAX_BODY,
@@ -299,17 +308,12 @@ impl DependencyConfig {
         if self.max_body == 0 {
             return Err(ConfigError::new("max_body", "must be at least 1 byte"));
         }
-        let permits = match self.concurrency {
-            Some(0) => return Err(ConfigError::new("concurrency", "must be at least 1")),
-            Some(n) if n > Semaphore::MAX_PERMITS => {
-                return Err(ConfigError::new(
-                    "concurrency",
-                    format!("must be at most {}", Semaphore::MAX_PERMITS),
-                ));
-            }
-            Some(n) => Some(Arc::new(Semaphore::new(n))),
-            None => None,
-        };
+        self.queue.validate().map_err(|e| e.within("queue"))?;
+        let permits = self
+            .concurrency
+            .as_ref()
+            .map(|c| Permits::new(c, self.queue, self.mode))
+            .transpose()?;
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self
@@ -350,7 +354,7 @@ pub(crate) struct Settings {
     pub(crate) policy: RetryPolicy,
     pub(crate) retry_budget: Option<RetryBudget>,
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
-    pub(crate) permits: Option<Arc<Semaphore>>,
+    pub(crate) permits: Option<Permits>,
     pub(crate) on_unavailable: OnUnavailable,
     pub(crate) grpc_timeout: bool,
     pub(crate) max_body: u64,
@@ -461,7 +465,22 @@ mod tests {
         );
         assert_eq!(with(&|c| c.fixed_timeout = Duration::ZERO), "fixed_timeout");
         assert_eq!(with(&|c| c.max_body = 0), "max_body");
-        assert_eq!(with(&|c| c.concurrency = Some(0)), "concurrency");
+        assert_eq!(
+            with(&|c| c.concurrency = Some(LimitConfig::Fixed(0))),
+            "concurrency"
+        );
+        assert_eq!(
+            with(&|c| {
+                c.concurrency = Some(LimitConfig::Adaptive(
+                    crate::admission::AdaptiveLimitConfig {
+                        min: 0,
+                        ..Default::default()
+                    },
+                ))
+            }),
+            "concurrency.min"
+        );
+        assert_eq!(with(&|c| c.queue.target = Duration::ZERO), "queue.target");
         assert_eq!(
             with(&|c| c.retry.backoff.initial = Duration::ZERO),
             "retry.backoff.initial"

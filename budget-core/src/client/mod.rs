@@ -142,6 +142,7 @@ mod budget_client;
 mod call;
 mod config;
 mod error;
+mod permits;
 mod request;
 mod response;
 

@@ -16,6 +16,7 @@ use super::call::{self, Plan, Timing};
 use super::config::{Mode, OnUnavailable};
 use super::error::{BoxError, CallError, CallErrorKind};
 use super::response::BudgetResponse;
+use crate::admission::{Criticality, REQUEST_CRITICALITY};
 use crate::budget::Budget;
 use crate::context::{self, RequestContext};
 use crate::ledger::{Entry, Ledger};
@@ -354,16 +355,25 @@ impl RequestBuilder {
                 Timing::Budget(budget.less(reserve))
             }
         };
+        let criticality = cx
+            .as_ref()
+            .map_or(Criticality::Default, RequestContext::criticality);
+        let mut headers = self.headers;
+        if settings.mode == Mode::Budget && !headers.contains_key(REQUEST_CRITICALITY) {
+            // Forwarded beside the budget (CONTRACT section 3, criticality).
+            headers.insert(REQUEST_CRITICALITY, criticality.header_value());
+        }
         let plan = Plan {
             timing,
             ledger,
-            may_retry: is_idempotent(&self.method, &self.headers),
+            may_retry: is_idempotent(&self.method, &headers),
             method: self.method.clone(),
+            criticality,
         };
         let prepared = Prepared {
             method: self.method,
             url: self.url,
-            headers: self.headers,
+            headers,
             body: self.body,
         };
         call::run(settings, &*inner.clock, plan, |spec| {

@@ -7,6 +7,7 @@ use http::{Request, Response};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use crate::admission::Criticality;
 use crate::budget::Budget;
 use crate::context::RequestContext;
 use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
@@ -173,9 +174,14 @@ where
             },
         };
 
+        let criticality = Criticality::from_headers(req.headers());
+        if criticality.unknown {
+            meter::unknown_criticality();
+        }
         let cx = RequestContext::new(budget)
             .with_ledger(ledger)
-            .with_reserve(self.settings.reserve);
+            .with_reserve(self.settings.reserve)
+            .with_criticality(criticality.criticality);
         req.extensions_mut().insert(cx.clone());
         let inner = &mut self.inner;
         let fut = span.in_scope(|| cx.clone().sync_scope(|| inner.call(req)));

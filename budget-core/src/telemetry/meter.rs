@@ -67,6 +67,18 @@ pub fn describe_metrics() {
         "The floor in force for each dependency (fixed or learned from its latency)."
     );
     describe_counter!(METRIC_RETRIES_TOTAL, "Dependency retries made.");
+    metrics::describe_gauge!(
+        METRIC_CONCURRENCY_LIMIT,
+        "Each dependency's concurrency limit now (fixed, or adaptive with concurrency = \"auto\")."
+    );
+    describe_counter!(
+        METRIC_UNKNOWN_CRITICALITY_TOTAL,
+        "Requests whose request-criticality was not a known value (read as default)."
+    );
+    describe_counter!(
+        METRIC_NO_PERMIT_TOTAL,
+        "Dependency calls not made: no concurrency permit in time, by reason (expired, standing_queue)."
+    );
     describe_counter!(
         METRIC_RETRY_BUDGET_REFUSALS_TOTAL,
         "Dependency retries refused by the per-client retry budget."
@@ -100,6 +112,15 @@ pub(crate) fn shed() {
 pub(crate) fn expired() {
     #[cfg(feature = "metrics")]
     metrics::counter!(METRIC_EXPIRED_TOTAL).increment(1);
+}
+
+#[cfg(feature = "server")]
+/// A request whose `request-criticality` was not a known value (read as
+/// `default`, CONTRACT section 3).
+#[inline]
+pub(crate) fn unknown_criticality() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_UNKNOWN_CRITICALITY_TOTAL).increment(1);
 }
 
 #[cfg(feature = "server")]
@@ -156,6 +177,26 @@ pub(crate) fn below_floor(dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]
     metrics::counter!(METRIC_BELOW_FLOOR_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency))
         .increment(1);
+}
+
+/// A call to `dependency` refused by its permit queue, for `reason`.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn no_permit(dependency: &Arc<str>, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_NO_PERMIT_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency), LABEL_REASON => reason)
+        .increment(1);
+}
+
+/// `dependency`'s adaptive concurrency limit changed to `limit`.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn concurrency_limit(dependency: &Arc<str>, limit: usize) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(METRIC_CONCURRENCY_LIMIT, LABEL_DEPENDENCY => Arc::clone(dependency))
+        .set(limit as f64);
 }
 
 /// The floor in force for `dependency` when a call to it starts.

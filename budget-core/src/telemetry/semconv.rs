@@ -153,6 +153,14 @@ pub const METRIC_EXPIRED_TOTAL: &str = "budget_expired_total";
 pub const METRIC_MALFORMED_TOTAL: &str = "budget_malformed_total";
 /// Counter: dependency calls not made below the dependency's floor; label
 /// [`LABEL_DEPENDENCY`].
+/// Requests whose `request-criticality` was unknown (read as `default`).
+pub const METRIC_UNKNOWN_CRITICALITY_TOTAL: &str = "budget_unknown_criticality_total";
+/// Dependency calls refused by their permit queue, by [`LABEL_DEPENDENCY`]
+/// and [`LABEL_REASON`] (`expired`, `standing_queue`).
+pub const METRIC_NO_PERMIT_TOTAL: &str = "budget_no_permit_total";
+/// Gauge: a dependency's concurrency limit now (fixed or adaptive), by
+/// [`LABEL_DEPENDENCY`].
+pub const METRIC_CONCURRENCY_LIMIT: &str = "budget_concurrency_limit";
 /// Gauge: the floor in force for a dependency (fixed or learned), in
 /// seconds, by [`LABEL_DEPENDENCY`].
 pub const METRIC_FLOOR_SECONDS: &str = "budget_floor_seconds";
@@ -171,6 +179,8 @@ pub const METRIC_BREAKER_TRANSITIONS_TOTAL: &str = "budget_breaker_transitions_t
 pub const LABEL_DEPENDENCY: &str = "dependency";
 /// Metric label: a breaker's endpoint key (`http://host:port`).
 pub const LABEL_ENDPOINT: &str = "endpoint";
+/// Label: why something was refused.
+pub const LABEL_REASON: &str = "reason";
 /// Metric label: the state a breaker left (`closed`, `open`, `half-open`).
 pub const LABEL_FROM: &str = "from";
 /// Metric label: the state a breaker entered.

@@ -344,7 +344,7 @@ mod tests {
                 Duration::from_millis(15)
             ))
         );
-        assert_eq!(config.inventory.concurrency, Some(8));
+        assert_eq!(config.inventory.concurrency, Some(8.into()));
         assert_eq!(config.inventory.grpc_timeout, Some(true));
         assert_eq!(config.inventory.max_body, Some(1024));
         assert_eq!(config.inventory.fixed_timeout, Some(Duration::from_secs(3)));

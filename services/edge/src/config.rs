@@ -101,7 +101,7 @@ service_kit::service_config! {
 ///
 /// ```
 /// let s: edge::CheckoutClientSettings = toml::from_str("concurrency = 64").unwrap();
-/// assert_eq!(s.concurrency, Some(64));
+/// assert_eq!(s.concurrency, Some(64.into()));
 /// ```
 pub use service_kit::ClientSettings as CheckoutClientSettings;
 
@@ -202,7 +202,7 @@ mod tests {
                 Duration::from_millis(15)
             ))
         );
-        assert_eq!(s.concurrency, Some(8));
+        assert_eq!(s.concurrency, Some(8.into()));
         assert_eq!(s.max_body, Some(1024));
         assert_eq!(s.fixed_timeout, Some(Duration::from_secs(3)));
         assert_eq!(s.breaker.unwrap().failure_threshold, 2);
@@ -244,7 +244,7 @@ mod tests {
             "checkout_url"
         );
         assert_eq!(
-            field(&|c| c.checkout.concurrency = Some(0)),
+            field(&|c| c.checkout.concurrency = Some(0.into())),
             "checkout.concurrency"
         );
     }

@@ -95,7 +95,7 @@ mod tests {
         let config = cli.config().unwrap();
         assert_eq!(config.default_budget, Duration::from_millis(500));
         assert_eq!(config.listen.port(), 9183);
-        assert_eq!(config.checkout.concurrency, Some(5));
+        assert_eq!(config.checkout.concurrency, Some(5.into()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ crate::client_settings! {
     /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
     /// | `floor` | `"250ms"` (fixed), `"auto"` or a table (learned); the service's default, [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) (`auto`), unless it says |
     /// | `breaker` | none |
-    /// | `concurrency` | unlimited |
+    /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::LimitConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     ///
@@ -39,9 +39,9 @@ impl ClientSettings {
     /// use service_kit::ClientSettings;
     ///
     /// let mut c = DependencyConfig::new("checkout", "http://127.0.0.1:8081");
-    /// let settings = ClientSettings { concurrency: Some(8), ..ClientSettings::default() };
+    /// let settings = ClientSettings { concurrency: Some(8.into()), ..ClientSettings::default() };
     /// settings.apply(&mut c);
-    /// assert_eq!(c.concurrency, Some(8));
+    /// assert_eq!(c.concurrency, Some(8.into()));
     /// assert!(c.breaker.is_none());
     /// ```
     pub fn apply(&self, c: &mut DependencyConfig) {
@@ -79,7 +79,7 @@ impl ClientSettings {
 /// }
 ///
 /// let s: DemoSettings = toml::from_str("concurrency = 4\n[retry]\nmax_attempts = 2").unwrap();
-/// assert_eq!(s.shared().concurrency, Some(4));
+/// assert_eq!(s.shared().concurrency, Some(4.into()));
 /// assert_eq!(s.retry.unwrap().max_attempts, 2);
 /// ```
 #[macro_export]
@@ -110,9 +110,9 @@ macro_rules! client_settings {
             /// A circuit breaker.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub breaker: ::std::option::Option<$crate::__private::BreakerConfig>,
-            /// In-flight calls at most.
+            /// In-flight calls at most: `8`, `"auto"` or an adaptive table.
             #[serde(skip_serializing_if = "Option::is_none")]
-            pub concurrency: ::std::option::Option<usize>,
+            pub concurrency: ::std::option::Option<$crate::__private::LimitConfig>,
             /// The largest response body buffered, in bytes.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub max_body: ::std::option::Option<u64>,

@@ -23,7 +23,7 @@ pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
 /// let mut c = DependencyConfig::new("pricing", "pricing:80");
 /// assert_eq!(service_kit::dependency_client(&c).unwrap_err().field(), "pricing_url");
 /// c.url = "http://127.0.0.1:9000/pricing".into();
-/// c.concurrency = Some(0);
+/// c.concurrency = Some(0.into());
 /// assert_eq!(service_kit::dependency_client(&c).unwrap_err().field(), "pricing.concurrency");
 /// ```
 pub fn dependency_client(config: &DependencyConfig) -> Result<BudgetClient, ConfigError> {

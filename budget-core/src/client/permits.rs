@@ -1,0 +1,167 @@
+//! A dependency's concurrency permits: which queue a call waits in, and
+//! how an adaptive limit hears about the attempts (CONTRACT section 2
+//! rules 8 and 11).
+//!
+//! In budget mode a call waits in a [`PermitQueue`]: it never gets a
+//! permit once what is left could no longer cover the floor, the more
+//! critical are served first, and under a standing queue the freshest are
+//! served and the old ones refused at once (adaptive LIFO, CoDel). With
+//! `concurrency = "auto"` the queue's size follows an [`AdaptiveLimit`]
+//! fed with every attempt's latency. In fixed mode (`--budget-mode off`,
+//! the usual setup kept for comparison) a call waits in a plain FIFO
+//! semaphore up to its fixed timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::admission::{
+    AdaptiveLimit, Criticality, LimitConfig, PermitQueue, QueueConfig, QueuePermit, RefusalReason,
+    Sample, Waiter,
+};
+use crate::config::ConfigError;
+use crate::telemetry::meter;
+
+use super::config::Mode;
+
+/// The permits of one dependency, shared by every clone of its client.
+#[derive(Clone, Debug)]
+pub(crate) enum Permits {
+    /// Fixed mode: FIFO, waits up to the fixed timeout.
+    Fifo(Arc<Semaphore>),
+    /// Budget mode: the deadline-aware queue, with its adaptive limit.
+    Queue {
+        queue: PermitQueue,
+        limit: Option<Arc<AdaptiveLimit>>,
+    },
+}
+
+impl Permits {
+    /// The permits `concurrency` (and `queue`) configure in `mode`. An
+    /// adaptive limit in fixed mode is a fixed one at its initial value.
+    pub(crate) fn new(
+        concurrency: &LimitConfig,
+        queue: QueueConfig,
+        mode: Mode,
+    ) -> Result<Self, ConfigError> {
+        concurrency
+            .validate()
+            .map_err(|e| within_concurrency(concurrency, e))?;
+        let (initial, adaptive) = match concurrency {
+            LimitConfig::Fixed(n) => (*n, None),
+            LimitConfig::Adaptive(c) => (c.initial_limit(), Some(*c)),
+        };
+        if mode == Mode::Fixed {
+            return Ok(Permits::Fifo(Arc::new(Semaphore::new(initial))));
+        }
+        let queue = PermitQueue::new(initial, queue).map_err(|e| e.within("queue"))?;
+        let limit = adaptive
+            .map(|c| AdaptiveLimit::new(c).map(Arc::new))
+            .transpose()
+            .map_err(|e| e.within("concurrency"))?;
+        Ok(Permits::Queue { queue, limit })
+    }
+
+    /// A permit: at once when one is free; otherwise waiting until
+    /// `give_up_at`, or less when the queue refuses earlier.
+    pub(crate) async fn acquire(
+        &self,
+        give_up_at: Instant,
+        criticality: Criticality,
+    ) -> Result<Permit, (Duration, Option<RefusalReason>)> {
+        let start = Instant::now();
+        match self {
+            Permits::Fifo(semaphore) => {
+                if let Ok(permit) = Arc::clone(semaphore).try_acquire_owned() {
+                    return Ok(Permit::fifo(permit, None));
+                }
+                let acquired =
+                    tokio::time::timeout_at(give_up_at, Arc::clone(semaphore).acquire_owned())
+                        .await;
+                let waited = start.elapsed();
+                match acquired {
+                    // The semaphore is never closed: an error is a timeout.
+                    Ok(Ok(permit)) => Ok(Permit::fifo(permit, Some(waited))),
+                    _ => Err((waited, None)),
+                }
+            }
+            Permits::Queue { queue, .. } => {
+                if let Some(permit) = queue.try_acquire(criticality) {
+                    return Ok(Permit::queued(permit, None));
+                }
+                match queue.acquire(Waiter::new(give_up_at, criticality)).await {
+                    Ok(permit) => {
+                        let waited = permit.waited();
+                        Ok(Permit::queued(permit, Some(waited)))
+                    }
+                    Err(refusal) => Err((refusal.waited(), Some(refusal.reason()))),
+                }
+            }
+        }
+    }
+
+    /// Tells the adaptive limit how an attempt went (it started with
+    /// `in_flight` permits in use and took `took`), and resizes the queue.
+    pub(crate) fn sample(&self, name: &Arc<str>, took: Duration, in_flight: usize, sample: Sample) {
+        if let Permits::Queue {
+            queue,
+            limit: Some(limit),
+        } = self
+        {
+            let next = limit.on_sample(Instant::now(), took, in_flight, sample);
+            if next != queue.limit() {
+                queue.set_limit(next);
+                meter::concurrency_limit(name, next);
+            }
+        }
+    }
+
+    /// Permits in use now (the attempt about to start included).
+    pub(crate) fn in_use(&self) -> usize {
+        match self {
+            Permits::Fifo(_) => 0,
+            Permits::Queue { queue, .. } => queue.in_use(),
+        }
+    }
+}
+
+/// A fixed limit's error names `concurrency`; an adaptive table's fields
+/// are named inside it (`concurrency.min`).
+fn within_concurrency(concurrency: &LimitConfig, e: ConfigError) -> ConfigError {
+    match concurrency {
+        LimitConfig::Fixed(_) => e,
+        LimitConfig::Adaptive(_) => e.within("concurrency"),
+    }
+}
+
+/// One call's permit, held through its retries and backoff; how long the
+/// call queued for it (`None`: one was free at once).
+#[derive(Debug)]
+pub(crate) struct Permit {
+    _held: Held,
+    pub(crate) waited: Option<Duration>,
+}
+
+#[derive(Debug)]
+enum Held {
+    Fifo(#[allow(dead_code)] OwnedSemaphorePermit),
+    Queue(#[allow(dead_code)] QueuePermit),
+}
+
+impl Permit {
+    fn fifo(permit: OwnedSemaphorePermit, waited: Option<Duration>) -> Self {
+        Self {
+            _held: Held::Fifo(permit),
+            waited,
+        }
+    }
+
+    fn queued(permit: QueuePermit, waited: Option<Duration>) -> Self {
+        Self {
+            _held: Held::Queue(permit),
+            waited,
+        }
+    }
+}
