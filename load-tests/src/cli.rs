@@ -83,12 +83,14 @@ pub struct Args {
     /// How much slower `slow` and `recs-slow` make the partner.
     #[arg(long, default_value_t = 10)]
     pub slowdown: u64,
-    /// Inventory's floor in budget mode.
-    #[arg(long, default_value = "900ms", value_parser = humantime::parse_duration)]
-    pub inventory_floor: Duration,
-    /// Pricing's floor in budget mode.
-    #[arg(long, default_value = "600ms", value_parser = humantime::parse_duration)]
-    pub pricing_floor: Duration,
+    /// Inventory's floor in budget mode, a hand-sized comparison row (e.g.
+    /// 900ms) [default: none, checkout's own default configuration].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub inventory_floor: Option<Duration>,
+    /// Pricing's floor in budget mode, a hand-sized comparison row (e.g.
+    /// 600ms) [default: none, checkout's own default configuration].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub pricing_floor: Option<Duration>,
     /// Load a running edge instead (its /checkout URL; loopback only).
     #[arg(long)]
     pub target: Option<String>,
@@ -269,7 +271,9 @@ impl Args {
             ("inventory-floor", self.inventory_floor),
             ("pricing-floor", self.pricing_floor),
         ] {
-            if floor > MAX_BUDGET {
+            if let Some(floor) = floor
+                && floor > MAX_BUDGET
+            {
                 return Err(flag(
                     name,
                     format!(
@@ -408,8 +412,8 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
              slowdown {}x.\n\n",
             settings.concurrency,
             settings.capacity(),
-            humantime::format_duration(settings.inventory_floor),
-            humantime::format_duration(settings.pricing_floor),
+            floor_text(settings.inventory_floor),
+            floor_text(settings.pricing_floor),
             settings.slowdown,
         ));
     }
@@ -424,6 +428,15 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
         out.push_str(&scenario_markdown(g));
     }
     out
+}
+
+/// A floor as the markdown says it: the duration, or that checkout's
+/// default applies.
+fn floor_text(floor: Option<Duration>) -> String {
+    floor.map_or_else(
+        || "checkout's default".to_owned(),
+        |f| humantime::format_duration(f).to_string(),
+    )
 }
 
 /// What the JSON file holds.
@@ -657,6 +670,18 @@ mod tests {
         assert_eq!(plan.budget, Duration::from_secs(2));
         assert_eq!(plan.patience, Patience::Fixed(Duration::from_secs(35)));
         assert_eq!(settings, ChainSettings::default());
+        assert_eq!(
+            (settings.inventory_floor, settings.pricing_floor),
+            (None, None)
+        );
+        let Invocation::Scenarios { settings, .. } =
+            accepted(&["--inventory-floor", "900ms", "--pricing-floor", "600ms"])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(settings.inventory_floor, Some(Duration::from_millis(900)));
+        assert_eq!(settings.pricing_floor, Some(Duration::from_millis(600)));
+        assert!(refusal(&["--pricing-floor", "11s"]).starts_with("--pricing-floor: "));
         let Invocation::Scenarios {
             scenarios,
             modes,
