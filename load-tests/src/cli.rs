@@ -14,37 +14,62 @@ use std::time::Duration;
 
 use clap::Parser;
 use serde::Serialize;
-use service_kit::BudgetMode;
 
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
 use crate::plot::write_svg;
 use crate::report::{RunReport, scenario_markdown};
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::{ChainSettings, Partners, ScenarioName};
+use crate::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
 use crate::target::{LoopbackUrl, NotLoopback};
 
 /// The largest budget a request may be given (edge's own maximum).
 pub const MAX_BUDGET: Duration = Duration::from_secs(10);
 
-/// Which budget modes a scenario runs in.
+/// Which modes a scenario runs in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Modes {
-    /// Budget mode, then budget mode off, back to back.
+    /// Budget mode, budget mode off, then the plain-tower peer, back to
+    /// back.
     #[default]
+    All,
+    /// Budget mode, then budget mode off.
     Both,
     /// Budget mode only.
     On,
     /// Budget mode off only (generous fixed timeouts).
     Off,
+    /// The plain-tower peer checkout only ([`crate::peer`]).
+    Peer,
+}
+
+impl Modes {
+    /// The modes, in run order.
+    ///
+    /// ```
+    /// use load_tests::cli::Modes;
+    /// use load_tests::scenario::ChainMode;
+    /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
+    /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
+    /// ```
+    pub fn chain_modes(self) -> Vec<ChainMode> {
+        match self {
+            Modes::All => ChainMode::ALL.to_vec(),
+            Modes::Both => vec![ChainMode::Budget, ChainMode::Naive],
+            Modes::On => vec![ChainMode::Budget],
+            Modes::Off => vec![ChainMode::Naive],
+            Modes::Peer => vec![ChainMode::Peer],
+        }
+    }
 }
 
 /// Open-loop load tests of the budget chain (edge -> checkout -> slow
-/// partner): budget mode against generous fixed timeouts.
+/// partner): budget mode against generous fixed timeouts and against a
+/// plain-tower peer checkout.
 ///
 /// Without --target, each scenario starts a slow partner, checkout and edge
-/// in this process on 127.0.0.1 and runs the load once with budget mode on
-/// and once with it off. With --target, the load goes to an edge that is
+/// in this process on 127.0.0.1 and runs the load once per mode: budget
+/// mode on, off, and with checkout swapped for the plain-tower peer. With --target, the load goes to an edge that is
 /// already running (loopback only). Prints markdown tables on stdout.
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
@@ -74,8 +99,9 @@ pub struct Args {
     /// to hang up at the budget.
     #[arg(long, default_value = "35s")]
     pub client_timeout: String,
-    /// Budget modes to run each scenario in.
-    #[arg(long, value_enum, default_value_t = Modes::Both)]
+    /// Modes to run each scenario in: budget (on), naive (off), peer
+    /// (plain tower).
+    #[arg(long, value_enum, default_value_t = Modes::All)]
     pub modes: Modes,
     /// Calls in flight per dependency in checkout (the capacity).
     #[arg(long, default_value_t = 8)]
@@ -153,7 +179,7 @@ pub enum Invocation {
         /// How the chain is built.
         settings: ChainSettings,
         /// In which modes.
-        modes: Vec<BudgetMode>,
+        modes: Vec<ChainMode>,
         /// The load.
         plan: LoadPlan,
     },
@@ -241,11 +267,7 @@ impl Args {
             }
             seen
         };
-        let modes = match self.modes {
-            Modes::Both => vec![BudgetMode::On, BudgetMode::Off],
-            Modes::On => vec![BudgetMode::On],
-            Modes::Off => vec![BudgetMode::Off],
-        };
+        let modes = self.modes.chain_modes();
         Ok(Invocation::Scenarios {
             scenarios,
             settings,
@@ -402,7 +424,7 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
 /// summary and the budget tables.
 pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -> String {
     let mut out = String::new();
-    out.push_str("## Load tests: budget mode vs generous timeouts\n\n");
+    out.push_str("## Load tests: budget mode vs generous timeouts vs plain tower\n\n");
     out.push_str(&format!("Command: `{command}`\n\n"));
     out.push_str(&format!("Machine: {}\n\n", machine().describe()));
     if let Invocation::Scenarios { settings, .. } = invocation {
@@ -653,7 +675,7 @@ mod tests {
     }
 
     #[test]
-    fn the_defaults_run_every_scenario_in_both_modes_at_80_percent_of_capacity() {
+    fn the_defaults_run_every_scenario_in_all_three_modes_at_80_percent_of_capacity() {
         let Invocation::Scenarios {
             scenarios,
             modes,
@@ -664,7 +686,7 @@ mod tests {
             panic!("scenarios expected");
         };
         assert_eq!(scenarios, ScenarioName::ALL);
-        assert_eq!(modes, [BudgetMode::On, BudgetMode::Off]);
+        assert_eq!(modes, ChainMode::ALL);
         assert_eq!(plan.spec.rate(), 128.0);
         assert_eq!(plan.spec.expected_requests(), 2560);
         assert_eq!(plan.budget, Duration::from_secs(2));
@@ -699,7 +721,7 @@ mod tests {
             panic!("scenarios expected");
         };
         assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
-        assert_eq!(modes, [BudgetMode::Off]);
+        assert_eq!(modes, [ChainMode::Naive]);
         assert_eq!(plan.patience, Patience::Budget);
     }
 }

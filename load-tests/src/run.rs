@@ -10,7 +10,9 @@ use slow_partner::{PartnerHandle, StatsSnapshot};
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::generator::{LoadSpec, run_open_loop};
 use crate::report::{Recorder, RunInfo, RunReport, load_average};
-use crate::scenario::{Chain, ChainError, ChainSettings, Partners, Scenario, ScenarioName};
+use crate::scenario::{
+    Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
+};
 use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
 
 /// How every run of an invocation loads its target.
@@ -127,8 +129,9 @@ pub async fn run_load(
     Ok(recorder.finish(info, totals, stats.as_ref()))
 }
 
-/// Runs scenario `name` once per mode of `modes`, back to back, each
-/// against a fresh checkout and edge.
+/// Runs scenario `name` once per mode of `modes` (budget, naive, peer),
+/// back to back, each against a fresh checkout (or peer checkout) and
+/// edge.
 ///
 /// # Errors
 ///
@@ -137,7 +140,7 @@ pub async fn run_scenario(
     name: ScenarioName,
     settings: &ChainSettings,
     plan: &LoadPlan,
-    modes: &[BudgetMode],
+    modes: &[ChainMode],
     partners: &Partners,
 ) -> Result<Vec<RunReport>, RunError> {
     let scenario = Scenario::new(name, settings);
@@ -147,7 +150,7 @@ pub async fn run_scenario(
         let target = LoopbackUrl::parse(&chain.url)?;
         let label = RunLabel {
             scenario: name.as_str().to_owned(),
-            mode: mode_name(mode).to_owned(),
+            mode: mode.as_str().to_owned(),
             description: scenario.description.clone(),
             id_group: scenario.id_group,
         };

@@ -66,6 +66,8 @@ use slow_partner::{Mode, PartnerConfig, PartnerHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::peer::{PeerCheckout, PeerConfig};
+
 /// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
 /// any budget here, and within the 10 s a fixed-timeout client honours.
 pub const RATE_LIMIT_RETRY_AFTER_S: u64 = 5;
@@ -111,6 +113,54 @@ impl ScenarioName {
             ScenarioName::RateLimit => "rate-limit",
             ScenarioName::PricingFlaky => "pricing-flaky",
             ScenarioName::RecsSlow => "recs-slow",
+        }
+    }
+}
+
+/// How a run's chain is built: the three modes every scenario compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ChainMode {
+    /// Budget mode on in edge and checkout ([`BudgetMode::On`]).
+    Budget,
+    /// Budget mode off: generous fixed timeouts ([`BudgetMode::Off`]).
+    Naive,
+    /// Edge in budget mode with its default config, checkout swapped for
+    /// [`PeerCheckout`](crate::peer::PeerCheckout): plain tower, no budget.
+    Peer,
+}
+
+impl ChainMode {
+    /// The three, in the order they run.
+    pub const ALL: [ChainMode; 3] = [ChainMode::Budget, ChainMode::Naive, ChainMode::Peer];
+
+    /// `budget`, `naive` or `peer`: the report's `mode`.
+    ///
+    /// ```
+    /// assert_eq!(load_tests::scenario::ChainMode::Peer.as_str(), "peer");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainMode::Budget => "budget",
+            ChainMode::Naive => "naive",
+            ChainMode::Peer => "peer",
+        }
+    }
+
+    /// The budget mode of edge (and of checkout, where it runs).
+    pub fn budget_mode(self) -> BudgetMode {
+        match self {
+            ChainMode::Budget | ChainMode::Peer => BudgetMode::On,
+            ChainMode::Naive => BudgetMode::Off,
+        }
+    }
+}
+
+impl From<BudgetMode> for ChainMode {
+    fn from(mode: BudgetMode) -> Self {
+        match mode {
+            BudgetMode::On => ChainMode::Budget,
+            BudgetMode::Off => ChainMode::Naive,
         }
     }
 }
@@ -419,8 +469,21 @@ pub fn checkout_config(
     Ok(c)
 }
 
+/// The peer checkout of a chain: checkout's URLs, the chain's
+/// concurrency, the defaults of [`PeerConfig`] otherwise.
+pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerConfig {
+    let mut peer = PeerConfig::new(loopback());
+    peer.inventory_url = checkout.inventory_url.clone();
+    peer.pricing_url = checkout.pricing_url.clone();
+    peer.recommendations_url = checkout.recommendations_url.clone();
+    peer.concurrency = settings.concurrency;
+    peer.pool_idle_timeout = settings.pool_idle_timeout;
+    peer
+}
+
 impl Chain {
-    /// Starts checkout and edge for `scenario` in `mode`.
+    /// Starts checkout (or, in [`ChainMode::Peer`], the peer checkout) and
+    /// edge for `scenario` in `mode`.
     ///
     /// # Errors
     ///
@@ -428,22 +491,30 @@ impl Chain {
     pub async fn start(
         scenario: &Scenario,
         settings: &ChainSettings,
-        mode: BudgetMode,
+        mode: ChainMode,
         partners: &Partners,
     ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
-        let checkout = checkout_config(scenario, settings, mode, partners)?;
+        let checkout = checkout_config(scenario, settings, mode.budget_mode(), partners)?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let (checkout_addr, server) = checkout::spawn(&checkout, async move {
+        let stopped = async move {
             let _ = stopped.await;
-        })
-        .await
-        .map_err(|e| ChainError::new("checkout", e))?;
+        };
+        let (checkout_addr, server) = if mode == ChainMode::Peer {
+            let peer = peer_config(&checkout, settings);
+            PeerCheckout::spawn(&peer, stopped)
+                .await
+                .map_err(|e| ChainError::new("peer checkout", e))?
+        } else {
+            checkout::spawn(&checkout, stopped)
+                .await
+                .map_err(|e| ChainError::new("checkout", e))?
+        };
         stops.push(stop);
         servers.push(server);
         let mut edge = EdgeConfig::new(loopback(), format!("http://{checkout_addr}"));
-        edge.budget_mode = mode;
+        edge.budget_mode = mode.budget_mode();
         edge.checkout.pool_idle_timeout = settings.pool_idle_timeout;
         let (stop, stopped) = oneshot::channel::<()>();
         let (edge_addr, server) = edge::spawn(&edge, async move {

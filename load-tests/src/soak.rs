@@ -239,7 +239,7 @@ pub async fn run_soak(plan: &SoakPlan) -> Result<SoakReport, SoakError> {
         ..ChainSettings::default()
     };
     let scenario = Scenario::new(ScenarioName::Healthy, &settings);
-    let chain = match Chain::start(&scenario, &settings, plan.budget_mode, &partners).await {
+    let chain = match Chain::start(&scenario, &settings, plan.budget_mode.into(), &partners).await {
         Ok(chain) => chain,
         Err(e) => {
             partners.shutdown().await;

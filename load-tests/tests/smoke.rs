@@ -1,5 +1,6 @@
-//! The smoke test: one short scenario in both modes through the real chain
-//! (slow partner, checkout, edge on 127.0.0.1), 20 req/s for 2 s. Full load
+//! The smoke tests: short scenarios in every mode through the real chain
+//! (slow partner, checkout or the peer checkout, edge on 127.0.0.1), at
+//! most 50 req/s for a second or two. Full load
 //! runs are not part of the test suite; BENCHMARKS.md has their commands.
 
 use std::time::Duration;
@@ -9,7 +10,7 @@ use load_tests::cli::{Args, Invocation, execute, markdown, write_json};
 use load_tests::plot::write_svg;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() {
+async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_json() {
     let args = Args::try_parse_from([
         "load-tests",
         "--scenario",
@@ -32,10 +33,10 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
         .expect("the run stops by itself")
         .expect("the run works");
 
-    assert_eq!(reports.len(), 2);
+    assert_eq!(reports.len(), 3);
     assert_eq!(
         reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
-        ["budget", "naive"]
+        ["budget", "naive", "peer"]
     );
     for r in &reports {
         assert_eq!(r.scenario, "healthy");
@@ -98,6 +99,10 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     );
     assert_eq!(on.with_budget, on.requests);
     assert_eq!(off.with_budget, 0);
+    // The peer forwards no budget either, though edge (budget mode) gave
+    // it one.
+    assert_eq!(reports[2].partner.as_ref().unwrap().with_budget, 0);
+    assert!(reports[2].steps.iter().any(|s| s.name == "budget"));
 
     let md = markdown(&invocation, "load-tests --scenario healthy", &reports);
     assert!(md.contains("### healthy"), "{md}");
@@ -107,6 +112,7 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     );
     assert!(md.contains("Budget table, budget mode"), "{md}");
     assert!(md.contains("Budget table, naive mode"), "{md}");
+    assert!(md.contains(" peer mode |"), "{md}");
     assert!(md.contains("| checkout.pricing"), "{md}");
 
     let dir = std::env::temp_dir().join(format!("load-tests-smoke-{}", std::process::id()));
@@ -122,7 +128,8 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[2]["mode"], "peer");
     assert_eq!(
         runs[0]["outcomes"]["ok"].as_u64().unwrap()
             + runs[0]["outcomes"]["degraded"].as_u64().unwrap()
