@@ -92,7 +92,8 @@ pub struct Args {
     /// Seed of Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The budget each request is given (request-budget-ms).
+    /// The budget each request is given (request-budget-ms); the
+    /// `mixed-budgets` scenario draws its own per request instead.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub budget: Duration,
     /// How long the client waits for an answer: a duration, or `budget`
@@ -355,10 +356,8 @@ impl Args {
             Patience::Fixed(d)
         };
         Ok(LoadPlan {
-            spec,
-            budget: self.budget,
-            patience,
             progress: !self.no_progress,
+            ..LoadPlan::fixed(spec, self.budget, patience)
         })
     }
 }
@@ -591,6 +590,7 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budgets::BudgetDistribution;
 
     fn refusal(args: &[&str]) -> String {
         let mut full = vec!["load-tests"];
@@ -689,7 +689,11 @@ mod tests {
         assert_eq!(modes, ChainMode::ALL);
         assert_eq!(plan.spec.rate(), 128.0);
         assert_eq!(plan.spec.expected_requests(), 2560);
-        assert_eq!(plan.budget, Duration::from_secs(2));
+        assert_eq!(
+            plan.budgets,
+            BudgetDistribution::Fixed(Duration::from_secs(2))
+        );
+        assert_eq!(plan.criticality, None);
         assert_eq!(plan.patience, Patience::Fixed(Duration::from_secs(35)));
         assert_eq!(settings, ChainSettings::default());
         assert_eq!(

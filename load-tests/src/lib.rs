@@ -44,12 +44,11 @@
 //! use load_tests::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let plan = LoadPlan {
-//!     spec: LoadSpec::new(20.0, Duration::from_secs(2))?,
-//!     budget: Duration::from_secs(2),
-//!     patience: Patience::Fixed(Duration::from_secs(35)),
-//!     progress: false,
-//! };
+//! let plan = LoadPlan::fixed(
+//!     LoadSpec::new(20.0, Duration::from_secs(2))?,
+//!     Duration::from_secs(2),
+//!     Patience::Fixed(Duration::from_secs(35)),
+//! );
 //! let partners = Partners::start().await?;
 //! let runs = run_scenario(ScenarioName::Healthy, &ChainSettings::default(), &plan,
 //!     &[ChainMode::Budget], &partners).await?;
@@ -60,8 +59,10 @@
 #![deny(missing_docs)]
 
 pub mod budget_table;
+pub mod budgets;
 pub mod cli;
 pub mod client;
+pub mod criticality;
 pub mod generator;
 pub mod peer;
 pub mod plot;

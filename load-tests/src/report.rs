@@ -28,6 +28,20 @@
 //!   deadline ([`partner_calls_answered_by`]); calls cut by a timeout, and
 //!   calls of requests that came back without checkout's ledger, count as
 //!   not answered in time.
+//! - **answers after the request's own budget** (`late_answers`, client
+//!   side): requests sent whose answer, of any status, arrived after the
+//!   budget that request was given had run out (latency from the intended
+//!   send time over its budget). Client timeouts and connection errors are
+//!   not answers and are counted in their own outcomes. Unlike the
+//!   partner's `late`, it needs no budget forwarded, so it compares every
+//!   mode, and per request it uses that request's own budget (the
+//!   `mixed-budgets` scenario gives each its own).
+//! - **classes**: when the plan gives requests classes (`critical` and
+//!   `rest` in the `criticality` scenario, `short-budget` and
+//!   `long-budget` in `mixed-budgets`), per class: requests scheduled,
+//!   `2xx` (any time), good (`2xx` within the request's budget), answers
+//!   after the budget, and the shares of `2xx` and good among the class's
+//!   requests (the **success rate**).
 //! - **timeline**: per second of intended send time, the requests due in
 //!   it, how many of them were good, and their p99 latency.
 
@@ -45,6 +59,7 @@ use slow_partner::StatsSnapshot;
 use crate::budget_table::{
     BudgetTable, StepSummary, markdown, micros_histogram, partner_calls_answered_by,
 };
+use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
 use crate::generator::{Arrivals, LoadSpec, RunTotals};
 
@@ -187,6 +202,34 @@ impl PartnerReport {
     }
 }
 
+/// One class of requests of a run (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClassReport {
+    /// `critical`, `rest`, `short-budget`, `long-budget`.
+    pub class: String,
+    /// Its requests in the schedule.
+    pub scheduled: u64,
+    /// `2xx` answers, degraded included, whenever they came.
+    pub success: u64,
+    /// `2xx` within the request's own budget.
+    pub good: u64,
+    /// Answers of any status after the request's own budget.
+    pub late_answers: u64,
+    /// `success / scheduled`: the success rate.
+    pub success_share: f64,
+    /// `good / scheduled`.
+    pub good_share: f64,
+}
+
+/// A class's live counters.
+#[derive(Debug, Default)]
+struct ClassCounts {
+    scheduled: u64,
+    success: u64,
+    good: u64,
+    late_answers: u64,
+}
+
 /// One second of the run, by intended send time.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SecondSummary {
@@ -215,8 +258,11 @@ pub struct RunReport {
     pub duration_s: f64,
     /// How send times were spread.
     pub arrivals: Arrivals,
-    /// The budget each request was given, ms.
+    /// The budget each request was given, ms (with mixed budgets, the
+    /// largest one).
     pub budget_ms: u64,
+    /// The budgets, as the plan gave them.
+    pub budgets: BudgetDistribution,
     /// How long the client waited for an answer.
     pub patience: Patience,
     /// Requests in the schedule.
@@ -233,6 +279,10 @@ pub struct RunReport {
     pub full_goodput_per_s: f64,
     /// `2xx` that came after the budget (nobody was waiting any more).
     pub success_after_budget: u64,
+    /// Answers of any status after the request's own budget (client side).
+    pub late_answers: u64,
+    /// Per class of request, when the plan has classes (in name order).
+    pub classes: Vec<ClassReport>,
     /// Latency of every request sent.
     pub latency_ms: Latency,
     /// How far behind schedule the generator sent, at worst, ms.
@@ -265,6 +315,8 @@ pub struct Recorder {
     good: u64,
     full_good: u64,
     success_after_budget: u64,
+    late_answers: u64,
+    classes: BTreeMap<&'static str, ClassCounts>,
     table: BudgetTable,
     partner_calls_on_time: u64,
     seconds: Vec<Second>,
@@ -285,6 +337,8 @@ impl Recorder {
             good: 0,
             full_good: 0,
             success_after_budget: 0,
+            late_answers: 0,
+            classes: BTreeMap::new(),
             table: BudgetTable::new(),
             partner_calls_on_time: 0,
             seconds: Vec::new(),
@@ -306,8 +360,26 @@ impl Recorder {
         }
         let sec = &mut self.seconds[second];
         sec.due += 1;
+        let mut class = sample.class.map(|c| self.classes.entry(c).or_default());
+        if let Some(c) = class.as_mut() {
+            c.scheduled += 1;
+        }
         if sample.outcome == Outcome::NotSent {
             return;
+        }
+        let answered = matches!(
+            sample.outcome,
+            Outcome::Ok | Outcome::Degraded | Outcome::Status(_)
+        );
+        if answered && sample.latency > sample.budget {
+            self.late_answers += 1;
+            if let Some(c) = class.as_mut() {
+                c.late_answers += 1;
+            }
+        }
+        if let Some(c) = class.as_mut() {
+            c.success += u64::from(sample.outcome.is_success());
+            c.good += u64::from(sample.is_good());
         }
         let micros = (sample.latency.as_micros() as u64).max(1);
         self.latency.saturating_record(micros);
@@ -350,7 +422,8 @@ impl Recorder {
             rate_per_s: run.spec.rate(),
             duration_s: window,
             arrivals: run.spec.arrivals(),
-            budget_ms: run.budget.as_millis() as u64,
+            budget_ms: run.budgets.max().as_millis() as u64,
+            budgets: run.budgets,
             patience: run.patience,
             scheduled: totals.scheduled,
             sent: totals.sent,
@@ -358,6 +431,29 @@ impl Recorder {
             goodput_per_s: self.good as f64 / window,
             full_goodput_per_s: self.full_good as f64 / window,
             success_after_budget: self.success_after_budget,
+            late_answers: self.late_answers,
+            classes: self
+                .classes
+                .iter()
+                .map(|(name, c)| {
+                    let share = |n: u64| {
+                        if c.scheduled == 0 {
+                            0.0
+                        } else {
+                            n as f64 / c.scheduled as f64
+                        }
+                    };
+                    ClassReport {
+                        class: (*name).to_owned(),
+                        scheduled: c.scheduled,
+                        success: c.success,
+                        good: c.good,
+                        late_answers: c.late_answers,
+                        success_share: share(c.success),
+                        good_share: share(c.good),
+                    }
+                })
+                .collect(),
             latency_ms: Latency::of(&self.latency),
             generator_max_lag_ms: totals.max_lag.as_secs_f64() * 1000.0,
             wall_s: totals.elapsed.as_secs_f64(),
@@ -392,8 +488,8 @@ pub struct RunInfo {
     pub description: String,
     /// The load.
     pub spec: LoadSpec,
-    /// The client's budget.
-    pub budget: Duration,
+    /// The client's budgets.
+    pub budgets: BudgetDistribution,
     /// The client's patience.
     pub patience: Patience,
     /// The load averages before the run.
@@ -417,13 +513,13 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {} ms, client patience {}.\n",
+        "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {}, client patience {}.\n",
         first.scenario,
         first.description,
         first.rate_per_s,
         first.arrivals,
         first.duration_s,
-        first.budget_ms,
+        first.budgets.describe(),
         match first.patience {
             Patience::Fixed(d) => humantime::format_duration(d).to_string(),
             Patience::Budget => "the budget".to_owned(),
@@ -483,6 +579,10 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         row("2xx after the budget", &|r| {
             r.success_after_budget.to_string()
         }),
+        row(
+            "answers after the request's own budget (client side)",
+            &|r| pct(r.late_answers, r.sent),
+        ),
         row("latency p50 / p90 / p99 / max, ms", &|r| {
             let l = r.latency_ms;
             format!("{:.0} / {:.0} / {:.0} / {:.0}", l.p50, l.p90, l.p99, l.max)
@@ -516,6 +616,36 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     ];
     for r in rows {
         table.add_row(r);
+    }
+    let mut classes: Vec<&str> = Vec::new();
+    for r in runs {
+        for c in &r.classes {
+            if !classes.contains(&c.class.as_str()) {
+                classes.push(&c.class);
+            }
+        }
+    }
+    for class in classes {
+        let of = |r: &RunReport| r.classes.iter().find(|c| c.class == class).cloned();
+        table.add_row(row(
+            &format!("{class}: 2xx (success rate) / good, of requests"),
+            &|r| {
+                of(r).map_or("-".into(), |c| {
+                    format!(
+                        "{} ({:.1}%) / {} ({:.1}%) of {}",
+                        c.success,
+                        c.success_share * 100.0,
+                        c.good,
+                        c.good_share * 100.0,
+                        c.scheduled
+                    )
+                })
+            },
+        ));
+        table.add_row(row(
+            &format!("{class}: answers after the request's own budget"),
+            &|r| of(r).map_or("-".into(), |c| c.late_answers.to_string()),
+        ));
     }
     for col in 1..=runs.len() {
         if let Some(c) = table.column_mut(col) {
@@ -592,6 +722,7 @@ mod tests {
             outcome,
             latency: Duration::from_millis(latency_ms),
             budget: Duration::from_millis(1000),
+            class: None,
             server_timing: timing.map(str::to_owned),
         }
     }
@@ -620,7 +751,7 @@ mod tests {
             mode: "budget".into(),
             description: "test".into(),
             spec,
-            budget: Duration::from_secs(1),
+            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
             patience: Patience::Budget,
             load_average: None,
         };
@@ -634,6 +765,10 @@ mod tests {
         assert_eq!(report.outcomes.total(), 10);
         assert_eq!(report.outcomes.other_statuses, BTreeMap::from([(502, 1)]));
         assert_eq!((report.good, report.success_after_budget), (2, 1));
+        // Request 2's 200 at 1500 ms of its 1000 ms; the client timeout
+        // and the connection error are not answers.
+        assert_eq!(report.late_answers, 1);
+        assert!(report.classes.is_empty());
         assert_eq!(report.goodput_per_s, 1.0);
         assert_eq!(report.full_goodput_per_s, 0.5);
         // Seconds 0 (requests 0-9 minus the unsent one) and 1 (request 12).
@@ -647,6 +782,58 @@ mod tests {
         let md = scenario_markdown(&[report]);
         assert!(md.contains("| 504"), "{md}");
         assert!(md.contains("502: 1"), "{md}");
+    }
+
+    #[test]
+    fn classes_count_success_good_and_late_answers_by_each_request_s_own_budget() {
+        let mut rec = Recorder::new();
+        let with = |index, outcome, latency_ms, budget_ms, class| Sample {
+            budget: Duration::from_millis(budget_ms),
+            class: Some(class),
+            ..sample(index, outcome, latency_ms, None)
+        };
+        for s in [
+            with(0, Outcome::Ok, 300, 400, "short-budget"), // good
+            with(1, Outcome::Ok, 500, 400, "short-budget"), // 2xx, late
+            with(2, Outcome::Status(504), 450, 400, "short-budget"), // late
+            with(3, Outcome::Ok, 500, 1500, "long-budget"), // good
+            with(4, Outcome::NotSent, 0, 1500, "long-budget"),
+        ] {
+            rec.record(&s);
+        }
+        let info = RunInfo {
+            scenario: "mixed-budgets".into(),
+            mode: "naive".into(),
+            description: "test".into(),
+            spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
+            budgets: BudgetDistribution::mixed_default(),
+            patience: Patience::Budget,
+            load_average: None,
+        };
+        let report = rec.finish(info, RunTotals::default(), None);
+        assert_eq!(report.late_answers, 2);
+        assert_eq!(report.budget_ms, 2000);
+        let long = &report.classes[0];
+        assert_eq!(long.class, "long-budget");
+        assert_eq!((long.scheduled, long.success, long.good), (2, 1, 1));
+        assert_eq!(long.success_share, 0.5);
+        let short = &report.classes[1];
+        assert_eq!(
+            (
+                short.scheduled,
+                short.success,
+                short.good,
+                short.late_answers
+            ),
+            (3, 2, 1, 2)
+        );
+        let md = scenario_markdown(&[report]);
+        assert!(
+            md.contains("| short-budget: 2xx (success rate) / good, of requests"),
+            "{md}"
+        );
+        assert!(md.contains("2 (66.7%) / 1 (33.3%) of 3"), "{md}");
+        assert!(md.contains("half the callers 200-600 ms"), "{md}");
     }
 
     #[test]

@@ -7,7 +7,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use service_kit::BudgetMode;
 use slow_partner::{PartnerHandle, StatsSnapshot};
 
+use crate::budgets::BudgetDistribution;
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
+use crate::criticality::CriticalitySplit;
 use crate::generator::{LoadSpec, run_open_loop};
 use crate::report::{Recorder, RunInfo, RunReport, load_average};
 use crate::scenario::{
@@ -20,13 +22,59 @@ use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
 pub struct LoadPlan {
     /// Rate, duration, count, arrivals.
     pub spec: LoadSpec,
-    /// The budget each request is given.
-    pub budget: Duration,
+    /// The budget each request is given (one, or a mix of callers).
+    pub budgets: BudgetDistribution,
+    /// Which requests carry `request-criticality: critical`; `None`: none.
+    pub criticality: Option<CriticalitySplit>,
     /// How long the client waits for an answer.
     pub patience: Patience,
     /// Show a progress bar on stderr (hidden anyway when it is not a
     /// terminal).
     pub progress: bool,
+}
+
+impl LoadPlan {
+    /// `spec` with one fixed `budget` for every request, no criticality.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::client::Patience;
+    /// use load_tests::generator::LoadSpec;
+    /// use load_tests::run::LoadPlan;
+    ///
+    /// let spec = LoadSpec::new(10.0, Duration::from_secs(1)).unwrap();
+    /// let plan = LoadPlan::fixed(spec, Duration::from_secs(2), Patience::Budget);
+    /// assert_eq!(plan.budgets.budget(7), Duration::from_secs(2));
+    /// assert_eq!(plan.class(7), None);
+    /// ```
+    pub fn fixed(spec: LoadSpec, budget: Duration, patience: Patience) -> Self {
+        Self {
+            spec,
+            budgets: BudgetDistribution::Fixed(budget),
+            criticality: None,
+            patience,
+            progress: false,
+        }
+    }
+
+    /// The report class of request `index`: its criticality class when the
+    /// plan marks criticality, else its budget class when budgets are
+    /// mixed, else none.
+    pub fn class(&self, index: u64) -> Option<&'static str> {
+        class_of(self.criticality, &self.budgets, index)
+    }
+}
+
+/// See [`LoadPlan::class`].
+pub(crate) fn class_of(
+    criticality: Option<CriticalitySplit>,
+    budgets: &BudgetDistribution,
+    index: u64,
+) -> Option<&'static str> {
+    match criticality {
+        Some(split) => Some(split.class(index)),
+        None => budgets.class(index).map(|c| c.as_str()),
+    }
 }
 
 /// Where a run reads the partner's counters from.
@@ -97,7 +145,8 @@ pub async fn run_load(
     reset(&partner, &http).await?;
     let client = LoadClient::new(ClientConfig {
         target,
-        budget: plan.budget,
+        budgets: plan.budgets,
+        criticality: plan.criticality,
         patience: plan.patience,
         id_prefix: format!("lt-{}-{}", label.scenario, label.mode),
         id_group: label.id_group,
@@ -107,7 +156,7 @@ pub async fn run_load(
         mode: label.mode.clone(),
         description: label.description,
         spec: plan.spec.clone(),
-        budget: plan.budget,
+        budgets: plan.budgets,
         patience: plan.patience,
         load_average: load_average(),
     };
@@ -118,7 +167,10 @@ pub async fn run_load(
         &bar,
         |scheduled| client.send(scheduled),
         |scheduled, sample: Option<Sample>| {
-            let sample = sample.unwrap_or_else(|| Sample::not_sent(scheduled, plan.budget));
+            let sample = sample.unwrap_or_else(|| Sample {
+                class: plan.class(scheduled.index),
+                ..Sample::not_sent(scheduled, plan.budgets.budget(scheduled.index))
+            });
             recorder.record(&sample);
         },
     )
@@ -144,6 +196,7 @@ pub async fn run_scenario(
     partners: &Partners,
 ) -> Result<Vec<RunReport>, RunError> {
     let scenario = Scenario::new(name, settings);
+    let plan = &scenario.plan(plan);
     let mut reports = Vec::new();
     for &mode in modes {
         let chain = Chain::start(&scenario, settings, mode, partners).await?;

@@ -45,6 +45,7 @@
 //! | `rate-limit` | 1 request in 10 meets a pricing `429` with `Retry-After: 5` |
 //! | `pricing-flaky` | 1 request in 2 meets a pricing `503` on its first attempt; a retry succeeds |
 //! | `recs-slow` | recommendations `slowdown` times slower |
+//! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
 //! and path (attempt N of an id gets entry N, the last repeats), so the
@@ -66,7 +67,9 @@ use slow_partner::{Mode, PartnerConfig, PartnerHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::budgets::BudgetDistribution;
 use crate::peer::{PeerCheckout, PeerConfig};
+use crate::run::LoadPlan;
 
 /// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
 /// any budget here, and within the 10 s a fixed-timeout client honours.
@@ -91,17 +94,20 @@ pub enum ScenarioName {
     PricingFlaky,
     /// Recommendations is `slowdown` times slower.
     RecsSlow,
+    /// The `slow` partner; half the callers give 200-600 ms, half 1-2 s.
+    MixedBudgets,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 6] = [
+    pub const ALL: [ScenarioName; 7] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
         ScenarioName::RateLimit,
         ScenarioName::PricingFlaky,
         ScenarioName::RecsSlow,
+        ScenarioName::MixedBudgets,
     ];
 
     /// The name as on the command line.
@@ -113,6 +119,7 @@ impl ScenarioName {
             ScenarioName::RateLimit => "rate-limit",
             ScenarioName::PricingFlaky => "pricing-flaky",
             ScenarioName::RecsSlow => "recs-slow",
+            ScenarioName::MixedBudgets => "mixed-budgets",
         }
     }
 }
@@ -257,7 +264,7 @@ impl ChainSettings {
 }
 
 /// One scenario, ready to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
     /// Its name.
     pub name: ScenarioName,
@@ -273,9 +280,34 @@ pub struct Scenario {
     pub blackholed_inventory: bool,
     /// Consecutive requests sharing one `x-request-id`.
     pub id_group: u64,
+    /// The budgets of its requests; `None`: the plan's (`--budget`).
+    pub budgets: Option<BudgetDistribution>,
 }
 
 impl Scenario {
+    /// The load of this scenario: `base` with the scenario's own budgets.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::budgets::BudgetDistribution;
+    /// use load_tests::client::Patience;
+    /// use load_tests::generator::LoadSpec;
+    /// use load_tests::run::LoadPlan;
+    /// use load_tests::scenario::{ChainSettings, Scenario, ScenarioName};
+    ///
+    /// let base = LoadPlan::fixed(LoadSpec::new(50.0, Duration::from_secs(2)).unwrap(),
+    ///     Duration::from_secs(2), Patience::Budget);
+    /// let s = Scenario::new(ScenarioName::MixedBudgets, &ChainSettings::default());
+    /// assert_eq!(s.plan(&base).budgets, BudgetDistribution::mixed_default());
+    /// ```
+    pub fn plan(&self, base: &LoadPlan) -> LoadPlan {
+        let mut plan = base.clone();
+        if let Some(b) = self.budgets {
+            plan.budgets = b;
+        }
+        plan
+    }
+
     /// The scenario `name` under `settings`.
     ///
     /// ```
@@ -294,6 +326,7 @@ impl Scenario {
             recommendations: RECOMMENDATIONS.query(1),
             blackholed_inventory: false,
             id_group: 1,
+            budgets: None,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -327,6 +360,15 @@ impl Scenario {
             ScenarioName::RecsSlow => {
                 s.description = format!("recommendations {f}x slower");
                 s.recommendations = RECOMMENDATIONS.query(f);
+            }
+            ScenarioName::MixedBudgets => {
+                let budgets = BudgetDistribution::mixed_default();
+                s.description =
+                    format!("partner {f}x slower on every path; {}", budgets.describe());
+                s.inventory = INVENTORY.query(f);
+                s.pricing = PRICING.query(f);
+                s.recommendations = RECOMMENDATIONS.query(f);
+                s.budgets = Some(budgets);
             }
         }
         s

@@ -284,10 +284,12 @@ async fn soak_chain(
     let target = LoopbackUrl::parse(&chain.url).map_err(RunError::from)?;
     let load = |duration: Duration| -> Result<LoadPlan, SoakError> {
         Ok(LoadPlan {
-            spec: LoadSpec::new(plan.rate, duration)?,
-            budget: plan.budget,
-            patience: Patience::Fixed(SOAK_PATIENCE),
             progress: plan.progress,
+            ..LoadPlan::fixed(
+                LoadSpec::new(plan.rate, duration)?,
+                plan.budget,
+                Patience::Fixed(SOAK_PATIENCE),
+            )
         })
     };
     let label = |mode: String, description: String| RunLabel {
