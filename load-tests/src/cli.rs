@@ -23,6 +23,9 @@ use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scena
 use crate::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
 use crate::target::{LoopbackUrl, NotLoopback};
 
+/// How long each run sends when `--duration` is not given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
+
 /// The largest budget a request may be given (edge's own maximum).
 pub const MAX_BUDGET: Duration = Duration::from_secs(10);
 
@@ -77,12 +80,16 @@ pub struct Args {
     /// Scenarios to run, comma-separated [default: all six].
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
-    /// Requests per second [default: 80% of the chain's capacity: 128].
+    /// Requests per second [default: 80% of the chain's capacity: 128;
+    /// `criticality`: 2x the capacity; `ramp`: steps of the capacity, and a
+    /// given rate stands for the capacity].
     #[arg(long)]
     pub rate: Option<f64>,
-    /// How long each run sends (humantime: 20s, 1m).
-    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
-    pub duration: Duration,
+    /// How long each run sends (humantime: 20s, 1m) [default: 20s; the
+    /// `ramp` scenario: 10 s per step, and a given duration is split over
+    /// its six steps].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
     /// Stop each run after this many requests.
     #[arg(long)]
     pub requests: Option<u64>,
@@ -318,7 +325,8 @@ impl Args {
     fn plan(&self, settings: &ChainSettings) -> Result<LoadPlan, CliError> {
         let load = |flag, source| CliError::Load { flag, source };
         let rate = self.rate.unwrap_or(0.8 * settings.capacity());
-        let spec = LoadSpec::new(rate, self.duration).map_err(|e| match e {
+        let duration = self.duration.unwrap_or(DEFAULT_DURATION);
+        let spec = LoadSpec::new(rate, duration).map_err(|e| match e {
             SpecError::ZeroDuration | SpecError::DurationOverCap { .. } => load("duration", e),
             e => load("rate", e),
         })?;
@@ -357,6 +365,8 @@ impl Args {
         };
         Ok(LoadPlan {
             progress: !self.no_progress,
+            rate_given: self.rate.is_some(),
+            duration_given: self.duration.is_some(),
             ..LoadPlan::fixed(spec, self.budget, patience)
         })
     }

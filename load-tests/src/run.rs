@@ -10,7 +10,7 @@ use slow_partner::{PartnerHandle, StatsSnapshot};
 use crate::budgets::BudgetDistribution;
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::criticality::CriticalitySplit;
-use crate::generator::{LoadSpec, run_open_loop};
+use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::report::{Recorder, RunInfo, RunReport, load_average};
 use crate::scenario::{
     Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
@@ -31,6 +31,13 @@ pub struct LoadPlan {
     /// Show a progress bar on stderr (hidden anyway when it is not a
     /// terminal).
     pub progress: bool,
+    /// Whether the rate was asked for (`--rate`): a scenario with an
+    /// offered load of its own (`criticality`, `ramp`) keeps its own
+    /// otherwise.
+    pub rate_given: bool,
+    /// Whether the duration was asked for (`--duration`): the `ramp`
+    /// scenario keeps its 10 s steps otherwise.
+    pub duration_given: bool,
 }
 
 impl LoadPlan {
@@ -54,6 +61,8 @@ impl LoadPlan {
             criticality: None,
             patience,
             progress: false,
+            rate_given: false,
+            duration_given: false,
         }
     }
 
@@ -105,6 +114,9 @@ pub enum RunError {
     /// A URL that is not loopback.
     #[error(transparent)]
     NotLoopback(#[from] NotLoopback),
+    /// A scenario's own load is out of range (a rate over the cap).
+    #[error("the scenario's load")]
+    Spec(#[from] SpecError),
 }
 
 /// What one run is called and sends.
@@ -196,7 +208,7 @@ pub async fn run_scenario(
     partners: &Partners,
 ) -> Result<Vec<RunReport>, RunError> {
     let scenario = Scenario::new(name, settings);
-    let plan = &scenario.plan(plan);
+    let plan = &scenario.plan(plan)?;
     let mut reports = Vec::new();
     for &mode in modes {
         let chain = Chain::start(&scenario, settings, mode, partners).await?;

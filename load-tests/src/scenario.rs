@@ -45,6 +45,7 @@
 //! | `rate-limit` | 1 request in 10 meets a pricing `429` with `Retry-After: 5` |
 //! | `pricing-flaky` | 1 request in 2 meets a pricing `503` on its first attempt; a retry succeeds |
 //! | `recs-slow` | recommendations `slowdown` times slower |
+//! | `criticality` | healthy, but offered **2x the capacity** (`--rate` overrides it); 30 % of requests (spread evenly by index, [`CriticalitySplit`]) carry `request-criticality: critical`, the rest none; reported per class |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -68,12 +69,17 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::budgets::BudgetDistribution;
+use crate::criticality::CriticalitySplit;
+use crate::generator::SpecError;
 use crate::peer::{PeerCheckout, PeerConfig};
 use crate::run::LoadPlan;
 
 /// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
 /// any budget here, and within the 10 s a fixed-timeout client honours.
 pub const RATE_LIMIT_RETRY_AFTER_S: u64 = 5;
+
+/// The share of critical requests in the `criticality` scenario, percent.
+pub const CRITICAL_PERCENT: u8 = 30;
 
 /// Inventory's connect cap in every scenario (as in the chain demo).
 pub const INVENTORY_CONNECT_CAP: Duration = Duration::from_millis(300);
@@ -96,11 +102,14 @@ pub enum ScenarioName {
     RecsSlow,
     /// The `slow` partner; half the callers give 200-600 ms, half 1-2 s.
     MixedBudgets,
+    /// The healthy partner at twice the capacity; 30 % of requests are
+    /// critical.
+    Criticality,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 7] = [
+    pub const ALL: [ScenarioName; 8] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -108,6 +117,7 @@ impl ScenarioName {
         ScenarioName::PricingFlaky,
         ScenarioName::RecsSlow,
         ScenarioName::MixedBudgets,
+        ScenarioName::Criticality,
     ];
 
     /// The name as on the command line.
@@ -120,6 +130,7 @@ impl ScenarioName {
             ScenarioName::PricingFlaky => "pricing-flaky",
             ScenarioName::RecsSlow => "recs-slow",
             ScenarioName::MixedBudgets => "mixed-budgets",
+            ScenarioName::Criticality => "criticality",
         }
     }
 }
@@ -282,10 +293,17 @@ pub struct Scenario {
     pub id_group: u64,
     /// The budgets of its requests; `None`: the plan's (`--budget`).
     pub budgets: Option<BudgetDistribution>,
+    /// Which requests carry `request-criticality: critical`.
+    pub criticality: Option<CriticalitySplit>,
+    /// Its own offered load, requests per second (`criticality`: twice
+    /// the capacity), unless the plan's rate was asked for; `None`: the
+    /// plan's.
+    pub rate: Option<f64>,
 }
 
 impl Scenario {
-    /// The load of this scenario: `base` with the scenario's own budgets.
+    /// The load of this scenario: `base` with the scenario's own budgets,
+    /// criticality and, unless `base` says its rate was asked for, rate.
     ///
     /// ```
     /// use std::time::Duration;
@@ -298,14 +316,28 @@ impl Scenario {
     /// let base = LoadPlan::fixed(LoadSpec::new(50.0, Duration::from_secs(2)).unwrap(),
     ///     Duration::from_secs(2), Patience::Budget);
     /// let s = Scenario::new(ScenarioName::MixedBudgets, &ChainSettings::default());
-    /// assert_eq!(s.plan(&base).budgets, BudgetDistribution::mixed_default());
+    /// assert_eq!(s.plan(&base).unwrap().budgets, BudgetDistribution::mixed_default());
+    /// let s = Scenario::new(ScenarioName::Criticality, &ChainSettings::default());
+    /// assert_eq!(s.plan(&base).unwrap().spec.rate(), 320.0);
     /// ```
-    pub fn plan(&self, base: &LoadPlan) -> LoadPlan {
+    ///
+    /// # Errors
+    ///
+    /// The scenario's own rate over the generator's cap.
+    pub fn plan(&self, base: &LoadPlan) -> Result<LoadPlan, SpecError> {
         let mut plan = base.clone();
         if let Some(b) = self.budgets {
             plan.budgets = b;
         }
-        plan
+        if self.criticality.is_some() {
+            plan.criticality = self.criticality;
+        }
+        if let Some(rate) = self.rate
+            && !base.rate_given
+        {
+            plan.spec = plan.spec.with_rate(rate)?;
+        }
+        Ok(plan)
     }
 
     /// The scenario `name` under `settings`.
@@ -327,6 +359,8 @@ impl Scenario {
             blackholed_inventory: false,
             id_group: 1,
             budgets: None,
+            criticality: None,
+            rate: None,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -369,6 +403,17 @@ impl Scenario {
                 s.pricing = PRICING.query(f);
                 s.recommendations = RECOMMENDATIONS.query(f);
                 s.budgets = Some(budgets);
+            }
+            ScenarioName::Criticality => {
+                let capacity = settings.capacity();
+                s.description = format!(
+                    "healthy partner at 2x capacity ({:.0} req/s); {} % of requests carry \
+                     request-criticality: critical",
+                    2.0 * capacity,
+                    CRITICAL_PERCENT
+                );
+                s.criticality = CriticalitySplit::new(CRITICAL_PERCENT);
+                s.rate = Some(2.0 * capacity);
             }
         }
         s

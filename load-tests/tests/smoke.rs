@@ -150,3 +150,74 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs `args` (after the program name) to the end, bounded.
+async fn run_scenarios(args: &[&str]) -> (Invocation, Vec<load_tests::report::RunReport>) {
+    let mut full = vec!["load-tests", "--no-progress"];
+    full.extend_from_slice(args);
+    let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
+    let reports = tokio::time::timeout(Duration::from_secs(120), execute(&invocation))
+        .await
+        .expect("the run stops by itself")
+        .expect("the run works");
+    (invocation, reports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_mixed_budgets_and_criticality_report_their_classes_in_every_mode() {
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "mixed-budgets,criticality",
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+        "--slowdown",
+        "2",
+    ])
+    .await;
+    assert_eq!(reports.len(), 6);
+    for r in &reports {
+        let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.classes);
+        assert_eq!(r.scheduled, 20, "{what}");
+        assert_eq!(r.outcomes.total(), 20, "{what}");
+        assert_eq!(
+            r.classes.iter().map(|c| c.scheduled).sum::<u64>(),
+            20,
+            "{what}"
+        );
+        assert!(r.late_answers <= r.sent, "{what}");
+        for c in &r.classes {
+            assert!(c.good <= c.success && c.success <= c.scheduled, "{what}");
+        }
+        let names: Vec<&str> = r.classes.iter().map(|c| c.class.as_str()).collect();
+        match r.scenario.as_str() {
+            "mixed-budgets" => {
+                assert_eq!(names, ["long-budget", "short-budget"], "{what}");
+                assert_eq!(r.budget_ms, 2000);
+            }
+            "criticality" => {
+                assert_eq!(names, ["critical", "rest"], "{what}");
+                // 30 % of 20, exactly.
+                assert_eq!(r.classes[0].scheduled, 6, "{what}");
+                assert_eq!(r.rate_per_s, 20.0, "--rate overrides 2x capacity");
+            }
+            other => panic!("{other}"),
+        }
+    }
+    let md = markdown(
+        &invocation,
+        "load-tests --scenario mixed-budgets,criticality",
+        &reports,
+    );
+    assert!(md.contains("### mixed-budgets"), "{md}");
+    assert!(
+        md.contains("| critical: 2xx (success rate) / good, of requests"),
+        "{md}"
+    );
+    assert!(
+        md.contains("answers after the request's own budget (client side)"),
+        "{md}"
+    );
+    assert!(md.contains(" peer mode |"), "{md}");
+}
