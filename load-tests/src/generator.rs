@@ -224,6 +224,19 @@ impl LoadSpec {
     /// assert_eq!(spec.expected_requests(), 4);
     /// ```
     pub fn ramp(steps: Vec<RateStep>) -> Result<Self, SpecError> {
+        let total = steps
+            .iter()
+            .fold(Duration::ZERO, |t, s| t.saturating_add(s.duration));
+        Self::new(1.0, total.max(Duration::from_nanos(1)))?.with_steps(steps)
+    }
+
+    /// The same settings (count cap, arrivals, in-flight cap) as a ramp of
+    /// `steps` (see [`LoadSpec::ramp`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`LoadSpec::ramp`].
+    pub fn with_steps(mut self, steps: Vec<RateStep>) -> Result<Self, SpecError> {
         let mut total = Duration::ZERO;
         for step in &steps {
             Self::new(step.rate, step.duration)?;
@@ -232,10 +245,16 @@ impl LoadSpec {
         if steps.is_empty() {
             return Err(SpecError::ZeroDuration);
         }
-        let mut spec = Self::new(1.0, total)?;
-        spec.steps = steps;
-        spec.rate = spec.expected_requests() as f64 / total.as_secs_f64();
-        Ok(spec)
+        if total > MAX_DURATION {
+            return Err(SpecError::DurationOverCap {
+                asked: total,
+                max: MAX_DURATION,
+            });
+        }
+        self.duration = total;
+        self.steps = steps;
+        self.rate = self.expected_requests() as f64 / total.as_secs_f64();
+        Ok(self)
     }
 
     /// The same load at `rate` (a ramp becomes one constant rate).

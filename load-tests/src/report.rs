@@ -44,6 +44,11 @@
 //!   requests (the **success rate**).
 //! - **timeline**: per second of intended send time, the requests due in
 //!   it, how many of them were good, and their p99 latency.
+//! - **ramp** (a run whose load has steps, the `ramp` scenario): per step
+//!   (by intended send time) its rate, the requests due, goodput (good
+//!   ones per second of the step) and p99; and the per-second series
+//!   (offered, goodput, p99) with a place, [`ServiceSeries`], for the
+//!   services' own per-second state.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -61,7 +66,7 @@ use crate::budget_table::{
 };
 use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
-use crate::generator::{Arrivals, LoadSpec, RunTotals};
+use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
 
 /// Counts per outcome; they add up to the requests scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -230,6 +235,68 @@ struct ClassCounts {
     late_answers: u64,
 }
 
+/// One step of a ramp, by intended send time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampStepReport {
+    /// 0 for the first step.
+    pub step: usize,
+    /// Its rate as a multiple of the capacity.
+    pub factor: Option<f64>,
+    /// Its rate, requests per second.
+    pub rate_per_s: f64,
+    /// Its start, seconds from the start of the run.
+    pub from_s: f64,
+    /// Its end.
+    pub to_s: f64,
+    /// Requests due in it.
+    pub due: u64,
+    /// Of those, the good ones.
+    pub good: u64,
+    /// `good` per second of the step.
+    pub goodput_per_s: f64,
+    /// p99 latency of those sent, ms (none sent: none).
+    pub p99_ms: Option<f64>,
+}
+
+/// The services' own per-second state during a ramp, one value per second
+/// of [`RampSeries::second`], by dependency name.
+///
+/// **Reserved**: the services do not expose these yet (learned floors and
+/// adaptive concurrency limits are being added to `budget-core` and the
+/// services); every field is `None` until they do, and a run fills them by
+/// reading each service's state once per second.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServiceSeries {
+    /// Checkout's learned floor per dependency, ms.
+    pub learned_floor_ms: Option<BTreeMap<String, Vec<Option<f64>>>>,
+    /// Checkout's adaptive concurrency limit per dependency.
+    pub adaptive_limit: Option<BTreeMap<String, Vec<Option<f64>>>>,
+}
+
+/// A ramp's per-second series, by intended send time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampSeries {
+    /// Seconds from the start of the run.
+    pub second: Vec<u64>,
+    /// Requests due in each second (the offered load).
+    pub offered_per_s: Vec<u64>,
+    /// Good ones among them (goodput, per second).
+    pub goodput_per_s: Vec<u64>,
+    /// Their p99 latency, ms.
+    pub p99_ms: Vec<Option<f64>>,
+    /// The services' own series (reserved: see [`ServiceSeries`]).
+    pub services: ServiceSeries,
+}
+
+/// What a ramp measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampReport {
+    /// Per step.
+    pub steps: Vec<RampStepReport>,
+    /// Per second.
+    pub series: RampSeries,
+}
+
 /// One second of the run, by intended send time.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SecondSummary {
@@ -297,6 +364,8 @@ pub struct RunReport {
     pub steps: Vec<StepSummary>,
     /// Per second of the run.
     pub timeline: Vec<SecondSummary>,
+    /// Per step and second of a ramp; `None` for a constant rate.
+    pub ramp: Option<RampReport>,
 }
 
 /// A second's live aggregate.
@@ -320,6 +389,12 @@ pub struct Recorder {
     table: BudgetTable,
     partner_calls_on_time: u64,
     seconds: Vec<Second>,
+    ramp: Vec<(RateStep, Second)>,
+}
+
+/// A per-second (or per-step) latency histogram: 2 significant digits.
+fn coarse_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("static bounds are valid")
 }
 
 impl Default for Recorder {
@@ -342,7 +417,29 @@ impl Recorder {
             table: BudgetTable::new(),
             partner_calls_on_time: 0,
             seconds: Vec::new(),
+            ramp: Vec::new(),
         }
+    }
+
+    /// An empty recorder for `spec`: with per-step counters when it is a
+    /// ramp.
+    pub fn for_spec(spec: &LoadSpec) -> Self {
+        let mut r = Self::new();
+        r.ramp = spec
+            .steps()
+            .iter()
+            .map(|&step| {
+                (
+                    step,
+                    Second {
+                        due: 0,
+                        good: 0,
+                        latency: coarse_histogram(),
+                    },
+                )
+            })
+            .collect();
+        r
     }
 
     /// Adds one request.
@@ -354,12 +451,24 @@ impl Recorder {
                 due: 0,
                 good: 0,
                 // 2 significant digits are plenty for a per-second p99.
-                latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
-                    .expect("static bounds are valid"),
+                latency: coarse_histogram(),
             });
         }
         let sec = &mut self.seconds[second];
         sec.due += 1;
+        let mut step_end = Duration::ZERO;
+        let offset = sample.scheduled.offset();
+        let mut step = None;
+        for (rate_step, counts) in &mut self.ramp {
+            step_end = step_end.saturating_add(rate_step.duration);
+            if offset < step_end {
+                step = Some(counts);
+                break;
+            }
+        }
+        if let Some(st) = step.as_mut() {
+            st.due += 1;
+        }
         let mut class = sample.class.map(|c| self.classes.entry(c).or_default());
         if let Some(c) = class.as_mut() {
             c.scheduled += 1;
@@ -384,6 +493,10 @@ impl Recorder {
         let micros = (sample.latency.as_micros() as u64).max(1);
         self.latency.saturating_record(micros);
         sec.latency.saturating_record(micros);
+        if let Some(st) = step.as_mut() {
+            st.latency.saturating_record(micros);
+            st.good += u64::from(sample.is_good());
+        }
         if sample.is_good() {
             self.good += 1;
             sec.good += 1;
@@ -415,7 +528,44 @@ impl Recorder {
         partner: Option<&StatsSnapshot>,
     ) -> RunReport {
         let window = run.spec.duration().as_secs_f64();
+        let p99 =
+            |h: &Histogram<u64>| (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0);
+        let ramp = (!self.ramp.is_empty()).then(|| {
+            let mut from = Duration::ZERO;
+            let steps = self
+                .ramp
+                .iter()
+                .enumerate()
+                .map(|(i, (step, c))| {
+                    let to = from.saturating_add(step.duration);
+                    let r = RampStepReport {
+                        step: i,
+                        factor: step.factor,
+                        rate_per_s: step.rate,
+                        from_s: from.as_secs_f64(),
+                        to_s: to.as_secs_f64(),
+                        due: c.due,
+                        good: c.good,
+                        goodput_per_s: c.good as f64 / step.duration.as_secs_f64(),
+                        p99_ms: p99(&c.latency),
+                    };
+                    from = to;
+                    r
+                })
+                .collect();
+            RampReport {
+                steps,
+                series: RampSeries {
+                    second: (0..self.seconds.len() as u64).collect(),
+                    offered_per_s: self.seconds.iter().map(|s| s.due).collect(),
+                    goodput_per_s: self.seconds.iter().map(|s| s.good).collect(),
+                    p99_ms: self.seconds.iter().map(|s| p99(&s.latency)).collect(),
+                    services: ServiceSeries::default(),
+                },
+            }
+        });
         RunReport {
+            ramp,
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
@@ -653,6 +803,9 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         }
     }
     let _ = writeln!(out, "{table}\n");
+    if let Some(ramp) = &first.ramp {
+        out.push_str(&ramp_markdown(runs, ramp));
+    }
     for r in runs {
         let _ = writeln!(
             out,
@@ -667,6 +820,43 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         }
     }
     out
+}
+
+/// The per-step table of a ramp: a row per step, a column per run
+/// (goodput and p99).
+fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN);
+    let mut header = vec!["step (offered load)".to_owned()];
+    header.extend(
+        runs.iter()
+            .map(|r| format!("{} mode: goodput req/s / p99 ms", r.mode)),
+    );
+    table.set_header(header);
+    for (i, step) in first.steps.iter().enumerate() {
+        let mut cells = vec![format!(
+            "{}: {}-{} s, {}{:.0} req/s",
+            i + 1,
+            step.from_s,
+            step.to_s,
+            step.factor.map_or(String::new(), |f| format!("{f}x, ")),
+            step.rate_per_s
+        )];
+        cells.extend(runs.iter().map(|r| {
+            r.ramp
+                .as_ref()
+                .and_then(|ramp| ramp.steps.get(i))
+                .map_or("-".into(), |s| {
+                    format!(
+                        "{:.1} / {}",
+                        s.goodput_per_s,
+                        s.p99_ms.map_or("-".into(), |p| format!("{p:.0}"))
+                    )
+                })
+        }));
+        table.add_row(cells);
+    }
+    format!("Per step of the ramp (by intended send time):\n\n{table}\n\n")
 }
 
 /// Serialises a duration as whole milliseconds.
@@ -834,6 +1024,49 @@ mod tests {
         );
         assert!(md.contains("2 (66.7%) / 1 (33.3%) of 3"), "{md}");
         assert!(md.contains("half the callers 200-600 ms"), "{md}");
+    }
+
+    #[test]
+    fn a_ramp_is_reported_per_step_and_per_second_with_the_service_series_reserved() {
+        let step = |rate, factor| RateStep {
+            rate,
+            duration: Duration::from_secs(1),
+            factor: Some(factor),
+        };
+        let spec = LoadSpec::ramp(vec![step(5.0, 0.5), step(10.0, 1.0)]).unwrap();
+        let mut rec = Recorder::for_spec(&spec);
+        // `sample(i, ..)` is due at i * 100 ms: 0-9 in step 1, 10-14 in 2.
+        for i in 0..15 {
+            let latency = if i < 10 { 50 } else { 1500 }; // step 2: late
+            rec.record(&sample(i, Outcome::Ok, latency, None));
+        }
+        let info = RunInfo {
+            scenario: "ramp".into(),
+            mode: "budget".into(),
+            description: "test".into(),
+            spec,
+            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
+            patience: Patience::Budget,
+            load_average: None,
+        };
+        let report = rec.finish(info, RunTotals::default(), None);
+        let ramp = report.ramp.as_ref().expect("a ramp report");
+        assert_eq!(ramp.steps.len(), 2);
+        assert_eq!((ramp.steps[0].due, ramp.steps[0].good), (10, 10));
+        assert_eq!((ramp.steps[1].due, ramp.steps[1].good), (5, 0));
+        assert_eq!(ramp.steps[0].goodput_per_s, 10.0);
+        assert_eq!((ramp.steps[1].from_s, ramp.steps[1].to_s), (1.0, 2.0));
+        assert!((ramp.steps[1].p99_ms.unwrap() - 1500.0).abs() < 20.0);
+        assert_eq!(ramp.series.second, [0, 1]);
+        assert_eq!(ramp.series.offered_per_s, [10, 5]);
+        assert_eq!(ramp.series.goodput_per_s, [10, 0]);
+        assert_eq!(ramp.series.services, ServiceSeries::default());
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json["ramp"]["series"]["services"]["learned_floor_ms"].is_null());
+        let md = scenario_markdown(&[report]);
+        assert!(md.contains("Per step of the ramp"), "{md}");
+        assert!(md.contains("| 2: 1-2 s, 1x, 10 req/s"), "{md}");
+        assert!(md.contains("10.0 / 50"), "{md}");
     }
 
     #[test]

@@ -173,7 +173,7 @@ pub async fn run_load(
         load_average: load_average(),
     };
     let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
-    let mut recorder = Recorder::new();
+    let mut recorder = Recorder::for_spec(&plan.spec);
     let totals = run_open_loop(
         &plan.spec,
         &bar,

@@ -46,6 +46,7 @@
 //! | `pricing-flaky` | 1 request in 2 meets a pricing `503` on its first attempt; a retry succeeds |
 //! | `recs-slow` | recommendations `slowdown` times slower |
 //! | `criticality` | healthy, but offered **2x the capacity** (`--rate` overrides it); 30 % of requests (spread evenly by index, [`CriticalitySplit`]) carry `request-criticality: critical`, the rest none; reported per class |
+//! | `ramp` | healthy; offered load 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity ([`RAMP_FACTORS`]), 10 s per step; `--duration` is split evenly over the six steps, and a given `--rate` stands for the capacity ([`ramp_steps`]); reported per step and per second |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -70,7 +71,7 @@ use tokio::task::JoinHandle;
 
 use crate::budgets::BudgetDistribution;
 use crate::criticality::CriticalitySplit;
-use crate::generator::SpecError;
+use crate::generator::{LoadSpec, RateStep, SpecError};
 use crate::peer::{PeerCheckout, PeerConfig};
 use crate::run::LoadPlan;
 
@@ -80,6 +81,63 @@ pub const RATE_LIMIT_RETRY_AFTER_S: u64 = 5;
 
 /// The share of critical requests in the `criticality` scenario, percent.
 pub const CRITICAL_PERCENT: u8 = 30;
+
+/// The `ramp` scenario's steps, as multiples of the healthy capacity.
+pub const RAMP_FACTORS: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 1.0, 0.5];
+
+/// How long each step of the `ramp` scenario lasts when `--duration` is
+/// not given.
+pub const RAMP_STEP: Duration = Duration::from_secs(10);
+
+/// The ramp's steps: `factors` times `capacity` (or times the plan's rate,
+/// when it was asked for), each [`RAMP_STEP`] long (or an equal share of
+/// the plan's duration, when it was asked for).
+///
+/// # Errors
+///
+/// A step's rate over the generator's cap.
+///
+/// ```
+/// use std::time::Duration;
+/// use load_tests::client::Patience;
+/// use load_tests::generator::LoadSpec;
+/// use load_tests::run::LoadPlan;
+/// use load_tests::scenario::{RAMP_FACTORS, ramp_steps};
+///
+/// let base = LoadPlan::fixed(LoadSpec::new(128.0, Duration::from_secs(20)).unwrap(),
+///     Duration::from_secs(2), Patience::Budget);
+/// let steps = ramp_steps(&RAMP_FACTORS, 160.0, &base).unwrap();
+/// assert_eq!(steps.iter().map(|s| s.rate).collect::<Vec<_>>(), [80.0, 160.0, 320.0, 640.0, 160.0, 80.0]);
+/// assert!(steps.iter().all(|s| s.duration == Duration::from_secs(10)));
+/// ```
+pub fn ramp_steps(
+    factors: &[f64],
+    capacity: f64,
+    base: &LoadPlan,
+) -> Result<Vec<RateStep>, SpecError> {
+    let reference = if base.rate_given {
+        base.spec.rate()
+    } else {
+        capacity
+    };
+    let step = if base.duration_given {
+        base.spec.duration() / factors.len().max(1) as u32
+    } else {
+        RAMP_STEP
+    };
+    factors
+        .iter()
+        .map(|&f| {
+            let rate = f * reference;
+            LoadSpec::new(rate, step)?;
+            Ok(RateStep {
+                rate,
+                duration: step,
+                factor: Some(f),
+            })
+        })
+        .collect()
+}
 
 /// Inventory's connect cap in every scenario (as in the chain demo).
 pub const INVENTORY_CONNECT_CAP: Duration = Duration::from_millis(300);
@@ -105,11 +163,14 @@ pub enum ScenarioName {
     /// The healthy partner at twice the capacity; 30 % of requests are
     /// critical.
     Criticality,
+    /// The healthy partner under 0.5x, 1x, 2x, 4x, 1x, 0.5x of the
+    /// capacity, one step after the other.
+    Ramp,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 8] = [
+    pub const ALL: [ScenarioName; 9] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -118,6 +179,7 @@ impl ScenarioName {
         ScenarioName::RecsSlow,
         ScenarioName::MixedBudgets,
         ScenarioName::Criticality,
+        ScenarioName::Ramp,
     ];
 
     /// The name as on the command line.
@@ -131,6 +193,7 @@ impl ScenarioName {
             ScenarioName::RecsSlow => "recs-slow",
             ScenarioName::MixedBudgets => "mixed-budgets",
             ScenarioName::Criticality => "criticality",
+            ScenarioName::Ramp => "ramp",
         }
     }
 }
@@ -299,6 +362,11 @@ pub struct Scenario {
     /// the capacity), unless the plan's rate was asked for; `None`: the
     /// plan's.
     pub rate: Option<f64>,
+    /// The `ramp` scenario's steps, as multiples of the capacity (or of
+    /// the plan's rate, when it was asked for).
+    pub ramp: Option<Vec<f64>>,
+    /// The chain's healthy capacity ([`ChainSettings::capacity`]).
+    pub capacity: f64,
 }
 
 impl Scenario {
@@ -337,6 +405,11 @@ impl Scenario {
         {
             plan.spec = plan.spec.with_rate(rate)?;
         }
+        if let Some(factors) = &self.ramp {
+            plan.spec = plan
+                .spec
+                .with_steps(ramp_steps(factors, self.capacity, base)?)?;
+        }
         Ok(plan)
     }
 
@@ -361,6 +434,8 @@ impl Scenario {
             budgets: None,
             criticality: None,
             rate: None,
+            ramp: None,
+            capacity: settings.capacity(),
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -414,6 +489,18 @@ impl Scenario {
                 );
                 s.criticality = CriticalitySplit::new(CRITICAL_PERCENT);
                 s.rate = Some(2.0 * capacity);
+            }
+            ScenarioName::Ramp => {
+                s.description = format!(
+                    "healthy partner; offered load {} of capacity ({:.0} req/s)",
+                    RAMP_FACTORS
+                        .iter()
+                        .map(|f| format!("{f}x"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    settings.capacity()
+                );
+                s.ramp = Some(RAMP_FACTORS.to_vec());
             }
         }
         s
@@ -644,6 +731,61 @@ mod tests {
         assert_eq!(s.capacity(), 160.0);
         s.concurrency = 4;
         assert_eq!(s.capacity(), 80.0);
+    }
+
+    #[test]
+    fn the_ramp_schedule_follows_the_capacity_or_the_asked_rate_and_duration() {
+        let settings = ChainSettings::default();
+        let ramp = Scenario::new(ScenarioName::Ramp, &settings);
+        let spec = LoadSpec::new(128.0, Duration::from_secs(20)).unwrap();
+        let base = LoadPlan::fixed(
+            spec,
+            Duration::from_secs(2),
+            crate::client::Patience::Budget,
+        );
+        let plan = ramp.plan(&base).unwrap();
+        let rates: Vec<f64> = plan.spec.steps().iter().map(|s| s.rate).collect();
+        assert_eq!(rates, [80.0, 160.0, 320.0, 640.0, 160.0, 80.0]);
+        assert_eq!(plan.spec.duration(), Duration::from_secs(60));
+        // 10 s of each: 800 + 1600 + 3200 + 6400 + 1600 + 800.
+        assert_eq!(plan.spec.expected_requests(), 14_400);
+        let factors: Vec<Option<f64>> = plan.spec.steps().iter().map(|s| s.factor).collect();
+        assert_eq!(factors, RAMP_FACTORS.map(Some));
+        // --rate 10 --duration 3s: 0.5 s steps of 5 to 40 req/s.
+        let asked = LoadPlan {
+            rate_given: true,
+            duration_given: true,
+            ..LoadPlan::fixed(
+                LoadSpec::new(10.0, Duration::from_secs(3)).unwrap(),
+                Duration::from_secs(2),
+                crate::client::Patience::Budget,
+            )
+        };
+        let plan = ramp.plan(&asked).unwrap();
+        let steps = plan.spec.steps();
+        assert!(
+            steps
+                .iter()
+                .all(|s| s.duration == Duration::from_millis(500))
+        );
+        assert_eq!(
+            steps.iter().map(|s| s.rate).collect::<Vec<_>>(),
+            [5.0, 10.0, 20.0, 40.0, 10.0, 5.0]
+        );
+        assert_eq!(plan.spec.expected_requests(), 3 + 5 + 10 + 20 + 5 + 3);
+        // The criticality scenario's own rate, unless one was asked for.
+        let crit = Scenario::new(ScenarioName::Criticality, &settings);
+        assert_eq!(crit.plan(&base).unwrap().spec.rate(), 320.0);
+        assert_eq!(crit.plan(&asked).unwrap().spec.rate(), 10.0);
+        assert_eq!(crit.plan(&base).unwrap().criticality.unwrap().percent(), 30);
+        assert!(
+            Scenario::new(ScenarioName::Healthy, &settings)
+                .plan(&base)
+                .unwrap()
+                .spec
+                .steps()
+                .is_empty()
+        );
     }
 
     #[test]

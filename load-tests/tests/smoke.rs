@@ -221,3 +221,49 @@ async fn smoke_mixed_budgets_and_criticality_report_their_classes_in_every_mode(
     );
     assert!(md.contains(" peer mode |"), "{md}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() {
+    // --rate stands for the capacity: steps of 5 to 40 req/s, 0.5 s each.
+    let (invocation, reports) =
+        run_scenarios(&["--scenario", "ramp", "--rate", "10", "--duration", "3s"]).await;
+    assert_eq!(reports.len(), 3);
+    for r in &reports {
+        let ramp = r.ramp.as_ref().expect("a ramp report");
+        let due: Vec<u64> = ramp.steps.iter().map(|s| s.due).collect();
+        assert_eq!(due, [3, 5, 10, 20, 5, 3], "{} mode", r.mode);
+        assert_eq!(r.scheduled, 46);
+        assert_eq!(ramp.series.second.len(), 3, "{} mode", r.mode);
+        assert_eq!(ramp.series.offered_per_s.iter().sum::<u64>(), 46);
+        assert_eq!(ramp.series.goodput_per_s.iter().sum::<u64>(), r.good);
+        // Healthy and far below capacity: nearly all good, every step.
+        assert!(r.good >= 44, "{} mode: {:?}", r.mode, r.outcomes);
+        assert!(ramp.series.services.learned_floor_ms.is_none());
+    }
+    let md = markdown(&invocation, "load-tests --scenario ramp", &reports);
+    assert!(md.contains("Per step of the ramp"), "{md}");
+    let dir = std::env::temp_dir().join(format!("load-tests-ramp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg_path = dir.join("ramp.svg");
+    write_svg(&svg_path, &reports).unwrap();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(
+        svg.contains("offered load"),
+        "the ramp panel has the offered load"
+    );
+    let json_path = dir.join("ramp.json");
+    write_json(
+        &json_path,
+        &invocation,
+        "load-tests --scenario ramp",
+        &reports,
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(
+        json["runs"][2]["ramp"]["steps"].as_array().unwrap().len(),
+        6
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
