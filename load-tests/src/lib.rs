@@ -64,6 +64,7 @@ pub mod cli;
 pub mod client;
 pub mod criticality;
 pub mod generator;
+pub mod middle;
 pub mod peer;
 pub mod plot;
 pub mod report;

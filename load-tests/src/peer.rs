@@ -288,7 +288,7 @@ pub(crate) enum DepFailure {
 }
 
 impl DepFailure {
-    fn of(e: &BoxError) -> Self {
+    pub(crate) fn of(e: &BoxError) -> Self {
         if e.is::<tower::timeout::error::Elapsed>() {
             DepFailure::Timeout
         } else if e.is::<tower::load_shed::error::Overloaded>() {

@@ -44,6 +44,17 @@
 //!   requests (the **success rate**).
 //! - **timeline**: per second of intended send time, the requests due in
 //!   it, how many of them were good, and their p99 latency.
+//! - **per hop** (the `deep` scenario: edge -> checkout -> middle ->
+//!   partner), work finished after its caller's deadline: the client side
+//!   for the whole chain (answers after the request's own budget); middle
+//!   counts its own ([`MiddleStats`]: answers ready after the budget they
+//!   arrived with, and work dropped at the deadline), and the partner its
+//!   own (`late`); both only where a budget arrives, that is in budget
+//!   mode. Not measured: edge and checkout keep no such counter, and in
+//!   naive and peer mode nothing forwards a budget to middle or the
+//!   partner, so there only the client side and "partner calls not
+//!   answered by the client's deadline" (from checkout's ledger, whose
+//!   calls in `deep` are calls to middle, one partner call each) compare.
 //! - **ramp** (a run whose load has steps, the `ramp` scenario): per step
 //!   (by intended send time) its rate, the requests due, goodput (good
 //!   ones per second of the step) and p99; and the per-second series
@@ -67,6 +78,7 @@ use crate::budget_table::{
 use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
 use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
+use crate::middle::MiddleStats;
 
 /// Counts per outcome; they add up to the requests scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -366,6 +378,8 @@ pub struct RunReport {
     pub timeline: Vec<SecondSummary>,
     /// Per step and second of a ramp; `None` for a constant rate.
     pub ramp: Option<RampReport>,
+    /// The middle hop's own counters (`deep`); `None` without one.
+    pub middle: Option<MiddleStats>,
 }
 
 /// A second's live aggregate.
@@ -566,6 +580,7 @@ impl Recorder {
         });
         RunReport {
             ramp,
+            middle: None,
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
@@ -766,6 +781,29 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     ];
     for r in rows {
         table.add_row(r);
+    }
+    if runs.iter().any(|r| r.middle.is_some()) {
+        let m = |r: &RunReport, f: &dyn Fn(&MiddleStats) -> String| {
+            r.middle.as_ref().map_or("-".into(), f)
+        };
+        table.add_row(row("middle: requests / with a budget", &|r| {
+            m(r, &|s| format!("{} / {}", s.requests, s.with_budget))
+        }));
+        table.add_row(row(
+            "middle: answers ready after the budget they arrived with",
+            &|r| {
+                m(r, &|s| {
+                    if s.with_budget == 0 {
+                        "not measured (no budget arrives)".into()
+                    } else {
+                        pct(s.late, s.with_budget)
+                    }
+                })
+            },
+        ));
+        table.add_row(row("middle: work dropped before its answer (cut)", &|r| {
+            m(r, &|s| s.cut.to_string())
+        }));
     }
     let mut classes: Vec<&str> = Vec::new();
     for r in runs {

@@ -220,8 +220,11 @@ pub async fn run_scenario(
             id_group: scenario.id_group,
         };
         let report = run_load(plan, target, label, PartnerStats::InProcess(&partners.main)).await;
+        let middle = chain.middle.as_ref().map(|m| m.stats());
         chain.stop().await;
-        reports.push(report?);
+        let mut report = report?;
+        report.middle = middle;
+        reports.push(report);
     }
     Ok(reports)
 }

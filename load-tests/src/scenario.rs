@@ -47,6 +47,7 @@
 //! | `recs-slow` | recommendations `slowdown` times slower |
 //! | `criticality` | healthy, but offered **2x the capacity** (`--rate` overrides it); 30 % of requests (spread evenly by index, [`CriticalitySplit`]) carry `request-criticality: critical`, the rest none; reported per class |
 //! | `ramp` | healthy; offered load 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity ([`RAMP_FACTORS`]), 10 s per step; `--duration` is split evenly over the six steps, and a given `--rate` stands for the capacity ([`ramp_steps`]); reported per step and per second |
+//! | `deep` | as `slow`, with a fourth hop: checkout's three URLs point at [`Middle`] (`/inventory?...` and so on), which calls the partner's same path with the same query: budget-aware in budget mode, fixed timeouts in naive mode, plain tower in peer mode |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -72,6 +73,7 @@ use tokio::task::JoinHandle;
 use crate::budgets::BudgetDistribution;
 use crate::criticality::CriticalitySplit;
 use crate::generator::{LoadSpec, RateStep, SpecError};
+use crate::middle::Middle;
 use crate::peer::{PeerCheckout, PeerConfig};
 use crate::run::LoadPlan;
 
@@ -166,11 +168,14 @@ pub enum ScenarioName {
     /// The healthy partner under 0.5x, 1x, 2x, 4x, 1x, 0.5x of the
     /// capacity, one step after the other.
     Ramp,
+    /// Four hops, edge -> checkout -> middle -> partner, under the slow
+    /// partner.
+    Deep,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 9] = [
+    pub const ALL: [ScenarioName; 10] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -180,6 +185,7 @@ impl ScenarioName {
         ScenarioName::MixedBudgets,
         ScenarioName::Criticality,
         ScenarioName::Ramp,
+        ScenarioName::Deep,
     ];
 
     /// The name as on the command line.
@@ -194,6 +200,7 @@ impl ScenarioName {
             ScenarioName::MixedBudgets => "mixed-budgets",
             ScenarioName::Criticality => "criticality",
             ScenarioName::Ramp => "ramp",
+            ScenarioName::Deep => "deep",
         }
     }
 }
@@ -367,6 +374,8 @@ pub struct Scenario {
     pub ramp: Option<Vec<f64>>,
     /// The chain's healthy capacity ([`ChainSettings::capacity`]).
     pub capacity: f64,
+    /// A [`Middle`] hop between checkout and the partner (`deep`).
+    pub deep: bool,
 }
 
 impl Scenario {
@@ -436,6 +445,7 @@ impl Scenario {
             rate: None,
             ramp: None,
             capacity: settings.capacity(),
+            deep: false,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -501,6 +511,15 @@ impl Scenario {
                     settings.capacity()
                 );
                 s.ramp = Some(RAMP_FACTORS.to_vec());
+            }
+            ScenarioName::Deep => {
+                s.description = format!(
+                    "four hops (edge, checkout, middle, partner); partner {f}x slower on every path"
+                );
+                s.inventory = INVENTORY.query(f);
+                s.pricing = PRICING.query(f);
+                s.recommendations = RECOMMENDATIONS.query(f);
+                s.deep = true;
             }
         }
         s
@@ -574,11 +593,13 @@ fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
-/// A running checkout and edge.
+/// A running checkout and edge (and middle, for `deep`).
 #[derive(Debug)]
 pub struct Chain {
     /// Edge's `/checkout` URL.
     pub url: String,
+    /// The middle hop, for the `deep` scenario.
+    pub middle: Option<Middle>,
     stops: Vec<oneshot::Sender<()>>,
     servers: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -670,7 +691,29 @@ impl Chain {
     ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
-        let checkout = checkout_config(scenario, settings, mode.budget_mode(), partners)?;
+        let mut checkout = checkout_config(scenario, settings, mode.budget_mode(), partners)?;
+        let middle = if scenario.deep {
+            let (stop, stopped) = oneshot::channel::<()>();
+            let middle = Middle::spawn(
+                mode,
+                &partners.main.url(""),
+                settings.pool_idle_timeout,
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+            .map_err(|e| ChainError::new("middle", e))?;
+            stops.push(stop);
+            let base = middle.url();
+            checkout.inventory_url = format!("{base}/inventory?{}", scenario.inventory);
+            checkout.pricing_url = format!("{base}/pricing?{}", scenario.pricing);
+            checkout.recommendations_url =
+                format!("{base}/recommendations?{}", scenario.recommendations);
+            Some(middle)
+        } else {
+            None
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async move {
             let _ = stopped.await;
@@ -700,6 +743,7 @@ impl Chain {
         servers.push(server);
         Ok(Self {
             url: format!("http://{edge_addr}/checkout"),
+            middle,
             stops,
             servers,
         })
@@ -710,7 +754,9 @@ impl Chain {
         for stop in self.stops {
             let _ = stop.send(());
         }
-        for mut server in self.servers {
+        let mut servers = self.servers;
+        servers.extend(self.middle.map(|m| m.server));
+        for mut server in servers {
             if tokio::time::timeout(Duration::from_secs(2), &mut server)
                 .await
                 .is_err()

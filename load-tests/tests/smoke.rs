@@ -267,3 +267,39 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode() {
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "deep",
+        "--rate",
+        "10",
+        "--duration",
+        "1s",
+        "--slowdown",
+        "2",
+    ])
+    .await;
+    assert_eq!(reports.len(), 3);
+    for r in &reports {
+        let what = format!("{} mode: {:?} {:?}", r.mode, r.middle, r.outcomes);
+        let middle = r.middle.expect("middle's counters");
+        let partner = r.partner.as_ref().unwrap();
+        assert_eq!(r.scheduled, 10, "{what}");
+        assert!(r.good >= 9, "{what}");
+        // Every partner call went through middle, one each.
+        assert_eq!(middle.requests, partner.requests, "{what}");
+        assert!(middle.requests >= 3 * r.good, "{what}");
+        assert_eq!(middle.late, 0, "{what}");
+        if r.mode == "budget" {
+            assert_eq!(middle.with_budget, middle.requests, "{what}");
+            assert_eq!(partner.with_budget, partner.requests, "{what}");
+        } else {
+            assert_eq!((middle.with_budget, partner.with_budget), (0, 0), "{what}");
+        }
+    }
+    let md = markdown(&invocation, "load-tests --scenario deep", &reports);
+    assert!(md.contains("| middle: requests / with a budget"), "{md}");
+    assert!(md.contains("not measured (no budget arrives)"), "{md}");
+}
