@@ -1,4 +1,4 @@
-//! The HTTP routes: the reserved paths, the admin endpoint and the work
+//! The HTTP routes: the reserved paths, the admin endpoints and the work
 //! fallback (the table is in the crate docs).
 //!
 //! The mode to switch to comes from the query (`?mode=hang`) or the body:
@@ -6,13 +6,22 @@
 //! The answer is `{"mode":"hang","previous":"normal"}` once the switch has
 //! taken effect; a missing or unknown mode is a `400` naming `mode`, a port
 //! that cannot be opened a `500`.
+//!
+//! `/admin/paths/{path}` takes the path without its leading `/`
+//! (`/admin/paths/pricing` is `/pricing`; `/admin/paths/api/pricing` is
+//! `/api/pricing`). `PUT` takes a JSON body `{"status": 503}`, optionally
+//! with `"retry_after": "1"` (a string or a number), or `{"status": null}`
+//! to remove the override; `DELETE` removes it too. Each answers the path's
+//! override as it now is: `{"path":"/pricing","status":503,"retry_after":"1"}`
+//! or `{"path":"/pricing","status":null}`. Bad input is a `400`
+//! problem naming `status`, `retry_after`, `path` or `body`, as for a mode.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +30,7 @@ use tokio::sync::watch;
 
 use crate::knobs::{QueryError, Reason};
 use crate::mode::Mode;
+use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::stats::Stats;
 use crate::supervisor::Control;
 
@@ -30,6 +40,7 @@ pub(crate) struct AppState {
     pub(crate) stats: Arc<Stats>,
     pub(crate) control: Control,
     pub(crate) mode: watch::Receiver<Mode>,
+    pub(crate) overrides: Arc<Overrides>,
 }
 
 /// The main port's routes: admin, stats, health, and the work fallback.
@@ -48,6 +59,11 @@ fn admin_routes() -> Router<AppState> {
         .route("/stats", get(stats))
         .route("/stats/reset", post(reset_stats))
         .route("/admin/mode", get(get_mode).put(set_mode).post(set_mode))
+        .route("/admin/paths", get(list_paths))
+        .route(
+            "/admin/paths/{*path}",
+            get(get_path).put(put_path).delete(delete_path),
+        )
 }
 
 async fn stats(State(app): State<AppState>) -> Response {
@@ -139,6 +155,126 @@ fn requested_mode(query: Option<&str>, body: &[u8]) -> Result<Mode, QueryError> 
         .map_err(|_| QueryError::new("mode", &given, Reason::NotAMode))
 }
 
+/// `GET /admin/paths`: `{"paths":{"/pricing":{"status":503}}}`.
+async fn list_paths(State(app): State<AppState>) -> Response {
+    #[derive(Serialize)]
+    struct List {
+        paths: std::collections::BTreeMap<String, PathOverride>,
+    }
+    Json(List {
+        paths: app.overrides.list(),
+    })
+    .into_response()
+}
+
+/// The answer of every `/admin/paths/{path}` route: the path's override as
+/// it now is.
+#[derive(Debug, Serialize)]
+struct PathState {
+    path: String,
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after: Option<String>,
+}
+
+impl PathState {
+    fn of(app: &AppState, path: String) -> Response {
+        let now = app.overrides.list().remove(&path);
+        Json(PathState {
+            status: now.as_ref().map(|o| o.status),
+            retry_after: now.and_then(|o| o.retry_after),
+            path,
+        })
+        .into_response()
+    }
+}
+
+/// The URL segment `pricing` (or `/pricing`, percent-encoded) is the path
+/// `/pricing`.
+fn path_of(segment: &str) -> String {
+    format!("/{}", segment.strip_prefix('/').unwrap_or(segment))
+}
+
+async fn get_path(State(app): State<AppState>, Path(segment): Path<String>) -> Response {
+    let path = path_of(&segment);
+    if let Err(err) = crate::overrides::check_path(&path) {
+        return err.into_response();
+    }
+    PathState::of(&app, path)
+}
+
+async fn put_path(
+    State(app): State<AppState>,
+    Path(segment): Path<String>,
+    body: Bytes,
+) -> Response {
+    let path = path_of(&segment);
+    let result = requested_fault(&body).and_then(|fault| app.overrides.set(&path, fault));
+    match result {
+        Ok(()) => {
+            tracing::info!(%path, "path override set");
+            PathState::of(&app, path)
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn delete_path(State(app): State<AppState>, Path(segment): Path<String>) -> Response {
+    let path = path_of(&segment);
+    match app.overrides.set(&path, None) {
+        Ok(()) => {
+            tracing::info!(%path, "path override removed");
+            PathState::of(&app, path)
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+/// The override a `PUT /admin/paths/{path}` body asks for (`None`: remove).
+fn requested_fault(body: &[u8]) -> Result<Option<Fault>, OverrideError> {
+    let bad = |why: &str| OverrideError::Body(why.to_owned());
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| OverrideError::Body(e.to_string()))?;
+    let object = value.as_object().ok_or_else(|| bad("not a json object"))?;
+    if let Some(key) = object
+        .keys()
+        .find(|k| !matches!(k.as_str(), "status" | "retry_after"))
+    {
+        return Err(OverrideError::Body(format!("unknown field `{key}`")));
+    }
+    let retry_after = match object.get("retry_after") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Number(n)) if n.is_u64() => Some(n.to_string()),
+        Some(_) => return Err(bad("`retry_after` is not a string or a whole number")),
+    };
+    match object.get("status") {
+        None => Err(bad("no `status` field")),
+        Some(serde_json::Value::Null) if retry_after.is_some() => {
+            Err(bad("`retry_after` without a status"))
+        }
+        Some(serde_json::Value::Null) => Ok(None),
+        Some(status) => {
+            let status = status
+                .as_u64()
+                .ok_or_else(|| bad("`status` is not a whole number or null"))?;
+            Fault::new(status, retry_after.as_deref()).map(Some)
+        }
+    }
+}
+
+impl IntoResponse for OverrideError {
+    fn into_response(self) -> Response {
+        problem(
+            StatusCode::BAD_REQUEST,
+            "urn:slow-partner:problem:bad-parameter",
+            "Bad parameter",
+            self.to_string(),
+            Some(self.parameter()),
+        )
+    }
+}
+
 impl IntoResponse for QueryError {
     fn into_response(self) -> Response {
         problem(
@@ -201,6 +337,52 @@ mod tests {
             Ok(Mode::Blackhole)
         );
         assert_eq!(requested_mode(None, b" normal\n"), Ok(Mode::Normal));
+    }
+
+    #[test]
+    fn the_url_segment_is_the_path_without_its_slash() {
+        assert_eq!(path_of("pricing"), "/pricing");
+        assert_eq!(path_of("/pricing"), "/pricing");
+        assert_eq!(path_of("api/pricing"), "/api/pricing");
+    }
+
+    #[test]
+    fn an_override_body_sets_or_removes_a_status() {
+        let fault = requested_fault(br#"{"status":503,"retry_after":"1"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(fault.status.as_u16(), 503);
+        assert_eq!(fault.retry_after.unwrap(), "1");
+        let fault = requested_fault(br#"{"status":429,"retry_after":30}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(fault.retry_after.unwrap(), "30");
+        assert!(requested_fault(br#"{"status":null}"#).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_bad_override_body_names_what_is_wrong() {
+        for (body, parameter) in [
+            (&b"503"[..], "body"),
+            (b"{", "body"),
+            (b"{}", "body"),
+            (br#"{"status":"503"}"#, "body"),
+            (br#"{"status":-1}"#, "body"),
+            (br#"{"status":503,"delay":1}"#, "body"),
+            (br#"{"status":null,"retry_after":"1"}"#, "body"),
+            (br#"{"status":503,"retry_after":true}"#, "body"),
+            (br#"{"status":600}"#, "status"),
+            (br#"{"status":100}"#, "status"),
+            (br#"{"status":503,"retry_after":"a\nb"}"#, "retry_after"),
+        ] {
+            let err = requested_fault(body).unwrap_err();
+            assert_eq!(
+                err.parameter(),
+                parameter,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 
     #[test]

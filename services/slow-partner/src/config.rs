@@ -12,7 +12,13 @@
 //!     admin_listen = "127.0.0.1:9001"
 //!     mode = "blackhole"
 //!     shutdown_grace = "500ms"
+//!     workers = 8
+//!
+//!     [path_workers]
+//!     "/pricing" = 2
 //! "#).unwrap();
+//! assert_eq!(config.workers, Some(8));
+//! assert_eq!(config.path_workers["/pricing"], 2);
 //! assert_eq!(config.mode, Mode::Blackhole);
 //! assert_eq!(config.shutdown_grace, Duration::from_millis(500));
 //!
@@ -21,6 +27,7 @@
 //! assert!(message.contains("unknown variant `sleep`"), "{message}");
 //! ```
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
@@ -30,7 +37,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PartnerError;
 use crate::mode::{BudgetMode, Mode};
-use crate::stats::DEFAULT_MAX_TRACKED_IDS;
+use crate::stats::{DEFAULT_MAX_TRACKED_IDS, MAX_PATH_LEN};
+use crate::workers::{MAX_WORKER_POOLS, MAX_WORKERS, is_reserved_path};
 
 /// The default main address: loopback, port 9000.
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -51,7 +59,7 @@ pub struct PartnerConfig {
     /// The main address (default `127.0.0.1:9000`). Port 0 picks a free
     /// port once, at start; every mode switch rebinds that same port.
     pub listen: SocketAddr,
-    /// A separate address that serves only the admin endpoint, `/stats` and
+    /// A separate address that serves only the admin endpoints, `/stats` and
     /// `/healthz`, reachable whatever the main port's mode.
     pub admin_listen: Option<SocketAddr>,
     /// The mode at start.
@@ -66,6 +74,16 @@ pub struct PartnerConfig {
     /// normal mode or the partner stops; then their connections are closed.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// How many requests *per path* do their work at once (`1..=`
+    /// [`MAX_WORKERS`](crate::MAX_WORKERS)); further requests of the path
+    /// wait in its FIFO queue before their delay starts. `None` (the
+    /// default): unlimited. Reserved paths never take a worker.
+    pub workers: Option<usize>,
+    /// Per path (starting with `/`, not reserved), a worker count that
+    /// replaces [`workers`](Self::workers) for that path; in TOML a table
+    /// `[path_workers]` with `"/pricing" = 8`. At most
+    /// [`MAX_WORKER_POOLS`](crate::MAX_WORKER_POOLS) entries.
+    pub path_workers: BTreeMap<String, usize>,
 }
 
 impl Default for PartnerConfig {
@@ -77,6 +95,8 @@ impl Default for PartnerConfig {
             budget_mode: BudgetMode::On,
             max_tracked_ids: DEFAULT_MAX_TRACKED_IDS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            workers: None,
+            path_workers: BTreeMap::new(),
         }
     }
 }
@@ -132,6 +152,32 @@ impl PartnerConfig {
         self
     }
 
+    /// The same config with [`workers`](Self::workers) per path (`None`:
+    /// unlimited).
+    ///
+    /// ```
+    /// # use slow_partner::PartnerConfig;
+    /// assert_eq!(PartnerConfig::default().with_workers(Some(4)).workers, Some(4));
+    /// assert_eq!(PartnerConfig::default().workers, None);
+    /// ```
+    pub fn with_workers(mut self, workers: Option<usize>) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// The same config with `workers` for `path` alone, whatever
+    /// [`workers`](Self::workers) says.
+    ///
+    /// ```
+    /// # use slow_partner::PartnerConfig;
+    /// let config = PartnerConfig::default().with_path_workers("/pricing", 8);
+    /// assert_eq!(config.path_workers["/pricing"], 8);
+    /// ```
+    pub fn with_path_workers(mut self, path: impl Into<String>, workers: usize) -> Self {
+        self.path_workers.insert(path.into(), workers);
+        self
+    }
+
     /// Parses TOML text (fields as in the struct, durations in humantime
     /// form) and [validates](Self::validate) it.
     ///
@@ -169,7 +215,11 @@ impl PartnerConfig {
         Ok(config)
     }
 
-    /// Checks the values serde cannot: `max_tracked_ids` is at least 1.
+    /// Checks the values serde cannot: `max_tracked_ids` is at least 1;
+    /// `workers` and every `path_workers` count are in `1..=MAX_WORKERS`;
+    /// every `path_workers` path starts with `/`, is at most
+    /// [`MAX_PATH_LEN`](crate::MAX_PATH_LEN) bytes and is not reserved;
+    /// `path_workers` has at most `MAX_WORKER_POOLS` entries.
     ///
     /// ```
     /// # use slow_partner::PartnerConfig;
@@ -179,11 +229,53 @@ impl PartnerConfig {
     ///     config.validate().unwrap_err().to_string(),
     ///     "invalid config: `max_tracked_ids` must be at least 1",
     /// );
+    /// let config = PartnerConfig::default().with_path_workers("pricing", 2);
+    /// assert_eq!(
+    ///     config.validate().unwrap_err().to_string(),
+    ///     "invalid config: `path_workers` path `pricing` must start with `/`",
+    /// );
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_tracked_ids == 0 {
             return Err(ConfigError::new("max_tracked_ids", "must be at least 1"));
         }
+        if let Some(workers) = self.workers {
+            check_workers(workers).map_err(|problem| ConfigError::new("workers", problem))?;
+        }
+        if self.path_workers.len() > MAX_WORKER_POOLS {
+            return Err(ConfigError::new(
+                "path_workers",
+                format!("has more than {MAX_WORKER_POOLS} paths"),
+            ));
+        }
+        for (path, &workers) in &self.path_workers {
+            let problem = if !path.starts_with('/') {
+                Some("must start with `/`".to_owned())
+            } else if path.len() > MAX_PATH_LEN {
+                Some(format!("is longer than {MAX_PATH_LEN} bytes"))
+            } else if is_reserved_path(path) {
+                Some("is reserved and never takes a worker".to_owned())
+            } else {
+                check_workers(workers).err()
+            };
+            if let Some(problem) = problem {
+                return Err(ConfigError::new(
+                    "path_workers",
+                    format!("path `{path}` {problem}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Err(problem)` unless `workers` is in `1..=MAX_WORKERS`.
+fn check_workers(workers: usize) -> Result<(), String> {
+    if workers == 0 {
+        Err("must be at least 1".to_owned())
+    } else if workers > MAX_WORKERS {
+        Err(format!("must be at most {MAX_WORKERS}"))
+    } else {
         Ok(())
     }
 }
@@ -202,9 +294,19 @@ mod tests {
             budget_mode = "off"
             max_tracked_ids = 5
             shutdown_grace = "2s"
+            workers = 3
+
+            [path_workers]
+            "/pricing" = 8
+            "/inventory" = 1
             "#,
         )
         .unwrap();
+        assert_eq!(config.workers, Some(3));
+        assert_eq!(
+            config.path_workers,
+            BTreeMap::from([("/pricing".to_owned(), 8), ("/inventory".to_owned(), 1)])
+        );
         assert_eq!(config.listen.port(), 9100);
         assert_eq!(config.admin_listen.unwrap().port(), 9101);
         assert_eq!(config.mode, Mode::Hang);
@@ -234,5 +336,63 @@ mod tests {
         let config = PartnerConfig::default().with_mode(Mode::Reset);
         let text = toml::to_string(&config).unwrap();
         assert_eq!(PartnerConfig::from_toml(&text).unwrap(), config);
+        let config = config
+            .with_workers(Some(4))
+            .with_path_workers("/pricing", 2);
+        let text = toml::to_string(&config).unwrap();
+        assert_eq!(PartnerConfig::from_toml(&text).unwrap(), config);
+    }
+
+    #[test]
+    fn workers_default_to_unlimited() {
+        let config = PartnerConfig::from_toml("").unwrap();
+        assert_eq!(config.workers, None);
+        assert!(config.path_workers.is_empty());
+    }
+
+    #[test]
+    fn a_bad_worker_count_or_path_is_an_error_naming_the_field() {
+        for (text, field, problem) in [
+            ("workers = 0", "workers", "must be at least 1"),
+            ("workers = 1000001", "workers", "must be at most 1000000"),
+            (
+                "[path_workers]\n\"/p\" = 0",
+                "path_workers",
+                "path `/p` must be at least 1",
+            ),
+            (
+                "[path_workers]\n\"pricing\" = 2",
+                "path_workers",
+                "path `pricing` must start with `/`",
+            ),
+            (
+                "[path_workers]\n\"/stats\" = 2",
+                "path_workers",
+                "path `/stats` is reserved and never takes a worker",
+            ),
+            (
+                "[path_workers]\n\"/admin/mode\" = 2",
+                "path_workers",
+                "path `/admin/mode` is reserved and never takes a worker",
+            ),
+        ] {
+            let err = PartnerConfig::from_toml(text).unwrap_err();
+            let PartnerError::Config(err) = err else {
+                panic!("{text}: {err:?}");
+            };
+            assert_eq!(err.field(), field, "{text}");
+            assert_eq!(
+                err.to_string(),
+                format!("invalid config: `{field}` {problem}"),
+                "{text}"
+            );
+        }
+        assert!(PartnerConfig::from_toml("workers = -1").is_err());
+        let long = format!("/{}", "x".repeat(MAX_PATH_LEN));
+        let err = PartnerConfig::default()
+            .with_path_workers(long, 1)
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field(), "path_workers");
     }
 }

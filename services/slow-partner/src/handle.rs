@@ -13,8 +13,10 @@ use crate::config::PartnerConfig;
 use crate::error::PartnerError;
 use crate::listener::{self, Serve};
 use crate::mode::Mode;
+use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::supervisor::{self, Control, Supervisor};
+use crate::workers::Workers;
 
 /// How much longer than the shutdown grace [`PartnerHandle::shutdown`] waits
 /// for the last tasks.
@@ -55,13 +57,16 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
         purpose: "the main port".to_owned(),
         source,
     })?;
-    let stats = Arc::new(Stats::new(config.max_tracked_ids));
+    let workers = Workers::new(config.workers, &config.path_workers);
+    let stats = Arc::new(Stats::new(config.max_tracked_ids, workers));
+    let overrides = Arc::new(Overrides::default());
     let (control, commands) = supervisor::control();
     let (mode_tx, mode) = watch::channel(Mode::Refuse);
     let state = AppState {
         stats: Arc::clone(&stats),
         control: control.clone(),
         mode: mode.clone(),
+        overrides: Arc::clone(&overrides),
     };
     let root = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -109,6 +114,7 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
         control,
         mode,
         stats,
+        overrides,
         root,
         tracker,
         grace,
@@ -124,6 +130,7 @@ pub struct PartnerHandle {
     control: Control,
     mode: watch::Receiver<Mode>,
     stats: Arc<Stats>,
+    overrides: Arc<Overrides>,
     root: CancellationToken,
     tracker: TaskTracker,
     grace: Duration,
@@ -178,6 +185,39 @@ impl PartnerHandle {
     /// Zeroes the counters (what `POST /stats/reset` does).
     pub fn reset_stats(&self) {
         self.stats.reset();
+    }
+
+    /// Makes every request to `path` answer `status` at once, without a
+    /// delay or a worker (`Some`), or ends that (`None`): what
+    /// `PUT`/`DELETE /admin/paths/{path}` do. Requests already queued or in
+    /// their delay finish as they started.
+    ///
+    /// # Errors
+    ///
+    /// [`OverrideError`] when `path` does not start with `/`, is reserved
+    /// or too long, when `status` is outside `200..=599`, or when
+    /// [`MAX_PATH_OVERRIDES`](crate::MAX_PATH_OVERRIDES) paths are
+    /// overridden already.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let partner = slow_partner::spawn(slow_partner::PartnerConfig::new("127.0.0.1:0".parse()?)).await?;
+    /// partner.set_path_status("/pricing", Some(503))?; // the outage starts
+    /// assert_eq!(partner.path_overrides()["/pricing"].status, 503);
+    /// partner.set_path_status("/pricing", None)?; // and ends
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_path_status(&self, path: &str, status: Option<u16>) -> Result<(), OverrideError> {
+        let fault = status
+            .map(|status| Fault::new(u64::from(status), None))
+            .transpose()?;
+        self.overrides.set(path, fault)
+    }
+
+    /// The paths overridden now (what `GET /admin/paths` lists).
+    pub fn path_overrides(&self) -> std::collections::BTreeMap<String, PathOverride> {
+        self.overrides.list()
     }
 
     /// Stops the partner: closes every listener at once, lets requests in

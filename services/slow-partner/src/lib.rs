@@ -13,9 +13,16 @@
 //!   `hang`; set at start and switched at run time through
 //!   [`PartnerHandle::set_mode`] or `PUT /admin/mode` (on the main port, and
 //!   on an optional admin listener that stays up whatever the mode).
+//! - **Per path**, a finite capacity when configured
+//!   ([`PartnerConfig::workers`], [`PartnerConfig::path_workers`]): at most
+//!   N requests of a path do their work at once, the others wait in a FIFO
+//!   queue, so latency grows with load; and a fault switched at run time
+//!   ([`PartnerHandle::set_path_status`] or `PUT /admin/paths/{path}`): every
+//!   request to the path answers a status at once.
 //! - **`GET /stats`** ([`StatsSnapshot`]): requests, answers by status,
 //!   `late` work (finished after the budget it arrived with had run out),
-//!   and per `x-request-id` the budgets each attempt arrived with.
+//!   per `x-request-id` the budgets each attempt arrived with, and per
+//!   limited path its workers, queue and queue waits ([`PathWorkers`]).
 //!
 //! The partner reads the budget like any budget-aware service (every inbound
 //! header format, the smallest wins) and echoes it as `budget_ms` in its
@@ -63,6 +70,10 @@
 //! | `POST /stats/reset` | zero the counters, `204` | same |
 //! | `GET /admin/mode` | `{"mode":"normal"}` | same |
 //! | `PUT`/`POST /admin/mode` | switch: `?mode=hang`, or a body `mode=hang`, `{"mode":"hang"}` or `hang`; answers `{"mode":"hang","previous":"normal"}` | same |
+//! | `GET /admin/paths` | the overridden paths: `{"paths":{"/pricing":{"status":503}}}` | same |
+//! | `GET /admin/paths/{path}` | `{"path":"/pricing","status":503}` (`null`: no override) | same |
+//! | `PUT /admin/paths/{path}` | `{"status":503}` (optionally `"retry_after":"1"`) overrides `/{path}`; `{"status":null}` ends it; answers as `GET` | same |
+//! | `DELETE /admin/paths/{path}` | ends the override; answers as `GET` | same |
 //! | any other path | the work of the query string ([`Knobs`]), answered with an [`Answer`] | `404` |
 
 #![deny(missing_docs)]
@@ -74,9 +85,11 @@ mod handle;
 mod knobs;
 mod listener;
 mod mode;
+mod overrides;
 mod stats;
 mod supervisor;
 mod work;
+mod workers;
 
 pub use config::{DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE, PartnerConfig};
 pub use error::{PartnerError, chain as error_chain};
@@ -86,8 +99,10 @@ pub use knobs::{
     Script, ScriptEntry,
 };
 pub use mode::{BudgetMode, Mode, ParseModeError};
+pub use overrides::{MAX_PATH_OVERRIDES, OverrideError, PathOverride};
 pub use stats::{
     CallRecord, DEFAULT_MAX_TRACKED_IDS, IdStats, MAX_CALLS_PER_ID, MAX_ID_LEN, MAX_PATH_LEN,
     MAX_PATHS_PER_ID, StatsSnapshot,
 };
 pub use work::{Answer, X_REQUEST_ID};
+pub use workers::{MAX_WORKER_POOLS, MAX_WORKERS, PathWorkers, QueueWait, is_reserved_path};

@@ -16,7 +16,10 @@ use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError};
 /// Any path but the reserved ones answers as its query string asks: `delay`,
 /// `jitter`, `status`, `retry_after`, `script` (e.g. `503@250ms,200@400ms`,
 /// per `x-request-id` and path), `drip`, `body_bytes`. Reserved: `GET
-/// /healthz`, `GET /stats`, `POST /stats/reset`, `GET`/`PUT /admin/mode`.
+/// /healthz`, `GET /stats`, `POST /stats/reset`, `GET`/`PUT /admin/mode`,
+/// `GET /admin/paths`, `GET`/`PUT`/`DELETE /admin/paths/{path}` (e.g. `PUT
+/// /admin/paths/pricing` with `{"status": 503}`: every request to /pricing
+/// answers 503 at once until `DELETE`).
 ///
 /// Flags override the config file; every flag is also an environment
 /// variable. Logs follow `RUST_LOG` (default `info`).
@@ -27,8 +30,8 @@ struct Cli {
     #[arg(long, env = "LISTEN", value_name = "ADDR")]
     listen: Option<SocketAddr>,
 
-    /// Separate address serving only /admin/mode, /stats and /healthz,
-    /// reachable whatever the main port's mode
+    /// Separate address serving only /admin/mode, /admin/paths, /stats and
+    /// /healthz, reachable whatever the main port's mode
     #[arg(long, env = "ADMIN_LISTEN", value_name = "ADDR")]
     admin_listen: Option<SocketAddr>,
 
@@ -38,8 +41,9 @@ struct Cli {
     mode: Option<Mode>,
 
     /// TOML config file with the same fields as the flags (listen,
-    /// admin_listen, mode, budget_mode, max_tracked_ids, shutdown_grace);
-    /// durations in humantime form ("500ms")
+    /// admin_listen, mode, budget_mode, max_tracked_ids, shutdown_grace,
+    /// workers, and a [path_workers] table: "/pricing" = 8); durations in
+    /// humantime form ("500ms")
     #[arg(long, env = "CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
 
@@ -57,6 +61,30 @@ struct Cli {
     /// [default: 5s]
     #[arg(long, env = "SHUTDOWN_GRACE", value_name = "DURATION", value_parser = humantime::parse_duration)]
     shutdown_grace: Option<Duration>,
+
+    /// At most N requests per path do their work at once; the others wait
+    /// in the path's FIFO queue before their delay starts [default:
+    /// unlimited]
+    #[arg(long, env = "WORKERS", value_name = "N")]
+    workers: Option<usize>,
+
+    /// PATH=N: N workers for PATH instead of --workers (repeatable, or
+    /// comma-separated: /pricing=8,/inventory=2); added to the config
+    /// file's [path_workers]
+    #[arg(long, env = "PATH_WORKERS", value_name = "PATH=N", value_parser = parse_path_workers, value_delimiter = ',')]
+    path_workers: Vec<(String, usize)>,
+}
+
+/// `/pricing=8`: a path and its worker count (the path is checked with the
+/// rest of the config).
+fn parse_path_workers(value: &str) -> Result<(String, usize), String> {
+    let (path, workers) = value
+        .rsplit_once('=')
+        .ok_or_else(|| format!("`{value}` is not PATH=N, like /pricing=8"))?;
+    let workers = workers
+        .parse()
+        .map_err(|_| format!("`{workers}` in `{value}` is not a number of workers"))?;
+    Ok((path.to_owned(), workers))
 }
 
 impl Cli {
@@ -72,6 +100,10 @@ impl Cli {
         overlay(&mut config.budget_mode, self.budget_mode);
         overlay(&mut config.max_tracked_ids, self.max_tracked_ids);
         overlay(&mut config.shutdown_grace, self.shutdown_grace);
+        overlay(&mut config.workers, self.workers.map(Some));
+        config
+            .path_workers
+            .extend(self.path_workers.iter().cloned());
         config.validate()?;
         Ok(config)
     }
@@ -132,7 +164,64 @@ mod tests {
             &["slow-partner", "--listen", "nowhere"],
             &["slow-partner", "--shutdown-grace", "soon"],
             &["slow-partner", "--budget-mode", "maybe"],
+            &["slow-partner", "--workers", "many"],
+            &["slow-partner", "--workers=-1"],
+            &["slow-partner", "--path-workers", "/pricing"],
+            &["slow-partner", "--path-workers", "/pricing=x"],
         ]);
+    }
+
+    #[test]
+    fn workers_come_from_the_flags_on_top_of_the_file() {
+        let file = TestConfigFile::new(
+            "partner.toml",
+            "workers = 2\n[path_workers]\n\"/pricing\" = 8\n\"/inventory\" = 3\n",
+        );
+        let cli = Cli::try_parse_from([
+            "slow-partner",
+            "--config",
+            file.path_str(),
+            "--workers",
+            "5",
+            "--path-workers",
+            "/pricing=1",
+            "--path-workers",
+            "/a=b=4,/c=6",
+        ])
+        .unwrap();
+        let config = cli.config().unwrap();
+        assert_eq!(config.workers, Some(5));
+        assert_eq!(
+            config.path_workers.into_iter().collect::<Vec<_>>(),
+            [
+                ("/a=b".to_owned(), 4),
+                ("/c".to_owned(), 6),
+                ("/inventory".to_owned(), 3),
+                ("/pricing".to_owned(), 1),
+            ]
+        );
+        let cli = Cli::try_parse_from(["slow-partner"]).unwrap();
+        let config = cli.config().unwrap();
+        assert_eq!((config.workers, config.path_workers.len()), (None, 0));
+    }
+
+    #[test]
+    fn zero_workers_or_a_path_without_a_slash_is_rejected_with_the_field_named() {
+        for (args, field) in [
+            (&["slow-partner", "--workers", "0"][..], "`workers`"),
+            (
+                &["slow-partner", "--path-workers", "/p=0"],
+                "`path_workers`",
+            ),
+            (
+                &["slow-partner", "--path-workers", "pricing=2"],
+                "`path_workers`",
+            ),
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let err = cli.config().unwrap_err();
+            assert!(error_chain(&err).contains(field), "{args:?}: {err}");
+        }
     }
 
     #[test]

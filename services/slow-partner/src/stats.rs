@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::workers::{PathWorkers, Workers};
+
 /// How many `x-request-id`s are remembered by default.
 pub const DEFAULT_MAX_TRACKED_IDS: usize = 10_000;
 
@@ -56,7 +58,8 @@ pub const MAX_PATH_LEN: usize = 256;
 ///   [`MAX_PATH_LEN`] bytes are cut.
 ///
 /// `POST /stats/reset` (or [`PartnerHandle::reset_stats`](crate::PartnerHandle::reset_stats))
-/// zeroes everything, attempt counters included.
+/// zeroes everything, attempt counters included (of the worker pools, only
+/// what is *now* stays: see [`PathWorkers`]).
 ///
 /// # Example
 ///
@@ -89,6 +92,14 @@ pub struct StatsSnapshot {
     pub evicted_ids: u64,
     /// Per `x-request-id`: its requests and the budgets they arrived with.
     pub ids: BTreeMap<String, IdStats>,
+    /// Per path with a worker limit
+    /// ([`PartnerConfig::workers`](crate::PartnerConfig::workers) or
+    /// [`path_workers`](crate::PartnerConfig::path_workers)): its capacity,
+    /// queue and queue waits. A configured path is listed from the start,
+    /// another once it was asked for. Empty (and absent from older JSON)
+    /// when no path is limited.
+    #[serde(default)]
+    pub paths: BTreeMap<String, PathWorkers>,
 }
 
 impl StatsSnapshot {
@@ -142,6 +153,7 @@ pub struct CallRecord {
 pub(crate) struct Stats {
     inner: Mutex<Inner>,
     max_ids: usize,
+    workers: Workers,
 }
 
 #[derive(Debug, Default)]
@@ -165,12 +177,19 @@ struct IdEntry {
 }
 
 impl Stats {
-    /// Counters that remember at most `max_ids` ids (at least one).
-    pub(crate) fn new(max_ids: usize) -> Self {
+    /// Counters that remember at most `max_ids` ids (at least one), and
+    /// the worker pools of every limited path.
+    pub(crate) fn new(max_ids: usize, workers: Workers) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
             max_ids: max_ids.max(1),
+            workers,
         }
+    }
+
+    /// The worker pools.
+    pub(crate) fn workers(&self) -> &Workers {
+        &self.workers
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -269,12 +288,14 @@ impl Stats {
                     (id.clone(), stats)
                 })
                 .collect(),
+            paths: self.workers.snapshot(),
         }
     }
 
     /// Zeroes every counter and forgets every id.
     pub(crate) fn reset(&self) {
         *self.lock() = Inner::default();
+        self.workers.reset();
     }
 }
 
@@ -284,7 +305,7 @@ pub(crate) fn whole_millis(d: Duration) -> u64 {
 }
 
 /// `s` cut to at most `max` bytes, at a character boundary.
-fn cut(s: &str, max: usize) -> &str {
+pub(crate) fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -303,7 +324,7 @@ mod tests {
 
     #[test]
     fn attempts_count_per_request_id_and_path() {
-        let stats = Stats::new(10);
+        let stats = Stats::new(10, Workers::unlimited());
         assert_eq!(stats.arrive(Some("a"), "/pricing", None), 1);
         assert_eq!(stats.arrive(Some("a"), "/pricing", None), 2);
         assert_eq!(stats.arrive(Some("a"), "/inventory", None), 1);
@@ -318,7 +339,7 @@ mod tests {
 
     #[test]
     fn each_attempt_lists_the_budget_it_arrived_with() {
-        let stats = Stats::new(10);
+        let stats = Stats::new(10, Workers::unlimited());
         stats.arrive(Some("a"), "/p", Some(900 * MS));
         stats.arrive(Some("a"), "/p", None);
         stats.arrive(Some("a"), "/p", Some(Duration::from_micros(1999)));
@@ -329,7 +350,7 @@ mod tests {
 
     #[test]
     fn the_id_map_is_bounded_first_in_first_out() {
-        let stats = Stats::new(2);
+        let stats = Stats::new(2, Workers::unlimited());
         stats.arrive(Some("a"), "/", None);
         stats.arrive(Some("b"), "/", None);
         stats.arrive(Some("a"), "/", None); // seen again: not moved
@@ -346,7 +367,7 @@ mod tests {
 
     #[test]
     fn the_calls_of_one_id_are_bounded_but_attempts_stay_exact() {
-        let stats = Stats::new(2);
+        let stats = Stats::new(2, Workers::unlimited());
         for _ in 0..MAX_CALLS_PER_ID + 10 {
             stats.arrive(Some("a"), "/", None);
         }
@@ -358,7 +379,7 @@ mod tests {
 
     #[test]
     fn the_paths_of_one_id_are_bounded() {
-        let stats = Stats::new(2);
+        let stats = Stats::new(2, Workers::unlimited());
         for i in 0..MAX_PATHS_PER_ID {
             stats.arrive(Some("a"), &format!("/{i}"), None);
         }
@@ -369,7 +390,7 @@ mod tests {
 
     #[test]
     fn long_ids_and_paths_are_cut_at_a_character_boundary() {
-        let stats = Stats::new(2);
+        let stats = Stats::new(2, Workers::unlimited());
         let id = "é".repeat(MAX_ID_LEN);
         stats.arrive(Some(&id), &"/é".repeat(MAX_PATH_LEN), None);
         let snap = stats.snapshot();
@@ -380,7 +401,7 @@ mod tests {
 
     #[test]
     fn reset_zeroes_counters_and_attempts() {
-        let stats = Stats::new(10);
+        let stats = Stats::new(10, Workers::unlimited());
         stats.arrive(Some("a"), "/", Some(MS));
         stats.answered(200);
         stats.finished(true, true);
@@ -391,7 +412,7 @@ mod tests {
 
     #[test]
     fn the_snapshot_round_trips_through_json() {
-        let stats = Stats::new(10);
+        let stats = Stats::new(10, Workers::unlimited());
         stats.arrive(Some("a"), "/p", Some(5 * MS));
         stats.answered(503);
         stats.finished(true, false);

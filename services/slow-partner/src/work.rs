@@ -7,6 +7,13 @@
 //! judge lateness, never to cut the work short. A malformed budget header is
 //! an unknown budget (`budget_ms: null`), not a `400`: the partner does not
 //! care.
+//!
+//! Before its delay starts, a request of a path with a worker limit takes a
+//! worker, waiting in the path's queue when all are busy (see the workers
+//! module); it keeps the worker until its work (delay, jitter, drip) is
+//! done or abandoned. The wait counts toward lateness: the budget runs from
+//! arrival. A path with a run-time override answers its status at once,
+//! without a delay or a worker, before the query is even read.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,7 +31,9 @@ use tokio::time::{Instant, sleep};
 
 use crate::app::AppState;
 use crate::knobs::{DRIP_CHUNKS, Knobs};
+use crate::overrides::Fault;
 use crate::stats::{Stats, whole_millis};
+use crate::workers::Worker;
 
 /// The `x-request-id` header: read to count attempts, echoed on the answer.
 pub use service_kit::X_REQUEST_ID;
@@ -103,6 +112,20 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let path = uri.path();
     let attempt = app.stats.arrive(request_id.as_deref(), path, budget);
+    let mut answer = Answer {
+        path: path.to_owned(),
+        attempt,
+        request_id,
+        budget_ms: budget.map(whole_millis),
+        budget_header,
+        status: 0,
+        delay_ms: 0,
+        padding: String::new(),
+    };
+
+    if let Some(fault) = app.overrides.get(path) {
+        return overridden(&app.stats, fault, answer, echo_id);
+    }
 
     let knobs = match Knobs::from_query(uri.query().unwrap_or("")) {
         Ok(knobs) => knobs,
@@ -118,16 +141,8 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         plan.status,
         StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
     );
-    let answer = Answer {
-        path: path.to_owned(),
-        attempt,
-        request_id,
-        budget_ms: budget.map(whole_millis),
-        budget_header,
-        status: plan.status.as_u16(),
-        delay_ms: whole_millis(delay),
-        padding: String::new(),
-    };
+    answer.status = plan.status.as_u16();
+    answer.delay_ms = whole_millis(delay);
     let body = if no_body {
         Vec::new()
     } else {
@@ -138,12 +153,21 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         None => vec![Bytes::from(body)],
     };
     let pauses = knobs.drip.unwrap_or_default() * pause_count(chunks.len());
+
+    // Dropped here (the caller went away) the request leaves the queue and
+    // does no work.
+    let worker = match app.stats.workers().pool(path) {
+        Some(pool) => Some(pool.take().await),
+        None => None,
+    };
+    let wait = worker.as_ref().map(Worker::wait).unwrap_or_default();
     let guard = WorkGuard {
         stats: Arc::clone(&app.stats),
         arrival,
         budget,
-        planned: delay + pauses,
+        planned: wait.saturating_add(delay).saturating_add(pauses),
         done: false,
+        worker,
     };
 
     sleep(delay).await;
@@ -164,6 +188,9 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         headers.insert(X_REQUEST_ID, id);
     }
     app.stats.answered(plan.status.as_u16());
+    if let Some(worker) = &guard.worker {
+        worker.answered();
+    }
 
     *response.body_mut() = match knobs.drip {
         Some(pause) if chunks.len() > 1 => drip(chunks, pause, guard),
@@ -172,6 +199,42 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
             Body::from(chunks.into_iter().next().unwrap_or_default())
         }
     };
+    response
+}
+
+/// The answer of an overridden path: its status at once, with the
+/// override's `Retry-After`, and the usual [`Answer`] body (no delay).
+fn overridden(
+    stats: &Stats,
+    fault: Fault,
+    mut answer: Answer,
+    echo_id: Option<HeaderValue>,
+) -> Response {
+    answer.status = fault.status.as_u16();
+    let no_body = matches!(
+        fault.status,
+        StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+    );
+    let mut response = if no_body {
+        Response::new(Body::empty())
+    } else {
+        let mut response = Response::new(Body::from(answer.into_body(None)));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
+    };
+    *response.status_mut() = fault.status;
+    if let Some(retry_after) = fault.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, retry_after);
+    }
+    if let Some(id) = echo_id {
+        response.headers_mut().insert(X_REQUEST_ID, id);
+    }
+    stats.answered(fault.status.as_u16());
     response
 }
 
@@ -224,10 +287,13 @@ struct WorkGuard {
     stats: Arc<Stats>,
     arrival: Instant,
     budget: Option<Duration>,
-    /// Delay, jitter and drip pauses: how long the work takes when nobody
-    /// stops it.
+    /// Queue wait, delay, jitter and drip pauses: how long after arrival
+    /// the work ends when nobody stops it.
     planned: Duration,
     done: bool,
+    /// The path's worker, held until the work ends (dropped with the
+    /// guard); `None` on an unlimited path.
+    worker: Option<Worker>,
 }
 
 impl WorkGuard {
