@@ -14,37 +14,65 @@ use std::time::Duration;
 
 use clap::Parser;
 use serde::Serialize;
-use service_kit::BudgetMode;
 
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
 use crate::plot::write_svg;
 use crate::report::{RunReport, scenario_markdown};
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::{ChainSettings, Partners, ScenarioName};
+use crate::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
 use crate::target::{LoopbackUrl, NotLoopback};
+
+/// How long each run sends when `--duration` is not given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
 
 /// The largest budget a request may be given (edge's own maximum).
 pub const MAX_BUDGET: Duration = Duration::from_secs(10);
 
-/// Which budget modes a scenario runs in.
+/// Which modes a scenario runs in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Modes {
-    /// Budget mode, then budget mode off, back to back.
+    /// Budget mode, budget mode off, then the plain-tower peer, back to
+    /// back.
     #[default]
+    All,
+    /// Budget mode, then budget mode off.
     Both,
     /// Budget mode only.
     On,
     /// Budget mode off only (generous fixed timeouts).
     Off,
+    /// The plain-tower peer checkout only ([`crate::peer`]).
+    Peer,
+}
+
+impl Modes {
+    /// The modes, in run order.
+    ///
+    /// ```
+    /// use load_tests::cli::Modes;
+    /// use load_tests::scenario::ChainMode;
+    /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
+    /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
+    /// ```
+    pub fn chain_modes(self) -> Vec<ChainMode> {
+        match self {
+            Modes::All => ChainMode::ALL.to_vec(),
+            Modes::Both => vec![ChainMode::Budget, ChainMode::Naive],
+            Modes::On => vec![ChainMode::Budget],
+            Modes::Off => vec![ChainMode::Naive],
+            Modes::Peer => vec![ChainMode::Peer],
+        }
+    }
 }
 
 /// Open-loop load tests of the budget chain (edge -> checkout -> slow
-/// partner): budget mode against generous fixed timeouts.
+/// partner): budget mode against generous fixed timeouts and against a
+/// plain-tower peer checkout.
 ///
 /// Without --target, each scenario starts a slow partner, checkout and edge
-/// in this process on 127.0.0.1 and runs the load once with budget mode on
-/// and once with it off. With --target, the load goes to an edge that is
+/// in this process on 127.0.0.1 and runs the load once per mode: budget
+/// mode on, off, and with checkout swapped for the plain-tower peer. With --target, the load goes to an edge that is
 /// already running (loopback only). Prints markdown tables on stdout.
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
@@ -52,12 +80,16 @@ pub struct Args {
     /// Scenarios to run, comma-separated [default: all six].
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
-    /// Requests per second [default: 80% of the chain's capacity: 128].
+    /// Requests per second [default: 80% of the chain's capacity: 128;
+    /// `criticality`: 2x the capacity; `ramp`: steps of the capacity, and a
+    /// given rate stands for the capacity].
     #[arg(long)]
     pub rate: Option<f64>,
-    /// How long each run sends (humantime: 20s, 1m).
-    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
-    pub duration: Duration,
+    /// How long each run sends (humantime: 20s, 1m) [default: 20s; the
+    /// `ramp` scenario: 10 s per step, and a given duration is split over
+    /// its six steps].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
     /// Stop each run after this many requests.
     #[arg(long)]
     pub requests: Option<u64>,
@@ -67,15 +99,17 @@ pub struct Args {
     /// Seed of Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The budget each request is given (request-budget-ms).
+    /// The budget each request is given (request-budget-ms); the
+    /// `mixed-budgets` scenario draws its own per request instead.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub budget: Duration,
     /// How long the client waits for an answer: a duration, or `budget`
     /// to hang up at the budget.
     #[arg(long, default_value = "35s")]
     pub client_timeout: String,
-    /// Budget modes to run each scenario in.
-    #[arg(long, value_enum, default_value_t = Modes::Both)]
+    /// Modes to run each scenario in: budget (on), naive (off), peer
+    /// (plain tower).
+    #[arg(long, value_enum, default_value_t = Modes::All)]
     pub modes: Modes,
     /// Calls in flight per dependency in checkout (the capacity).
     #[arg(long, default_value_t = 8)]
@@ -83,12 +117,14 @@ pub struct Args {
     /// How much slower `slow` and `recs-slow` make the partner.
     #[arg(long, default_value_t = 10)]
     pub slowdown: u64,
-    /// Inventory's floor in budget mode.
-    #[arg(long, default_value = "900ms", value_parser = humantime::parse_duration)]
-    pub inventory_floor: Duration,
-    /// Pricing's floor in budget mode.
-    #[arg(long, default_value = "600ms", value_parser = humantime::parse_duration)]
-    pub pricing_floor: Duration,
+    /// Inventory's floor in budget mode, a hand-sized comparison row (e.g.
+    /// 900ms) [default: none, checkout's own default configuration].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub inventory_floor: Option<Duration>,
+    /// Pricing's floor in budget mode, a hand-sized comparison row (e.g.
+    /// 600ms) [default: none, checkout's own default configuration].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub pricing_floor: Option<Duration>,
     /// Load a running edge instead (its /checkout URL; loopback only).
     #[arg(long)]
     pub target: Option<String>,
@@ -151,7 +187,7 @@ pub enum Invocation {
         /// How the chain is built.
         settings: ChainSettings,
         /// In which modes.
-        modes: Vec<BudgetMode>,
+        modes: Vec<ChainMode>,
         /// The load.
         plan: LoadPlan,
     },
@@ -239,11 +275,7 @@ impl Args {
             }
             seen
         };
-        let modes = match self.modes {
-            Modes::Both => vec![BudgetMode::On, BudgetMode::Off],
-            Modes::On => vec![BudgetMode::On],
-            Modes::Off => vec![BudgetMode::Off],
-        };
+        let modes = self.modes.chain_modes();
         Ok(Invocation::Scenarios {
             scenarios,
             settings,
@@ -269,7 +301,9 @@ impl Args {
             ("inventory-floor", self.inventory_floor),
             ("pricing-floor", self.pricing_floor),
         ] {
-            if floor > MAX_BUDGET {
+            if let Some(floor) = floor
+                && floor > MAX_BUDGET
+            {
                 return Err(flag(
                     name,
                     format!(
@@ -291,7 +325,8 @@ impl Args {
     fn plan(&self, settings: &ChainSettings) -> Result<LoadPlan, CliError> {
         let load = |flag, source| CliError::Load { flag, source };
         let rate = self.rate.unwrap_or(0.8 * settings.capacity());
-        let spec = LoadSpec::new(rate, self.duration).map_err(|e| match e {
+        let duration = self.duration.unwrap_or(DEFAULT_DURATION);
+        let spec = LoadSpec::new(rate, duration).map_err(|e| match e {
             SpecError::ZeroDuration | SpecError::DurationOverCap { .. } => load("duration", e),
             e => load("rate", e),
         })?;
@@ -329,10 +364,10 @@ impl Args {
             Patience::Fixed(d)
         };
         Ok(LoadPlan {
-            spec,
-            budget: self.budget,
-            patience,
             progress: !self.no_progress,
+            rate_given: self.rate.is_some(),
+            duration_given: self.duration.is_some(),
+            ..LoadPlan::fixed(spec, self.budget, patience)
         })
     }
 }
@@ -398,7 +433,7 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
 /// summary and the budget tables.
 pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -> String {
     let mut out = String::new();
-    out.push_str("## Load tests: budget mode vs generous timeouts\n\n");
+    out.push_str("## Load tests: budget mode vs generous timeouts vs plain tower\n\n");
     out.push_str(&format!("Command: `{command}`\n\n"));
     out.push_str(&format!("Machine: {}\n\n", machine().describe()));
     if let Invocation::Scenarios { settings, .. } = invocation {
@@ -408,8 +443,8 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
              slowdown {}x.\n\n",
             settings.concurrency,
             settings.capacity(),
-            humantime::format_duration(settings.inventory_floor),
-            humantime::format_duration(settings.pricing_floor),
+            floor_text(settings.inventory_floor),
+            floor_text(settings.pricing_floor),
             settings.slowdown,
         ));
     }
@@ -424,6 +459,15 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
         out.push_str(&scenario_markdown(g));
     }
     out
+}
+
+/// A floor as the markdown says it: the duration, or that checkout's
+/// default applies.
+fn floor_text(floor: Option<Duration>) -> String {
+    floor.map_or_else(
+        || "checkout's default".to_owned(),
+        |f| humantime::format_duration(f).to_string(),
+    )
 }
 
 /// What the JSON file holds.
@@ -556,6 +600,7 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budgets::BudgetDistribution;
 
     fn refusal(args: &[&str]) -> String {
         let mut full = vec!["load-tests"];
@@ -640,7 +685,7 @@ mod tests {
     }
 
     #[test]
-    fn the_defaults_run_every_scenario_in_both_modes_at_80_percent_of_capacity() {
+    fn the_defaults_run_every_scenario_in_all_three_modes_at_80_percent_of_capacity() {
         let Invocation::Scenarios {
             scenarios,
             modes,
@@ -651,12 +696,28 @@ mod tests {
             panic!("scenarios expected");
         };
         assert_eq!(scenarios, ScenarioName::ALL);
-        assert_eq!(modes, [BudgetMode::On, BudgetMode::Off]);
+        assert_eq!(modes, ChainMode::ALL);
         assert_eq!(plan.spec.rate(), 128.0);
         assert_eq!(plan.spec.expected_requests(), 2560);
-        assert_eq!(plan.budget, Duration::from_secs(2));
+        assert_eq!(
+            plan.budgets,
+            BudgetDistribution::Fixed(Duration::from_secs(2))
+        );
+        assert_eq!(plan.criticality, None);
         assert_eq!(plan.patience, Patience::Fixed(Duration::from_secs(35)));
         assert_eq!(settings, ChainSettings::default());
+        assert_eq!(
+            (settings.inventory_floor, settings.pricing_floor),
+            (None, None)
+        );
+        let Invocation::Scenarios { settings, .. } =
+            accepted(&["--inventory-floor", "900ms", "--pricing-floor", "600ms"])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(settings.inventory_floor, Some(Duration::from_millis(900)));
+        assert_eq!(settings.pricing_floor, Some(Duration::from_millis(600)));
+        assert!(refusal(&["--pricing-floor", "11s"]).starts_with("--pricing-floor: "));
         let Invocation::Scenarios {
             scenarios,
             modes,
@@ -674,7 +735,7 @@ mod tests {
             panic!("scenarios expected");
         };
         assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
-        assert_eq!(modes, [BudgetMode::Off]);
+        assert_eq!(modes, [ChainMode::Naive]);
         assert_eq!(plan.patience, Patience::Budget);
     }
 }

@@ -3,9 +3,12 @@
 //! Each request is a `GET` of the target (edge's `/checkout`) carrying:
 //!
 //! - `request-budget-ms`: what is left of the client's budget at the moment
-//!   it is sent. The client's deadline is the **intended** send time plus
+//!   it is sent (the request's own budget: fixed, or drawn per index from
+//!   a [`BudgetDistribution`]). The client's deadline is the **intended** send time plus
 //!   the budget, so a request the generator sent late carries less (and one
 //!   sent after its deadline carries `0`, which edge answers `504`);
+//! - `request-criticality: critical` on the requests the plan marks
+//!   ([`CriticalitySplit`]), nothing on the others;
 //! - `x-request-id`: `{prefix}-{index / id_group}`. With an `id_group` of
 //!   1 every request has its own id; with `k`, `k` consecutive requests
 //!   share one, which is how the scenarios make the slow partner's
@@ -22,7 +25,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::budgets::BudgetDistribution;
+use crate::criticality::{CRITICAL, CriticalitySplit, REQUEST_CRITICALITY};
 use crate::generator::Scheduled;
+use crate::run::class_of;
 use crate::target::{LoopbackUrl, loopback_client};
 
 /// The budget header sent with every request.
@@ -88,6 +94,9 @@ pub struct Sample {
     pub latency: Duration,
     /// The budget the client gave it (its deadline is intended + budget).
     pub budget: Duration,
+    /// Its class in the report (`critical`, `short-budget`, ...), if the
+    /// plan has classes.
+    pub class: Option<&'static str>,
     /// The answer's `Server-Timing` fields, joined by `, `.
     pub server_timing: Option<String>,
 }
@@ -100,6 +109,7 @@ impl Sample {
             outcome: Outcome::NotSent,
             latency: Duration::ZERO,
             budget,
+            class: None,
             server_timing: None,
         }
     }
@@ -115,8 +125,10 @@ impl Sample {
 pub struct ClientConfig {
     /// The URL every request goes to.
     pub target: LoopbackUrl,
-    /// The client's budget per request.
-    pub budget: Duration,
+    /// The client's budget of each request.
+    pub budgets: BudgetDistribution,
+    /// Which requests carry `request-criticality: critical`.
+    pub criticality: Option<CriticalitySplit>,
     /// How long it waits for an answer.
     pub patience: Patience,
     /// The start of every `x-request-id`.
@@ -155,9 +167,9 @@ impl LoadClient {
         })
     }
 
-    /// The client's budget per request.
-    pub fn budget(&self) -> Duration {
-        self.config.budget
+    /// The client's budget of request `index`.
+    pub fn budget(&self, index: u64) -> Duration {
+        self.config.budgets.budget(index)
     }
 
     /// The request `scheduled`, sent now; resolves to its [`Sample`] and
@@ -167,7 +179,8 @@ impl LoadClient {
         let http = self.http.clone();
         let config = std::sync::Arc::clone(&self.config);
         async move {
-            let deadline = scheduled.intended + config.budget;
+            let budget = config.budgets.budget(scheduled.index);
+            let deadline = scheduled.intended + budget;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let timeout = match config.patience {
                 Patience::Fixed(d) => d,
@@ -175,11 +188,17 @@ impl LoadClient {
             }
             .min(MAX_CLIENT_TIMEOUT);
             let id = format!("{}-{}", config.id_prefix, scheduled.index / config.id_group);
-            let request = http
+            let mut request = http
                 .get(config.target.url().clone())
                 .header(REQUEST_BUDGET_MS, remaining.as_millis().to_string())
                 .header(X_REQUEST_ID, id)
                 .timeout(timeout);
+            if config
+                .criticality
+                .is_some_and(|split| split.is_critical(scheduled.index))
+            {
+                request = request.header(REQUEST_CRITICALITY, CRITICAL);
+            }
             let (outcome, server_timing) = match request.send().await {
                 Ok(res) => {
                     let status = res.status();
@@ -195,7 +214,8 @@ impl LoadClient {
                 scheduled,
                 outcome,
                 latency: Instant::now().duration_since(scheduled.intended),
-                budget: config.budget,
+                budget,
+                class: class_of(config.criticality, &config.budgets, scheduled.index),
                 server_timing,
             }
         }

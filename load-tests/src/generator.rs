@@ -146,6 +146,22 @@ pub struct LoadSpec {
     arrivals: Arrivals,
     seed: u64,
     max_in_flight: usize,
+    /// A ramp's steps; empty: `rate` for the whole `duration`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    steps: Vec<RateStep>,
+}
+
+/// One step of a ramp ([`LoadSpec::ramp`]): a rate for a while.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateStep {
+    /// Requests per second during the step.
+    pub rate: f64,
+    /// How long the step lasts.
+    #[serde(with = "crate::report::millis")]
+    pub duration: Duration,
+    /// The rate as a multiple of a reference (the ramp scenario's: the
+    /// chain's healthy capacity), for the report.
+    pub factor: Option<f64>,
 }
 
 impl LoadSpec {
@@ -182,7 +198,87 @@ impl LoadSpec {
             arrivals: Arrivals::Constant,
             seed: 1,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            steps: Vec::new(),
         })
+    }
+
+    /// A ramp: each step's rate for its duration, one after the other
+    /// (request `i` of a step with constant arrivals is due at the step's
+    /// start plus `i / rate`). [`rate`](Self::rate) is then the mean rate
+    /// over the whole ramp, and [`duration`](Self::duration) the sum of
+    /// the steps.
+    ///
+    /// # Errors
+    ///
+    /// No step, a step's rate or duration as [`LoadSpec::new`] refuses
+    /// them, or a total duration over [`MAX_DURATION`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::generator::{LoadSpec, RateStep};
+    ///
+    /// let step = |rate, ms| RateStep { rate, duration: Duration::from_millis(ms), factor: None };
+    /// let spec = LoadSpec::ramp(vec![step(2.0, 1000), step(4.0, 500)]).unwrap();
+    /// let offsets: Vec<u64> = spec.schedule().map(|d| d.as_millis() as u64).collect();
+    /// assert_eq!(offsets, [0, 500, 1000, 1250]);
+    /// assert_eq!(spec.expected_requests(), 4);
+    /// ```
+    pub fn ramp(steps: Vec<RateStep>) -> Result<Self, SpecError> {
+        let total = steps
+            .iter()
+            .fold(Duration::ZERO, |t, s| t.saturating_add(s.duration));
+        Self::new(1.0, total.max(Duration::from_nanos(1)))?.with_steps(steps)
+    }
+
+    /// The same settings (count cap, arrivals, in-flight cap) as a ramp of
+    /// `steps` (see [`LoadSpec::ramp`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`LoadSpec::ramp`].
+    pub fn with_steps(mut self, steps: Vec<RateStep>) -> Result<Self, SpecError> {
+        let mut total = Duration::ZERO;
+        for step in &steps {
+            Self::new(step.rate, step.duration)?;
+            total = total.saturating_add(step.duration);
+        }
+        if steps.is_empty() {
+            return Err(SpecError::ZeroDuration);
+        }
+        if total > MAX_DURATION {
+            return Err(SpecError::DurationOverCap {
+                asked: total,
+                max: MAX_DURATION,
+            });
+        }
+        self.duration = total;
+        self.steps = steps;
+        self.rate = self.expected_requests() as f64 / total.as_secs_f64();
+        Ok(self)
+    }
+
+    /// The same load at `rate` (a ramp becomes one constant rate).
+    ///
+    /// # Errors
+    ///
+    /// A rate [`LoadSpec::new`] refuses.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use load_tests::generator::LoadSpec;
+    /// let spec = LoadSpec::new(10.0, Duration::from_secs(2)).unwrap().with_rate(40.0).unwrap();
+    /// assert_eq!(spec.expected_requests(), 80);
+    /// ```
+    pub fn with_rate(mut self, rate: f64) -> Result<Self, SpecError> {
+        Self::new(rate, self.duration)?;
+        self.rate = rate;
+        self.steps.clear();
+        Ok(self)
+    }
+
+    /// A ramp's steps; empty for a constant rate.
+    pub fn steps(&self) -> &[RateStep] {
+        &self.steps
     }
 
     /// Stops after `n` requests even if the duration is not over.
@@ -259,15 +355,29 @@ impl LoadSpec {
     /// How many requests the schedule holds: exact for constant arrivals,
     /// the mean for Poisson ones (both capped by the request count).
     pub fn expected_requests(&self) -> u64 {
-        let in_window = (self.rate * self.duration.as_secs_f64()).ceil() as u64;
+        let in_window = if self.steps.is_empty() {
+            (self.rate * self.duration.as_secs_f64()).ceil() as u64
+        } else {
+            self.steps
+                .iter()
+                .map(|s| (s.rate * s.duration.as_secs_f64()).ceil() as u64)
+                .sum()
+        };
         in_window.min(self.max_requests)
     }
 
     /// The send times, as offsets from the start of the run.
     pub fn schedule(&self) -> Schedule {
+        let steps = if self.steps.is_empty() {
+            vec![(self.rate, self.duration)]
+        } else {
+            self.steps.iter().map(|s| (s.rate, s.duration)).collect()
+        };
         Schedule {
-            rate: self.rate,
-            duration: self.duration,
+            steps,
+            step: 0,
+            step_start: Duration::ZERO,
+            in_step: 0,
             max_requests: self.max_requests,
             next: 0,
             at: Duration::ZERO,
@@ -291,8 +401,11 @@ impl LoadSpec {
 /// ```
 #[derive(Debug)]
 pub struct Schedule {
-    rate: f64,
-    duration: Duration,
+    /// (rate, duration) per step; one step for a constant rate.
+    steps: Vec<(f64, Duration)>,
+    step: usize,
+    step_start: Duration,
+    in_step: u64,
     max_requests: u64,
     next: u64,
     at: Duration,
@@ -306,22 +419,39 @@ impl Iterator for Schedule {
         if self.next >= self.max_requests {
             return None;
         }
-        let offset = match &mut self.rng {
-            // Computed from the index, not summed: no drift, exact times.
-            None => Duration::from_nanos((self.next as f64 * 1e9 / self.rate).round() as u64),
-            Some(rng) => {
-                // Exponential gap: -ln(U) / rate, with U in (0, 1].
-                let u: f64 = 1.0 - rng.random::<f64>();
-                self.at += Duration::from_secs_f64(-u.ln() / self.rate);
-                self.at
+        loop {
+            let Some(&(rate, length)) = self.steps.get(self.step) else {
+                self.max_requests = self.next;
+                return None;
+            };
+            let end = self.step_start.saturating_add(length);
+            let offset = match &mut self.rng {
+                // Computed from the index in the step, not summed: no
+                // drift, exact times.
+                None => {
+                    self.step_start
+                        + Duration::from_nanos((self.in_step as f64 * 1e9 / rate).round() as u64)
+                }
+                Some(rng) => {
+                    // Exponential gap: -ln(U) / rate, with U in (0, 1].
+                    let u: f64 = 1.0 - rng.random::<f64>();
+                    self.at += Duration::from_secs_f64(-u.ln() / rate);
+                    self.at
+                }
+            };
+            if offset >= end {
+                // The next step starts at this one's end (a Poisson
+                // process is memoryless: its next gap starts there).
+                self.step += 1;
+                self.step_start = end;
+                self.in_step = 0;
+                self.at = end;
+                continue;
             }
-        };
-        if offset >= self.duration {
-            self.max_requests = self.next;
-            return None;
+            self.in_step += 1;
+            self.next += 1;
+            return Some(offset);
         }
-        self.next += 1;
-        Some(offset)
     }
 }
 
@@ -565,6 +695,67 @@ mod tests {
             .schedule()
             .collect();
         assert_ne!(a, other);
+    }
+
+    #[test]
+    fn a_ramp_sends_each_step_s_rate_for_its_length_back_to_back() {
+        let step = |rate, ms| RateStep {
+            rate,
+            duration: Duration::from_millis(ms),
+            factor: None,
+        };
+        // 0.5x, 1x, 2x, 4x, 1x, 0.5x of 20 req/s, 500 ms each.
+        let steps: Vec<RateStep> = [10.0, 20.0, 40.0, 80.0, 20.0, 10.0]
+            .into_iter()
+            .map(|r| step(r, 500))
+            .collect();
+        let spec = LoadSpec::ramp(steps).unwrap();
+        assert_eq!(spec.duration(), Duration::from_secs(3));
+        let offsets: Vec<Duration> = spec.schedule().collect();
+        assert_eq!(offsets.len() as u64, spec.expected_requests());
+        let per_step: Vec<usize> = (0..6)
+            .map(|k| {
+                offsets
+                    .iter()
+                    .filter(|o| o.as_millis() / 500 == k as u128)
+                    .count()
+            })
+            .collect();
+        assert_eq!(per_step, [5, 10, 20, 40, 10, 5]);
+        // Each step starts on its boundary, exactly.
+        assert_eq!(offsets[0], Duration::ZERO);
+        assert_eq!(offsets[5], ms(500));
+        assert_eq!(offsets[15], ms(1000));
+        assert_eq!(offsets[16], ms(1025));
+        assert_eq!(*offsets.last().unwrap(), ms(2900));
+        assert_eq!(spec.rate(), 30.0);
+        assert!(LoadSpec::ramp(Vec::new()).is_err());
+        assert!(LoadSpec::ramp(vec![step(6000.0, 10)]).is_err());
+        // A Poisson ramp keeps each step's mean.
+        let poisson = LoadSpec::ramp(vec![step(100.0, 20_000), step(400.0, 20_000)])
+            .unwrap()
+            .with_arrivals(Arrivals::Poisson, 3);
+        let all: Vec<Duration> = poisson.schedule().collect();
+        let first = all.iter().filter(|o| o.as_secs() < 20).count() as f64 / 20.0;
+        let second = all.iter().filter(|o| o.as_secs() >= 20).count() as f64 / 20.0;
+        assert!((90.0..110.0).contains(&first), "{first}");
+        assert!((380.0..420.0).contains(&second), "{second}");
+        assert!(all.iter().all(|o| *o < Duration::from_secs(40)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ramp_runs_open_loop_on_its_schedule() {
+        let step = |rate| RateStep {
+            rate,
+            duration: ms(1000),
+            factor: None,
+        };
+        let spec = LoadSpec::ramp(vec![step(10.0), step(40.0)]).unwrap();
+        let (starts, totals) = drive(&spec, ms(3)).await;
+        assert_eq!(totals.sent, 50);
+        assert!(starts.iter().all(|(_, began, intended)| began == intended));
+        assert_eq!(starts[10].2, ms(1000));
+        assert_eq!(starts[11].2, ms(1025));
     }
 
     #[test]

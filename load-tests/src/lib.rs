@@ -7,8 +7,11 @@
 //! An open-loop generator ([`generator`]: constant or Poisson arrivals,
 //! latency counted from the intended send time, bounded in count and
 //! duration) drives the real chain (`edge -> checkout -> slow partner`,
-//! started in this process on loopback by [`scenario`]) once with budget
-//! mode on and once off, same load, and reports per run ([`report`]): the
+//! started in this process on loopback by [`scenario`]) once per mode,
+//! same load: budget mode on, off (generous fixed timeouts), and `peer`,
+//! with checkout swapped for [`peer::PeerCheckout`], the plain-tower
+//! baseline an experienced tower user would write without this project.
+//! It reports per run ([`report`]): the
 //! outcome of every request, goodput (`2xx` within the client's budget,
 //! per second), latency percentiles, the partner's late work, and the
 //! budget table aggregated from every answer's `Server-Timing` ledger
@@ -38,18 +41,17 @@
 //! use load_tests::client::Patience;
 //! use load_tests::generator::LoadSpec;
 //! use load_tests::run::{LoadPlan, run_scenario};
-//! use load_tests::scenario::{ChainSettings, Partners, ScenarioName};
+//! use load_tests::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let plan = LoadPlan {
-//!     spec: LoadSpec::new(20.0, Duration::from_secs(2))?,
-//!     budget: Duration::from_secs(2),
-//!     patience: Patience::Fixed(Duration::from_secs(35)),
-//!     progress: false,
-//! };
+//! let plan = LoadPlan::fixed(
+//!     LoadSpec::new(20.0, Duration::from_secs(2))?,
+//!     Duration::from_secs(2),
+//!     Patience::Fixed(Duration::from_secs(35)),
+//! );
 //! let partners = Partners::start().await?;
 //! let runs = run_scenario(ScenarioName::Healthy, &ChainSettings::default(), &plan,
-//!     &[service_kit::BudgetMode::On], &partners).await?;
+//!     &[ChainMode::Budget], &partners).await?;
 //! println!("{} req/s good", runs[0].goodput_per_s);
 //! # Ok(()) }
 //! ```
@@ -57,9 +59,13 @@
 #![deny(missing_docs)]
 
 pub mod budget_table;
+pub mod budgets;
 pub mod cli;
 pub mod client;
+pub mod criticality;
 pub mod generator;
+pub mod middle;
+pub mod peer;
 pub mod plot;
 pub mod report;
 pub mod resources;

@@ -1,6 +1,8 @@
 //! The SVG plot: per scenario, p99 latency (solid, left axis, log scale)
 //! and goodput (dashed, right axis) for each second of the run (by
-//! intended send time), one colour per mode, both modes on one chart.
+//! intended send time), one colour per mode, every mode on one chart; a
+//! ramp's panel also has the offered load per second (thin, grey, right
+//! axis).
 
 use std::path::Path;
 
@@ -22,6 +24,7 @@ fn colour(mode: &str) -> RGBColor {
     match mode {
         "budget" => RGBColor(31, 119, 180),
         "naive" => RGBColor(214, 39, 40),
+        "peer" => RGBColor(148, 103, 189),
         _ => RGBColor(44, 160, 44),
     }
 }
@@ -111,6 +114,20 @@ fn draw_panel<DB: DrawingBackend>(
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(err)?;
+    if let Some(run) = runs.iter().find(|r| r.ramp.is_some()) {
+        // A ramp: the offered load, thin and grey, on the goodput axis.
+        let offered: Vec<(f64, f64)> = run
+            .timeline
+            .iter()
+            .map(|s| (s.second as f64 + 0.5, s.due as f64))
+            .collect();
+        let grey = RGBColor(140, 140, 140);
+        chart
+            .draw_secondary_series(LineSeries::new(offered, grey.stroke_width(1)))
+            .map_err(err)?
+            .label("offered load, req/s")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey));
+    }
     for run in runs {
         let c = colour(&run.mode);
         let p99: Vec<(f64, f64)> = run

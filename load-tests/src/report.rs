@@ -28,8 +28,38 @@
 //!   deadline ([`partner_calls_answered_by`]); calls cut by a timeout, and
 //!   calls of requests that came back without checkout's ledger, count as
 //!   not answered in time.
+//! - **answers after the request's own budget** (`late_answers`, client
+//!   side): requests sent whose answer, of any status, arrived after the
+//!   budget that request was given had run out (latency from the intended
+//!   send time over its budget). Client timeouts and connection errors are
+//!   not answers and are counted in their own outcomes. Unlike the
+//!   partner's `late`, it needs no budget forwarded, so it compares every
+//!   mode, and per request it uses that request's own budget (the
+//!   `mixed-budgets` scenario gives each its own).
+//! - **classes**: when the plan gives requests classes (`critical` and
+//!   `rest` in the `criticality` scenario, `short-budget` and
+//!   `long-budget` in `mixed-budgets`), per class: requests scheduled,
+//!   `2xx` (any time), good (`2xx` within the request's budget), answers
+//!   after the budget, and the shares of `2xx` and good among the class's
+//!   requests (the **success rate**).
 //! - **timeline**: per second of intended send time, the requests due in
 //!   it, how many of them were good, and their p99 latency.
+//! - **per hop** (the `deep` scenario: edge -> checkout -> middle ->
+//!   partner), work finished after its caller's deadline: the client side
+//!   for the whole chain (answers after the request's own budget); middle
+//!   counts its own ([`MiddleStats`]: answers ready after the budget they
+//!   arrived with, and work dropped at the deadline), and the partner its
+//!   own (`late`); both only where a budget arrives, that is in budget
+//!   mode. Not measured: edge and checkout keep no such counter, and in
+//!   naive and peer mode nothing forwards a budget to middle or the
+//!   partner, so there only the client side and "partner calls not
+//!   answered by the client's deadline" (from checkout's ledger, whose
+//!   calls in `deep` are calls to middle, one partner call each) compare.
+//! - **ramp** (a run whose load has steps, the `ramp` scenario): per step
+//!   (by intended send time) its rate, the requests due, goodput (good
+//!   ones per second of the step) and p99; and the per-second series
+//!   (offered, goodput, p99) with a place, [`ServiceSeries`], for the
+//!   services' own per-second state.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -45,8 +75,10 @@ use slow_partner::StatsSnapshot;
 use crate::budget_table::{
     BudgetTable, StepSummary, markdown, micros_histogram, partner_calls_answered_by,
 };
+use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
-use crate::generator::{Arrivals, LoadSpec, RunTotals};
+use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
+use crate::middle::MiddleStats;
 
 /// Counts per outcome; they add up to the requests scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +219,96 @@ impl PartnerReport {
     }
 }
 
+/// One class of requests of a run (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClassReport {
+    /// `critical`, `rest`, `short-budget`, `long-budget`.
+    pub class: String,
+    /// Its requests in the schedule.
+    pub scheduled: u64,
+    /// `2xx` answers, degraded included, whenever they came.
+    pub success: u64,
+    /// `2xx` within the request's own budget.
+    pub good: u64,
+    /// Answers of any status after the request's own budget.
+    pub late_answers: u64,
+    /// `success / scheduled`: the success rate.
+    pub success_share: f64,
+    /// `good / scheduled`.
+    pub good_share: f64,
+}
+
+/// A class's live counters.
+#[derive(Debug, Default)]
+struct ClassCounts {
+    scheduled: u64,
+    success: u64,
+    good: u64,
+    late_answers: u64,
+}
+
+/// One step of a ramp, by intended send time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampStepReport {
+    /// 0 for the first step.
+    pub step: usize,
+    /// Its rate as a multiple of the capacity.
+    pub factor: Option<f64>,
+    /// Its rate, requests per second.
+    pub rate_per_s: f64,
+    /// Its start, seconds from the start of the run.
+    pub from_s: f64,
+    /// Its end.
+    pub to_s: f64,
+    /// Requests due in it.
+    pub due: u64,
+    /// Of those, the good ones.
+    pub good: u64,
+    /// `good` per second of the step.
+    pub goodput_per_s: f64,
+    /// p99 latency of those sent, ms (none sent: none).
+    pub p99_ms: Option<f64>,
+}
+
+/// The services' own per-second state during a ramp, one value per second
+/// of [`RampSeries::second`], by dependency name.
+///
+/// **Reserved**: the services do not expose these yet (learned floors and
+/// adaptive concurrency limits are being added to `budget-core` and the
+/// services); every field is `None` until they do, and a run fills them by
+/// reading each service's state once per second.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServiceSeries {
+    /// Checkout's learned floor per dependency, ms.
+    pub learned_floor_ms: Option<BTreeMap<String, Vec<Option<f64>>>>,
+    /// Checkout's adaptive concurrency limit per dependency.
+    pub adaptive_limit: Option<BTreeMap<String, Vec<Option<f64>>>>,
+}
+
+/// A ramp's per-second series, by intended send time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampSeries {
+    /// Seconds from the start of the run.
+    pub second: Vec<u64>,
+    /// Requests due in each second (the offered load).
+    pub offered_per_s: Vec<u64>,
+    /// Good ones among them (goodput, per second).
+    pub goodput_per_s: Vec<u64>,
+    /// Their p99 latency, ms.
+    pub p99_ms: Vec<Option<f64>>,
+    /// The services' own series (reserved: see [`ServiceSeries`]).
+    pub services: ServiceSeries,
+}
+
+/// What a ramp measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampReport {
+    /// Per step.
+    pub steps: Vec<RampStepReport>,
+    /// Per second.
+    pub series: RampSeries,
+}
+
 /// One second of the run, by intended send time.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SecondSummary {
@@ -215,8 +337,11 @@ pub struct RunReport {
     pub duration_s: f64,
     /// How send times were spread.
     pub arrivals: Arrivals,
-    /// The budget each request was given, ms.
+    /// The budget each request was given, ms (with mixed budgets, the
+    /// largest one).
     pub budget_ms: u64,
+    /// The budgets, as the plan gave them.
+    pub budgets: BudgetDistribution,
     /// How long the client waited for an answer.
     pub patience: Patience,
     /// Requests in the schedule.
@@ -233,6 +358,10 @@ pub struct RunReport {
     pub full_goodput_per_s: f64,
     /// `2xx` that came after the budget (nobody was waiting any more).
     pub success_after_budget: u64,
+    /// Answers of any status after the request's own budget (client side).
+    pub late_answers: u64,
+    /// Per class of request, when the plan has classes (in name order).
+    pub classes: Vec<ClassReport>,
     /// Latency of every request sent.
     pub latency_ms: Latency,
     /// How far behind schedule the generator sent, at worst, ms.
@@ -247,6 +376,10 @@ pub struct RunReport {
     pub steps: Vec<StepSummary>,
     /// Per second of the run.
     pub timeline: Vec<SecondSummary>,
+    /// Per step and second of a ramp; `None` for a constant rate.
+    pub ramp: Option<RampReport>,
+    /// The middle hop's own counters (`deep`); `None` without one.
+    pub middle: Option<MiddleStats>,
 }
 
 /// A second's live aggregate.
@@ -265,9 +398,17 @@ pub struct Recorder {
     good: u64,
     full_good: u64,
     success_after_budget: u64,
+    late_answers: u64,
+    classes: BTreeMap<&'static str, ClassCounts>,
     table: BudgetTable,
     partner_calls_on_time: u64,
     seconds: Vec<Second>,
+    ramp: Vec<(RateStep, Second)>,
+}
+
+/// A per-second (or per-step) latency histogram: 2 significant digits.
+fn coarse_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("static bounds are valid")
 }
 
 impl Default for Recorder {
@@ -285,10 +426,34 @@ impl Recorder {
             good: 0,
             full_good: 0,
             success_after_budget: 0,
+            late_answers: 0,
+            classes: BTreeMap::new(),
             table: BudgetTable::new(),
             partner_calls_on_time: 0,
             seconds: Vec::new(),
+            ramp: Vec::new(),
         }
+    }
+
+    /// An empty recorder for `spec`: with per-step counters when it is a
+    /// ramp.
+    pub fn for_spec(spec: &LoadSpec) -> Self {
+        let mut r = Self::new();
+        r.ramp = spec
+            .steps()
+            .iter()
+            .map(|&step| {
+                (
+                    step,
+                    Second {
+                        due: 0,
+                        good: 0,
+                        latency: coarse_histogram(),
+                    },
+                )
+            })
+            .collect();
+        r
     }
 
     /// Adds one request.
@@ -300,18 +465,52 @@ impl Recorder {
                 due: 0,
                 good: 0,
                 // 2 significant digits are plenty for a per-second p99.
-                latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
-                    .expect("static bounds are valid"),
+                latency: coarse_histogram(),
             });
         }
         let sec = &mut self.seconds[second];
         sec.due += 1;
+        let mut step_end = Duration::ZERO;
+        let offset = sample.scheduled.offset();
+        let mut step = None;
+        for (rate_step, counts) in &mut self.ramp {
+            step_end = step_end.saturating_add(rate_step.duration);
+            if offset < step_end {
+                step = Some(counts);
+                break;
+            }
+        }
+        if let Some(st) = step.as_mut() {
+            st.due += 1;
+        }
+        let mut class = sample.class.map(|c| self.classes.entry(c).or_default());
+        if let Some(c) = class.as_mut() {
+            c.scheduled += 1;
+        }
         if sample.outcome == Outcome::NotSent {
             return;
+        }
+        let answered = matches!(
+            sample.outcome,
+            Outcome::Ok | Outcome::Degraded | Outcome::Status(_)
+        );
+        if answered && sample.latency > sample.budget {
+            self.late_answers += 1;
+            if let Some(c) = class.as_mut() {
+                c.late_answers += 1;
+            }
+        }
+        if let Some(c) = class.as_mut() {
+            c.success += u64::from(sample.outcome.is_success());
+            c.good += u64::from(sample.is_good());
         }
         let micros = (sample.latency.as_micros() as u64).max(1);
         self.latency.saturating_record(micros);
         sec.latency.saturating_record(micros);
+        if let Some(st) = step.as_mut() {
+            st.latency.saturating_record(micros);
+            st.good += u64::from(sample.is_good());
+        }
         if sample.is_good() {
             self.good += 1;
             sec.good += 1;
@@ -343,14 +542,53 @@ impl Recorder {
         partner: Option<&StatsSnapshot>,
     ) -> RunReport {
         let window = run.spec.duration().as_secs_f64();
+        let p99 =
+            |h: &Histogram<u64>| (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0);
+        let ramp = (!self.ramp.is_empty()).then(|| {
+            let mut from = Duration::ZERO;
+            let steps = self
+                .ramp
+                .iter()
+                .enumerate()
+                .map(|(i, (step, c))| {
+                    let to = from.saturating_add(step.duration);
+                    let r = RampStepReport {
+                        step: i,
+                        factor: step.factor,
+                        rate_per_s: step.rate,
+                        from_s: from.as_secs_f64(),
+                        to_s: to.as_secs_f64(),
+                        due: c.due,
+                        good: c.good,
+                        goodput_per_s: c.good as f64 / step.duration.as_secs_f64(),
+                        p99_ms: p99(&c.latency),
+                    };
+                    from = to;
+                    r
+                })
+                .collect();
+            RampReport {
+                steps,
+                series: RampSeries {
+                    second: (0..self.seconds.len() as u64).collect(),
+                    offered_per_s: self.seconds.iter().map(|s| s.due).collect(),
+                    goodput_per_s: self.seconds.iter().map(|s| s.good).collect(),
+                    p99_ms: self.seconds.iter().map(|s| p99(&s.latency)).collect(),
+                    services: ServiceSeries::default(),
+                },
+            }
+        });
         RunReport {
+            ramp,
+            middle: None,
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
             rate_per_s: run.spec.rate(),
             duration_s: window,
             arrivals: run.spec.arrivals(),
-            budget_ms: run.budget.as_millis() as u64,
+            budget_ms: run.budgets.max().as_millis() as u64,
+            budgets: run.budgets,
             patience: run.patience,
             scheduled: totals.scheduled,
             sent: totals.sent,
@@ -358,6 +596,29 @@ impl Recorder {
             goodput_per_s: self.good as f64 / window,
             full_goodput_per_s: self.full_good as f64 / window,
             success_after_budget: self.success_after_budget,
+            late_answers: self.late_answers,
+            classes: self
+                .classes
+                .iter()
+                .map(|(name, c)| {
+                    let share = |n: u64| {
+                        if c.scheduled == 0 {
+                            0.0
+                        } else {
+                            n as f64 / c.scheduled as f64
+                        }
+                    };
+                    ClassReport {
+                        class: (*name).to_owned(),
+                        scheduled: c.scheduled,
+                        success: c.success,
+                        good: c.good,
+                        late_answers: c.late_answers,
+                        success_share: share(c.success),
+                        good_share: share(c.good),
+                    }
+                })
+                .collect(),
             latency_ms: Latency::of(&self.latency),
             generator_max_lag_ms: totals.max_lag.as_secs_f64() * 1000.0,
             wall_s: totals.elapsed.as_secs_f64(),
@@ -392,8 +653,8 @@ pub struct RunInfo {
     pub description: String,
     /// The load.
     pub spec: LoadSpec,
-    /// The client's budget.
-    pub budget: Duration,
+    /// The client's budgets.
+    pub budgets: BudgetDistribution,
     /// The client's patience.
     pub patience: Patience,
     /// The load averages before the run.
@@ -417,13 +678,13 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {} ms, client patience {}.\n",
+        "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {}, client patience {}.\n",
         first.scenario,
         first.description,
         first.rate_per_s,
         first.arrivals,
         first.duration_s,
-        first.budget_ms,
+        first.budgets.describe(),
         match first.patience {
             Patience::Fixed(d) => humantime::format_duration(d).to_string(),
             Patience::Budget => "the budget".to_owned(),
@@ -483,6 +744,10 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         row("2xx after the budget", &|r| {
             r.success_after_budget.to_string()
         }),
+        row(
+            "answers after the request's own budget (client side)",
+            &|r| pct(r.late_answers, r.sent),
+        ),
         row("latency p50 / p90 / p99 / max, ms", &|r| {
             let l = r.latency_ms;
             format!("{:.0} / {:.0} / {:.0} / {:.0}", l.p50, l.p90, l.p99, l.max)
@@ -517,12 +782,68 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     for r in rows {
         table.add_row(r);
     }
+    if runs.iter().any(|r| r.middle.is_some()) {
+        let m = |r: &RunReport, f: &dyn Fn(&MiddleStats) -> String| {
+            r.middle.as_ref().map_or("-".into(), f)
+        };
+        table.add_row(row("middle: requests / with a budget", &|r| {
+            m(r, &|s| format!("{} / {}", s.requests, s.with_budget))
+        }));
+        table.add_row(row(
+            "middle: answers ready after the budget they arrived with",
+            &|r| {
+                m(r, &|s| {
+                    if s.with_budget == 0 {
+                        "not measured (no budget arrives)".into()
+                    } else {
+                        pct(s.late, s.with_budget)
+                    }
+                })
+            },
+        ));
+        table.add_row(row("middle: work dropped before its answer (cut)", &|r| {
+            m(r, &|s| s.cut.to_string())
+        }));
+    }
+    let mut classes: Vec<&str> = Vec::new();
+    for r in runs {
+        for c in &r.classes {
+            if !classes.contains(&c.class.as_str()) {
+                classes.push(&c.class);
+            }
+        }
+    }
+    for class in classes {
+        let of = |r: &RunReport| r.classes.iter().find(|c| c.class == class).cloned();
+        table.add_row(row(
+            &format!("{class}: 2xx (success rate) / good, of requests"),
+            &|r| {
+                of(r).map_or("-".into(), |c| {
+                    format!(
+                        "{} ({:.1}%) / {} ({:.1}%) of {}",
+                        c.success,
+                        c.success_share * 100.0,
+                        c.good,
+                        c.good_share * 100.0,
+                        c.scheduled
+                    )
+                })
+            },
+        ));
+        table.add_row(row(
+            &format!("{class}: answers after the request's own budget"),
+            &|r| of(r).map_or("-".into(), |c| c.late_answers.to_string()),
+        ));
+    }
     for col in 1..=runs.len() {
         if let Some(c) = table.column_mut(col) {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
     let _ = writeln!(out, "{table}\n");
+    if let Some(ramp) = &first.ramp {
+        out.push_str(&ramp_markdown(runs, ramp));
+    }
     for r in runs {
         let _ = writeln!(
             out,
@@ -537,6 +858,43 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         }
     }
     out
+}
+
+/// The per-step table of a ramp: a row per step, a column per run
+/// (goodput and p99).
+fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN);
+    let mut header = vec!["step (offered load)".to_owned()];
+    header.extend(
+        runs.iter()
+            .map(|r| format!("{} mode: goodput req/s / p99 ms", r.mode)),
+    );
+    table.set_header(header);
+    for (i, step) in first.steps.iter().enumerate() {
+        let mut cells = vec![format!(
+            "{}: {}-{} s, {}{:.0} req/s",
+            i + 1,
+            step.from_s,
+            step.to_s,
+            step.factor.map_or(String::new(), |f| format!("{f}x, ")),
+            step.rate_per_s
+        )];
+        cells.extend(runs.iter().map(|r| {
+            r.ramp
+                .as_ref()
+                .and_then(|ramp| ramp.steps.get(i))
+                .map_or("-".into(), |s| {
+                    format!(
+                        "{:.1} / {}",
+                        s.goodput_per_s,
+                        s.p99_ms.map_or("-".into(), |p| format!("{p:.0}"))
+                    )
+                })
+        }));
+        table.add_row(cells);
+    }
+    format!("Per step of the ramp (by intended send time):\n\n{table}\n\n")
 }
 
 /// Serialises a duration as whole milliseconds.
@@ -592,6 +950,7 @@ mod tests {
             outcome,
             latency: Duration::from_millis(latency_ms),
             budget: Duration::from_millis(1000),
+            class: None,
             server_timing: timing.map(str::to_owned),
         }
     }
@@ -620,7 +979,7 @@ mod tests {
             mode: "budget".into(),
             description: "test".into(),
             spec,
-            budget: Duration::from_secs(1),
+            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
             patience: Patience::Budget,
             load_average: None,
         };
@@ -634,6 +993,10 @@ mod tests {
         assert_eq!(report.outcomes.total(), 10);
         assert_eq!(report.outcomes.other_statuses, BTreeMap::from([(502, 1)]));
         assert_eq!((report.good, report.success_after_budget), (2, 1));
+        // Request 2's 200 at 1500 ms of its 1000 ms; the client timeout
+        // and the connection error are not answers.
+        assert_eq!(report.late_answers, 1);
+        assert!(report.classes.is_empty());
         assert_eq!(report.goodput_per_s, 1.0);
         assert_eq!(report.full_goodput_per_s, 0.5);
         // Seconds 0 (requests 0-9 minus the unsent one) and 1 (request 12).
@@ -647,6 +1010,101 @@ mod tests {
         let md = scenario_markdown(&[report]);
         assert!(md.contains("| 504"), "{md}");
         assert!(md.contains("502: 1"), "{md}");
+    }
+
+    #[test]
+    fn classes_count_success_good_and_late_answers_by_each_request_s_own_budget() {
+        let mut rec = Recorder::new();
+        let with = |index, outcome, latency_ms, budget_ms, class| Sample {
+            budget: Duration::from_millis(budget_ms),
+            class: Some(class),
+            ..sample(index, outcome, latency_ms, None)
+        };
+        for s in [
+            with(0, Outcome::Ok, 300, 400, "short-budget"), // good
+            with(1, Outcome::Ok, 500, 400, "short-budget"), // 2xx, late
+            with(2, Outcome::Status(504), 450, 400, "short-budget"), // late
+            with(3, Outcome::Ok, 500, 1500, "long-budget"), // good
+            with(4, Outcome::NotSent, 0, 1500, "long-budget"),
+        ] {
+            rec.record(&s);
+        }
+        let info = RunInfo {
+            scenario: "mixed-budgets".into(),
+            mode: "naive".into(),
+            description: "test".into(),
+            spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
+            budgets: BudgetDistribution::mixed_default(),
+            patience: Patience::Budget,
+            load_average: None,
+        };
+        let report = rec.finish(info, RunTotals::default(), None);
+        assert_eq!(report.late_answers, 2);
+        assert_eq!(report.budget_ms, 2000);
+        let long = &report.classes[0];
+        assert_eq!(long.class, "long-budget");
+        assert_eq!((long.scheduled, long.success, long.good), (2, 1, 1));
+        assert_eq!(long.success_share, 0.5);
+        let short = &report.classes[1];
+        assert_eq!(
+            (
+                short.scheduled,
+                short.success,
+                short.good,
+                short.late_answers
+            ),
+            (3, 2, 1, 2)
+        );
+        let md = scenario_markdown(&[report]);
+        assert!(
+            md.contains("| short-budget: 2xx (success rate) / good, of requests"),
+            "{md}"
+        );
+        assert!(md.contains("2 (66.7%) / 1 (33.3%) of 3"), "{md}");
+        assert!(md.contains("half the callers 200-600 ms"), "{md}");
+    }
+
+    #[test]
+    fn a_ramp_is_reported_per_step_and_per_second_with_the_service_series_reserved() {
+        let step = |rate, factor| RateStep {
+            rate,
+            duration: Duration::from_secs(1),
+            factor: Some(factor),
+        };
+        let spec = LoadSpec::ramp(vec![step(5.0, 0.5), step(10.0, 1.0)]).unwrap();
+        let mut rec = Recorder::for_spec(&spec);
+        // `sample(i, ..)` is due at i * 100 ms: 0-9 in step 1, 10-14 in 2.
+        for i in 0..15 {
+            let latency = if i < 10 { 50 } else { 1500 }; // step 2: late
+            rec.record(&sample(i, Outcome::Ok, latency, None));
+        }
+        let info = RunInfo {
+            scenario: "ramp".into(),
+            mode: "budget".into(),
+            description: "test".into(),
+            spec,
+            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
+            patience: Patience::Budget,
+            load_average: None,
+        };
+        let report = rec.finish(info, RunTotals::default(), None);
+        let ramp = report.ramp.as_ref().expect("a ramp report");
+        assert_eq!(ramp.steps.len(), 2);
+        assert_eq!((ramp.steps[0].due, ramp.steps[0].good), (10, 10));
+        assert_eq!((ramp.steps[1].due, ramp.steps[1].good), (5, 0));
+        assert_eq!(ramp.steps[0].goodput_per_s, 10.0);
+        assert_eq!((ramp.steps[1].from_s, ramp.steps[1].to_s), (1.0, 2.0));
+        assert!((ramp.steps[1].p99_ms.unwrap() - 1500.0).abs() < 20.0);
+        assert_eq!(ramp.series.second, [0, 1]);
+        assert_eq!(ramp.series.offered_per_s, [10, 5]);
+        assert_eq!(ramp.series.goodput_per_s, [10, 0]);
+        assert_eq!(ramp.series.services, ServiceSeries::default());
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json["ramp"]["series"]["services"]["learned_floor_ms"].is_null());
+        let md = scenario_markdown(&[report]);
+        assert!(md.contains("Per step of the ramp"), "{md}");
+        assert!(md.contains("| 2: 1-2 s, 1x, 10 req/s"), "{md}");
+        assert!(md.contains("10.0 / 50"), "{md}");
     }
 
     #[test]

@@ -7,10 +7,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use service_kit::BudgetMode;
 use slow_partner::{PartnerHandle, StatsSnapshot};
 
+use crate::budgets::BudgetDistribution;
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
-use crate::generator::{LoadSpec, run_open_loop};
+use crate::criticality::CriticalitySplit;
+use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::report::{Recorder, RunInfo, RunReport, load_average};
-use crate::scenario::{Chain, ChainError, ChainSettings, Partners, Scenario, ScenarioName};
+use crate::scenario::{
+    Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
+};
 use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
 
 /// How every run of an invocation loads its target.
@@ -18,13 +22,68 @@ use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
 pub struct LoadPlan {
     /// Rate, duration, count, arrivals.
     pub spec: LoadSpec,
-    /// The budget each request is given.
-    pub budget: Duration,
+    /// The budget each request is given (one, or a mix of callers).
+    pub budgets: BudgetDistribution,
+    /// Which requests carry `request-criticality: critical`; `None`: none.
+    pub criticality: Option<CriticalitySplit>,
     /// How long the client waits for an answer.
     pub patience: Patience,
     /// Show a progress bar on stderr (hidden anyway when it is not a
     /// terminal).
     pub progress: bool,
+    /// Whether the rate was asked for (`--rate`): a scenario with an
+    /// offered load of its own (`criticality`, `ramp`) keeps its own
+    /// otherwise.
+    pub rate_given: bool,
+    /// Whether the duration was asked for (`--duration`): the `ramp`
+    /// scenario keeps its 10 s steps otherwise.
+    pub duration_given: bool,
+}
+
+impl LoadPlan {
+    /// `spec` with one fixed `budget` for every request, no criticality.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::client::Patience;
+    /// use load_tests::generator::LoadSpec;
+    /// use load_tests::run::LoadPlan;
+    ///
+    /// let spec = LoadSpec::new(10.0, Duration::from_secs(1)).unwrap();
+    /// let plan = LoadPlan::fixed(spec, Duration::from_secs(2), Patience::Budget);
+    /// assert_eq!(plan.budgets.budget(7), Duration::from_secs(2));
+    /// assert_eq!(plan.class(7), None);
+    /// ```
+    pub fn fixed(spec: LoadSpec, budget: Duration, patience: Patience) -> Self {
+        Self {
+            spec,
+            budgets: BudgetDistribution::Fixed(budget),
+            criticality: None,
+            patience,
+            progress: false,
+            rate_given: false,
+            duration_given: false,
+        }
+    }
+
+    /// The report class of request `index`: its criticality class when the
+    /// plan marks criticality, else its budget class when budgets are
+    /// mixed, else none.
+    pub fn class(&self, index: u64) -> Option<&'static str> {
+        class_of(self.criticality, &self.budgets, index)
+    }
+}
+
+/// See [`LoadPlan::class`].
+pub(crate) fn class_of(
+    criticality: Option<CriticalitySplit>,
+    budgets: &BudgetDistribution,
+    index: u64,
+) -> Option<&'static str> {
+    match criticality {
+        Some(split) => Some(split.class(index)),
+        None => budgets.class(index).map(|c| c.as_str()),
+    }
 }
 
 /// Where a run reads the partner's counters from.
@@ -55,6 +114,9 @@ pub enum RunError {
     /// A URL that is not loopback.
     #[error(transparent)]
     NotLoopback(#[from] NotLoopback),
+    /// A scenario's own load is out of range (a rate over the cap).
+    #[error("the scenario's load")]
+    Spec(#[from] SpecError),
 }
 
 /// What one run is called and sends.
@@ -95,7 +157,8 @@ pub async fn run_load(
     reset(&partner, &http).await?;
     let client = LoadClient::new(ClientConfig {
         target,
-        budget: plan.budget,
+        budgets: plan.budgets,
+        criticality: plan.criticality,
         patience: plan.patience,
         id_prefix: format!("lt-{}-{}", label.scenario, label.mode),
         id_group: label.id_group,
@@ -105,18 +168,21 @@ pub async fn run_load(
         mode: label.mode.clone(),
         description: label.description,
         spec: plan.spec.clone(),
-        budget: plan.budget,
+        budgets: plan.budgets,
         patience: plan.patience,
         load_average: load_average(),
     };
     let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
-    let mut recorder = Recorder::new();
+    let mut recorder = Recorder::for_spec(&plan.spec);
     let totals = run_open_loop(
         &plan.spec,
         &bar,
         |scheduled| client.send(scheduled),
         |scheduled, sample: Option<Sample>| {
-            let sample = sample.unwrap_or_else(|| Sample::not_sent(scheduled, plan.budget));
+            let sample = sample.unwrap_or_else(|| Sample {
+                class: plan.class(scheduled.index),
+                ..Sample::not_sent(scheduled, plan.budgets.budget(scheduled.index))
+            });
             recorder.record(&sample);
         },
     )
@@ -127,8 +193,9 @@ pub async fn run_load(
     Ok(recorder.finish(info, totals, stats.as_ref()))
 }
 
-/// Runs scenario `name` once per mode of `modes`, back to back, each
-/// against a fresh checkout and edge.
+/// Runs scenario `name` once per mode of `modes` (budget, naive, peer),
+/// back to back, each against a fresh checkout (or peer checkout) and
+/// edge.
 ///
 /// # Errors
 ///
@@ -137,23 +204,27 @@ pub async fn run_scenario(
     name: ScenarioName,
     settings: &ChainSettings,
     plan: &LoadPlan,
-    modes: &[BudgetMode],
+    modes: &[ChainMode],
     partners: &Partners,
 ) -> Result<Vec<RunReport>, RunError> {
     let scenario = Scenario::new(name, settings);
+    let plan = &scenario.plan(plan)?;
     let mut reports = Vec::new();
     for &mode in modes {
         let chain = Chain::start(&scenario, settings, mode, partners).await?;
         let target = LoopbackUrl::parse(&chain.url)?;
         let label = RunLabel {
             scenario: name.as_str().to_owned(),
-            mode: mode_name(mode).to_owned(),
+            mode: mode.as_str().to_owned(),
             description: scenario.description.clone(),
             id_group: scenario.id_group,
         };
         let report = run_load(plan, target, label, PartnerStats::InProcess(&partners.main)).await;
+        let middle = chain.middle.as_ref().map(|m| m.stats());
         chain.stop().await;
-        reports.push(report?);
+        let mut report = report?;
+        report.middle = middle;
+        reports.push(report);
     }
     Ok(reports)
 }

@@ -23,11 +23,15 @@
 //!
 //! In budget mode a call waits for its permit only until what is left of
 //! its budget reaches the dependency's floor (`budget_core`'s client), and
-//! is not made at all below it. The floors are set from a latency
-//! objective per dependency ([`ChainSettings::inventory_floor`] and
-//! [`ChainSettings::pricing_floor`]): checkout does not start a required
-//! call with less time than it and the required calls after it may take.
-//! Recommendations keeps checkout's default floor of 1 s. With budget mode
+//! is not made at all below it. By default the load test sets **no
+//! floor**: inventory and pricing run with checkout's own default
+//! configuration, as a service deployed without hand tuning would. The
+//! hand-sized floors of earlier runs remain as a comparison row
+//! (`--inventory-floor 900ms --pricing-floor 600ms`,
+//! [`ChainSettings::inventory_floor`] and [`ChainSettings::pricing_floor`]:
+//! a latency objective per dependency, so that checkout does not start a
+//! required call with less time than it and the required calls after it
+//! may take). Recommendations keeps checkout's default floor of 1 s. With budget mode
 //! off, floors are ignored and every wait and attempt has the usual fixed
 //! 30 s timeout.
 //!
@@ -41,6 +45,10 @@
 //! | `rate-limit` | 1 request in 10 meets a pricing `429` with `Retry-After: 5` |
 //! | `pricing-flaky` | 1 request in 2 meets a pricing `503` on its first attempt; a retry succeeds |
 //! | `recs-slow` | recommendations `slowdown` times slower |
+//! | `criticality` | healthy, but offered **2x the capacity** (`--rate` overrides it); 30 % of requests (spread evenly by index, [`CriticalitySplit`]) carry `request-criticality: critical`, the rest none; reported per class |
+//! | `ramp` | healthy; offered load 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity ([`RAMP_FACTORS`]), 10 s per step; `--duration` is split evenly over the six steps, and a given `--rate` stands for the capacity ([`ramp_steps`]); reported per step and per second |
+//! | `deep` | as `slow`, with a fourth hop: checkout's three URLs point at [`Middle`] (`/inventory?...` and so on), which calls the partner's same path with the same query: budget-aware in budget mode, fixed timeouts in naive mode, plain tower in peer mode |
+//! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
 //! and path (attempt N of an id gets entry N, the last repeats), so the
@@ -62,9 +70,76 @@ use slow_partner::{Mode, PartnerConfig, PartnerHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::budgets::BudgetDistribution;
+use crate::criticality::CriticalitySplit;
+use crate::generator::{LoadSpec, RateStep, SpecError};
+use crate::middle::Middle;
+use crate::peer::{PeerCheckout, PeerConfig};
+use crate::run::LoadPlan;
+
 /// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
 /// any budget here, and within the 10 s a fixed-timeout client honours.
 pub const RATE_LIMIT_RETRY_AFTER_S: u64 = 5;
+
+/// The share of critical requests in the `criticality` scenario, percent.
+pub const CRITICAL_PERCENT: u8 = 30;
+
+/// The `ramp` scenario's steps, as multiples of the healthy capacity.
+pub const RAMP_FACTORS: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 1.0, 0.5];
+
+/// How long each step of the `ramp` scenario lasts when `--duration` is
+/// not given.
+pub const RAMP_STEP: Duration = Duration::from_secs(10);
+
+/// The ramp's steps: `factors` times `capacity` (or times the plan's rate,
+/// when it was asked for), each [`RAMP_STEP`] long (or an equal share of
+/// the plan's duration, when it was asked for).
+///
+/// # Errors
+///
+/// A step's rate over the generator's cap.
+///
+/// ```
+/// use std::time::Duration;
+/// use load_tests::client::Patience;
+/// use load_tests::generator::LoadSpec;
+/// use load_tests::run::LoadPlan;
+/// use load_tests::scenario::{RAMP_FACTORS, ramp_steps};
+///
+/// let base = LoadPlan::fixed(LoadSpec::new(128.0, Duration::from_secs(20)).unwrap(),
+///     Duration::from_secs(2), Patience::Budget);
+/// let steps = ramp_steps(&RAMP_FACTORS, 160.0, &base).unwrap();
+/// assert_eq!(steps.iter().map(|s| s.rate).collect::<Vec<_>>(), [80.0, 160.0, 320.0, 640.0, 160.0, 80.0]);
+/// assert!(steps.iter().all(|s| s.duration == Duration::from_secs(10)));
+/// ```
+pub fn ramp_steps(
+    factors: &[f64],
+    capacity: f64,
+    base: &LoadPlan,
+) -> Result<Vec<RateStep>, SpecError> {
+    let reference = if base.rate_given {
+        base.spec.rate()
+    } else {
+        capacity
+    };
+    let step = if base.duration_given {
+        base.spec.duration() / factors.len().max(1) as u32
+    } else {
+        RAMP_STEP
+    };
+    factors
+        .iter()
+        .map(|&f| {
+            let rate = f * reference;
+            LoadSpec::new(rate, step)?;
+            Ok(RateStep {
+                rate,
+                duration: step,
+                factor: Some(f),
+            })
+        })
+        .collect()
+}
 
 /// Inventory's connect cap in every scenario (as in the chain demo).
 pub const INVENTORY_CONNECT_CAP: Duration = Duration::from_millis(300);
@@ -85,17 +160,32 @@ pub enum ScenarioName {
     PricingFlaky,
     /// Recommendations is `slowdown` times slower.
     RecsSlow,
+    /// The `slow` partner; half the callers give 200-600 ms, half 1-2 s.
+    MixedBudgets,
+    /// The healthy partner at twice the capacity; 30 % of requests are
+    /// critical.
+    Criticality,
+    /// The healthy partner under 0.5x, 1x, 2x, 4x, 1x, 0.5x of the
+    /// capacity, one step after the other.
+    Ramp,
+    /// Four hops, edge -> checkout -> middle -> partner, under the slow
+    /// partner.
+    Deep,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 6] = [
+    pub const ALL: [ScenarioName; 10] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
         ScenarioName::RateLimit,
         ScenarioName::PricingFlaky,
         ScenarioName::RecsSlow,
+        ScenarioName::MixedBudgets,
+        ScenarioName::Criticality,
+        ScenarioName::Ramp,
+        ScenarioName::Deep,
     ];
 
     /// The name as on the command line.
@@ -107,6 +197,58 @@ impl ScenarioName {
             ScenarioName::RateLimit => "rate-limit",
             ScenarioName::PricingFlaky => "pricing-flaky",
             ScenarioName::RecsSlow => "recs-slow",
+            ScenarioName::MixedBudgets => "mixed-budgets",
+            ScenarioName::Criticality => "criticality",
+            ScenarioName::Ramp => "ramp",
+            ScenarioName::Deep => "deep",
+        }
+    }
+}
+
+/// How a run's chain is built: the three modes every scenario compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ChainMode {
+    /// Budget mode on in edge and checkout ([`BudgetMode::On`]).
+    Budget,
+    /// Budget mode off: generous fixed timeouts ([`BudgetMode::Off`]).
+    Naive,
+    /// Edge in budget mode with its default config, checkout swapped for
+    /// [`PeerCheckout`](crate::peer::PeerCheckout): plain tower, no budget.
+    Peer,
+}
+
+impl ChainMode {
+    /// The three, in the order they run.
+    pub const ALL: [ChainMode; 3] = [ChainMode::Budget, ChainMode::Naive, ChainMode::Peer];
+
+    /// `budget`, `naive` or `peer`: the report's `mode`.
+    ///
+    /// ```
+    /// assert_eq!(load_tests::scenario::ChainMode::Peer.as_str(), "peer");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainMode::Budget => "budget",
+            ChainMode::Naive => "naive",
+            ChainMode::Peer => "peer",
+        }
+    }
+
+    /// The budget mode of edge (and of checkout, where it runs).
+    pub fn budget_mode(self) -> BudgetMode {
+        match self {
+            ChainMode::Budget | ChainMode::Peer => BudgetMode::On,
+            ChainMode::Naive => BudgetMode::Off,
+        }
+    }
+}
+
+impl From<BudgetMode> for ChainMode {
+    fn from(mode: BudgetMode) -> Self {
+        match mode {
+            BudgetMode::On => ChainMode::Budget,
+            BudgetMode::Off => ChainMode::Naive,
         }
     }
 }
@@ -154,13 +296,18 @@ pub struct ChainSettings {
     pub concurrency: usize,
     /// How much slower `slow` and `recs-slow` make the partner (10).
     pub slowdown: u64,
-    /// Inventory's floor in budget mode: its latency objective (300 ms)
-    /// plus pricing's (600 ms), the required call after it.
-    #[serde(with = "crate::report::millis")]
-    pub inventory_floor: Duration,
-    /// Pricing's floor in budget mode: its latency objective (600 ms).
-    #[serde(with = "crate::report::millis")]
-    pub pricing_floor: Duration,
+    /// Inventory's floor in budget mode; `None` (the default): none set by
+    /// the load test, checkout's own default configuration applies. The
+    /// hand-sized comparison row used 900 ms: inventory's latency
+    /// objective (300 ms) plus pricing's (600 ms), the required call after
+    /// it.
+    #[serde(default, with = "crate::report::opt_millis")]
+    pub inventory_floor: Option<Duration>,
+    /// Pricing's floor in budget mode; `None` (the default): checkout's own
+    /// default. The hand-sized comparison row used 600 ms, its latency
+    /// objective.
+    #[serde(default, with = "crate::report::opt_millis")]
+    pub pricing_floor: Option<Duration>,
     /// How long checkout's and edge's clients keep an idle pooled
     /// connection; `None`: the services' default (90 s). The soak sets it
     /// short, so that "no connection left open" can be checked between
@@ -174,8 +321,8 @@ impl Default for ChainSettings {
         Self {
             concurrency: 8,
             slowdown: 10,
-            inventory_floor: Duration::from_millis(900),
-            pricing_floor: Duration::from_millis(600),
+            inventory_floor: None,
+            pricing_floor: None,
             pool_idle_timeout: None,
         }
     }
@@ -198,7 +345,7 @@ impl ChainSettings {
 }
 
 /// One scenario, ready to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
     /// Its name.
     pub name: ScenarioName,
@@ -214,9 +361,67 @@ pub struct Scenario {
     pub blackholed_inventory: bool,
     /// Consecutive requests sharing one `x-request-id`.
     pub id_group: u64,
+    /// The budgets of its requests; `None`: the plan's (`--budget`).
+    pub budgets: Option<BudgetDistribution>,
+    /// Which requests carry `request-criticality: critical`.
+    pub criticality: Option<CriticalitySplit>,
+    /// Its own offered load, requests per second (`criticality`: twice
+    /// the capacity), unless the plan's rate was asked for; `None`: the
+    /// plan's.
+    pub rate: Option<f64>,
+    /// The `ramp` scenario's steps, as multiples of the capacity (or of
+    /// the plan's rate, when it was asked for).
+    pub ramp: Option<Vec<f64>>,
+    /// The chain's healthy capacity ([`ChainSettings::capacity`]).
+    pub capacity: f64,
+    /// A [`Middle`] hop between checkout and the partner (`deep`).
+    pub deep: bool,
 }
 
 impl Scenario {
+    /// The load of this scenario: `base` with the scenario's own budgets,
+    /// criticality and, unless `base` says its rate was asked for, rate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::budgets::BudgetDistribution;
+    /// use load_tests::client::Patience;
+    /// use load_tests::generator::LoadSpec;
+    /// use load_tests::run::LoadPlan;
+    /// use load_tests::scenario::{ChainSettings, Scenario, ScenarioName};
+    ///
+    /// let base = LoadPlan::fixed(LoadSpec::new(50.0, Duration::from_secs(2)).unwrap(),
+    ///     Duration::from_secs(2), Patience::Budget);
+    /// let s = Scenario::new(ScenarioName::MixedBudgets, &ChainSettings::default());
+    /// assert_eq!(s.plan(&base).unwrap().budgets, BudgetDistribution::mixed_default());
+    /// let s = Scenario::new(ScenarioName::Criticality, &ChainSettings::default());
+    /// assert_eq!(s.plan(&base).unwrap().spec.rate(), 320.0);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The scenario's own rate over the generator's cap.
+    pub fn plan(&self, base: &LoadPlan) -> Result<LoadPlan, SpecError> {
+        let mut plan = base.clone();
+        if let Some(b) = self.budgets {
+            plan.budgets = b;
+        }
+        if self.criticality.is_some() {
+            plan.criticality = self.criticality;
+        }
+        if let Some(rate) = self.rate
+            && !base.rate_given
+        {
+            plan.spec = plan.spec.with_rate(rate)?;
+        }
+        if let Some(factors) = &self.ramp {
+            plan.spec = plan
+                .spec
+                .with_steps(ramp_steps(factors, self.capacity, base)?)?;
+        }
+        Ok(plan)
+    }
+
     /// The scenario `name` under `settings`.
     ///
     /// ```
@@ -235,6 +440,12 @@ impl Scenario {
             recommendations: RECOMMENDATIONS.query(1),
             blackholed_inventory: false,
             id_group: 1,
+            budgets: None,
+            criticality: None,
+            rate: None,
+            ramp: None,
+            capacity: settings.capacity(),
+            deep: false,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -268,6 +479,47 @@ impl Scenario {
             ScenarioName::RecsSlow => {
                 s.description = format!("recommendations {f}x slower");
                 s.recommendations = RECOMMENDATIONS.query(f);
+            }
+            ScenarioName::MixedBudgets => {
+                let budgets = BudgetDistribution::mixed_default();
+                s.description =
+                    format!("partner {f}x slower on every path; {}", budgets.describe());
+                s.inventory = INVENTORY.query(f);
+                s.pricing = PRICING.query(f);
+                s.recommendations = RECOMMENDATIONS.query(f);
+                s.budgets = Some(budgets);
+            }
+            ScenarioName::Criticality => {
+                let capacity = settings.capacity();
+                s.description = format!(
+                    "healthy partner at 2x capacity ({:.0} req/s); {} % of requests carry \
+                     request-criticality: critical",
+                    2.0 * capacity,
+                    CRITICAL_PERCENT
+                );
+                s.criticality = CriticalitySplit::new(CRITICAL_PERCENT);
+                s.rate = Some(2.0 * capacity);
+            }
+            ScenarioName::Ramp => {
+                s.description = format!(
+                    "healthy partner; offered load {} of capacity ({:.0} req/s)",
+                    RAMP_FACTORS
+                        .iter()
+                        .map(|f| format!("{f}x"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    settings.capacity()
+                );
+                s.ramp = Some(RAMP_FACTORS.to_vec());
+            }
+            ScenarioName::Deep => {
+                s.description = format!(
+                    "four hops (edge, checkout, middle, partner); partner {f}x slower on every path"
+                );
+                s.inventory = INVENTORY.query(f);
+                s.pricing = PRICING.query(f);
+                s.recommendations = RECOMMENDATIONS.query(f);
+                s.deep = true;
             }
         }
         s
@@ -341,11 +593,13 @@ fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
-/// A running checkout and edge.
+/// A running checkout and edge (and middle, for `deep`).
 #[derive(Debug)]
 pub struct Chain {
     /// Edge's `/checkout` URL.
     pub url: String,
+    /// The middle hop, for the `deep` scenario.
+    pub middle: Option<Middle>,
     stops: Vec<oneshot::Sender<()>>,
     servers: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -400,12 +654,9 @@ pub fn checkout_config(
         .main
         .url(&format!("/recommendations?{}", scenario.recommendations));
     c.inventory.connect_cap = Some(INVENTORY_CONNECT_CAP);
-    c.inventory.floor = Some(budget_core::floor::FloorConfig::fixed(
-        settings.inventory_floor,
-    ));
-    c.pricing.floor = Some(budget_core::floor::FloorConfig::fixed(
-        settings.pricing_floor,
-    ));
+    // `None` leaves checkout's own default (a learned floor, CheckoutConfig's docs).
+    c.inventory.floor = settings.inventory_floor.map(budget_core::floor::FloorConfig::fixed);
+    c.pricing.floor = settings.pricing_floor.map(budget_core::floor::FloorConfig::fixed);
     for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
         dep.concurrency = Some(settings.concurrency.into());
         dep.pool_idle_timeout = settings.pool_idle_timeout;
@@ -413,8 +664,21 @@ pub fn checkout_config(
     Ok(c)
 }
 
+/// The peer checkout of a chain: checkout's URLs, the chain's
+/// concurrency, the defaults of [`PeerConfig`] otherwise.
+pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerConfig {
+    let mut peer = PeerConfig::new(loopback());
+    peer.inventory_url = checkout.inventory_url.clone();
+    peer.pricing_url = checkout.pricing_url.clone();
+    peer.recommendations_url = checkout.recommendations_url.clone();
+    peer.concurrency = settings.concurrency;
+    peer.pool_idle_timeout = settings.pool_idle_timeout;
+    peer
+}
+
 impl Chain {
-    /// Starts checkout and edge for `scenario` in `mode`.
+    /// Starts checkout (or, in [`ChainMode::Peer`], the peer checkout) and
+    /// edge for `scenario` in `mode`.
     ///
     /// # Errors
     ///
@@ -422,22 +686,52 @@ impl Chain {
     pub async fn start(
         scenario: &Scenario,
         settings: &ChainSettings,
-        mode: BudgetMode,
+        mode: ChainMode,
         partners: &Partners,
     ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
-        let checkout = checkout_config(scenario, settings, mode, partners)?;
+        let mut checkout = checkout_config(scenario, settings, mode.budget_mode(), partners)?;
+        let middle = if scenario.deep {
+            let (stop, stopped) = oneshot::channel::<()>();
+            let middle = Middle::spawn(
+                mode,
+                &partners.main.url(""),
+                settings.pool_idle_timeout,
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+            .map_err(|e| ChainError::new("middle", e))?;
+            stops.push(stop);
+            let base = middle.url();
+            checkout.inventory_url = format!("{base}/inventory?{}", scenario.inventory);
+            checkout.pricing_url = format!("{base}/pricing?{}", scenario.pricing);
+            checkout.recommendations_url =
+                format!("{base}/recommendations?{}", scenario.recommendations);
+            Some(middle)
+        } else {
+            None
+        };
         let (stop, stopped) = oneshot::channel::<()>();
-        let (checkout_addr, server) = checkout::spawn(&checkout, async move {
+        let stopped = async move {
             let _ = stopped.await;
-        })
-        .await
-        .map_err(|e| ChainError::new("checkout", e))?;
+        };
+        let (checkout_addr, server) = if mode == ChainMode::Peer {
+            let peer = peer_config(&checkout, settings);
+            PeerCheckout::spawn(&peer, stopped)
+                .await
+                .map_err(|e| ChainError::new("peer checkout", e))?
+        } else {
+            checkout::spawn(&checkout, stopped)
+                .await
+                .map_err(|e| ChainError::new("checkout", e))?
+        };
         stops.push(stop);
         servers.push(server);
         let mut edge = EdgeConfig::new(loopback(), format!("http://{checkout_addr}"));
-        edge.budget_mode = mode;
+        edge.budget_mode = mode.budget_mode();
         edge.checkout.pool_idle_timeout = settings.pool_idle_timeout;
         let (stop, stopped) = oneshot::channel::<()>();
         let (edge_addr, server) = edge::spawn(&edge, async move {
@@ -449,6 +743,7 @@ impl Chain {
         servers.push(server);
         Ok(Self {
             url: format!("http://{edge_addr}/checkout"),
+            middle,
             stops,
             servers,
         })
@@ -459,7 +754,9 @@ impl Chain {
         for stop in self.stops {
             let _ = stop.send(());
         }
-        for mut server in self.servers {
+        let mut servers = self.servers;
+        servers.extend(self.middle.map(|m| m.server));
+        for mut server in servers {
             if tokio::time::timeout(Duration::from_secs(2), &mut server)
                 .await
                 .is_err()
@@ -480,6 +777,61 @@ mod tests {
         assert_eq!(s.capacity(), 160.0);
         s.concurrency = 4;
         assert_eq!(s.capacity(), 80.0);
+    }
+
+    #[test]
+    fn the_ramp_schedule_follows_the_capacity_or_the_asked_rate_and_duration() {
+        let settings = ChainSettings::default();
+        let ramp = Scenario::new(ScenarioName::Ramp, &settings);
+        let spec = LoadSpec::new(128.0, Duration::from_secs(20)).unwrap();
+        let base = LoadPlan::fixed(
+            spec,
+            Duration::from_secs(2),
+            crate::client::Patience::Budget,
+        );
+        let plan = ramp.plan(&base).unwrap();
+        let rates: Vec<f64> = plan.spec.steps().iter().map(|s| s.rate).collect();
+        assert_eq!(rates, [80.0, 160.0, 320.0, 640.0, 160.0, 80.0]);
+        assert_eq!(plan.spec.duration(), Duration::from_secs(60));
+        // 10 s of each: 800 + 1600 + 3200 + 6400 + 1600 + 800.
+        assert_eq!(plan.spec.expected_requests(), 14_400);
+        let factors: Vec<Option<f64>> = plan.spec.steps().iter().map(|s| s.factor).collect();
+        assert_eq!(factors, RAMP_FACTORS.map(Some));
+        // --rate 10 --duration 3s: 0.5 s steps of 5 to 40 req/s.
+        let asked = LoadPlan {
+            rate_given: true,
+            duration_given: true,
+            ..LoadPlan::fixed(
+                LoadSpec::new(10.0, Duration::from_secs(3)).unwrap(),
+                Duration::from_secs(2),
+                crate::client::Patience::Budget,
+            )
+        };
+        let plan = ramp.plan(&asked).unwrap();
+        let steps = plan.spec.steps();
+        assert!(
+            steps
+                .iter()
+                .all(|s| s.duration == Duration::from_millis(500))
+        );
+        assert_eq!(
+            steps.iter().map(|s| s.rate).collect::<Vec<_>>(),
+            [5.0, 10.0, 20.0, 40.0, 10.0, 5.0]
+        );
+        assert_eq!(plan.spec.expected_requests(), 3 + 5 + 10 + 20 + 5 + 3);
+        // The criticality scenario's own rate, unless one was asked for.
+        let crit = Scenario::new(ScenarioName::Criticality, &settings);
+        assert_eq!(crit.plan(&base).unwrap().spec.rate(), 320.0);
+        assert_eq!(crit.plan(&asked).unwrap().spec.rate(), 10.0);
+        assert_eq!(crit.plan(&base).unwrap().criticality.unwrap().percent(), 30);
+        assert!(
+            Scenario::new(ScenarioName::Healthy, &settings)
+                .plan(&base)
+                .unwrap()
+                .spec
+                .steps()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -239,7 +239,7 @@ pub async fn run_soak(plan: &SoakPlan) -> Result<SoakReport, SoakError> {
         ..ChainSettings::default()
     };
     let scenario = Scenario::new(ScenarioName::Healthy, &settings);
-    let chain = match Chain::start(&scenario, &settings, plan.budget_mode, &partners).await {
+    let chain = match Chain::start(&scenario, &settings, plan.budget_mode.into(), &partners).await {
         Ok(chain) => chain,
         Err(e) => {
             partners.shutdown().await;
@@ -284,10 +284,12 @@ async fn soak_chain(
     let target = LoopbackUrl::parse(&chain.url).map_err(RunError::from)?;
     let load = |duration: Duration| -> Result<LoadPlan, SoakError> {
         Ok(LoadPlan {
-            spec: LoadSpec::new(plan.rate, duration)?,
-            budget: plan.budget,
-            patience: Patience::Fixed(SOAK_PATIENCE),
             progress: plan.progress,
+            ..LoadPlan::fixed(
+                LoadSpec::new(plan.rate, duration)?,
+                plan.budget,
+                Patience::Fixed(SOAK_PATIENCE),
+            )
         })
     };
     let label = |mode: String, description: String| RunLabel {

@@ -1,5 +1,6 @@
-//! The smoke test: one short scenario in both modes through the real chain
-//! (slow partner, checkout, edge on 127.0.0.1), 20 req/s for 2 s. Full load
+//! The smoke tests: short scenarios in every mode through the real chain
+//! (slow partner, checkout or the peer checkout, edge on 127.0.0.1), at
+//! most 50 req/s for a second or two. Full load
 //! runs are not part of the test suite; BENCHMARKS.md has their commands.
 
 use std::time::Duration;
@@ -9,7 +10,7 @@ use load_tests::cli::{Args, Invocation, execute, markdown, write_json};
 use load_tests::plot::write_svg;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() {
+async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_json() {
     let args = Args::try_parse_from([
         "load-tests",
         "--scenario",
@@ -32,10 +33,10 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
         .expect("the run stops by itself")
         .expect("the run works");
 
-    assert_eq!(reports.len(), 2);
+    assert_eq!(reports.len(), 3);
     assert_eq!(
         reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
-        ["budget", "naive"]
+        ["budget", "naive", "peer"]
     );
     for r in &reports {
         assert_eq!(r.scenario, "healthy");
@@ -98,6 +99,10 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     );
     assert_eq!(on.with_budget, on.requests);
     assert_eq!(off.with_budget, 0);
+    // The peer forwards no budget either, though edge (budget mode) gave
+    // it one.
+    assert_eq!(reports[2].partner.as_ref().unwrap().with_budget, 0);
+    assert!(reports[2].steps.iter().any(|s| s.name == "budget"));
 
     let md = markdown(&invocation, "load-tests --scenario healthy", &reports);
     assert!(md.contains("### healthy"), "{md}");
@@ -107,6 +112,7 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     );
     assert!(md.contains("Budget table, budget mode"), "{md}");
     assert!(md.contains("Budget table, naive mode"), "{md}");
+    assert!(md.contains(" peer mode |"), "{md}");
     assert!(md.contains("| checkout.pricing"), "{md}");
 
     let dir = std::env::temp_dir().join(format!("load-tests-smoke-{}", std::process::id()));
@@ -122,7 +128,8 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[2]["mode"], "peer");
     assert_eq!(
         runs[0]["outcomes"]["ok"].as_u64().unwrap()
             + runs[0]["outcomes"]["degraded"].as_u64().unwrap()
@@ -142,4 +149,157 @@ async fn smoke_healthy_in_both_modes_gives_tables_counts_that_add_up_and_json() 
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `args` (after the program name) to the end, bounded.
+async fn run_scenarios(args: &[&str]) -> (Invocation, Vec<load_tests::report::RunReport>) {
+    let mut full = vec!["load-tests", "--no-progress"];
+    full.extend_from_slice(args);
+    let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
+    let reports = tokio::time::timeout(Duration::from_secs(120), execute(&invocation))
+        .await
+        .expect("the run stops by itself")
+        .expect("the run works");
+    (invocation, reports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_mixed_budgets_and_criticality_report_their_classes_in_every_mode() {
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "mixed-budgets,criticality",
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+        "--slowdown",
+        "2",
+    ])
+    .await;
+    assert_eq!(reports.len(), 6);
+    for r in &reports {
+        let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.classes);
+        assert_eq!(r.scheduled, 20, "{what}");
+        assert_eq!(r.outcomes.total(), 20, "{what}");
+        assert_eq!(
+            r.classes.iter().map(|c| c.scheduled).sum::<u64>(),
+            20,
+            "{what}"
+        );
+        assert!(r.late_answers <= r.sent, "{what}");
+        for c in &r.classes {
+            assert!(c.good <= c.success && c.success <= c.scheduled, "{what}");
+        }
+        let names: Vec<&str> = r.classes.iter().map(|c| c.class.as_str()).collect();
+        match r.scenario.as_str() {
+            "mixed-budgets" => {
+                assert_eq!(names, ["long-budget", "short-budget"], "{what}");
+                assert_eq!(r.budget_ms, 2000);
+            }
+            "criticality" => {
+                assert_eq!(names, ["critical", "rest"], "{what}");
+                // 30 % of 20, exactly.
+                assert_eq!(r.classes[0].scheduled, 6, "{what}");
+                assert_eq!(r.rate_per_s, 20.0, "--rate overrides 2x capacity");
+            }
+            other => panic!("{other}"),
+        }
+    }
+    let md = markdown(
+        &invocation,
+        "load-tests --scenario mixed-budgets,criticality",
+        &reports,
+    );
+    assert!(md.contains("### mixed-budgets"), "{md}");
+    assert!(
+        md.contains("| critical: 2xx (success rate) / good, of requests"),
+        "{md}"
+    );
+    assert!(
+        md.contains("answers after the request's own budget (client side)"),
+        "{md}"
+    );
+    assert!(md.contains(" peer mode |"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() {
+    // --rate stands for the capacity: steps of 5 to 40 req/s, 0.5 s each.
+    let (invocation, reports) =
+        run_scenarios(&["--scenario", "ramp", "--rate", "10", "--duration", "3s"]).await;
+    assert_eq!(reports.len(), 3);
+    for r in &reports {
+        let ramp = r.ramp.as_ref().expect("a ramp report");
+        let due: Vec<u64> = ramp.steps.iter().map(|s| s.due).collect();
+        assert_eq!(due, [3, 5, 10, 20, 5, 3], "{} mode", r.mode);
+        assert_eq!(r.scheduled, 46);
+        assert_eq!(ramp.series.second.len(), 3, "{} mode", r.mode);
+        assert_eq!(ramp.series.offered_per_s.iter().sum::<u64>(), 46);
+        assert_eq!(ramp.series.goodput_per_s.iter().sum::<u64>(), r.good);
+        // Healthy and far below capacity: nearly all good, every step.
+        assert!(r.good >= 44, "{} mode: {:?}", r.mode, r.outcomes);
+        assert!(ramp.series.services.learned_floor_ms.is_none());
+    }
+    let md = markdown(&invocation, "load-tests --scenario ramp", &reports);
+    assert!(md.contains("Per step of the ramp"), "{md}");
+    let dir = std::env::temp_dir().join(format!("load-tests-ramp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg_path = dir.join("ramp.svg");
+    write_svg(&svg_path, &reports).unwrap();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(
+        svg.contains("offered load"),
+        "the ramp panel has the offered load"
+    );
+    let json_path = dir.join("ramp.json");
+    write_json(
+        &json_path,
+        &invocation,
+        "load-tests --scenario ramp",
+        &reports,
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(
+        json["runs"][2]["ramp"]["steps"].as_array().unwrap().len(),
+        6
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode() {
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "deep",
+        "--rate",
+        "10",
+        "--duration",
+        "1s",
+        "--slowdown",
+        "2",
+    ])
+    .await;
+    assert_eq!(reports.len(), 3);
+    for r in &reports {
+        let what = format!("{} mode: {:?} {:?}", r.mode, r.middle, r.outcomes);
+        let middle = r.middle.expect("middle's counters");
+        let partner = r.partner.as_ref().unwrap();
+        assert_eq!(r.scheduled, 10, "{what}");
+        assert!(r.good >= 9, "{what}");
+        // Every partner call went through middle, one each.
+        assert_eq!(middle.requests, partner.requests, "{what}");
+        assert!(middle.requests >= 3 * r.good, "{what}");
+        assert_eq!(middle.late, 0, "{what}");
+        if r.mode == "budget" {
+            assert_eq!(middle.with_budget, middle.requests, "{what}");
+            assert_eq!(partner.with_budget, partner.requests, "{what}");
+        } else {
+            assert_eq!((middle.with_budget, partner.with_budget), (0, 0), "{what}");
+        }
+    }
+    let md = markdown(&invocation, "load-tests --scenario deep", &reports);
+    assert!(md.contains("| middle: requests / with a budget"), "{md}");
+    assert!(md.contains("not measured (no budget arrives)"), "{md}");
 }
