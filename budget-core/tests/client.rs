@@ -756,6 +756,36 @@ async fn front(dependency: BudgetClient) -> String {
     format!("http://{addr}/")
 }
 
+/// CONTRACT section 3, criticality: read at ingress, forwarded on every
+/// downstream call; absent or unknown is `default`.
+#[tokio::test]
+async fn the_request_criticality_is_read_at_ingress_and_forwarded() {
+    bounded(async {
+        let partner = Partner::start(vec![Answer::status(200)]).await;
+        let url = front(
+            dep("inventory", &partner.url("/inventory"))
+                .build()
+                .unwrap(),
+        )
+        .await;
+        let http = reqwest::Client::new();
+        for sent in [Some("Critical"), Some("sheddable"), None, Some("urgent")] {
+            let mut req = http.get(&url).header("request-budget-ms", "1000");
+            if let Some(value) = sent {
+                req = req.header("request-criticality", value);
+            }
+            assert_eq!(req.send().await.unwrap().status(), 200);
+        }
+        let forwarded: Vec<_> = partner
+            .seen()
+            .into_iter()
+            .map(|s| s.criticality.unwrap_or_default())
+            .collect();
+        assert_eq!(forwarded, ["critical", "sheddable", "default", "default"]);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn inside_a_budget_aware_handler_the_call_spends_the_request_budget() {
     bounded(async {

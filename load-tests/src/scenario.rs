@@ -655,8 +655,12 @@ pub fn checkout_config(
         .url(&format!("/recommendations?{}", scenario.recommendations));
     c.inventory.connect_cap = Some(INVENTORY_CONNECT_CAP);
     // `None` leaves checkout's own default (a learned floor, CheckoutConfig's docs).
-    c.inventory.floor = settings.inventory_floor.map(budget_core::floor::FloorConfig::fixed);
-    c.pricing.floor = settings.pricing_floor.map(budget_core::floor::FloorConfig::fixed);
+    c.inventory.floor = settings
+        .inventory_floor
+        .map(budget_core::floor::FloorConfig::fixed);
+    c.pricing.floor = settings
+        .pricing_floor
+        .map(budget_core::floor::FloorConfig::fixed);
     for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
         dep.concurrency = Some(settings.concurrency.into());
         dep.pool_idle_timeout = settings.pool_idle_timeout;

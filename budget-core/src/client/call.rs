@@ -210,8 +210,11 @@ where
         let decision = settings
             .policy
             .decide(&input, retry_budget, &mut rand::rng());
-        if matches!(decision, Decision::Stop(StopReason::Succeeded)) {
-            // Rule 10: a learned floor learns from successful attempts.
+        if matches!(decision, Decision::Stop(StopReason::Succeeded))
+            || outcome == Outcome::Transport(TransportKind::Timeout)
+        {
+            // Rule 10: a learned floor learns from successful attempts,
+            // and from timed-out ones (their latency is at least `took`).
             settings.floor.observe(took);
         }
         if let Some(permits) = &settings.permits {

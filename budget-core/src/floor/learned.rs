@@ -201,7 +201,8 @@ impl LearnedFloorConfig {
 /// assert_eq!(b.to_string(), "p99 407ms x 1.5");
 /// let b = FloorBasis::Learned { quantile: 0.999, observed: Duration::from_millis(2), margin: 2.0, clamp: Some(Clamp::Min) };
 /// assert_eq!(b.to_string(), "p99.9 2ms x 2, at min");
-/// assert_eq!(FloorBasis::ColdStart { samples: 3, needed: 20 }.to_string(), "cold start: 3 of 20 samples");
+/// assert_eq!(FloorBasis::ColdStart { samples: 3, needed: 20 }.to_string(), "cold start: longest of 3 samples, 20 needed");
+/// assert_eq!(FloorBasis::ColdStart { samples: 0, needed: 20 }.to_string(), "cold start: no sample yet");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -217,7 +218,8 @@ pub enum FloorBasis {
         /// Whether `min` or `max` bounded the product.
         clamp: Option<Clamp>,
     },
-    /// Too few samples yet: the cold-start floor.
+    /// Too few samples yet: the longest sample seen, at least the
+    /// cold-start floor.
     ColdStart {
         /// Samples in the window.
         samples: u64,
@@ -252,8 +254,12 @@ impl fmt::Display for FloorBasis {
                     None => Ok(()),
                 }
             }
+            FloorBasis::ColdStart { samples: 0, .. } => f.write_str("cold start: no sample yet"),
             FloorBasis::ColdStart { samples, needed } => {
-                write!(f, "cold start: {samples} of {needed} samples")
+                write!(
+                    f,
+                    "cold start: longest of {samples} samples, {needed} needed"
+                )
             }
         }
     }
@@ -388,7 +394,8 @@ impl LearnedFloor {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records the latency of one successful attempt.
+    /// Records the latency of one attempt: a successful one, or one that
+    /// timed out (its latency is at least that long).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -467,16 +474,24 @@ impl LearnedFloor {
         let _ = scratch.add(&*current);
         let samples = scratch.len();
         if samples < self.config.min_samples {
-            // Too few recent samples: back to the cold-start floor. Keeping
-            // the last learned value would be metastable: a floor that
-            // refuses every call learns nothing new, and would refuse for
-            // ever after the partner recovered.
+            // Too few recent samples for a quantile: the longest one seen
+            // (a partner's latency is known to be at least that), at least
+            // the cold-start floor. With none in the window, the cold-start
+            // floor itself: keeping the last learned value would be
+            // metastable, as a floor that refuses every call learns
+            // nothing new and would refuse for ever after the partner
+            // recovered.
+            let longest = if samples == 0 {
+                Duration::ZERO
+            } else {
+                whole_millis(scratch.max())
+            };
             return Effective {
+                floor: Floor::new(longest.clamp(self.cold.floor.get(), self.config.max)),
                 basis: Some(FloorBasis::ColdStart {
                     samples,
                     needed: self.config.min_samples,
                 }),
-                ..self.cold
             };
         }
         let observed = whole_millis(scratch.value_at_quantile(self.config.quantile));
@@ -536,18 +551,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn rule10_cold_start_is_the_minimum_until_enough_samples() {
+    async fn rule10_until_enough_samples_the_floor_is_the_longest_seen() {
         let f = learned(x15());
-        for _ in 0..19 {
-            f.observe(ms(300));
+        assert_eq!(f.current().floor.get(), ms(5), "no sample: the minimum");
+        for _ in 0..18 {
+            f.observe(ms(100));
         }
-        settle().await;
-        let e = f.current();
-        assert_eq!(e.floor.get(), ms(5));
-        assert_eq!(e.basis.unwrap().to_string(), "cold start: 19 of 20 samples");
         f.observe(ms(300));
         settle().await;
-        assert_eq!(f.current().floor.get(), ms(450));
+        let e = f.current();
+        assert_eq!(e.floor.get(), ms(300), "the longest of too few samples");
+        assert_eq!(
+            e.basis.unwrap().to_string(),
+            "cold start: longest of 19 samples, 20 needed"
+        );
+        f.observe(ms(300));
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(450), "p99 x 1.5 from 20 on");
     }
 
     #[tokio::test(start_paused = true)]
@@ -646,7 +666,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(5)).await;
         let e = f.current();
         assert_eq!(e.floor.get(), ms(5));
-        assert_eq!(e.basis.unwrap().to_string(), "cold start: 0 of 20 samples");
+        assert_eq!(e.basis.unwrap().to_string(), "cold start: no sample yet");
     }
 
     #[tokio::test(start_paused = true)]

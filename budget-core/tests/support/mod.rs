@@ -60,6 +60,7 @@ pub struct Seen {
     pub uri: String,
     pub budget_ms: Option<u64>,
     pub grpc_timeout: Option<String>,
+    pub criticality: Option<String>,
 }
 
 /// A scripted HTTP server: request N gets answer N (the last repeats).
@@ -116,6 +117,7 @@ async fn answer(State(state): State<Arc<PartnerState>>, req: Request) -> Respons
         uri: parts.uri.to_string(),
         budget_ms: header("request-budget-ms").and_then(|v| v.parse().ok()),
         grpc_timeout: header("grpc-timeout"),
+        criticality: header("request-criticality"),
     };
     let index = {
         let mut all = state.seen.lock().unwrap();

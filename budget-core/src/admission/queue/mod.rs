@@ -44,9 +44,11 @@
 //!    interval))`, known on arrival (a tie with `give_up_at` is reported as
 //!    `StandingQueue`). When several are due at one instant they are
 //!    refused least critical class first, oldest first. The rule
-//!    holds for every class and every [`QueueOrder`]; critical waiters are
-//!    rarely old because they are served first. While not overloaded, a
-//!    waiter waits until its `give_up_at`.
+//!    holds for every [`QueueOrder`]. A `Critical` waiter's standing
+//!    target is `interval` instead of `target`: the less critical are
+//!    refused first, and a critical waiter only when critical work alone
+//!    has kept the queue standing (CONTRACT section 2 rule 11). While not
+//!    overloaded, a waiter waits until its `give_up_at`.
 //! 4. **No lost permit.** A returned permit goes to the next live waiter
 //!    (by rules 1 to 3) or back to the pool. A waiter whose `acquire` future
 //!    is dropped leaves the line; if a permit had already been handed to it,

@@ -147,7 +147,7 @@ impl State {
     pub(super) fn due(&self, ticket: &Ticket, config: &QueueConfig) -> Instant {
         let standing = ticket
             .enqueued
-            .checked_add(config.target)
+            .checked_add(standing_target(config, ticket.class))
             .zip(self.overload_starts(config))
             .map(|(old_enough, overloaded)| old_enough.max(overloaded));
         match standing {
@@ -188,7 +188,8 @@ impl State {
         }
     }
 
-    /// Refuses every waiter that has waited `target` while the queue is
+    /// Refuses every waiter that has waited its standing target (see
+    /// [`standing_target`]) while the queue is
     /// overloaded at `now`, least critical class first (oldest first
     /// within a class).
     ///
@@ -202,7 +203,7 @@ impl State {
             while let Some(front) = self.classes[class].front() {
                 let due = front
                     .enqueued
-                    .checked_add(config.target)
+                    .checked_add(standing_target(config, class))
                     .is_some_and(|at| now >= at);
                 if !due {
                     break;
@@ -253,5 +254,18 @@ impl State {
                 self.in_use -= 1;
             }
         }
+    }
+}
+
+/// How long a waiter of `class` may stand in an overloaded queue: `target`,
+/// and `interval` for critical waiters. The less critical are refused
+/// first (CONTRACT section 2 rule 11): critical waiters are served first
+/// and refused only when even they have stood a whole interval, that is
+/// when critical work alone overloads the dependency.
+fn standing_target(config: &QueueConfig, class: usize) -> std::time::Duration {
+    if class == Criticality::Critical.rank() {
+        config.interval
+    } else {
+        config.target
     }
 }

@@ -338,6 +338,36 @@ async fn a_waiter_already_past_give_up_at_is_refused_at_once_even_with_a_free_pe
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_critical_waiter_stands_an_interval_where_the_others_stand_target() {
+    let config = QueueConfig {
+        order: QueueOrder::Adaptive,
+        target: ms(5),
+        interval: ms(200),
+    };
+    let queue = PermitQueue::new(1, config).unwrap();
+    let start = Instant::now();
+    let _held = queue.try_acquire(Criticality::Default).unwrap();
+    let spawn = |criticality| {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let refusal = queue.acquire(patient(criticality)).await.unwrap_err();
+            (start.elapsed(), refusal.reason())
+        })
+    };
+    let first = spawn(Criticality::Critical); // opens the line at 0 ms
+    sleep(ms(150)).await;
+    let critical = spawn(Criticality::Critical);
+    let sheddable = spawn(Criticality::Sheddable);
+    let standing = RefusalReason::StandingQueue;
+    // Overloaded from 200 ms: the first critical has stood its interval;
+    // the sheddable one, in line since 150 ms, its target long ago.
+    assert_eq!(first.await.unwrap(), (ms(200), standing));
+    assert_eq!(sheddable.await.unwrap(), (ms(200), standing));
+    // The critical one that came with it stands a whole interval.
+    assert_eq!(critical.await.unwrap(), (ms(350), standing));
+}
+
+#[tokio::test(start_paused = true)]
 async fn standing_queue_refuses_at_target_once_overloaded_not_before() {
     let queue = queue(1, QueueOrder::Adaptive);
     let start = Instant::now();
@@ -347,7 +377,7 @@ async fn standing_queue_refuses_at_target_once_overloaded_not_before() {
         let (queue, refused_at) = (queue.clone(), Arc::clone(&refused_at));
         tokio::spawn(async move {
             let refusal = queue
-                .acquire(patient(Criticality::Critical))
+                .acquire(patient(Criticality::Default))
                 .await
                 .unwrap_err();
             refused_at
@@ -679,6 +709,22 @@ proptest! {
 /// The lock under real threads: no time passes that matters (give-up
 /// instants and the interval are far away), so this checks the counting
 /// only.
+/// One holder of a permit in the two-thread test, counted while alive.
+struct Holding(Arc<AtomicUsize>);
+
+impl Holding {
+    fn new(held: &Arc<AtomicUsize>) -> Self {
+        assert!(held.fetch_add(1, Ordering::SeqCst) < 3, "over the limit");
+        Self(Arc::clone(held))
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_threads_never_exceed_the_limit_nor_lose_a_permit() {
     const LIMIT: usize = 3;
@@ -698,11 +744,13 @@ async fn two_threads_never_exceed_the_limit_nor_lose_a_permit() {
                 let criticality = [Criticality::Sheddable, Criticality::Critical][i % 2];
                 let waiter = Waiter::new(Instant::now() + Duration::from_secs(600), criticality);
                 let permit = queue.acquire(waiter).await.unwrap();
-                assert!(held.fetch_add(1, Ordering::SeqCst) < LIMIT);
+                // Counted down on drop too: an abort while holding must
+                // not leave the count up.
+                let holding = Holding::new(&held);
                 for _ in 0..(i % 3) {
                     tokio::task::yield_now().await;
                 }
-                held.fetch_sub(1, Ordering::SeqCst);
+                drop(holding);
                 drop(permit);
             })
         })
