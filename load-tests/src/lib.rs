@@ -65,6 +65,7 @@ pub mod client;
 pub mod criticality;
 pub mod generator;
 pub mod middle;
+pub mod outage;
 pub mod peer;
 pub mod plot;
 pub mod report;
