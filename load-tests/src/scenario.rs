@@ -220,7 +220,7 @@ pub enum ChainMode {
     /// Budget mode off: generous fixed timeouts ([`BudgetMode::Off`]).
     Naive,
     /// Edge in budget mode with its default config, checkout swapped for
-    /// [`PeerCheckout`](crate::peer::PeerCheckout): plain tower, no budget.
+    /// [`PeerCheckout`]: plain tower, no budget.
     Peer,
 }
 

@@ -9,8 +9,13 @@ use clap::Parser;
 use load_tests::cli::{Args, Invocation, execute, markdown, write_json};
 use load_tests::plot::write_svg;
 
+/// One smoke run at a time: each starts its own chains and load, and the
+/// machine is shared.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_json() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let args = Args::try_parse_from([
         "load-tests",
         "--scenario",
@@ -153,6 +158,7 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
 
 /// Runs `args` (after the program name) to the end, bounded.
 async fn run_scenarios(args: &[&str]) -> (Invocation, Vec<load_tests::report::RunReport>) {
+    let _one = ONE_AT_A_TIME.lock().await;
     let mut full = vec!["load-tests", "--no-progress"];
     full.extend_from_slice(args);
     let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
