@@ -77,7 +77,7 @@ impl Modes {
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all six].
+    /// Scenarios to run, comma-separated [default: all eleven].
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
     /// Requests per second [default: 80% of the chain's capacity: 128;

@@ -17,6 +17,14 @@
 //! budget table aggregated from every answer's `Server-Timing` ledger
 //! ([`budget_table`]); as markdown, JSON and an SVG plot ([`plot`]).
 //!
+//! Beyond the partner shapes, scenarios vary the callers and the chain:
+//! `mixed-budgets` gives each request its own budget ([`budgets`]),
+//! `criticality` marks 30 % of requests critical at twice the capacity
+//! ([`criticality`]), `ramp` steps the offered load from 0.5x to 4x of the
+//! capacity ([`generator::LoadSpec::ramp`]), `deep` adds a fourth hop
+//! ([`middle`]), and `outage` fails `/pricing` for a while ([`outage`]).
+//! The list is in [`scenario`].
+//!
 //! ```text
 //! cargo run --release -p load-tests -- --scenario slow --json slow.json --svg slow.svg
 //! cargo run --release -p load-tests -- --target http://127.0.0.1:8080/checkout --rate 50 --duration 10s
@@ -65,6 +73,7 @@ pub mod client;
 pub mod criticality;
 pub mod generator;
 pub mod middle;
+pub mod outage;
 pub mod peer;
 pub mod plot;
 pub mod report;

@@ -55,6 +55,9 @@
 //!   partner, so there only the client side and "partner calls not
 //!   answered by the client's deadline" (from checkout's ledger, whose
 //!   calls in `deep` are calls to middle, one partner call each) compare.
+//! - **outage** (the `outage` scenario): pricing attempts per client
+//!   request during the outage and the time until goodput recovers, as
+//!   [`crate::outage`] defines them.
 //! - **ramp** (a run whose load has steps, the `ramp` scenario): per step
 //!   (by intended send time) its rate, the requests due, goodput (good
 //!   ones per second of the step) and p99; and the per-second series
@@ -79,6 +82,7 @@ use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
 use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
 use crate::middle::MiddleStats;
+use crate::outage::{OutageReport, RECOVERED_SHARE};
 
 /// Counts per outcome; they add up to the requests scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -380,6 +384,8 @@ pub struct RunReport {
     pub ramp: Option<RampReport>,
     /// The middle hop's own counters (`deep`); `None` without one.
     pub middle: Option<MiddleStats>,
+    /// What the chain did during the `outage` scenario's outage.
+    pub outage: Option<OutageReport>,
 }
 
 /// A second's live aggregate.
@@ -581,6 +587,7 @@ impl Recorder {
         RunReport {
             ramp,
             middle: None,
+            outage: None,
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
@@ -804,6 +811,39 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         table.add_row(row("middle: work dropped before its answer (cut)", &|r| {
             m(r, &|s| s.cut.to_string())
         }));
+    }
+    if let Some(o) = runs.iter().find_map(|r| r.outage.as_ref()) {
+        table.add_row(row(
+            &format!(
+                "outage ({} answers {} from {} to {} s): {} attempts per client request",
+                o.path, o.status, o.from_s, o.to_s, o.path
+            ),
+            &|r| {
+                r.outage.as_ref().map_or("-".into(), |o| {
+                    format!(
+                        "{:.2} ({} calls / {} requests, at most {})",
+                        o.pricing_attempts_per_request,
+                        o.pricing_calls,
+                        o.requests,
+                        o.max_pricing_attempts
+                    )
+                })
+            },
+        ));
+        table.add_row(row(
+            &format!(
+                "seconds after the outage until goodput is back to {:.0} % of before",
+                RECOVERED_SHARE * 100.0
+            ),
+            &|r| {
+                r.outage.as_ref().map_or("-".into(), |o| {
+                    o.recovered_after_s.map_or_else(
+                        || "not within the run".to_owned(),
+                        |s| format!("{s:.0} (before: {:.1} req/s)", o.pre_outage_goodput_per_s),
+                    )
+                })
+            },
+        ));
     }
     let mut classes: Vec<&str> = Vec::new();
     for r in runs {

@@ -11,6 +11,7 @@ use crate::budgets::BudgetDistribution;
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::criticality::CriticalitySplit;
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
+use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
 use crate::report::{Recorder, RunInfo, RunReport, load_average};
 use crate::scenario::{
     Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
@@ -132,6 +133,11 @@ pub struct RunLabel {
     pub id_group: u64,
 }
 
+/// The start of every `x-request-id` of a run: `lt-{scenario}-{mode}`.
+pub fn id_prefix(label: &RunLabel) -> String {
+    format!("lt-{}-{}", label.scenario, label.mode)
+}
+
 /// The longest a run waits for the partner's work to end, before it
 /// starts (left over from the previous run) and after its last answer
 /// (work whose caller is gone), so that `/stats` counts all of it.
@@ -152,6 +158,23 @@ pub async fn run_load(
     label: RunLabel,
     partner: PartnerStats<'_>,
 ) -> Result<RunReport, RunError> {
+    run_load_with(plan, target, label, partner, || {}).await
+}
+
+/// [`run_load`], calling `on_start` right before the first request is
+/// due (after the settle and the reset), so that something can happen at
+/// set times of the run (the `outage` scenario's fault).
+///
+/// # Errors
+///
+/// As [`run_load`].
+pub async fn run_load_with(
+    plan: &LoadPlan,
+    target: LoopbackUrl,
+    label: RunLabel,
+    partner: PartnerStats<'_>,
+    on_start: impl FnOnce(),
+) -> Result<RunReport, RunError> {
     let http = loopback_client(Duration::from_secs(5))?;
     settle(&partner, &http).await?;
     reset(&partner, &http).await?;
@@ -160,7 +183,7 @@ pub async fn run_load(
         budgets: plan.budgets,
         criticality: plan.criticality,
         patience: plan.patience,
-        id_prefix: format!("lt-{}-{}", label.scenario, label.mode),
+        id_prefix: id_prefix(&label),
         id_group: label.id_group,
     })?;
     let info = RunInfo {
@@ -174,6 +197,7 @@ pub async fn run_load(
     };
     let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
     let mut recorder = Recorder::for_spec(&plan.spec);
+    on_start();
     let totals = run_open_loop(
         &plan.spec,
         &bar,
@@ -219,14 +243,58 @@ pub async fn run_scenario(
             description: scenario.description.clone(),
             id_group: scenario.id_group,
         };
-        let report = run_load(plan, target, label, PartnerStats::InProcess(&partners.main)).await;
+        let stats = PartnerStats::InProcess(&partners.main);
+        let (report, outage) = if scenario.outage {
+            let window = OutageWindow::of_run(plan.spec.duration());
+            let prefix = id_prefix(&label);
+            let (started, start) = tokio::sync::oneshot::channel();
+            let run = run_load_with(plan, target, label, stats, move || {
+                let _ = started.send(tokio::time::Instant::now());
+            });
+            let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
+            // Whatever happened, the path answers normally again.
+            let _ = partners.main.set_path_status(OUTAGE_PATH, None);
+            let outage = report.as_ref().ok().map(|r| {
+                let offsets: Vec<Duration> = plan.spec.schedule().collect();
+                outage_report(
+                    window,
+                    &offsets,
+                    &prefix,
+                    &partners.main.stats(),
+                    &r.timeline,
+                )
+            });
+            (report, outage)
+        } else {
+            (run_load(plan, target, label, stats).await, None)
+        };
         let middle = chain.middle.as_ref().map(|m| m.stats());
         chain.stop().await;
         let mut report = report?;
         report.middle = middle;
+        report.outage = outage;
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// The `outage` scenario's fault: from `window.from` after the run's start
+/// (sent on `start`) until `window.to`, `/pricing` answers `503`.
+async fn fault(
+    partner: &PartnerHandle,
+    window: OutageWindow,
+    start: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
+) {
+    let Ok(start) = start.await else {
+        return;
+    };
+    tokio::time::sleep_until(start + window.from).await;
+    if let Err(e) = partner.set_path_status(OUTAGE_PATH, Some(OUTAGE_STATUS)) {
+        eprintln!("load-tests: the outage did not start: {e}");
+        return;
+    }
+    tokio::time::sleep_until(start + window.to).await;
+    let _ = partner.set_path_status(OUTAGE_PATH, None);
 }
 
 /// `budget` for budget mode on, `naive` for off.

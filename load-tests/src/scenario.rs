@@ -48,6 +48,7 @@
 //! | `criticality` | healthy, but offered **2x the capacity** (`--rate` overrides it); 30 % of requests (spread evenly by index, [`CriticalitySplit`]) carry `request-criticality: critical`, the rest none; reported per class |
 //! | `ramp` | healthy; offered load 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity ([`RAMP_FACTORS`]), 10 s per step; `--duration` is split evenly over the six steps, and a given `--rate` stands for the capacity ([`ramp_steps`]); reported per step and per second |
 //! | `deep` | as `slow`, with a fourth hop: checkout's three URLs point at [`Middle`] (`/inventory?...` and so on), which calls the partner's same path with the same query: budget-aware in budget mode, fixed timeouts in naive mode, plain tower in peer mode |
+//! | `outage` | healthy; from a quarter into the run `/pricing` answers `503` to every call for half of it (5 s to 15 s of the default 20 s; `PartnerHandle::set_path_status`), then recovers; reports pricing attempts per client request during the outage and the time until goodput is back ([`crate::outage`]) |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -171,11 +172,14 @@ pub enum ScenarioName {
     /// Four hops, edge -> checkout -> middle -> partner, under the slow
     /// partner.
     Deep,
+    /// The healthy partner; a quarter into the run `/pricing` answers
+    /// `503` for half of it, then recovers.
+    Outage,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 10] = [
+    pub const ALL: [ScenarioName; 11] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -186,6 +190,7 @@ impl ScenarioName {
         ScenarioName::Criticality,
         ScenarioName::Ramp,
         ScenarioName::Deep,
+        ScenarioName::Outage,
     ];
 
     /// The name as on the command line.
@@ -201,6 +206,7 @@ impl ScenarioName {
             ScenarioName::Criticality => "criticality",
             ScenarioName::Ramp => "ramp",
             ScenarioName::Deep => "deep",
+            ScenarioName::Outage => "outage",
         }
     }
 }
@@ -214,7 +220,7 @@ pub enum ChainMode {
     /// Budget mode off: generous fixed timeouts ([`BudgetMode::Off`]).
     Naive,
     /// Edge in budget mode with its default config, checkout swapped for
-    /// [`PeerCheckout`](crate::peer::PeerCheckout): plain tower, no budget.
+    /// [`PeerCheckout`]: plain tower, no budget.
     Peer,
 }
 
@@ -376,6 +382,9 @@ pub struct Scenario {
     pub capacity: f64,
     /// A [`Middle`] hop between checkout and the partner (`deep`).
     pub deep: bool,
+    /// `/pricing` fails for a while during the run (`outage`,
+    /// [`crate::outage`]).
+    pub outage: bool,
 }
 
 impl Scenario {
@@ -446,6 +455,7 @@ impl Scenario {
             ramp: None,
             capacity: settings.capacity(),
             deep: false,
+            outage: false,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -520,6 +530,12 @@ impl Scenario {
                 s.pricing = PRICING.query(f);
                 s.recommendations = RECOMMENDATIONS.query(f);
                 s.deep = true;
+            }
+            ScenarioName::Outage => {
+                s.description = "healthy; from a quarter into the run, /pricing answers 503 \
+                                 for half of it (5 s to 15 s of 20 s), then recovers"
+                    .into();
+                s.outage = true;
             }
         }
         s

@@ -9,8 +9,13 @@ use clap::Parser;
 use load_tests::cli::{Args, Invocation, execute, markdown, write_json};
 use load_tests::plot::write_svg;
 
+/// One smoke run at a time: each starts its own chains and load, and the
+/// machine is shared.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_json() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let args = Args::try_parse_from([
         "load-tests",
         "--scenario",
@@ -153,6 +158,7 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
 
 /// Runs `args` (after the program name) to the end, bounded.
 async fn run_scenarios(args: &[&str]) -> (Invocation, Vec<load_tests::report::RunReport>) {
+    let _one = ONE_AT_A_TIME.lock().await;
     let mut full = vec!["load-tests", "--no-progress"];
     full.extend_from_slice(args);
     let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
@@ -302,4 +308,32 @@ async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode(
     let md = markdown(&invocation, "load-tests --scenario deep", &reports);
     assert!(md.contains("| middle: requests / with a budget"), "{md}");
     assert!(md.contains("not measured (no budget arrives)"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery() {
+    // 4 s: /pricing answers 503 from 1 s to 3 s.
+    let (invocation, reports) =
+        run_scenarios(&["--scenario", "outage", "--rate", "20", "--duration", "4s"]).await;
+    assert_eq!(reports.len(), 3);
+    for r in &reports {
+        let o = r.outage.as_ref().expect("an outage report");
+        let what = format!("{} mode: {o:?} {:?}", r.mode, r.outcomes);
+        assert_eq!((o.from_s, o.to_s), (1.0, 3.0), "{what}");
+        assert_eq!(o.requests, 40, "{what}");
+        assert!(o.pricing_calls >= o.requests, "{what}");
+        assert!(o.max_pricing_attempts <= 3, "{what}");
+        // Nothing good while every pricing call fails, all good before.
+        assert_eq!(r.timeline[1].good, 0, "{what}");
+        assert!(r.timeline[0].good >= 19, "{what}");
+        assert!(o.pre_outage_goodput_per_s >= 19.0, "{what}");
+        // Healthy again after it: back within the run.
+        assert!(o.recovered_after_s.is_some(), "{what}");
+        if r.mode != "budget" {
+            // Three attempts of every request, as configured.
+            assert!(o.pricing_attempts_per_request >= 2.9, "{what}");
+        }
+    }
+    let md = markdown(&invocation, "load-tests --scenario outage", &reports);
+    assert!(md.contains("attempts per client request"), "{md}");
 }
