@@ -463,7 +463,7 @@ async fn overload_past_the_in_flight_limit_is_a_503_with_retry_after_not_a_queue
     let (started, overloaded) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (g, s, o) = (gate.clone(), started.clone(), overloaded.clone());
     let limited = ServerConfig {
-        max_in_flight: Some(2),
+        max_in_flight: Some(2.into()),
         overload_retry_after: Duration::from_millis(1500),
         ..config()
     };
@@ -526,7 +526,7 @@ async fn overload_past_the_in_flight_limit_is_a_503_with_retry_after_not_a_queue
     }
     assert_eq!(
         ServerConfig {
-            max_in_flight: Some(0),
+            max_in_flight: Some(0.into()),
             ..config()
         }
         .layer()
@@ -534,4 +534,91 @@ async fn overload_past_the_in_flight_limit_is_a_503_with_retry_after_not_a_queue
         .field(),
         "max_in_flight"
     );
+}
+
+/// Issue 13: `max_in_flight = "auto"` reads from TOML and limits from the
+/// adaptive limit's current value (its first answer starts a no-load probe
+/// at 3); a bad table names its field.
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_in_flight_limit_follows_the_answers() {
+    let limited: ServerConfig = toml::from_str("max_in_flight = \"auto\"").unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let router = Router::new()
+        .route(
+            "/",
+            get(move || async move {
+                // Each answer uses up one permit of the gate.
+                g.acquire().await.unwrap().forget();
+                "done"
+            }),
+        )
+        .layer(limited.layer().unwrap());
+    // One answer: the limit drops to the probe's 3.
+    gate.add_permits(1);
+    assert_eq!(
+        router
+            .clone()
+            .oneshot(get_with(&[]))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let busy: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(router.clone().oneshot(get_with(&[]))))
+        .collect();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let res = router.clone().oneshot(get_with(&[])).await.unwrap();
+    assert_eq!(res.status(), 503, "the fourth is over the adaptive limit");
+    gate.add_permits(3);
+    for res in busy {
+        assert_eq!(res.await.unwrap().unwrap().status(), 200);
+    }
+    let bad = toml::from_str::<ServerConfig>("max_in_flight = { min = 0 }").unwrap();
+    assert_eq!(bad.layer().unwrap_err().field(), "max_in_flight.min");
+}
+
+/// CONTRACT section 2 rule 11 at the server: at the in-flight limit the
+/// least critical are refused first (sheddable stop at 3/4 of it).
+#[tokio::test(start_paused = true)]
+async fn sheddable_requests_are_refused_before_the_limit_is_full() {
+    let limited = ServerConfig {
+        max_in_flight: Some(4.into()),
+        ..config()
+    };
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let router = Router::new()
+        .route(
+            "/",
+            get(move || async move {
+                // Each answer uses up one permit of the gate.
+                g.acquire().await.unwrap().forget();
+                "done"
+            }),
+        )
+        .layer(limited.layer().unwrap());
+    let sheddable = [("request-criticality", b"sheddable".as_slice())];
+    let busy: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(router.clone().oneshot(get_with(&sheddable))))
+        .collect();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let res = router.clone().oneshot(get_with(&sheddable)).await.unwrap();
+    assert_eq!(res.status(), 503, "a fourth sheddable request is refused");
+    let critical = [("request-criticality", b"critical".as_slice())];
+    let last = tokio::spawn(router.clone().oneshot(get_with(&critical)));
+    gate.add_permits(4);
+    assert_eq!(
+        last.await.unwrap().unwrap().status(),
+        200,
+        "the last slot is the critical one's"
+    );
+    for res in busy {
+        assert_eq!(res.await.unwrap().unwrap().status(), 200);
+    }
 }

@@ -190,6 +190,40 @@ impl LimitConfig {
     }
 }
 
+impl std::str::FromStr for LimitConfig {
+    type Err = ConfigError;
+
+    /// A flag's form: a number (`8`) or `auto`.
+    ///
+    /// ```
+    /// use budget_core::admission::LimitConfig;
+    /// assert_eq!("8".parse::<LimitConfig>().unwrap(), LimitConfig::Fixed(8));
+    /// assert!(matches!("auto".parse::<LimitConfig>().unwrap(), LimitConfig::Adaptive(_)));
+    /// assert!("eight".parse::<LimitConfig>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
+        }
+        s.parse::<usize>().map(LimitConfig::Fixed).map_err(|_| {
+            ConfigError::new(
+                "concurrency",
+                format!("expected a number of requests or \"auto\", not {s:?}"),
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for LimitConfig {
+    /// `8`, or `auto` for an adaptive limit (whatever its table).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitConfig::Fixed(n) => write!(f, "{n}"),
+            LimitConfig::Adaptive(_) => f.write_str("auto"),
+        }
+    }
+}
+
 impl From<usize> for LimitConfig {
     /// A fixed limit of `n`.
     fn from(n: usize) -> Self {

@@ -313,7 +313,8 @@ impl DependencyConfig {
             .concurrency
             .as_ref()
             .map(|c| Permits::new(c, self.queue, self.mode))
-            .transpose()?;
+            .transpose()?
+            .flatten();
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self

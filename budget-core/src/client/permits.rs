@@ -39,13 +39,14 @@ pub(crate) enum Permits {
 }
 
 impl Permits {
-    /// The permits `concurrency` (and `queue`) configure in `mode`. An
-    /// adaptive limit in fixed mode is a fixed one at its initial value.
+    /// The permits `concurrency` (and `queue`) configure in `mode`; `None`
+    /// for an adaptive limit in fixed mode, which has no adaptive anything
+    /// (the usual setup: no limit unless a number is configured).
     pub(crate) fn new(
         concurrency: &LimitConfig,
         queue: QueueConfig,
         mode: Mode,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Option<Self>, ConfigError> {
         concurrency
             .validate()
             .map_err(|e| within_concurrency(concurrency, e))?;
@@ -54,14 +55,17 @@ impl Permits {
             LimitConfig::Adaptive(c) => (c.initial_limit(), Some(*c)),
         };
         if mode == Mode::Fixed {
-            return Ok(Permits::Fifo(Arc::new(Semaphore::new(initial))));
+            return Ok(match adaptive {
+                None => Some(Permits::Fifo(Arc::new(Semaphore::new(initial)))),
+                Some(_) => None,
+            });
         }
         let queue = PermitQueue::new(initial, queue).map_err(|e| e.within("queue"))?;
         let limit = adaptive
             .map(|c| AdaptiveLimit::new(c).map(Arc::new))
             .transpose()
             .map_err(|e| e.within("concurrency"))?;
-        Ok(Permits::Queue { queue, limit })
+        Ok(Some(Permits::Queue { queue, limit }))
     }
 
     /// A permit: at once when one is free; otherwise waiting until

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::admission::{AdaptiveLimit, LimitConfig};
 use crate::config::ConfigError;
 use crate::header::{Inbound, OnMalformed};
 use crate::server::BudgetLayer;
@@ -17,7 +18,7 @@ use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 /// | `floor` | below this on arrival, shed with `504` | `0s` (only an exhausted budget is shed) |
 /// | `reserve` | per-hop reserve each outbound call holds back | `5ms` |
 /// | `on_malformed` | `reject` (400) or `use-default` | `reject` |
-/// | `max_in_flight` | past this many requests at once, answer `503` + `Retry-After` | none (no limit) |
+/// | `max_in_flight` | past this many requests at once, answer `503` + `Retry-After`: `256`, `"auto"` (adaptive) or a table ([`LimitConfig`]) | none (no limit) |
 /// | `overload_retry_after` | the `Retry-After` of that `503` | `1s` |
 ///
 /// # Example
@@ -33,7 +34,7 @@ use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 /// let bad: ServerConfig = toml::from_str(r#"floor = "40s""#).unwrap();
 /// assert_eq!(bad.layer().unwrap_err().field(), "floor");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// The budget a request gets when it carries no budget header.
@@ -50,8 +51,10 @@ pub struct ServerConfig {
     pub reserve: Duration,
     /// What to do with a malformed budget header.
     pub on_malformed: OnMalformed,
-    /// The most requests worked on at once; absent: no limit.
-    pub max_in_flight: Option<usize>,
+    /// The most requests worked on at once: a number, `"auto"` (an
+    /// adaptive limit learned from the requests' latency) or an adaptive
+    /// table ([`LimitConfig`]); absent: no limit.
+    pub max_in_flight: Option<LimitConfig>,
     /// The `Retry-After` of a `503` at the in-flight limit.
     #[serde(with = "humantime_serde")]
     pub overload_retry_after: Duration,
@@ -107,11 +110,15 @@ impl ServerConfig {
             .reserve(self.reserve);
         match self.max_in_flight {
             None => Ok(layer),
-            Some(limit) => {
+            Some(LimitConfig::Fixed(limit)) => {
                 let limit = NonZeroUsize::new(limit).ok_or_else(|| {
                     ConfigError::new("max_in_flight", "must be at least 1 (absent: no limit)")
                 })?;
                 Ok(layer.max_in_flight(limit, self.overload_retry_after))
+            }
+            Some(LimitConfig::Adaptive(config)) => {
+                let adaptive = AdaptiveLimit::new(config).map_err(|e| e.within("max_in_flight"))?;
+                Ok(layer.adaptive_in_flight(adaptive, self.overload_retry_after))
             }
         }
     }

@@ -113,7 +113,7 @@ where
                 mut deadline,
                 cx,
                 on_event,
-                ..
+                slot,
             } => {
                 // The deadline is checked first: on a tie, it wins.
                 let passed = match deadline.as_mut().as_pin_mut() {
@@ -123,6 +123,9 @@ where
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
                         return Poll::Ready(result.map(|res| {
+                            if let Some(slot) = slot.as_mut() {
+                                slot.answered(res.status());
+                            }
                             let mut res = res.map(Body::new);
                             append_server_timing(&mut res, cx.ledger());
                             trace::record_response(this.span, &res, OUTCOME_OK);

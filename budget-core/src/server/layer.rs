@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
+use crate::admission::AdaptiveLimit;
 use crate::floor::Floor;
 use crate::header::Inbound;
 use crate::server::in_flight::InFlight;
@@ -113,6 +114,24 @@ impl<E> BudgetLayer<E> {
     pub fn max_in_flight(mut self, limit: NonZeroUsize, retry_after: Duration) -> Self {
         let settings = Arc::make_mut(&mut self.settings);
         settings.in_flight = Some(InFlight::new(limit.get()));
+        settings.overload_retry_after = retry_after;
+        self
+    }
+
+    /// Like [`max_in_flight`](Self::max_in_flight), with a limit that
+    /// follows `adaptive` (`max_in_flight = "auto"`): every answered
+    /// request's latency feeds it, a request dropped at its deadline or a
+    /// `503`/`429` counts as a drop.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{admission::{AdaptiveLimit, AdaptiveLimitConfig}, server::ServerConfig};
+    /// let adaptive = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+    /// let _ = ServerConfig::default().layer().unwrap().adaptive_in_flight(adaptive, Duration::from_secs(1));
+    /// ```
+    pub fn adaptive_in_flight(mut self, adaptive: AdaptiveLimit, retry_after: Duration) -> Self {
+        let settings = Arc::make_mut(&mut self.settings);
+        settings.in_flight = Some(InFlight::adaptive(adaptive));
         settings.overload_retry_after = retry_after;
         self
     }

@@ -152,9 +152,13 @@ where
             return ResponseFuture::ready(problem_response(&problem, &ledger), span, OUTCOME_SHED);
         }
 
+        let criticality = Criticality::from_headers(req.headers());
+        if criticality.unknown {
+            meter::unknown_criticality();
+        }
         let guard = match &self.settings.in_flight {
             None => None,
-            Some(in_flight) => match in_flight.try_acquire() {
+            Some(in_flight) => match in_flight.try_acquire(criticality.criticality) {
                 Some(guard) => Some(guard),
                 None => {
                     let limit = in_flight.limit();
@@ -174,10 +178,6 @@ where
             },
         };
 
-        let criticality = Criticality::from_headers(req.headers());
-        if criticality.unknown {
-            meter::unknown_criticality();
-        }
         let cx = RequestContext::new(budget)
             .with_ledger(ledger)
             .with_reserve(self.settings.reserve)

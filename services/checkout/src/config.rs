@@ -145,9 +145,9 @@ service_kit::client_settings! {
     /// | `connect_cap` | `1s` (the budget caps it further) |
     /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
 /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
-    /// | `floor` | `10ms`; recommendations: `recommendations_floor` (set that instead) |
+    /// | `floor` | `auto` (learned from latency); recommendations: `recommendations_floor` (set that instead) |
     /// | `breaker` | none |
-    /// | `concurrency` | unlimited |
+    /// | `concurrency` | `auto` (an adaptive limit; ignored with `budget_mode = off`) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     /// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
@@ -244,6 +244,7 @@ impl CheckoutConfig {
         } else {
             c.floor = DEFAULT_DEPENDENCY_FLOOR;
         }
+        c.concurrency = Some(service_kit::default_dependency_concurrency());
         if self.budget_mode.is_on() {
             c.retry_budget = Some(RetryBudgetConfig::default());
         } else {

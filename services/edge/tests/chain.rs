@@ -678,7 +678,7 @@ async fn edge_over_its_in_flight_limit_answers_503_with_retry_after_at_once() {
     bounded(async {
         let partner = partner(Mode::Normal).await;
         let mut chain = Chain::new(&partner, "", "?delay=1500ms", "");
-        chain.edge.max_in_flight = Some(2);
+        chain.edge.max_in_flight = Some(2.into());
         let url = chain.start().await;
         let busy: Vec<_> = (0..2)
             .map(|n| {

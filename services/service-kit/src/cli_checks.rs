@@ -123,7 +123,7 @@ pub const SHARED_FLAGS: [&str; 14] = [
 ///     default_budget: Duration::from_secs(1),
 ///     max_budget: Duration::from_secs(3),
 ///     floor: Duration::from_millis(20),
-///     max_in_flight: Some(64),
+///     max_in_flight: Some(64.into()),
 ///     ..ServiceSettings::new("127.0.0.1:9181".parse().unwrap(), Duration::from_millis(2))
 /// };
 /// service_kit::assert_shared_flags_set(settings);
@@ -137,7 +137,7 @@ pub fn assert_shared_flags_set(settings: ServiceSettings) {
     assert_eq!(settings.max_budget, Duration::from_secs(3));
     assert_eq!(settings.floor, Duration::from_millis(20));
     assert_eq!(settings.reserve, Duration::from_millis(2));
-    assert_eq!(settings.max_in_flight, Some(64));
+    assert_eq!(settings.max_in_flight, Some(64.into()));
 }
 
 /// A config file for a test, alone in a directory of its own under the

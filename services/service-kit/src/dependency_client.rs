@@ -1,3 +1,4 @@
+use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::config::ConfigError;
 use budget_core::floor::FloorConfig;
@@ -12,6 +13,20 @@ use budget_core::floor::FloorConfig;
 /// assert_eq!(service_kit::DEFAULT_DEPENDENCY_FLOOR, FloorConfig::AUTO);
 /// ```
 pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
+
+/// The concurrency limit of checkout's dependencies when their table does
+/// not say: adaptive (`concurrency = "auto"`), so that a call waits in
+/// checkout's deadline-aware queue rather than in the partner's, with no
+/// number sized by hand (see
+/// [`AdaptiveLimitConfig`](budget_core::admission::AdaptiveLimitConfig)).
+///
+/// ```
+/// use budget_core::admission::LimitConfig;
+/// assert!(matches!(service_kit::default_dependency_concurrency(), LimitConfig::Adaptive(_)));
+/// ```
+pub fn default_dependency_concurrency() -> LimitConfig {
+    LimitConfig::Adaptive(AdaptiveLimitConfig::default())
+}
 
 /// Builds the client of a service's dependency, its config errors named as
 /// the service's config names them: the URL is the `{name}_url` field (and

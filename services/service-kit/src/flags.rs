@@ -84,9 +84,9 @@ pub struct BudgetFlags {
     pub reserve: Option<Duration>,
 
     /// Past this many requests at once, answer 503 with Retry-After
-    /// instead of queueing
-    #[arg(long, env = "MAX_IN_FLIGHT", value_name = "N")]
-    pub max_in_flight: Option<usize>,
+    /// instead of queueing: a number, or `auto` (an adaptive limit)
+    #[arg(long, env = "MAX_IN_FLIGHT", value_name = "N|auto")]
+    pub max_in_flight: Option<budget_core::admission::LimitConfig>,
 }
 
 impl ServiceFlags {

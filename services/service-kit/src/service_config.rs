@@ -216,10 +216,10 @@ macro_rules! service_config {
             /// What every outbound call holds back for the service's own reply.
             #[serde(with = "humantime_serde")]
             pub reserve: ::std::time::Duration,
-            /// Past this many requests at once, `503` with `Retry-After`;
-            /// absent: no limit.
+            /// Past this many requests at once, `503` with `Retry-After`
+            /// (`N`, or `"auto"` for an adaptive limit); absent: no limit.
             #[serde(skip_serializing_if = "Option::is_none")]
-            pub max_in_flight: ::std::option::Option<usize>,
+            pub max_in_flight: ::std::option::Option<$crate::__private::LimitConfig>,
             $(
                 $(#[$field_attr])*
                 pub $field: $ty,

@@ -47,7 +47,7 @@ pub const DEFAULT_FLOOR: Duration = Duration::from_millis(10);
 /// settings.floor = Duration::from_secs(60);
 /// assert_eq!(settings.budget_layer().unwrap_err().field(), "floor");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServiceSettings {
     /// The address to listen on (port 0 picks a free one).
     pub listen: SocketAddr,
@@ -63,8 +63,8 @@ pub struct ServiceSettings {
     pub reserve: Duration,
     /// Past this many requests at once, a new one is answered `503` with
     /// `Retry-After` instead of queueing; `None`: no limit. Budget mode
-    /// only (it is the budget layer's).
-    pub max_in_flight: Option<usize>,
+    /// only (it is the budget layer's). `auto`: an adaptive limit.
+    pub max_in_flight: Option<budget_core::admission::LimitConfig>,
 }
 
 impl ServiceSettings {
@@ -121,7 +121,7 @@ impl ServiceSettings {
     /// s.max_budget = Duration::ZERO;
     /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_budget");
     /// s.max_budget = Duration::from_secs(10);
-    /// s.max_in_flight = Some(0);
+    /// s.max_in_flight = Some(0.into());
     /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_in_flight");
     /// ```
     pub fn budget_layer(&self) -> Result<Option<BudgetLayer>, ConfigError> {
