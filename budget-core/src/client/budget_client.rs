@@ -8,6 +8,7 @@ use reqwest::Url;
 
 use super::config::{DependencyConfig, Mode, Settings};
 use super::error::error_chain;
+use super::permits::Permits;
 use super::request::RequestBuilder;
 use crate::breaker::{BreakerRegistry, CircuitBreaker};
 use crate::clock::{SystemClock, WallClock};
@@ -177,6 +178,34 @@ impl BudgetClient {
     /// ```
     pub fn breaker(&self) -> Option<&CircuitBreaker> {
         self.inner.settings.breaker.as_deref()
+    }
+
+    /// The floor in force now and where it came from (fixed, or learned
+    /// from the dependency's latency).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Floor, client::DependencyConfig};
+    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// config.floor = Floor::new(Duration::from_millis(50)).into();
+    /// assert_eq!(config.build().unwrap().floor().floor.get(), Duration::from_millis(50));
+    /// ```
+    pub fn floor(&self) -> crate::floor::Effective {
+        self.inner.settings.floor.current()
+    }
+
+    /// The concurrency limit now (fixed, or where an adaptive limit stands);
+    /// `None` without a limit.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// assert_eq!(config.build().unwrap().concurrency_limit(), None);
+    /// config.concurrency = Some(8.into());
+    /// assert_eq!(config.build().unwrap().concurrency_limit(), Some(8));
+    /// ```
+    pub fn concurrency_limit(&self) -> Option<usize> {
+        self.inner.settings.permits.as_ref().map(Permits::limit)
     }
 
     /// The client's retry budget, if it has one.

@@ -29,8 +29,8 @@ use super::config::Mode;
 /// The permits of one dependency, shared by every clone of its client.
 #[derive(Clone, Debug)]
 pub(crate) enum Permits {
-    /// Fixed mode: FIFO, waits up to the fixed timeout.
-    Fifo(Arc<Semaphore>),
+    /// Fixed mode: FIFO, waits up to the fixed timeout; `limit` permits.
+    Fifo(Arc<Semaphore>, usize),
     /// Budget mode: the deadline-aware queue, with its adaptive limit.
     Queue {
         queue: PermitQueue,
@@ -56,7 +56,7 @@ impl Permits {
         };
         if mode == Mode::Fixed {
             return Ok(match adaptive {
-                None => Some(Permits::Fifo(Arc::new(Semaphore::new(initial)))),
+                None => Some(Permits::Fifo(Arc::new(Semaphore::new(initial)), initial)),
                 Some(_) => None,
             });
         }
@@ -68,6 +68,14 @@ impl Permits {
         Ok(Some(Permits::Queue { queue, limit }))
     }
 
+    /// The limit now.
+    pub(crate) fn limit(&self) -> usize {
+        match self {
+            Permits::Fifo(_, limit) => *limit,
+            Permits::Queue { queue, .. } => queue.limit(),
+        }
+    }
+
     /// A permit: at once when one is free; otherwise waiting until
     /// `give_up_at`, or less when the queue refuses earlier.
     pub(crate) async fn acquire(
@@ -77,7 +85,7 @@ impl Permits {
     ) -> Result<Permit, (Duration, Option<RefusalReason>)> {
         let start = Instant::now();
         match self {
-            Permits::Fifo(semaphore) => {
+            Permits::Fifo(semaphore, _) => {
                 if let Ok(permit) = Arc::clone(semaphore).try_acquire_owned() {
                     return Ok(Permit::fifo(permit, None));
                 }
@@ -125,7 +133,7 @@ impl Permits {
     /// Permits in use now (the attempt about to start included).
     pub(crate) fn in_use(&self) -> usize {
         match self {
-            Permits::Fifo(_) => 0,
+            Permits::Fifo(..) => 0,
             Permits::Queue { queue, .. } => queue.in_use(),
         }
     }
