@@ -482,6 +482,27 @@ mod tests {
             "concurrency.min"
         );
         assert_eq!(with(&|c| c.queue.target = Duration::ZERO), "queue.target");
+        let learned = |f: &dyn Fn(&mut crate::floor::LearnedFloorConfig)| {
+            let mut l = crate::floor::LearnedFloorConfig::default();
+            f(&mut l);
+            FloorConfig::Learned(l)
+        };
+        assert_eq!(
+            with(&|c| c.floor = learned(&|l| l.quantile = 1.5)),
+            "floor.quantile"
+        );
+        assert_eq!(
+            with(&|c| c.floor = learned(&|l| l.margin = 0.5)),
+            "floor.margin"
+        );
+        assert_eq!(
+            with(&|c| c.floor = learned(&|l| l.min = Duration::from_secs(5))),
+            "floor.min"
+        );
+        assert_eq!(
+            with(&|c| c.queue.interval = Duration::from_millis(1)),
+            "queue.target"
+        );
         assert_eq!(
             with(&|c| c.retry.backoff.initial = Duration::ZERO),
             "retry.backoff.initial"

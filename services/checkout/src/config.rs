@@ -386,6 +386,22 @@ mod tests {
             config.validate().unwrap_err().field().to_owned()
         };
         assert_eq!(field(&|c| c.max_budget = Duration::ZERO), "max_budget");
+        let toml_field = |text: &str| {
+            let config: CheckoutConfig = toml::from_str(text).unwrap();
+            config.validate().unwrap_err().field().to_owned()
+        };
+        assert_eq!(
+            toml_field("[pricing]\nfloor = { margin = 0.5 }"),
+            "pricing.floor.margin"
+        );
+        assert_eq!(
+            toml_field("[inventory]\nconcurrency = { min = 4, max = 2 }"),
+            "inventory.concurrency.max"
+        );
+        assert_eq!(
+            toml_field("[inventory.queue]\ntarget = \"0s\""),
+            "inventory.queue.target"
+        );
         assert_eq!(field(&|c| c.floor = Duration::from_secs(60)), "floor");
         assert_eq!(
             field(&|c| c.inventory_url = "ftp://x".into()),

@@ -16,6 +16,7 @@ crate::client_settings! {
     /// | `floor` | `"250ms"` (fixed), `"auto"` or a table (learned); the service's default, [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) (`auto`), unless it says |
     /// | `breaker` | none |
     /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::LimitConfig)) |
+    /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms" }` ([`QueueConfig`](budget_core::admission::QueueConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     ///
@@ -50,6 +51,7 @@ impl ClientSettings {
         overlay(&mut c.floor, self.floor);
         overlay(&mut c.breaker, self.breaker.map(Some));
         overlay(&mut c.concurrency, self.concurrency.map(Some));
+        overlay(&mut c.queue, self.queue);
         overlay(&mut c.max_body, self.max_body);
         overlay(&mut c.fixed_timeout, self.fixed_timeout);
     }
@@ -113,6 +115,9 @@ macro_rules! client_settings {
             /// In-flight calls at most: `8`, `"auto"` or an adaptive table.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub concurrency: ::std::option::Option<$crate::__private::LimitConfig>,
+            /// How calls wait for a permit: `order`, `target`, `interval`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub queue: ::std::option::Option<$crate::__private::QueueConfig>,
             /// The largest response body buffered, in bytes.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub max_body: ::std::option::Option<u64>,
@@ -136,6 +141,7 @@ macro_rules! client_settings {
                     floor: self.floor,
                     breaker: self.breaker,
                     concurrency: self.concurrency,
+                    queue: self.queue,
                     max_body: self.max_body,
                     fixed_timeout: self.fixed_timeout,
                 }
