@@ -111,9 +111,16 @@ pub struct Args {
     /// (plain tower).
     #[arg(long, value_enum, default_value_t = Modes::All)]
     pub modes: Modes,
-    /// Calls in flight per dependency in checkout (the capacity).
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    /// Workers per path of the slow partner: calls of a path worked on at
+    /// once, the rest queue (the chain's capacity).
+    #[arg(long, default_value_t = crate::scenario::DEFAULT_PARTNER_WORKERS)]
+    pub partner_workers: usize,
+    /// A fixed limit of calls in flight per dependency in checkout's
+    /// clients, a hand-sized comparison row (e.g. 8) [default: none,
+    /// checkout's own default (adaptive)]; also the peer checkout's limit
+    /// [default there: --partner-workers].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     /// How much slower `slow` and `recs-slow` make the partner.
     #[arg(long, default_value_t = 10)]
     pub slowdown: u64,
@@ -285,10 +292,18 @@ impl Args {
     }
 
     fn chain_settings(&self) -> Result<ChainSettings, CliError> {
-        if !(1..=1024).contains(&self.concurrency) {
+        if let Some(concurrency) = self.concurrency
+            && !(1..=1024).contains(&concurrency)
+        {
             return Err(flag(
                 "concurrency",
-                format!("{} is outside 1 to 1024", self.concurrency),
+                format!("{concurrency} is outside 1 to 1024"),
+            ));
+        }
+        if !(1..=1024).contains(&self.partner_workers) {
+            return Err(flag(
+                "partner-workers",
+                format!("{} is outside 1 to 1024", self.partner_workers),
             ));
         }
         if !(1..=100).contains(&self.slowdown) {
@@ -314,6 +329,7 @@ impl Args {
             }
         }
         Ok(ChainSettings {
+            partner_workers: self.partner_workers,
             concurrency: self.concurrency,
             slowdown: self.slowdown,
             inventory_floor: self.inventory_floor,
@@ -404,7 +420,7 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
             modes,
             plan,
         } => {
-            let partners = Partners::start().await?;
+            let partners = Partners::start(settings).await?;
             let mut reports = Vec::new();
             for &name in scenarios {
                 eprintln!(
@@ -437,16 +453,7 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
     out.push_str(&format!("Command: `{command}`\n\n"));
     out.push_str(&format!("Machine: {}\n\n", machine().describe()));
     if let Invocation::Scenarios { settings, .. } = invocation {
-        out.push_str(&format!(
-            "Chain: checkout holds at most {} calls in flight per dependency; healthy capacity {:.0} req/s \
-             (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s; \
-             slowdown {}x.\n\n",
-            settings.concurrency,
-            settings.capacity(),
-            floor_text(settings.inventory_floor),
-            floor_text(settings.pricing_floor),
-            settings.slowdown,
-        ));
+        out.push_str(&chain_line(settings));
     }
     let mut groups: Vec<Vec<RunReport>> = Vec::new();
     for r in reports {
@@ -459,6 +466,35 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
         out.push_str(&scenario_markdown(g));
     }
     out
+}
+
+/// The markdown's "Chain:" line: the partner's workers per path,
+/// checkout's client limit, the capacity, the floors, the slowdown.
+///
+/// ```
+/// use load_tests::cli::chain_line;
+/// use load_tests::scenario::ChainSettings;
+///
+/// let line = chain_line(&ChainSettings::default());
+/// assert!(line.contains("at most 8 calls at once per path"), "{line}");
+/// assert!(line.contains("checkout's default (adaptive)"), "{line}");
+/// ```
+pub fn chain_line(settings: &ChainSettings) -> String {
+    format!(
+        "Chain: the slow partner works on at most {} calls at once per path (FIFO queue beyond); \
+         checkout's client limit per dependency: {}; healthy capacity {:.0} req/s \
+         (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s; \
+         slowdown {}x.\n\n",
+        settings.partner_workers,
+        settings.concurrency.map_or_else(
+            || "checkout's default (adaptive)".to_owned(),
+            |n| format!("{n} (fixed, a comparison row)")
+        ),
+        settings.capacity(),
+        floor_text(settings.inventory_floor),
+        floor_text(settings.pricing_floor),
+        settings.slowdown,
+    )
 }
 
 /// A floor as the markdown says it: the duration, or that checkout's
@@ -671,6 +707,8 @@ mod tests {
         assert!(refusal(&["--client-timeout", "soon"]).starts_with("--client-timeout: "));
         assert!(refusal(&["--budget", "11s"]).starts_with("--budget: "));
         assert!(refusal(&["--concurrency", "0"]).starts_with("--concurrency: "));
+        assert!(refusal(&["--partner-workers", "0"]).starts_with("--partner-workers: "));
+        assert!(refusal(&["--partner-workers", "1025"]).starts_with("--partner-workers: "));
         assert!(refusal(&["--slowdown", "1000"]).starts_with("--slowdown: "));
         assert!(refusal(&["--max-in-flight", "100000"]).starts_with("--max-in-flight: "));
         assert!(
@@ -718,6 +756,23 @@ mod tests {
         assert_eq!(settings.inventory_floor, Some(Duration::from_millis(900)));
         assert_eq!(settings.pricing_floor, Some(Duration::from_millis(600)));
         assert!(refusal(&["--pricing-floor", "11s"]).starts_with("--pricing-floor: "));
+        assert_eq!((settings.partner_workers, settings.concurrency), (8, None));
+        let line = chain_line(&settings);
+        assert!(line.contains("checkout's default (adaptive)"), "{line}");
+        let Invocation::Scenarios { settings, plan, .. } =
+            accepted(&["--concurrency", "8", "--partner-workers", "4"])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(
+            (settings.partner_workers, settings.concurrency),
+            (4, Some(8))
+        );
+        // Capacity from the partner's workers: 4 / 50 ms; 80 % of it.
+        assert_eq!(plan.spec.rate(), 64.0);
+        let line = chain_line(&settings);
+        assert!(line.contains("at most 4 calls at once per path"), "{line}");
+        assert!(line.contains("limit per dependency: 8 (fixed"), "{line}");
         let Invocation::Scenarios {
             scenarios,
             modes,

@@ -57,8 +57,9 @@
 //!     Duration::from_secs(2),
 //!     Patience::Fixed(Duration::from_secs(35)),
 //! );
-//! let partners = Partners::start().await?;
-//! let runs = run_scenario(ScenarioName::Healthy, &ChainSettings::default(), &plan,
+//! let settings = ChainSettings::default();
+//! let partners = Partners::start(&settings).await?;
+//! let runs = run_scenario(ScenarioName::Healthy, &settings, &plan,
 //!     &[ChainMode::Budget], &partners).await?;
 //! println!("{} req/s good", runs[0].goodput_per_s);
 //! # Ok(()) }

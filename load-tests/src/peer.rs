@@ -17,8 +17,9 @@
 //!     dependency is the pile-up the project is about);
 //!   - [`ConcurrencyLimitLayer`](tower::limit::ConcurrencyLimitLayer) of
 //!     [`PeerConfig::concurrency`] (8, the chain's
-//!     [`ChainSettings::concurrency`](crate::scenario::ChainSettings::concurrency)):
-//!     at most that many calls in flight to the dependency, its capacity.
+//!     [`ChainSettings::peer_concurrency`](crate::scenario::ChainSettings::peer_concurrency):
+//!     the partner's workers per path, or `--concurrency`): at most that
+//!     many calls in flight to the dependency, hand-sized to its capacity.
 //!     Clones of a `ConcurrencyLimit` share its semaphore, so the limit is
 //!     applied once and holds across every request (a stack built per
 //!     request would have a semaphore of its own each time, and no limit);

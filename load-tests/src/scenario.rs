@@ -9,17 +9,29 @@
 //! # Capacity
 //!
 //! A service has a capacity only when something in it is bounded. Here it
-//! is checkout's client of each dependency: at most
-//! [`ChainSettings::concurrency`] calls in flight per dependency (the
-//! contract a partner API gives a client, or a connection pool), so a
-//! dependency of mean latency `L` serves at most `concurrency / L` calls
-//! per second. With the healthy shapes below (inventory 20 ms, pricing
-//! 50 ms, recommendations 30 ms, means) and 8 permits, pricing is the
+//! is the slow partner: each of its three paths has
+//! [`ChainSettings::partner_workers`] workers (8; the partner's
+//! per-path `workers`, `PartnerConfig::with_path_workers`), so a path
+//! does at most that many calls' work at once and queues the rest, first
+//! in, first out, before their delay starts: a dependency of mean latency
+//! `L` serves at most `workers / L` calls per second, however many its
+//! clients send. With the healthy shapes below (inventory 20 ms, pricing
+//! 50 ms, recommendations 30 ms, means) and 8 workers, pricing is the
 //! bottleneck: **capacity = 8 / 50 ms = 160 requests/s**, and the default
 //! rate, **80 % of capacity, is 128 requests/s** ([`ChainSettings::capacity`]).
 //! A partner 10x slower divides that capacity by ten, so the same offered
 //! load is 8 times what the chain can serve: the overload in which waiting
-//! work piles up.
+//! work piles up (here, in the partner's queues or in checkout's).
+//!
+//! Checkout's client of each dependency keeps **its own default limit**
+//! (checkout's `concurrency` default, an adaptive limit that learns how
+//! much the partner takes): the load test does not size it. A fixed client
+//! limit per dependency remains as a comparison row (`--concurrency 8`,
+//! [`ChainSettings::concurrency`]); it does not change the capacity above
+//! or the offered load, so that the rows compare. The peer checkout
+//! ([`PeerCheckout`]) has no default of its own to keep: it holds the
+//! `ConcurrencyLimit` a tower user would hand-size, the partner's workers
+//! (or `--concurrency`).
 //!
 //! In budget mode a call waits for its permit only until what is left of
 //! its budget reaches the dependency's floor (`budget_core`'s client), and
@@ -298,8 +310,18 @@ const RECOMMENDATIONS: Shape = Shape {
 /// How the chain is built for every scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChainSettings {
-    /// Calls in flight per dependency, per checkout (8).
-    pub concurrency: usize,
+    /// Workers per path of the slow partner (8): at most this many calls
+    /// of `/inventory`, `/pricing` or `/recommendations` are worked on at
+    /// once, the rest queue. The chain's capacity ([`Self::capacity`]).
+    #[serde(default = "default_partner_workers")]
+    pub partner_workers: usize,
+    /// A fixed limit of calls in flight per dependency in checkout's
+    /// clients, a hand-sized comparison row; `None` (the default): not set
+    /// by the load test, checkout's own default (adaptive) applies. The
+    /// peer checkout's `ConcurrencyLimit` is this, or
+    /// [`partner_workers`](Self::partner_workers) when `None`.
+    #[serde(default)]
+    pub concurrency: Option<usize>,
     /// How much slower `slow` and `recs-slow` make the partner (10).
     pub slowdown: u64,
     /// Inventory's floor in budget mode; `None` (the default): none set by
@@ -322,10 +344,21 @@ pub struct ChainSettings {
     pub pool_idle_timeout: Option<Duration>,
 }
 
+/// The default [`ChainSettings::partner_workers`].
+pub const DEFAULT_PARTNER_WORKERS: usize = 8;
+
+fn default_partner_workers() -> usize {
+    DEFAULT_PARTNER_WORKERS
+}
+
+/// The partner's paths that get [`ChainSettings::partner_workers`] each.
+pub const PARTNER_PATHS: [&str; 3] = ["/inventory", "/pricing", "/recommendations"];
+
 impl Default for ChainSettings {
     fn default() -> Self {
         Self {
-            concurrency: 8,
+            partner_workers: DEFAULT_PARTNER_WORKERS,
+            concurrency: None,
             slowdown: 10,
             inventory_floor: None,
             pricing_floor: None,
@@ -336,7 +369,10 @@ impl Default for ChainSettings {
 
 impl ChainSettings {
     /// Requests per second the healthy chain can serve: the smallest
-    /// `concurrency / mean latency` over the three dependencies.
+    /// `partner_workers / mean latency` over the three dependencies (the
+    /// partner's paths). A smaller fixed client limit
+    /// ([`concurrency`](Self::concurrency)) does not change it: it is the
+    /// reference of the offered load, the same for every comparison row.
     ///
     /// ```
     /// let s = load_tests::scenario::ChainSettings::default();
@@ -345,8 +381,39 @@ impl ChainSettings {
     pub fn capacity(&self) -> f64 {
         [INVENTORY, PRICING, RECOMMENDATIONS]
             .iter()
-            .map(|s| self.concurrency as f64 * 1000.0 / s.mean_ms())
+            .map(|s| self.partner_workers as f64 * 1000.0 / s.mean_ms())
             .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The peer checkout's `ConcurrencyLimit` per dependency: the fixed
+    /// client limit when one is set, else the partner's workers.
+    ///
+    /// ```
+    /// use load_tests::scenario::ChainSettings;
+    ///
+    /// let mut s = ChainSettings::default();
+    /// assert_eq!(s.peer_concurrency(), 8);
+    /// s.concurrency = Some(3);
+    /// assert_eq!(s.peer_concurrency(), 3);
+    /// ```
+    pub fn peer_concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(self.partner_workers)
+    }
+
+    /// The main partner's config: on `127.0.0.1:0`, with
+    /// [`partner_workers`](Self::partner_workers) for each of
+    /// [`PARTNER_PATHS`].
+    ///
+    /// ```
+    /// let c = load_tests::scenario::ChainSettings::default().partner_config();
+    /// assert_eq!(c.path_workers["/pricing"], 8);
+    /// assert_eq!(c.workers, None);
+    /// ```
+    pub fn partner_config(&self) -> PartnerConfig {
+        PARTNER_PATHS.iter().fold(
+            PartnerConfig::new(loopback()).with_shutdown_grace(Duration::from_secs(1)),
+            |c, path| c.with_path_workers(*path, self.partner_workers),
+        )
     }
 }
 
@@ -553,13 +620,14 @@ pub struct Partners {
 }
 
 impl Partners {
-    /// Starts both on `127.0.0.1:0`.
+    /// Starts both on `127.0.0.1:0`: the main one with the chain's
+    /// workers per path ([`ChainSettings::partner_config`]).
     ///
     /// # Errors
     ///
     /// When one cannot start.
-    pub async fn start() -> Result<Self, slow_partner::PartnerError> {
-        let mut partners = Self::start_main().await?;
+    pub async fn start(settings: &ChainSettings) -> Result<Self, slow_partner::PartnerError> {
+        let mut partners = Self::start_main(settings.partner_config()).await?;
         partners.blackhole = Some(
             slow_partner::spawn(
                 PartnerConfig::new(loopback())
@@ -571,17 +639,15 @@ impl Partners {
         Ok(partners)
     }
 
-    /// Starts only the partner that answers (its mode is switched at run
-    /// time by the soak); a `blackhole` scenario cannot run on these.
+    /// Starts only the partner that answers, as `config` says (its mode is
+    /// switched at run time by the soak, which gives it unlimited workers:
+    /// [`PartnerConfig::new`]); a `blackhole` scenario cannot run on these.
     ///
     /// # Errors
     ///
     /// When it cannot start.
-    pub async fn start_main() -> Result<Self, slow_partner::PartnerError> {
-        let main = slow_partner::spawn(
-            PartnerConfig::new(loopback()).with_shutdown_grace(Duration::from_secs(1)),
-        )
-        .await?;
+    pub async fn start_main(config: PartnerConfig) -> Result<Self, slow_partner::PartnerError> {
+        let main = slow_partner::spawn(config).await?;
         Ok(Self {
             main,
             blackhole: None,
@@ -678,20 +744,25 @@ pub fn checkout_config(
         .pricing_floor
         .map(budget_core::floor::FloorConfig::fixed);
     for dep in [&mut c.inventory, &mut c.pricing, &mut c.recommendations] {
-        dep.concurrency = Some(settings.concurrency.into());
+        // `None` leaves checkout's own default limit (adaptive); a number is
+        // the hand-sized comparison row.
+        if let Some(limit) = settings.concurrency {
+            dep.concurrency = Some(limit.into());
+        }
         dep.pool_idle_timeout = settings.pool_idle_timeout;
     }
     Ok(c)
 }
 
 /// The peer checkout of a chain: checkout's URLs, the chain's
-/// concurrency, the defaults of [`PeerConfig`] otherwise.
+/// [`ChainSettings::peer_concurrency`], the defaults of [`PeerConfig`]
+/// otherwise.
 pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerConfig {
     let mut peer = PeerConfig::new(loopback());
     peer.inventory_url = checkout.inventory_url.clone();
     peer.pricing_url = checkout.pricing_url.clone();
     peer.recommendations_url = checkout.recommendations_url.clone();
-    peer.concurrency = settings.concurrency;
+    peer.concurrency = settings.peer_concurrency();
     peer.pool_idle_timeout = settings.pool_idle_timeout;
     peer
 }
@@ -792,11 +863,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn capacity_is_the_slowest_dependency_s_permits_over_its_mean_latency() {
+    fn capacity_is_the_slowest_path_s_partner_workers_over_its_mean_latency() {
         let mut s = ChainSettings::default();
         assert_eq!(s.capacity(), 160.0);
-        s.concurrency = 4;
+        s.partner_workers = 4;
         assert_eq!(s.capacity(), 80.0);
+        // A fixed client limit is a comparison row: same capacity, same load.
+        s.concurrency = Some(2);
+        assert_eq!(s.capacity(), 80.0);
+        assert_eq!(s.peer_concurrency(), 2);
+        let c = s.partner_config();
+        assert_eq!(c.path_workers.len(), 3);
+        assert!(PARTNER_PATHS.iter().all(|p| c.path_workers[*p] == 4));
+        assert!(c.validate().is_ok());
+    }
+
+    #[tokio::test]
+    async fn checkout_keeps_its_default_limit_unless_a_comparison_row_sets_one() {
+        let mut settings = ChainSettings::default();
+        let partners = Partners::start_main(settings.partner_config())
+            .await
+            .unwrap();
+        let healthy = Scenario::new(ScenarioName::Healthy, &settings);
+        let default = CheckoutConfig::new(loopback());
+        let c = checkout_config(&healthy, &settings, BudgetMode::On, &partners).unwrap();
+        for (dep, def) in [
+            (&c.inventory, &default.inventory),
+            (&c.pricing, &default.pricing),
+            (&c.recommendations, &default.recommendations),
+        ] {
+            assert_eq!(dep.concurrency, def.concurrency);
+        }
+        assert_eq!(peer_config(&c, &settings).concurrency, 8);
+        settings.concurrency = Some(5);
+        let c = checkout_config(&healthy, &settings, BudgetMode::On, &partners).unwrap();
+        for dep in [&c.inventory, &c.pricing, &c.recommendations] {
+            assert_eq!(dep.concurrency, Some(5.into()));
+        }
+        assert_eq!(peer_config(&c, &settings).concurrency, 5);
+        // Blackholed inventory needs the blackholed partner.
+        let bh = Scenario::new(ScenarioName::Blackhole, &settings);
+        assert!(checkout_config(&bh, &settings, BudgetMode::On, &partners).is_err());
+        partners.shutdown().await;
     }
 
     #[test]

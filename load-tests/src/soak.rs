@@ -233,7 +233,14 @@ pub enum SoakError {
 /// partner cannot switch modes, or a load run fails.
 pub async fn run_soak(plan: &SoakPlan) -> Result<SoakReport, SoakError> {
     let started = Instant::now();
-    let partners = Partners::start_main().await.map_err(RunError::from)?;
+    // Unlimited workers: the soak's 50 req/s is far below the chain's
+    // capacity, and what it measures is what each fault leaves behind.
+    let partners = Partners::start_main(
+        slow_partner::PartnerConfig::new(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+            .with_shutdown_grace(Duration::from_secs(1)),
+    )
+    .await
+    .map_err(RunError::from)?;
     let settings = ChainSettings {
         pool_idle_timeout: Some(plan.pool_idle_timeout),
         ..ChainSettings::default()

@@ -147,7 +147,10 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
             + runs[0]["outcomes"]["not_sent"].as_u64().unwrap(),
         40
     );
-    assert_eq!(json["settings"]["concurrency"], 8);
+    // Checkout keeps its default limit; the partner's workers are the capacity.
+    assert!(json["settings"]["concurrency"].is_null());
+    assert_eq!(json["settings"]["partner_workers"], 8);
+    assert!(md.contains("checkout's default (adaptive)"), "{md}");
 
     let svg_path = dir.join("runs.svg");
     write_svg(&svg_path, &reports).unwrap();
