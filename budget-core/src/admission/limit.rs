@@ -20,9 +20,13 @@
 //!    a short while the limit is lowered to 3 (clamped into
 //!    `[min, max]`), the calls already in flight drain, and the mean latency
 //!    of `probe_samples` calls started during the probe, with at most that
-//!    many in flight, becomes `min_rtt`. The first finished call starts the
-//!    first probe; another follows every `probe_interval` (plus up to
-//!    `probe_jitter` of it, so that many clients do not probe together).
+//!    many in flight, becomes `min_rtt`. Before the first probe, `min_rtt`
+//!    is the latency of the client's first successful call (it met a
+//!    partner this client had not queued yet), so that a client starting
+//!    under load does not first spend `probe_samples` round trips at 3 in
+//!    flight; the first probe follows `probe_interval` later, another every
+//!    `probe_interval` after it (plus up to `probe_jitter` of it, so that
+//!    many clients do not probe together).
 //!    During a probe the limit the calls were running at is kept and comes
 //!    back when the probe ends.
 //! 2. **Sample windows.** Outside a probe, the latencies of successful calls
@@ -651,9 +655,17 @@ impl AdaptiveLimit {
         if outcome == Sample::Ignore {
             return self.limit_of(&state);
         }
+        if matches!(state.phase, Phase::Unstarted) && outcome == Sample::Success {
+            // The client's first answer met a partner it had not queued
+            // yet: its latency is the first no-queue latency. Probes from
+            // `probe_interval` on measure it again.
+            state.min_rtt = Some(rtt);
+            state.next_probe = self.next_probe_after(now);
+            state.phase = new_window(now);
+            return self.limit_of(&state);
+        }
         let due = match state.phase {
-            Phase::Unstarted => true,
-            Phase::Probing { .. } => false,
+            Phase::Unstarted | Phase::Probing { .. } => false,
             Phase::Window { .. } => state.next_probe.is_some_and(|at| now >= at),
         };
         if due {

@@ -173,13 +173,19 @@ mod tests {
         };
         let in_flight = InFlight::adaptive(AdaptiveLimit::new(config).unwrap());
         assert_eq!(in_flight.limit(), 10);
-        // The first answer starts the adaptive limit's no-load probe (a
-        // small limit for a while, see admission::limit).
+        // A request dropped unanswered (at its deadline) is a drop: the
+        // limit is cut by the drop factor (0.9).
+        let guard = in_flight.try_acquire(Criticality::Default).unwrap();
+        tokio::time::advance(Duration::from_millis(20)).await;
+        drop(guard);
+        assert_eq!(in_flight.limit(), 9);
+        // An answer is latency to learn from: the first one is the
+        // no-queue latency, and leaves the limit where it is.
         let mut guard = in_flight.try_acquire(Criticality::Default).unwrap();
         tokio::time::advance(Duration::from_millis(20)).await;
         guard.answered(StatusCode::OK);
         drop(guard);
-        assert_eq!(in_flight.limit(), 3);
+        assert_eq!(in_flight.limit(), 9);
         assert_eq!(in_flight.current(), 0);
     }
 }

@@ -14,15 +14,16 @@ fn config() -> AdaptiveLimitConfig {
     }
 }
 
-/// A limit past its first probe (`min_rtt` = [`RTT`]), and when it ended.
+/// A limit past its first answer (`min_rtt` = [`RTT`]), and when it came.
 fn measured(config: AdaptiveLimitConfig) -> (AdaptiveLimit, Instant) {
     let limit = AdaptiveLimit::new(config).unwrap();
-    let mut t = Instant::now();
-    assert_eq!(limit.on_sample(t, RTT, 10, Sample::Success), 3, "probing");
-    for _ in 0..config.probe_samples {
-        t += RTT;
-        limit.on_sample(t, RTT, 1, Sample::Success);
-    }
+    let t = Instant::now();
+    let initial = limit.current();
+    assert_eq!(
+        limit.on_sample(t, RTT, 10, Sample::Success),
+        initial,
+        "no probe first"
+    );
     assert_eq!(limit.min_rtt(), Some(RTT));
     (limit, t)
 }
@@ -46,24 +47,26 @@ fn step(l: f64, rtt: Duration, buffer: f64) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_first_answer_starts_a_probe_and_its_end_restores_the_initial_limit() {
+async fn the_first_answer_is_the_first_min_rtt_and_the_first_probe_comes_an_interval_later() {
     let limit = AdaptiveLimit::new(config()).unwrap();
     assert_eq!(limit.current(), 10);
-    let t0 = Instant::now();
-    assert_eq!(limit.on_sample(t0, RTT, 10, Sample::Success), 3);
-    // Calls started before the probe, or with more in flight than it
-    // allows, do not measure the no-queue latency.
-    for _ in 0..10 {
-        limit.on_sample(t0 + Duration::from_millis(1), RTT, 1, Sample::Success);
-        limit.on_sample(t0 + RTT, RTT, 4, Sample::Success);
-    }
-    assert_eq!(limit.current(), 3, "still probing");
     assert_eq!(limit.min_rtt(), None);
-    let slow = Duration::from_millis(80);
-    limit.on_sample(t0 + RTT, RTT, 1, Sample::Success);
-    limit.on_sample(t0 + RTT, RTT, 3, Sample::Success);
-    assert_eq!(limit.on_sample(t0 + slow, slow, 2, Sample::Success), 10);
-    assert_eq!(limit.min_rtt(), Some(Duration::from_millis(60)), "the mean");
+    let t0 = Instant::now();
+    // A drop before any answer teaches no latency.
+    limit.on_sample(t0, RTT * 3, 10, Sample::Dropped);
+    assert_eq!(limit.min_rtt(), None);
+    let initial = limit.current();
+    assert_eq!(limit.on_sample(t0, RTT, 10, Sample::Success), initial);
+    assert_eq!(limit.min_rtt(), Some(RTT), "the first answer's latency");
+    // No probe until probe_interval has passed.
+    let later = t0 + limit.config.probe_interval - Duration::from_millis(1);
+    assert_eq!(limit.on_sample(later, RTT, 1, Sample::Success), initial);
+    let due = t0 + limit.config.probe_interval;
+    assert_eq!(
+        limit.on_sample(due, RTT, 1, Sample::Success),
+        3,
+        "the first probe"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -604,6 +607,9 @@ fn an_absent_initial_is_ten_clamped_a_given_one_is_kept() {
     let limit = AdaptiveLimit::new(AdaptiveLimitConfig { min: 20, ..d() }).unwrap();
     assert_eq!(limit.current(), 20);
     // A probe at a min above 3 runs at min.
-    assert_eq!(limit.on_sample(Instant::now(), RTT, 1, Sample::Success), 20);
+    let t0 = Instant::now();
+    assert_eq!(limit.on_sample(t0, RTT, 1, Sample::Success), 20);
+    let due = t0 + limit.config.probe_interval * 2;
+    assert_eq!(limit.on_sample(due, RTT, 1, Sample::Success), 20);
     assert!(matches!(limit.lock().phase, Phase::Probing { .. }));
 }
