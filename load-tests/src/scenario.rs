@@ -680,6 +680,9 @@ fn loopback() -> SocketAddr {
 pub struct Chain {
     /// Edge's `/checkout` URL.
     pub url: String,
+    /// Checkout's (or the peer checkout's) base URL, `http://127.0.0.1:port`:
+    /// its `/metrics` are the process's ([`crate::gauges`]).
+    pub checkout_url: String,
     /// The middle hop, for the `deep` scenario.
     pub middle: Option<Middle>,
     stops: Vec<oneshot::Sender<()>>,
@@ -834,6 +837,7 @@ impl Chain {
         servers.push(server);
         Ok(Self {
             url: format!("http://{edge_addr}/checkout"),
+            checkout_url: format!("http://{checkout_addr}"),
             middle,
             stops,
             servers,
