@@ -150,6 +150,18 @@ fn parse_labels(mut text: &str) -> Option<(Vec<(String, String)>, &str)> {
 
 /// One scrape of `metrics` (a `/metrics` URL): its gauges, or `None` when
 /// it failed or took longer than [`SCRAPE_TIMEOUT`].
+///
+/// ```no_run
+/// # async fn demo() {
+/// use load_tests::target::{LoopbackUrl, loopback_client};
+///
+/// let http = loopback_client(std::time::Duration::from_secs(5)).unwrap();
+/// let url = LoopbackUrl::parse("http://127.0.0.1:8081/metrics").unwrap();
+/// if let Some(g) = load_tests::gauges::scrape(&http, &url).await {
+///     println!("pricing's floor: {:?} s", g.floor_seconds.get("pricing"));
+/// }
+/// # }
+/// ```
 pub async fn scrape(http: &reqwest::Client, metrics: &LoopbackUrl) -> Option<Gauges> {
     let text = tokio::time::timeout(SCRAPE_TIMEOUT, async {
         http.get(metrics.url().clone())

@@ -369,6 +369,13 @@ impl ServiceSeries {
     }
 
     /// Whether anything was read: a dependency in either map.
+    ///
+    /// ```
+    /// use load_tests::report::ServiceSeries;
+    ///
+    /// assert!(!ServiceSeries::default().has_values());
+    /// assert!(!ServiceSeries::from_samples(&[None], 1).has_values());
+    /// ```
     pub fn has_values(&self) -> bool {
         [&self.learned_floor_ms, &self.adaptive_limit]
             .iter()
@@ -482,6 +489,13 @@ pub struct RunReport {
 impl RunReport {
     /// Puts `series` in the report: per second of the run, and in the
     /// ramp's series when there is one.
+    ///
+    /// ```no_run
+    /// # fn demo(mut report: load_tests::report::RunReport, series: load_tests::report::ServiceSeries) {
+    /// report.set_services(series.clone());
+    /// assert_eq!(report.services, series);
+    /// # }
+    /// ```
     pub fn set_services(&mut self, series: ServiceSeries) {
         if let Some(ramp) = &mut self.ramp {
             ramp.series.services = series.clone();

@@ -623,6 +623,16 @@ impl Partners {
     /// Starts both on `127.0.0.1:0`: the main one with the chain's
     /// workers per path ([`ChainSettings::partner_config`]).
     ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slow_partner::PartnerError> {
+    /// use load_tests::scenario::{ChainSettings, Partners};
+    ///
+    /// let partners = Partners::start(&ChainSettings::default()).await?;
+    /// assert!(partners.blackhole.is_some());
+    /// partners.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// When one cannot start.
