@@ -72,6 +72,7 @@ pub mod budgets;
 pub mod cli;
 pub mod client;
 pub mod criticality;
+pub mod gauges;
 pub mod generator;
 pub mod middle;
 pub mod outage;

@@ -60,9 +60,14 @@
 //!   [`crate::outage`] defines them.
 //! - **ramp** (a run whose load has steps, the `ramp` scenario): per step
 //!   (by intended send time) its rate, the requests due, goodput (good
-//!   ones per second of the step) and p99; and the per-second series
-//!   (offered, goodput, p99) with a place, [`ServiceSeries`], for the
-//!   services' own per-second state.
+//!   ones per second of the step) and p99, and, in budget mode,
+//!   pricing's mean floor and adaptive limit over the step's seconds; and
+//!   the per-second series (offered, goodput, p99, and the services' own
+//!   state).
+//! - **services' own state** ([`ServiceSeries`], budget mode only): per
+//!   second of the timeline, the floor in force and the adaptive
+//!   concurrency limit per dependency, as checkout's `/metrics` gauges
+//!   read at the end of that second ([`crate::gauges`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -80,6 +85,7 @@ use crate::budget_table::{
 };
 use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
+use crate::gauges::Gauges;
 use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
 use crate::middle::MiddleStats;
 use crate::outage::{OutageReport, RECOVERED_SHARE};
@@ -274,19 +280,107 @@ pub struct RampStepReport {
     pub p99_ms: Option<f64>,
 }
 
-/// The services' own per-second state during a ramp, one value per second
-/// of [`RampSeries::second`], by dependency name.
+/// One value per second, by dependency name (`None`: none that second).
+pub type PerDependency = BTreeMap<String, Vec<Option<f64>>>;
+
+/// The services' own per-second state during a run, one value per second
+/// of the timeline ([`RunReport::timeline`], [`RampSeries::second`]), by
+/// dependency name: checkout's (and edge's, `checkout`) gauges read from
+/// `/metrics` at the end of each second ([`crate::gauges`]).
 ///
-/// **Reserved**: the services do not expose these yet (learned floors and
-/// adaptive concurrency limits are being added to `budget-core` and the
-/// services); every field is `None` until they do, and a run fills them by
-/// reading each service's state once per second.
+/// `None`: not sampled (naive and peer mode, or a run against
+/// `--target`). A dependency whose gauge was never read in the run is not
+/// in the map; a second without it (a failed scrape, or before the gauge
+/// was first set) is `None` in its series.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServiceSeries {
-    /// Checkout's learned floor per dependency, ms.
-    pub learned_floor_ms: Option<BTreeMap<String, Vec<Option<f64>>>>,
-    /// Checkout's adaptive concurrency limit per dependency.
-    pub adaptive_limit: Option<BTreeMap<String, Vec<Option<f64>>>>,
+    /// The floor in force per dependency, ms: learned from the
+    /// dependency's latency (checkout's default for inventory and
+    /// pricing), or fixed (recommendations' 1 s, a `--pricing-floor`).
+    pub learned_floor_ms: Option<PerDependency>,
+    /// The adaptive concurrency limit per dependency (checkout's default
+    /// `concurrency = "auto"`); a fixed limit has none.
+    pub adaptive_limit: Option<PerDependency>,
+}
+
+impl ServiceSeries {
+    /// The series of `seconds` seconds from one sample per second (entry
+    /// `i` for second `i`; later samples are dropped, missing ones are
+    /// `None`).
+    ///
+    /// ```
+    /// use load_tests::gauges::Gauges;
+    /// use load_tests::report::ServiceSeries;
+    ///
+    /// let g = Gauges { floor_seconds: [("pricing".to_owned(), 0.25)].into(), ..Gauges::default() };
+    /// let s = ServiceSeries::from_samples(&[None, Some(g)], 3);
+    /// assert_eq!(s.learned_floor_ms.unwrap()["pricing"], [None, Some(250.0), None]);
+    /// assert!(s.adaptive_limit.unwrap().is_empty());
+    /// ```
+    pub fn from_samples(samples: &[Option<Gauges>], seconds: usize) -> Self {
+        let mut floors: PerDependency = BTreeMap::new();
+        let mut limits: PerDependency = BTreeMap::new();
+        for (i, sample) in samples.iter().take(seconds).enumerate() {
+            let Some(g) = sample else { continue };
+            for (into, values, scale) in [
+                (&mut floors, &g.floor_seconds, 1000.0),
+                (&mut limits, &g.concurrency_limit, 1.0),
+            ] {
+                for (dependency, v) in values {
+                    into.entry(dependency.clone())
+                        .or_insert_with(|| vec![None; seconds])[i] = Some(v * scale);
+                }
+            }
+        }
+        Self {
+            learned_floor_ms: Some(floors),
+            adaptive_limit: Some(limits),
+        }
+    }
+
+    /// The mean of `series[dependency]` over the seconds that overlap
+    /// `from_s..to_s` (second `i` covers `i..i + 1`), over the seconds
+    /// that have a value; `None` without one.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use load_tests::report::ServiceSeries;
+    ///
+    /// let s = BTreeMap::from([("pricing".to_owned(), vec![Some(1.0), None, Some(3.0), Some(9.0)])]);
+    /// assert_eq!(ServiceSeries::mean_over(Some(&s), "pricing", 0.0, 3.0), Some(2.0));
+    /// assert_eq!(ServiceSeries::mean_over(Some(&s), "pricing", 1.0, 2.0), None);
+    /// assert_eq!(ServiceSeries::mean_over(Some(&s), "pricing", 3.5, 4.0), Some(9.0));
+    /// assert_eq!(ServiceSeries::mean_over(None, "pricing", 0.0, 4.0), None);
+    /// ```
+    pub fn mean_over(
+        series: Option<&PerDependency>,
+        dependency: &str,
+        from_s: f64,
+        to_s: f64,
+    ) -> Option<f64> {
+        let values: Vec<f64> = series?
+            .get(dependency)?
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (*i as f64) < to_s && (*i as f64 + 1.0) > from_s)
+            .filter_map(|(_, v)| *v)
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    }
+
+    /// Whether anything was read: a dependency in either map.
+    ///
+    /// ```
+    /// use load_tests::report::ServiceSeries;
+    ///
+    /// assert!(!ServiceSeries::default().has_values());
+    /// assert!(!ServiceSeries::from_samples(&[None], 1).has_values());
+    /// ```
+    pub fn has_values(&self) -> bool {
+        [&self.learned_floor_ms, &self.adaptive_limit]
+            .iter()
+            .any(|m| m.as_ref().is_some_and(|m| !m.is_empty()))
+    }
 }
 
 /// A ramp's per-second series, by intended send time.
@@ -300,7 +394,7 @@ pub struct RampSeries {
     pub goodput_per_s: Vec<u64>,
     /// Their p99 latency, ms.
     pub p99_ms: Vec<Option<f64>>,
-    /// The services' own series (reserved: see [`ServiceSeries`]).
+    /// The services' own series (see [`ServiceSeries`]).
     pub services: ServiceSeries,
 }
 
@@ -380,12 +474,34 @@ pub struct RunReport {
     pub steps: Vec<StepSummary>,
     /// Per second of the run.
     pub timeline: Vec<SecondSummary>,
+    /// The services' own state per second of the timeline (budget mode;
+    /// see [`ServiceSeries`]).
+    #[serde(default)]
+    pub services: ServiceSeries,
     /// Per step and second of a ramp; `None` for a constant rate.
     pub ramp: Option<RampReport>,
     /// The middle hop's own counters (`deep`); `None` without one.
     pub middle: Option<MiddleStats>,
     /// What the chain did during the `outage` scenario's outage.
     pub outage: Option<OutageReport>,
+}
+
+impl RunReport {
+    /// Puts `series` in the report: per second of the run, and in the
+    /// ramp's series when there is one.
+    ///
+    /// ```no_run
+    /// # fn demo(mut report: load_tests::report::RunReport, series: load_tests::report::ServiceSeries) {
+    /// report.set_services(series.clone());
+    /// assert_eq!(report.services, series);
+    /// # }
+    /// ```
+    pub fn set_services(&mut self, series: ServiceSeries) {
+        if let Some(ramp) = &mut self.ramp {
+            ramp.series.services = series.clone();
+        }
+        self.services = series;
+    }
 }
 
 /// A second's live aggregate.
@@ -586,6 +702,7 @@ impl Recorder {
         });
         RunReport {
             ramp,
+            services: ServiceSeries::default(),
             middle: None,
             outage: None,
             scenario: run.scenario,
@@ -901,7 +1018,8 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
 }
 
 /// The per-step table of a ramp: a row per step, a column per run
-/// (goodput and p99).
+/// (goodput and p99), and, for the runs that read them, pricing's mean
+/// floor and adaptive limit over the step's seconds.
 fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
     let mut table = Table::new();
     table.load_style(ASCII_MARKDOWN);
@@ -910,6 +1028,22 @@ fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
         runs.iter()
             .map(|r| format!("{} mode: goodput req/s / p99 ms", r.mode)),
     );
+    type Pick = fn(&ServiceSeries) -> Option<&PerDependency>;
+    let floor: Pick = |s| s.learned_floor_ms.as_ref();
+    let limit: Pick = |s| s.adaptive_limit.as_ref();
+    // (run, what, how it is written) for each column of the services.
+    let mut extra: Vec<(&RunReport, Pick, usize)> = Vec::new();
+    for r in runs {
+        for (pick, what, digits) in [
+            (floor, "pricing floor ms (mean)", 0),
+            (limit, "pricing adaptive limit (mean)", 1),
+        ] {
+            if pick(&r.services).is_some_and(|m| m.contains_key(PRICING)) {
+                header.push(format!("{} mode: {what}", r.mode));
+                extra.push((r, pick, digits));
+            }
+        }
+    }
     table.set_header(header);
     for (i, step) in first.steps.iter().enumerate() {
         let mut cells = vec![format!(
@@ -932,10 +1066,17 @@ fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
                     )
                 })
         }));
+        cells.extend(extra.iter().map(|(r, pick, digits)| {
+            ServiceSeries::mean_over(pick(&r.services), PRICING, step.from_s, step.to_s)
+                .map_or("-".into(), |v| format!("{v:.digits$}"))
+        }));
         table.add_row(cells);
     }
     format!("Per step of the ramp (by intended send time):\n\n{table}\n\n")
 }
+
+/// The dependency whose floor and limit the ramp's table shows.
+const PRICING: &str = "pricing";
 
 /// Serialises a duration as whole milliseconds.
 pub(crate) mod millis {
@@ -1105,7 +1246,7 @@ mod tests {
     }
 
     #[test]
-    fn a_ramp_is_reported_per_step_and_per_second_with_the_service_series_reserved() {
+    fn a_ramp_is_reported_per_step_and_per_second_with_the_services_series() {
         let step = |rate, factor| RateStep {
             rate,
             duration: Duration::from_secs(1),
@@ -1127,8 +1268,32 @@ mod tests {
             patience: Patience::Budget,
             load_average: None,
         };
-        let report = rec.finish(info, RunTotals::default(), None);
+        let mut report = rec.finish(info, RunTotals::default(), None);
+        assert_eq!(report.services, ServiceSeries::default());
+        let naive = report.clone();
+        let gauges = |floor_s: f64, limit: Option<f64>| Gauges {
+            floor_seconds: [
+                ("pricing".to_owned(), floor_s),
+                ("checkout".to_owned(), 1.9),
+            ]
+            .into(),
+            concurrency_limit: limit
+                .map(|l| ("pricing".to_owned(), l))
+                .into_iter()
+                .collect(),
+        };
+        // Second 0's scrape failed; the run's end gave a third sample,
+        // beyond its two seconds.
+        let samples = [None, Some(gauges(0.3, Some(12.0))), Some(gauges(0.9, None))];
+        report.set_services(ServiceSeries::from_samples(&samples, report.timeline.len()));
         let ramp = report.ramp.as_ref().expect("a ramp report");
+        assert_eq!(ramp.series.services, report.services);
+        let floors = report.services.learned_floor_ms.as_ref().unwrap();
+        assert_eq!(floors["pricing"], [None, Some(300.0)]);
+        assert_eq!(floors["checkout"], [None, Some(1900.0)]);
+        let limits = report.services.adaptive_limit.as_ref().unwrap();
+        assert_eq!(limits["pricing"], [None, Some(12.0)]);
+        assert!(report.services.has_values() && !naive.services.has_values());
         assert_eq!(ramp.steps.len(), 2);
         assert_eq!((ramp.steps[0].due, ramp.steps[0].good), (10, 10));
         assert_eq!((ramp.steps[1].due, ramp.steps[1].good), (5, 0));
@@ -1138,13 +1303,35 @@ mod tests {
         assert_eq!(ramp.series.second, [0, 1]);
         assert_eq!(ramp.series.offered_per_s, [10, 5]);
         assert_eq!(ramp.series.goodput_per_s, [10, 0]);
-        assert_eq!(ramp.series.services, ServiceSeries::default());
         let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            json["ramp"]["series"]["services"]["learned_floor_ms"]["pricing"],
+            serde_json::json!([null, 300.0])
+        );
+        assert_eq!(json["services"]["adaptive_limit"]["pricing"][1], 12.0);
+        let back: RunReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back.services, report.services);
+        let json = serde_json::to_value(&naive).unwrap();
         assert!(json["ramp"]["series"]["services"]["learned_floor_ms"].is_null());
-        let md = scenario_markdown(&[report]);
+        let md = scenario_markdown(&[report, naive]);
         assert!(md.contains("Per step of the ramp"), "{md}");
+        assert!(
+            md.contains("budget mode: pricing floor ms (mean)")
+                && md.contains("budget mode: pricing adaptive limit (mean)"),
+            "{md}"
+        );
+        assert!(!md.contains("naive mode: pricing floor"), "{md}");
+        // Step 1 (0-1 s) has no sample, step 2 (1-2 s) second 1's.
+        assert!(md.contains("| 1: 0-1 s, 0.5x, 5 req/s"), "{md}");
         assert!(md.contains("| 2: 1-2 s, 1x, 10 req/s"), "{md}");
         assert!(md.contains("10.0 / 50"), "{md}");
+        let step2 = md.lines().find(|l| l.starts_with("| 2: 1-2 s")).unwrap();
+        assert!(
+            step2.contains("| 300 ") && step2.contains("| 12.0 "),
+            "{step2}"
+        );
+        let step1 = md.lines().find(|l| l.starts_with("| 1: 0-1 s")).unwrap();
+        assert_eq!(step1.matches("| - ").count(), 2, "{step1}");
     }
 
     #[test]

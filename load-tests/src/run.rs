@@ -10,9 +10,10 @@ use slow_partner::{PartnerHandle, StatsSnapshot};
 use crate::budgets::BudgetDistribution;
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::criticality::CriticalitySplit;
+use crate::gauges::{drop_stale_limits, sample_per_second, scrape};
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
-use crate::report::{Recorder, RunInfo, RunReport, load_average};
+use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
 use crate::scenario::{
     Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
 };
@@ -158,21 +159,26 @@ pub async fn run_load(
     label: RunLabel,
     partner: PartnerStats<'_>,
 ) -> Result<RunReport, RunError> {
-    run_load_with(plan, target, label, partner, || {}).await
+    run_load_with(plan, target, label, partner, None, || {}).await
 }
 
 /// [`run_load`], calling `on_start` right before the first request is
 /// due (after the settle and the reset), so that something can happen at
-/// set times of the run (the `outage` scenario's fault).
+/// set times of the run (the `outage` scenario's fault); and, with a
+/// `metrics` URL (a service's `/metrics`), reading the services' gauges
+/// at the end of each second of the run into
+/// [`RunReport::services`](crate::report::RunReport::services)
+/// ([`crate::gauges`]).
 ///
 /// # Errors
 ///
-/// As [`run_load`].
+/// As [`run_load`]; a failed scrape is only a missing sample.
 pub async fn run_load_with(
     plan: &LoadPlan,
     target: LoopbackUrl,
     label: RunLabel,
     partner: PartnerStats<'_>,
+    metrics: Option<&LoopbackUrl>,
     on_start: impl FnOnce(),
 ) -> Result<RunReport, RunError> {
     let http = loopback_client(Duration::from_secs(5))?;
@@ -197,24 +203,55 @@ pub async fn run_load_with(
     };
     let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
     let mut recorder = Recorder::for_spec(&plan.spec);
+    // What an earlier chain left in the process's registry.
+    let before = match metrics {
+        Some(url) => scrape(&http, url).await,
+        None => None,
+    };
+    let (ended, end) = tokio::sync::oneshot::channel::<()>();
     on_start();
-    let totals = run_open_loop(
-        &plan.spec,
-        &bar,
-        |scheduled| client.send(scheduled),
-        |scheduled, sample: Option<Sample>| {
-            let sample = sample.unwrap_or_else(|| Sample {
-                class: plan.class(scheduled.index),
-                ..Sample::not_sent(scheduled, plan.budgets.budget(scheduled.index))
-            });
-            recorder.record(&sample);
-        },
-    )
-    .await;
+    let start = tokio::time::Instant::now();
+    let load = async {
+        let totals = run_open_loop(
+            &plan.spec,
+            &bar,
+            |scheduled| client.send(scheduled),
+            |scheduled, sample: Option<Sample>| {
+                let sample = sample.unwrap_or_else(|| Sample {
+                    class: plan.class(scheduled.index),
+                    ..Sample::not_sent(scheduled, plan.budgets.budget(scheduled.index))
+                });
+                recorder.record(&sample);
+            },
+        )
+        .await;
+        let _ = ended.send(());
+        totals
+    };
+    let sampler = async {
+        match metrics {
+            Some(url) => Some(
+                sample_per_second(&http, url, start, async {
+                    let _ = end.await;
+                })
+                .await,
+            ),
+            None => None,
+        }
+    };
+    let (totals, samples) = tokio::join!(load, sampler);
     bar.finish_and_clear();
     settle(&partner, &http).await?;
     let stats = read(&partner, &http).await?;
-    Ok(recorder.finish(info, totals, stats.as_ref()))
+    let mut report = recorder.finish(info, totals, stats.as_ref());
+    if let Some(mut samples) = samples {
+        if let Some(before) = &before {
+            drop_stale_limits(before, &mut samples);
+        }
+        let seconds = report.timeline.len();
+        report.set_services(ServiceSeries::from_samples(&samples, seconds));
+    }
+    Ok(report)
 }
 
 /// Runs scenario `name` once per mode of `modes` (budget, naive, peer),
@@ -244,11 +281,18 @@ pub async fn run_scenario(
             id_group: scenario.id_group,
         };
         let stats = PartnerStats::InProcess(&partners.main);
+        // The services' gauges, in budget mode only: the registry is the
+        // process's, and the other modes would show what budget mode left.
+        let metrics = if mode == ChainMode::Budget {
+            Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
+        } else {
+            None
+        };
         let (report, outage) = if scenario.outage {
             let window = OutageWindow::of_run(plan.spec.duration());
             let prefix = id_prefix(&label);
             let (started, start) = tokio::sync::oneshot::channel();
-            let run = run_load_with(plan, target, label, stats, move || {
+            let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
                 let _ = started.send(tokio::time::Instant::now());
             });
             let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
@@ -266,7 +310,10 @@ pub async fn run_scenario(
             });
             (report, outage)
         } else {
-            (run_load(plan, target, label, stats).await, None)
+            (
+                run_load_with(plan, target, label, stats, metrics.as_ref(), || {}).await,
+                None,
+            )
         };
         let middle = chain.middle.as_ref().map(|m| m.stats());
         chain.stop().await;

@@ -623,6 +623,16 @@ impl Partners {
     /// Starts both on `127.0.0.1:0`: the main one with the chain's
     /// workers per path ([`ChainSettings::partner_config`]).
     ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slow_partner::PartnerError> {
+    /// use load_tests::scenario::{ChainSettings, Partners};
+    ///
+    /// let partners = Partners::start(&ChainSettings::default()).await?;
+    /// assert!(partners.blackhole.is_some());
+    /// partners.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// When one cannot start.
@@ -680,6 +690,9 @@ fn loopback() -> SocketAddr {
 pub struct Chain {
     /// Edge's `/checkout` URL.
     pub url: String,
+    /// Checkout's (or the peer checkout's) base URL, `http://127.0.0.1:port`:
+    /// its `/metrics` are the process's ([`crate::gauges`]).
+    pub checkout_url: String,
     /// The middle hop, for the `deep` scenario.
     pub middle: Option<Middle>,
     stops: Vec<oneshot::Sender<()>>,
@@ -834,6 +847,7 @@ impl Chain {
         servers.push(server);
         Ok(Self {
             url: format!("http://{edge_addr}/checkout"),
+            checkout_url: format!("http://{checkout_addr}"),
             middle,
             stops,
             servers,

@@ -247,10 +247,46 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
         assert_eq!(ramp.series.goodput_per_s.iter().sum::<u64>(), r.good);
         // Healthy and far below capacity: nearly all good, every step.
         assert!(r.good >= 44, "{} mode: {:?}", r.mode, r.outcomes);
-        assert!(ramp.series.services.learned_floor_ms.is_none());
+        assert_eq!(ramp.series.services, r.services, "{} mode", r.mode);
+        if r.mode == "budget" {
+            // Checkout's /metrics, read each second: a floor per
+            // dependency it called, and edge's of checkout.
+            let floors = r.services.learned_floor_ms.as_ref().expect("sampled");
+            for dep in ["inventory", "pricing", "recommendations", "checkout"] {
+                let series = floors
+                    .get(dep)
+                    .unwrap_or_else(|| panic!("no {dep} floor: {floors:?}"));
+                assert_eq!(series.len(), 3, "{dep}: {series:?}");
+                assert!(
+                    series
+                        .iter()
+                        .flatten()
+                        .all(|ms| ms.is_finite() && *ms > 0.0),
+                    "{dep}: {series:?}"
+                );
+            }
+            // Recommendations keeps checkout's fixed 1 s floor.
+            assert!(
+                floors["recommendations"]
+                    .iter()
+                    .flatten()
+                    .all(|ms| *ms == 1000.0),
+                "{floors:?}"
+            );
+            assert!(
+                floors["pricing"].iter().flatten().count() >= 2,
+                "{floors:?}"
+            );
+            assert!(r.services.adaptive_limit.is_some());
+        } else {
+            // Not sampled: the registry would show what budget mode left.
+            assert_eq!(r.services, Default::default(), "{} mode", r.mode);
+        }
     }
     let md = markdown(&invocation, "load-tests --scenario ramp", &reports);
     assert!(md.contains("Per step of the ramp"), "{md}");
+    assert!(md.contains("budget mode: pricing floor ms (mean)"), "{md}");
+    assert!(!md.contains("naive mode: pricing floor"), "{md}");
     let dir = std::env::temp_dir().join(format!("load-tests-ramp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let svg_path = dir.join("ramp.svg");
@@ -259,6 +295,15 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
     assert!(
         svg.contains("offered load"),
         "the ramp panel has the offered load"
+    );
+    assert!(
+        svg.contains("floor in force per dependency")
+            && svg.contains("adaptive concurrency limit per dependency"),
+        "the ramp has the services' charts"
+    );
+    assert!(
+        svg.contains("budget mode: pricing"),
+        "a line per dependency"
     );
     let json_path = dir.join("ramp.json");
     write_json(
@@ -274,6 +319,9 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
         json["runs"][2]["ramp"]["steps"].as_array().unwrap().len(),
         6
     );
+    let floors = &json["runs"][0]["ramp"]["series"]["services"]["learned_floor_ms"];
+    assert_eq!(floors["pricing"].as_array().unwrap().len(), 3, "{floors}");
+    assert!(json["runs"][1]["services"]["learned_floor_ms"].is_null());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
