@@ -40,10 +40,11 @@
 //!
 //! let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
 //! assert_eq!(limit.current(), 10);
-//! // The first finished call starts the first no-load (min-RTT) measurement.
-//! let probing = limit.on_sample(Instant::now(), Duration::from_millis(50), 4, Sample::Success);
-//! assert_eq!(probing, 3);
-//! queue.set_limit(probing);
+//! // A call dropped (timed out, or answered 503) cuts the limit by 10 %.
+//! let now = limit.on_sample(Instant::now(), Duration::from_millis(50), 4, Sample::Dropped);
+//! assert_eq!(now, 9);
+//! queue.set_limit(now);
+//! assert_eq!(queue.limit(), 9);
 //! # }
 //! ```
 

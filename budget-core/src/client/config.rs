@@ -315,6 +315,12 @@ impl DependencyConfig {
             .map(|c| Permits::new(c, self.queue, self.mode))
             .transpose()?
             .flatten();
+        if let Some(permits) = &permits {
+            crate::telemetry::meter::concurrency_limit(
+                &Arc::from(self.name.as_str()),
+                permits.limit(),
+            );
+        }
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self
