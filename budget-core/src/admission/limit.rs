@@ -59,7 +59,10 @@
 //!    trip: a drop cuts the limit only if its call started after the
 //!    previous cut, so a burst of timeouts from calls sent together is one
 //!    cut, not a collapse to `min` (as TCP halves its window once per round
-//!    trip).
+//!    trip); and at most once per `window`, so that a partner whose fast
+//!    failures come back in a millisecond (half its answers `503`, say) is
+//!    one signal per window, not a cut per answer that would leave the
+//!    limit below the partner's capacity for the answers that succeed.
 //! 6. **A slower partner.** If the partner becomes slower for good (say ten
 //!    times), every window's gradient hits the `0.5` clamp; after 5 such
 //!    windows in a row a probe re-measures `min_rtt` at once, and the limit
@@ -683,11 +686,14 @@ impl AdaptiveLimit {
         self.limit_of(&state)
     }
 
-    /// A dropped call: cut the estimate, once per round trip.
+    /// A dropped call: cut the estimate, once per round trip and at most
+    /// once per `window`.
     fn on_drop(&self, state: &mut State, now: Instant, started: Option<Instant>) {
         let fresh = match (state.last_cut, started) {
             (None, _) => true,
-            (Some(cut), Some(started)) => started >= cut,
+            (Some(cut), Some(started)) => {
+                started >= cut && now.saturating_duration_since(cut) >= self.config.window
+            }
             (Some(_), None) => false,
         };
         if fresh {

@@ -146,7 +146,7 @@ service_kit::client_settings! {
     /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
 /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
     /// | `floor` | `auto` (learned from latency); recommendations: `recommendations_floor` (set that instead) |
-    /// | `breaker` | none |
+    /// | `breaker` | 20 consecutive failures open it for 1 s (`budget_mode = on` only; [`DEFAULT_DEPENDENCY_BREAKER`](service_kit::DEFAULT_DEPENDENCY_BREAKER)) |
     /// | `concurrency` | `auto` (an adaptive limit; ignored with `budget_mode = off`) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
@@ -247,6 +247,7 @@ impl CheckoutConfig {
         c.concurrency = Some(service_kit::default_dependency_concurrency());
         if self.budget_mode.is_on() {
             c.retry_budget = Some(RetryBudgetConfig::default());
+            c.breaker = Some(service_kit::DEFAULT_DEPENDENCY_BREAKER);
         } else {
             c.mode = Mode::Fixed;
         }

@@ -577,25 +577,39 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
         // Pricing attempts per client request, with the partner's pricing
         // always 503, through client -> edge -> checkout -> partner;
         // without a retry budget: budget mode off (fixed retries only).
-        async fn amplification(retry_budget: Option<f64>) -> f64 {
+        /// `Some(None)`: checkout's defaults; `Some(Some(ratio))`: that
+        /// retry budget alone (the default breaker kept from opening);
+        /// `None`: budget mode off.
+        async fn amplification(retry_budget: Option<Option<f64>>) -> f64 {
             let partner = partner(Mode::Normal).await;
             let mut chain = Chain::new(&partner, "", "?status=503", "");
+            let mut defaults = false;
             match retry_budget {
-                Some(ratio) => {
+                Some(Some(ratio)) => {
                     chain.checkout.pricing.retry_budget =
                         Some(budget_core::retry::RetryBudgetConfig {
                             min_per_sec: 0,
                             ratio,
                             ..Default::default()
                         });
+                    chain.checkout.pricing.breaker = Some(budget_core::breaker::BreakerConfig {
+                        failure_threshold: 1_000_000,
+                        ..Default::default()
+                    });
                 }
+                Some(None) => defaults = true,
                 None => chain = chain.mode(BudgetMode::Off),
             }
             let url = chain.start().await;
             let requests = 60;
             for _ in 0..requests {
                 let res = client().get(&url).send().await.unwrap();
-                assert_eq!(res.status(), 502);
+                if defaults {
+                    // Once the breaker is open: 503 with Retry-After.
+                    assert!(matches!(res.status().as_u16(), 502 | 503), "{}", res.status());
+                } else {
+                    assert_eq!(res.status(), 502);
+                }
             }
             let stats = partner.stats();
             let pricing: usize = stats
@@ -614,12 +628,18 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
         // multiply them further).
         assert_eq!(amplification(None).await, 3.0);
         // With a 10 % retry budget on top: about 1.1.
-        let ratio = amplification(Some(0.1)).await;
+        let ratio = amplification(Some(Some(0.1))).await;
         assert!(
             ratio <= 1.25,
             "amplification {ratio:.3} > 1 + ratio (0.1) + slack"
         );
         assert!(ratio >= 1.0, "every request reached pricing at least once");
+        // Checkout's defaults (issue 13, outage): the retry budget and the
+        // breaker (20 consecutive failures open it for 1 s). 60 sequential
+        // requests take well under a second: 20 failing attempts open it,
+        // and the rest are refused without a call.
+        let ratio = amplification(Some(None)).await;
+        assert!(ratio <= 0.5, "the default breaker stops the calls: {ratio:.3}");
     })
     .await;
 }

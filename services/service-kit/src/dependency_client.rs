@@ -1,4 +1,5 @@
 use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::config::ConfigError;
 use budget_core::floor::FloorConfig;
@@ -13,6 +14,23 @@ use budget_core::floor::FloorConfig;
 /// assert_eq!(service_kit::DEFAULT_DEPENDENCY_FLOOR, FloorConfig::AUTO);
 /// ```
 pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
+
+/// The circuit breaker of checkout's dependencies in budget mode when
+/// their table does not say: 20 consecutive failures open it for 1 s, then
+/// one probe call decides. A partner that fails every call (an outage)
+/// costs about one attempt per second instead of one or more per request;
+/// one that fails half its calls (flaky) almost never opens it
+/// (`0.5^20`); and a recovered partner is called again within a second.
+///
+/// ```
+/// use std::time::Duration;
+/// let b = service_kit::DEFAULT_DEPENDENCY_BREAKER;
+/// assert_eq!((b.failure_threshold, b.open_for), (20, Duration::from_secs(1)));
+/// ```
+pub const DEFAULT_DEPENDENCY_BREAKER: BreakerConfig = BreakerConfig {
+    failure_threshold: 20,
+    open_for: std::time::Duration::from_secs(1),
+};
 
 /// The concurrency limit of checkout's dependencies when their table does
 /// not say: adaptive (`concurrency = "auto"`), so that a call waits in

@@ -56,7 +56,8 @@ pub use cli_checks::{
 pub use client_settings::ClientSettings;
 pub use config_file::{ConfigFileError, load_toml, parse_toml};
 pub use dependency_client::{
-    DEFAULT_DEPENDENCY_FLOOR, default_dependency_concurrency, dependency_client,
+    DEFAULT_DEPENDENCY_BREAKER, DEFAULT_DEPENDENCY_FLOOR, default_dependency_concurrency,
+    dependency_client,
 };
 pub use exit::{EXIT_USAGE, exit_failure, exit_usage};
 pub use flags::{BudgetFlags, ServiceFlags, show_defaults};

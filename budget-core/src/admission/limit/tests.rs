@@ -262,6 +262,21 @@ async fn a_burst_of_drops_cuts_once_per_round_trip_down_to_min() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn fast_failures_cut_at_most_once_per_window() {
+    let (limit, t) = measured(config());
+    let fast = Duration::from_millis(1);
+    // A thousand 503s a millisecond apart, each sent after the last cut:
+    // one cut per 250 ms window, four in the second.
+    let mut now = t;
+    for _ in 0..1000 {
+        now += fast;
+        limit.on_sample(now, fast, 10, Sample::Dropped);
+    }
+    // 10 x 0.9^4 = 6.6 (the first cut at t + 1 ms, then every 250 ms).
+    assert_eq!(limit.current(), 6);
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_idle_client_does_not_ratchet_the_limit_up() {
     let (limit, mut t) = measured(config());
     for _ in 0..100 {

@@ -57,7 +57,9 @@ pub enum QueueOrder {
     Adaptive,
 }
 
-/// A permit queue's configuration, as read from a file.
+/// A permit queue's configuration, as read from a file: an order alone
+/// (`queue = "lifo"`) or a table (`queue = { order = "fifo", target =
+/// "10ms" }`).
 ///
 /// Durations are humantime strings (`"5ms"`); missing fields take their
 /// defaults ([`QueueOrder::Adaptive`], [`DEFAULT_TARGET`],
@@ -75,9 +77,13 @@ pub enum QueueOrder {
 /// assert_eq!(config.target, Duration::from_millis(10));
 /// assert_eq!(config.interval, Duration::from_millis(100));
 /// config.validate().unwrap();
+///
+/// let lifo: QueueConfig = serde_json::from_str(r#""lifo""#).unwrap();
+/// assert_eq!(lifo, QueueConfig { order: QueueOrder::Lifo, ..Default::default() });
+/// assert!(serde_json::from_str::<QueueConfig>(r#""random""#).is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, remote = "Self")]
 pub struct QueueConfig {
     /// The order among waiters of one criticality.
     pub order: QueueOrder,
@@ -89,6 +95,45 @@ pub struct QueueConfig {
     /// more than zero.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+}
+
+impl Serialize for QueueConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        QueueConfig::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for QueueConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, MapAccess, Visitor};
+
+        struct QueueVisitor;
+
+        impl<'de> Visitor<'de> for QueueVisitor {
+            type Value = QueueConfig;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "an order (\"adaptive\", \"fifo\", \"lifo\") or a table \
+                     ({ order = \"adaptive\", target = \"5ms\", interval = \"100ms\" })",
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<QueueConfig, E> {
+                let order = QueueOrder::deserialize(de::value::StrDeserializer::<E>::new(v))?;
+                Ok(QueueConfig {
+                    order,
+                    ..QueueConfig::default()
+                })
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<QueueConfig, A::Error> {
+                QueueConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+
+        d.deserialize_any(QueueVisitor)
+    }
 }
 
 impl Default for QueueConfig {
