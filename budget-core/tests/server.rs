@@ -536,24 +536,30 @@ async fn overload_past_the_in_flight_limit_is_a_503_with_retry_after_not_a_queue
     );
 }
 
-/// Issue 13: `max_in_flight = "auto"` reads from TOML and limits at the
-/// adaptive limit's current value (its initial 10); a bad table names its
-/// field.
-#[tokio::test(start_paused = true)]
-async fn an_adaptive_in_flight_limit_follows_the_answers() {
-    let limited: ServerConfig = toml::from_str("max_in_flight = \"auto\"").unwrap();
+/// A router behind `config`'s layer whose handler answers once `gate` has
+/// a permit for it (each answer uses one up).
+fn gated(config: &ServerConfig) -> (Router, Arc<tokio::sync::Semaphore>) {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let g = gate.clone();
     let router = Router::new()
         .route(
             "/",
             get(move || async move {
-                // Each answer uses up one permit of the gate.
                 g.acquire().await.unwrap().forget();
                 "done"
             }),
         )
-        .layer(limited.layer().unwrap());
+        .layer(config.layer().unwrap());
+    (router, gate)
+}
+
+/// Issue 13: `max_in_flight = "auto"` reads from TOML and limits at the
+/// adaptive limit's current value (its initial 10); a bad table names its
+/// field.
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_in_flight_limit_follows_the_answers() {
+    let limited: ServerConfig = toml::from_str("max_in_flight = \"auto\"").unwrap();
+    let (router, gate) = gated(&limited);
     let busy: Vec<_> = (0..10)
         .map(|_| tokio::spawn(router.clone().oneshot(get_with(&[]))))
         .collect();
@@ -581,18 +587,7 @@ async fn sheddable_requests_are_refused_before_the_limit_is_full() {
         max_in_flight: Some(4.into()),
         ..config()
     };
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let g = gate.clone();
-    let router = Router::new()
-        .route(
-            "/",
-            get(move || async move {
-                // Each answer uses up one permit of the gate.
-                g.acquire().await.unwrap().forget();
-                "done"
-            }),
-        )
-        .layer(limited.layer().unwrap());
+    let (router, gate) = gated(&limited);
     let sheddable = [("request-criticality", b"sheddable".as_slice())];
     let busy: Vec<_> = (0..3)
         .map(|_| tokio::spawn(router.clone().oneshot(get_with(&sheddable))))
