@@ -109,6 +109,34 @@ impl FloorConfig {
     }
 }
 
+impl std::str::FromStr for FloorConfig {
+    type Err = ConfigError;
+
+    /// A flag's form: `auto` or a duration (`250ms`); a learned floor's
+    /// other knobs are the config file's.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::floor::FloorConfig;
+    /// assert_eq!("auto".parse::<FloorConfig>().unwrap(), FloorConfig::AUTO);
+    /// assert_eq!("250ms".parse::<FloorConfig>().unwrap(), FloorConfig::fixed(Duration::from_millis(250)));
+    /// assert_eq!("soon".parse::<FloorConfig>().unwrap_err().field(), "floor");
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == AUTO {
+            return Ok(FloorConfig::AUTO);
+        }
+        humantime::parse_duration(s)
+            .map(FloorConfig::fixed)
+            .map_err(|e| {
+                ConfigError::new(
+                    "floor",
+                    format!("expected `auto` or a duration (`250ms`): {e}"),
+                )
+            })
+    }
+}
+
 impl Serialize for FloorConfig {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use budget_core::floor::FloorConfig;
 use checkout::{CheckoutConfig, Error};
 use clap::Parser;
 use service_kit::{BudgetFlags, ServiceFlags, overlay};
@@ -44,6 +45,16 @@ struct Cli {
     #[arg(long, env = "RECOMMENDATIONS_FLOOR", value_name = "DURATION", value_parser = humantime::parse_duration)]
     recommendations_floor: Option<Duration>,
 
+    /// Inventory's floor: `auto` (learned from its latency) or a duration
+    /// [default: auto]
+    #[arg(long, env = "INVENTORY_FLOOR", value_name = "auto|DURATION")]
+    inventory_floor: Option<FloorConfig>,
+
+    /// Pricing's floor: `auto` (learned from its latency) or a duration
+    /// [default: auto]
+    #[arg(long, env = "PRICING_FLOOR", value_name = "auto|DURATION")]
+    pricing_floor: Option<FloorConfig>,
+
     #[command(flatten)]
     budget: BudgetFlags,
 }
@@ -57,6 +68,8 @@ impl Cli {
             overlay(&mut c.pricing_url, self.pricing_url.clone());
             overlay(&mut c.recommendations_url, self.recommendations_url.clone());
             overlay(&mut c.recommendations_floor, self.recommendations_floor);
+            overlay(&mut c.inventory.floor, self.inventory_floor.map(Some));
+            overlay(&mut c.pricing.floor, self.pricing_floor.map(Some));
         })
     }
 }
@@ -86,6 +99,10 @@ mod tests {
             "http://127.0.0.1:9/r",
             "--recommendations-floor",
             "300ms",
+            "--inventory-floor",
+            "auto",
+            "--pricing-floor",
+            "250ms",
         ];
         let cli = Cli::try_parse_from(own.into_iter().chain(SHARED_FLAGS)).unwrap();
         let c = cli.config().unwrap();
@@ -94,6 +111,13 @@ mod tests {
         assert_eq!(c.pricing_url, "http://127.0.0.1:9/p?status=503");
         assert_eq!(c.recommendations_url, "http://127.0.0.1:9/r");
         assert_eq!(c.recommendations_floor, Duration::from_millis(300));
+        assert_eq!(c.inventory.floor, Some(FloorConfig::AUTO));
+        assert_eq!(
+            c.pricing.floor,
+            Some(FloorConfig::fixed(Duration::from_millis(250)))
+        );
+        let bad = Cli::try_parse_from(["checkout", "--pricing-floor", "soon"]).unwrap_err();
+        assert!(bad.to_string().contains("`auto` or a duration"), "{bad}");
     }
 
     #[test]

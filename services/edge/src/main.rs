@@ -38,6 +38,11 @@ struct Cli {
     #[arg(long, env = "STRIP_INTERNAL_HEADERS", value_name = "BOOL")]
     strip_internal_headers: Option<bool>,
 
+    /// The floor of the call to checkout: `auto` (learned from its
+    /// latency) or a duration [default: auto]
+    #[arg(long, env = "CHECKOUT_FLOOR", value_name = "auto|DURATION")]
+    checkout_floor: Option<budget_core::floor::FloorConfig>,
+
     #[command(flatten)]
     budget: BudgetFlags,
 }
@@ -50,6 +55,7 @@ impl Cli {
             overlay(&mut c.checkout_url, self.checkout_url.clone());
             overlay(&mut c.trust_inbound_budget, self.trust_inbound_budget);
             overlay(&mut c.strip_internal_headers, self.strip_internal_headers);
+            overlay(&mut c.checkout.floor, self.checkout_floor.map(Some));
         })
     }
 }
@@ -71,11 +77,23 @@ mod tests {
 
     #[test]
     fn every_flag_sets_its_field() {
-        let own = ["edge", "--checkout-url", "http://127.0.0.1:9181"];
+        let own = [
+            "edge",
+            "--checkout-url",
+            "http://127.0.0.1:9181",
+            "--checkout-floor",
+            "40ms",
+        ];
         let cli = Cli::try_parse_from(own.into_iter().chain(SHARED_FLAGS)).unwrap();
         let c = cli.config().unwrap();
         service_kit::assert_shared_flags_set(c.settings());
         assert_eq!(c.checkout_url, "http://127.0.0.1:9181");
+        assert_eq!(
+            c.checkout.floor,
+            Some(budget_core::floor::FloorConfig::fixed(
+                std::time::Duration::from_millis(40)
+            ))
+        );
     }
 
     #[test]
