@@ -265,26 +265,25 @@ fn requested_fault(body: &[u8]) -> Result<Option<Fault>, OverrideError> {
 
 impl IntoResponse for OverrideError {
     fn into_response(self) -> Response {
-        problem(
-            StatusCode::BAD_REQUEST,
-            "urn:slow-partner:problem:bad-parameter",
-            "Bad parameter",
-            self.to_string(),
-            Some(self.parameter()),
-        )
+        bad_parameter(self.to_string(), self.parameter())
     }
 }
 
 impl IntoResponse for QueryError {
     fn into_response(self) -> Response {
-        problem(
-            StatusCode::BAD_REQUEST,
-            "urn:slow-partner:problem:bad-parameter",
-            "Bad parameter",
-            self.to_string(),
-            Some(self.parameter()),
-        )
+        bad_parameter(self.to_string(), self.parameter())
     }
+}
+
+/// The `400` problem of a bad query knob or admin input, naming it.
+fn bad_parameter(detail: String, parameter: &'static str) -> Response {
+    problem(
+        StatusCode::BAD_REQUEST,
+        "urn:slow-partner:problem:bad-parameter",
+        "Bad parameter",
+        detail,
+        Some(parameter),
+    )
 }
 
 /// An `application/problem+json` answer (RFC 9457).
