@@ -231,3 +231,34 @@ async fn the_metrics_route_serves_the_prometheus_text_and_installs_once() {
     );
     assert_eq!(value(&text, METRIC_MALFORMED_TOTAL), Some(1.0));
 }
+
+/// Issue 13: the floor gauge is set when a client is built, with no call
+/// needed to read it (a learned one follows its recomputations: the
+/// floor's own unit test).
+#[test]
+fn the_floor_gauge_is_set_when_a_client_is_built() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let gauge = |dep: &str| format!("{METRIC_FLOOR_SECONDS}{{{LABEL_DEPENDENCY}=\"{dep}\"}}");
+    let rendered = metrics::with_local_recorder(&recorder, || {
+        let mut fixed = DependencyConfig::new("fixed", "http://127.0.0.1:9/f");
+        fixed.floor = Floor::new(ms(250)).into();
+        let _fixed = fixed.build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let _learned = rt.block_on(async {
+            let mut learned = DependencyConfig::new("learned", "http://127.0.0.1:9/l");
+            learned.floor = budget_core::floor::FloorConfig::auto();
+            learned.build().unwrap()
+        });
+        handle.render()
+    });
+    assert_eq!(value(&rendered, &gauge("fixed")), Some(0.25), "{rendered}");
+    assert_eq!(
+        value(&rendered, &gauge("learned")),
+        Some(0.005),
+        "cold start: min; {rendered}"
+    );
+}

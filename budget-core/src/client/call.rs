@@ -135,7 +135,6 @@ where
 
     // Rule 2: below the floor, no I/O at all.
     let floor = settings.floor.current();
-    meter::floor(name, floor.floor.get());
     if let Err(below) = timing.check_floor(&floor) {
         return Err(refuse(
             settings,
@@ -179,7 +178,10 @@ where
         let budget = window.budget;
         let span = trace::attempt_span(name, &plan.method, number, budget, waited);
         meter::attempt(name, number, budget);
-        let in_flight = settings.permits.as_ref().map_or(0, Permits::in_use);
+        let in_flight = settings
+            .permits
+            .as_ref()
+            .and_then(Permits::adaptive_in_flight);
         let sent = attempt(AttemptSpec { number, budget }).instrument(span.clone());
         let result = tokio::time::timeout_at(window.deadline, sent)
             .await
@@ -217,7 +219,7 @@ where
             // and from timed-out ones (their latency is at least `took`).
             settings.floor.observe(took);
         }
-        if let Some(permits) = &settings.permits {
+        if let (Some(permits), Some(in_flight)) = (&settings.permits, in_flight) {
             permits.sample(name, took, in_flight, limit_sample(&outcome, &decision));
         }
         tracing::debug!(

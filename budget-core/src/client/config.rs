@@ -315,12 +315,6 @@ impl DependencyConfig {
             .map(|c| Permits::new(c, self.queue, self.mode))
             .transpose()?
             .flatten();
-        if let Some(permits) = &permits {
-            crate::telemetry::meter::concurrency_limit(
-                &Arc::from(self.name.as_str()),
-                permits.limit(),
-            );
-        }
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self
@@ -331,8 +325,14 @@ impl DependencyConfig {
             .breaker
             .map(|c| breaker_for(&c, &base, registry))
             .transpose()?;
+        // Every field is valid: the client's gauges start now.
+        let name: Arc<str> = Arc::from(self.name.as_str());
+        if let Some(permits) = &permits {
+            crate::telemetry::meter::concurrency_limit(&name, permits.limit());
+        }
+        floor.report_as(Arc::clone(&name));
         Ok(Settings {
-            name: Arc::from(self.name.as_str()),
+            name,
             base,
             connect_cap: self.connect_cap,
             pool_idle_timeout: self.pool_idle_timeout,

@@ -130,7 +130,22 @@ impl Permits {
         }
     }
 
-    /// Permits in use now (the attempt about to start included).
+    /// With an adaptive limit, the permits in use now (the attempt about
+    /// to start included), for its sample; `None` otherwise, without
+    /// touching the queue's lock.
+    pub(crate) fn adaptive_in_flight(&self) -> Option<usize> {
+        match self {
+            Permits::Queue {
+                queue,
+                limit: Some(_),
+            } => Some(queue.in_use()),
+            _ => None,
+        }
+    }
+
+    /// Permits in use now (budget mode's queue; the fixed-mode semaphore
+    /// is not counted).
+    #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {
         match self {
             Permits::Fifo(..) => 0,

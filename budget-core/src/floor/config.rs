@@ -246,6 +246,18 @@ impl DependencyFloor {
         }
     }
 
+    /// Reports the floor as `dependency`'s `budget_floor_seconds` gauge:
+    /// a fixed one once, a learned one whenever it is recomputed.
+    #[cfg(any(feature = "client", test))]
+    pub(crate) fn report_as(&self, dependency: Arc<str>) {
+        match self {
+            DependencyFloor::Fixed(floor) => {
+                crate::telemetry::meter::floor(&dependency, floor.get())
+            }
+            DependencyFloor::Learned(learned) => learned.report_as(dependency),
+        }
+    }
+
     /// Whether it is learned.
     ///
     /// ```

@@ -37,7 +37,7 @@
 //! ```
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -320,6 +320,8 @@ pub struct LearnedFloor {
     config: LearnedFloorConfig,
     cold: Effective,
     state: Mutex<Window>,
+    /// The dependency whose `budget_floor_seconds` gauge follows it.
+    gauge: OnceLock<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -373,7 +375,16 @@ impl LearnedFloor {
                 dirty: false,
                 effective: cold,
             }),
+            gauge: OnceLock::new(),
         })
+    }
+
+    /// Reports the floor as `dependency`'s gauge from now on: now, and
+    /// each time it is recomputed (not on every call that reads it).
+    #[cfg(any(feature = "client", test))]
+    pub(crate) fn report_as(&self, dependency: Arc<str>) {
+        crate::telemetry::meter::floor(&dependency, self.current().floor.get());
+        let _ = self.gauge.set(dependency);
     }
 
     /// Its settings.
@@ -435,6 +446,9 @@ impl LearnedFloor {
             if w.dirty || rotated || w.computed_at.is_none() {
                 w.effective = self.compute(&mut w);
                 w.dirty = false;
+                if let Some(dependency) = self.gauge.get() {
+                    crate::telemetry::meter::floor(dependency, w.effective.floor.get());
+                }
             }
             w.computed_at = Some(now);
         }
@@ -694,6 +708,32 @@ mod tests {
         }
         settle().await;
         assert_eq!(f.current().floor.get(), ms(2000));
+    }
+
+    #[cfg(feature = "prometheus")]
+    #[tokio::test(start_paused = true)]
+    async fn the_gauge_follows_each_recomputation_not_each_read() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let line = "budget_floor_seconds{dependency=\"pricing\"}";
+        let value = || {
+            let rendered = handle.render();
+            rendered
+                .lines()
+                .find_map(|l| l.strip_prefix(line))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        let _guard = metrics::set_default_local_recorder(&recorder);
+        let f = learned(x15());
+        f.report_as(Arc::from("pricing"));
+        assert_eq!(value(), Some(0.005), "cold start at once");
+        for _ in 0..20 {
+            f.observe(ms(200));
+        }
+        assert_eq!(value(), Some(0.005), "observing alone recomputes nothing");
+        settle().await;
+        f.current();
+        assert_eq!(value(), Some(0.3), "p99 200 ms x 1.5");
     }
 
     #[test]

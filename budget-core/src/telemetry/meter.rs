@@ -5,9 +5,7 @@
 //!
 //! Names and labels are in [`semconv`](super::semconv).
 
-#[cfg(feature = "client")]
 use std::sync::Arc;
-#[cfg(any(feature = "server", feature = "client"))]
 use std::time::Duration;
 
 #[cfg(feature = "metrics")]
@@ -199,8 +197,8 @@ pub(crate) fn concurrency_limit(dependency: &Arc<str>, limit: usize) {
         .set(limit as f64);
 }
 
-/// The floor in force for `dependency` when a call to it starts.
-#[cfg(feature = "client")]
+/// The floor in force for `dependency`: set when its client is built and
+/// each time a learned floor is recomputed, not on every call.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn floor(dependency: &Arc<str>, floor: Duration) {
