@@ -269,6 +269,28 @@ impl Problem {
         self
     }
 
+    /// The `Retry-After` header value for [`retry_after_ms`](Self::retry_after_ms):
+    /// whole seconds, rounded up. A wait that saturated the milliseconds
+    /// (`u64::MAX` ms, about 585 million years: a dependency asked for more
+    /// than any integer holds) is written as the saturated delay-seconds,
+    /// `18446744073709551615`, so one saturated value reads the same at every
+    /// hop.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::problem::{Problem, ProblemKind};
+    /// let p = Problem::new(ProblemKind::CircuitOpen, "x").with_retry_after(Duration::from_millis(1200));
+    /// assert_eq!(p.retry_after_secs(), Some(2));
+    /// let p = p.with_retry_after(Duration::from_secs(u64::MAX));
+    /// assert_eq!(p.retry_after_secs(), Some(u64::MAX));
+    /// ```
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after_ms.map(|ms| match ms {
+            u64::MAX => u64::MAX,
+            ms => ms.div_ceil(1000),
+        })
+    }
+
     /// The body as JSON text.
     ///
     /// ```

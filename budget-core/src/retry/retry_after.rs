@@ -7,8 +7,11 @@
 //! ```
 //!
 //! - delay-seconds: ASCII digits only. A sign, a decimal point, a space
-//!   inside, an empty value, or more seconds than a `u64` holds are rejected,
-//!   each with its own reason.
+//!   inside or an empty value is rejected, each with its own reason. RFC
+//!   9110 puts no upper bound on the digits: more seconds than a `u64`
+//!   holds *saturate* at `u64::MAX` seconds (a wait longer than any
+//!   budget), so a dependency asking for an absurd wait is passed up at once
+//!   instead of being read as "no `Retry-After`" and retried.
 //! - HTTP-date: all three RFC 9110 forms (IMF-fixdate, the obsolete RFC 850
 //!   form and asctime), read by [`httpdate::parse_http_date`]. A date in the
 //!   past means "now": zero.
@@ -70,9 +73,6 @@ pub enum RetryAfterError {
     /// Digits followed by something that is not a digit (`5s`).
     #[error("retry-after delay-seconds has a non-digit")]
     NotDigit,
-    /// More seconds than a `u64` holds.
-    #[error("retry-after delay-seconds overflows")]
-    Overflow,
     /// Neither delay-seconds nor an HTTP-date in any of the three forms.
     #[error("retry-after is neither delay-seconds nor an http-date")]
     InvalidDate,
@@ -116,7 +116,8 @@ fn trim_ows(value: &[u8]) -> &[u8] {
     &value[start..end]
 }
 
-/// `1*DIGIT`, with checked arithmetic.
+/// `1*DIGIT`, saturating at `u64::MAX` seconds; every byte is still
+/// checked, so `99999999999999999999x` is [`RetryAfterError::NotDigit`].
 fn parse_delay_seconds(digits: &[u8]) -> Result<Duration, RetryAfterError> {
     let mut secs: u64 = 0;
     for &b in digits {
@@ -126,10 +127,7 @@ fn parse_delay_seconds(digits: &[u8]) -> Result<Duration, RetryAfterError> {
             b' ' | b'\t' => return Err(RetryAfterError::Whitespace),
             _ => return Err(RetryAfterError::NotDigit),
         };
-        secs = secs
-            .checked_mul(10)
-            .and_then(|s| s.checked_add(digit))
-            .ok_or(RetryAfterError::Overflow)?;
+        secs = secs.saturating_mul(10).saturating_add(digit);
     }
     Ok(Duration::from_secs(secs))
 }
@@ -180,13 +178,22 @@ mod tests {
         assert_eq!(parse(""), Err(RetryAfterError::Empty));
         assert_eq!(parse(" \t "), Err(RetryAfterError::Empty));
         assert_eq!(
-            parse("18446744073709551616"),
-            Err(RetryAfterError::Overflow)
+            parse("99999999999999999999x"),
+            Err(RetryAfterError::NotDigit)
         );
         assert_eq!(
-            parse("99999999999999999999999"),
-            Err(RetryAfterError::Overflow)
+            parse("99999999999999999999.5"),
+            Err(RetryAfterError::Decimal)
         );
+    }
+
+    #[test]
+    fn rule6_delay_seconds_beyond_a_u64_saturate() {
+        let max = Ok(Duration::from_secs(u64::MAX));
+        assert_eq!(parse("18446744073709551616"), max);
+        assert_eq!(parse("99999999999999999999999"), max);
+        assert_eq!(parse(&"9".repeat(100)), max);
+        assert_eq!(parse(&"1".repeat(10_000)), max);
     }
 
     #[test]
@@ -258,6 +265,17 @@ mod tests {
         #[test]
         fn rule6_any_u64_of_digits_round_trips(secs in any::<u64>()) {
             prop_assert_eq!(parse(&secs.to_string()), Ok(Duration::from_secs(secs)));
+        }
+
+        /// Digit strings of any length: the value is theirs when it fits a
+        /// `u64` (leading zeros included), `u64::MAX` seconds otherwise;
+        /// never an error, never absent.
+        #[test]
+        fn rule6_digit_strings_of_any_length_fit_or_saturate(
+            digits in "[0-9]{1,400}",
+        ) {
+            let expected = digits.parse::<u64>().unwrap_or(u64::MAX);
+            prop_assert_eq!(parse(&digits), Ok(Duration::from_secs(expected)));
         }
     }
 }

@@ -37,8 +37,8 @@ pub fn problem_response(problem: &Problem, ledger: &Ledger) -> Response<Body> {
         CONTENT_TYPE,
         HeaderValue::from_static(problem::CONTENT_TYPE),
     );
-    if let Some(ms) = problem.retry_after_ms {
-        headers.insert(RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
+    if let Some(secs) = problem.retry_after_secs() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
     }
     append_server_timing(&mut res, ledger);
     res

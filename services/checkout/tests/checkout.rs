@@ -256,6 +256,40 @@ async fn a_pricing_429_with_a_long_retry_after_is_passed_up_fast() {
     .await;
 }
 
+/// A delay-seconds too large for any integer is a wait longer than any
+/// budget, never "no Retry-After": the 429 (or 503) is passed up at once,
+/// pricing called once, with the saturated delay-seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_after_beyond_any_integer_is_passed_up_at_once() {
+    bounded(async {
+        let partner = partner(Mode::Normal).await;
+        let cases = [
+            ("429", "18446744073709551616".to_owned()),
+            ("503", "9".repeat(100)),
+            ("429", "18446744073709551615".to_owned()),
+        ];
+        for (i, (status, retry_after)) in cases.iter().enumerate() {
+            let query = format!("?status={status}&retry_after={retry_after}");
+            let url = start(&config(&partner, "", &query, "")).await;
+            let id = format!("saturated-{i}");
+            let start = Instant::now();
+            let res = client()
+                .get(&url)
+                .header("x-request-id", &id)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status().as_str(), *status, "{retry_after}");
+            assert!(start.elapsed() < ms(1000), "{:?}", start.elapsed());
+            assert_eq!(res.headers()["retry-after"], "18446744073709551615");
+            let problem: Problem = res.json().await.unwrap();
+            assert_eq!(problem.retry_after_ms, Some(u64::MAX));
+            assert_eq!(paths_seen(&partner, &id), ["/inventory", "/pricing"]);
+        }
+    })
+    .await;
+}
+
 /// CONTRACT section 3: an open circuit on a required dependency is a 503
 /// with Retry-After, and the dependency is not called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
