@@ -20,6 +20,9 @@ cd "$(dirname "$0")/.."
 target=x86_64-unknown-linux-gnu
 packages=(edge checkout slow-partner)
 out=docker/bin
+# Where cargo puts what it builds: CARGO_TARGET_DIR when set (relative to
+# the repository, as cargo reads it), else the workspace's target/.
+target_dir=${CARGO_TARGET_DIR:-target}
 
 glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 if [[ -z "$glibc" ]]; then
@@ -37,7 +40,7 @@ export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static"
 # With an explicit --target, RUSTFLAGS reach only the target's code, not the
 # build scripts and proc macros (which stay dynamic, as they must).
 cargo build --release --target "$target" "${packages[@]/#/-p}"
-cargo build --release --target "$target" --target-dir target \
+cargo build --release --target "$target" --target-dir "$target_dir" \
   --manifest-path docker/healthcheck/Cargo.toml
 
 mkdir -p "$out"
@@ -50,9 +53,9 @@ stage() { # SOURCE NAME
   fi
 }
 for p in "${packages[@]}"; do
-  stage "target/$target/release/$p" "$p"
+  stage "$target_dir/$target/release/$p" "$p"
 done
-stage "target/$target/release/docker-healthcheck" healthcheck
+stage "$target_dir/$target/release/docker-healthcheck" healthcheck
 
 # reqwest's rustls verifier loads the system's CA certificates when a client
 # is built (plain-http dependencies included) and fails on an empty store:
