@@ -613,12 +613,50 @@ async fn an_idle_pooled_connection_is_closed_after_pool_idle_timeout() {
             eventually(ms(5000), || server.closed() == 1).await,
             "the client with a 200 ms pool idle timeout closed its idle connection"
         );
-        // The other keeps its connection for the default 90 s.
+        // The other keeps its connection for the default 60 s.
         tokio::time::sleep(ms(500)).await;
         assert_eq!(server.closed(), 1);
         let again = long.get("").budget(Budget::new(ms(2000))).send().await;
         assert_eq!(again.unwrap().status(), StatusCode::OK);
         assert_eq!(server.accepted(), 2, "the idle connection was reused");
+    })
+    .await;
+}
+
+/// hyper's pool checks for idle connections every `pool_idle_timeout`:
+/// an idle connection is closed between once and twice the timeout after
+/// its last use, and is never reused once idle for longer than it (see
+/// `DependencyConfig::pool_idle_timeout`).
+#[tokio::test]
+async fn an_idle_pooled_connection_closes_between_one_and_two_pool_idle_timeouts() {
+    bounded(async {
+        let timeout = ms(600);
+        let server = Raw::start(Behaviour::KeepAlive).await;
+        let mut config = dep("inventory", &server.url());
+        config.pool_idle_timeout = timeout;
+        let client = config.build().unwrap();
+        let answer = client.get("").budget(Budget::new(ms(2000))).send().await;
+        assert_eq!(answer.unwrap().status(), StatusCode::OK);
+        let last_use = tokio::time::Instant::now();
+        assert!(eventually(ms(5000), || server.closed() == 1).await);
+        let idle = last_use.elapsed();
+        assert!(
+            idle >= timeout && idle <= timeout * 2 + ms(300),
+            "closed {idle:?} after its last use"
+        );
+
+        // Idle a little longer than the timeout, whether or not the pool
+        // has checked yet: the next call takes a new connection.
+        let answer = client.get("").budget(Budget::new(ms(2000))).send().await;
+        assert_eq!(answer.unwrap().status(), StatusCode::OK);
+        tokio::time::sleep(timeout + ms(100)).await;
+        let answer = client.get("").budget(Budget::new(ms(2000))).send().await;
+        assert_eq!(answer.unwrap().status(), StatusCode::OK);
+        assert_eq!(
+            server.accepted(),
+            3,
+            "no connection reused after its idle timeout"
+        );
     })
     .await;
 }

@@ -23,14 +23,16 @@ use crate::retry::{RetryBudget, RetryBudgetConfig, RetryConfig, RetryPolicy};
 /// ```
 pub const DEFAULT_CONNECT_CAP: Duration = Duration::from_secs(1);
 
-/// How long an idle pooled connection is kept when the config does not
-/// say: 90 s, reqwest's own default.
+/// How long an idle pooled connection may be reused when the config does
+/// not say: 60 s, below the 75 s idle timeout of the chain's servers (the
+/// README's "HTTP server limits"), so that a call never goes out on a
+/// connection the server is closing.
 ///
 /// ```
 /// use budget_core::client::{DependencyConfig, DEFAULT_POOL_IDLE_TIMEOUT};
 /// assert_eq!(DependencyConfig::new("a", "http://a").pool_idle_timeout, DEFAULT_POOL_IDLE_TIMEOUT);
 /// ```
-pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The per-attempt timeout of [`Mode::Fixed`] when the config does not say:
 /// 30 s, the "generous fixed timeout" of the usual setup.
@@ -110,7 +112,7 @@ pub enum OnUnavailable {
 /// | `name` | the ledger's and the logs' name for it; a token | required |
 /// | `url` | base URL; its query string is kept on every call | required |
 /// | `connect_cap` | the longest a connect may take (still capped by the budget) | `1s` |
-/// | `pool_idle_timeout` | how long an idle keep-alive connection stays in the pool | `90s` |
+/// | `pool_idle_timeout` | an idle keep-alive connection is not reused after this, and is closed between once and twice this after its last use | `60s` |
 /// | `floor` | below this (net of the reserve), the call is not made: `"250ms"`, `"auto"` or a table ([`FloorConfig`]) | `0s` |
 /// | `retry` | the [`RetryConfig`] | the contract's |
 /// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
@@ -167,10 +169,14 @@ pub struct DependencyConfig {
     /// further (CONTRACT section 2 rule 1).
     #[serde(default = "default_connect_cap", with = "humantime_serde")]
     pub connect_cap: Duration,
-    /// How long an idle keep-alive connection stays in the pool before it
-    /// is closed. Set it below the idle timeout of whatever sits between
-    /// the client and the dependency (a load balancer that drops idle
-    /// connections silently turns the next call on them into a reset).
+    /// How long an idle keep-alive connection may be reused. hyper's pool
+    /// never hands out a connection idle for longer, and closes idle ones
+    /// when it next checks; it checks every `pool_idle_timeout`, so an
+    /// idle connection is closed between once and twice this after its last
+    /// use (90 s gives 90-180 s). Set it below the idle timeout of the
+    /// dependency's server and of whatever sits in between (a load balancer
+    /// that drops idle connections silently turns the next call on them
+    /// into a reset).
     #[serde(default = "default_pool_idle_timeout", with = "humantime_serde")]
     pub pool_idle_timeout: Duration,
     /// The least remaining budget (net of the per-hop reserve) with which

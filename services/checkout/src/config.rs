@@ -143,8 +143,8 @@ service_kit::client_settings! {
     /// | field | default |
     /// | --- | --- |
     /// | `connect_cap` | `1s` (the budget caps it further) |
-    /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
-/// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
+    /// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
+/// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
     /// | `floor` | `auto` (learned from latency); recommendations: `recommendations_floor` (set that instead) |
     /// | `breaker` | 20 consecutive failures open it for 1 s (`budget_mode = on` only; [`DEFAULT_DEPENDENCY_BREAKER`](service_kit::DEFAULT_DEPENDENCY_BREAKER)) |
     /// | `concurrency` | `auto` (an adaptive limit; ignored with `budget_mode = off`) |

@@ -92,7 +92,7 @@ service_kit::service_config! {
 /// | field | default |
 /// | --- | --- |
 /// | `connect_cap` | `1s` (the budget caps it further) |
-/// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
+/// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
 /// | `floor` | `10ms` (below it, checkout is not called) |
 /// | `breaker` | none |
 /// | `concurrency` | unlimited |

@@ -12,7 +12,7 @@ crate::client_settings! {
     /// | field | default |
     /// | --- | --- |
     /// | `connect_cap` | `1s` (the budget caps it further) |
-    /// | `pool_idle_timeout` | `90s` (an idle keep-alive connection is closed after it) |
+    /// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
     /// | `floor` | `"250ms"` (fixed), `"auto"` or a table (learned); the service's default, [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) (`auto`), unless it says |
     /// | `breaker` | none |
     /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::LimitConfig)) |
