@@ -66,6 +66,15 @@ pub enum ProblemKind {
     /// A required dependency answered, but with an error status or a body
     /// that could not be used (502).
     DependencyFailed,
+    /// No route at this path (404).
+    NotFound,
+    /// The route exists, the method is not one of its (405).
+    MethodNotAllowed,
+    /// The request body is larger than the service accepts (413).
+    BodyTooLarge,
+    /// The request body could not be read whole (cut short, or its framing
+    /// broken) or is not what the route takes (400).
+    BadBody,
 }
 
 impl ProblemKind {
@@ -77,7 +86,10 @@ impl ProblemKind {
     /// ```
     pub fn status(&self) -> u16 {
         match self {
-            ProblemKind::MalformedBudget => 400,
+            ProblemKind::MalformedBudget | ProblemKind::BadBody => 400,
+            ProblemKind::NotFound => 404,
+            ProblemKind::MethodNotAllowed => 405,
+            ProblemKind::BodyTooLarge => 413,
             ProblemKind::BelowFloor
             | ProblemKind::Expired
             | ProblemKind::DependencyOutOfBudget
@@ -105,6 +117,10 @@ impl ProblemKind {
             ProblemKind::CircuitOpen => "urn:budget:problem:circuit-open",
             ProblemKind::Overloaded => "urn:budget:problem:overloaded",
             ProblemKind::DependencyFailed => "urn:budget:problem:dependency-failed",
+            ProblemKind::NotFound => "urn:budget:problem:not-found",
+            ProblemKind::MethodNotAllowed => "urn:budget:problem:method-not-allowed",
+            ProblemKind::BodyTooLarge => "urn:budget:problem:body-too-large",
+            ProblemKind::BadBody => "urn:budget:problem:bad-body",
         }
     }
 
@@ -125,6 +141,10 @@ impl ProblemKind {
             ProblemKind::CircuitOpen => "Circuit open",
             ProblemKind::Overloaded => "Overloaded",
             ProblemKind::DependencyFailed => "Dependency failed",
+            ProblemKind::NotFound => "Not found",
+            ProblemKind::MethodNotAllowed => "Method not allowed",
+            ProblemKind::BodyTooLarge => "Body too large",
+            ProblemKind::BadBody => "Bad request body",
         }
     }
 

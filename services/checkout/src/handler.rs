@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Method};
 use serde_json::Value;
-use service_kit::RequestLedger;
+use service_kit::{BodyBytes, RequestLedger};
 
 use crate::{CheckoutAnswer, Degraded, X_REQUEST_ID};
 
@@ -38,7 +38,7 @@ pub(crate) async fn checkout(
     method: Method,
     headers: HeaderMap,
     ledger: RequestLedger,
-    body: Bytes,
+    BodyBytes(body): BodyBytes,
 ) -> Response {
     let call = Call {
         request_id: headers.get(X_REQUEST_ID).cloned(),

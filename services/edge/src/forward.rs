@@ -8,10 +8,9 @@ use budget_core::client::{BudgetClient, BudgetResponse};
 use budget_core::ledger::Ledger;
 use budget_core::retry::IDEMPOTENCY_KEY;
 use budget_core::server::{SERVER_TIMING, problem_response};
-use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Uri};
-use service_kit::RequestLedger;
+use service_kit::{BodyBytes, RequestLedger};
 
 use crate::{CHECKOUT, X_REQUEST_ID, prefixed_metrics};
 
@@ -25,7 +24,7 @@ pub(crate) async fn forward(
     uri: Uri,
     headers: HeaderMap,
     ledger: RequestLedger,
-    body: Bytes,
+    BodyBytes(body): BodyBytes,
 ) -> Response {
     let path = match uri.query() {
         Some(query) => format!("/checkout?{query}"),

@@ -154,7 +154,9 @@ pub async fn spawn<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let bound = service_kit::bind(config.listen, router(config)?).await?;
+    let bound = service_kit::bind(config.listen, router(config)?)
+        .await?
+        .with_limits(config.http);
     tracing::info!(addr = %bound.addr(), budget_mode = ?config.budget_mode, "edge listening");
     Ok(bound.serve(shutdown))
 }

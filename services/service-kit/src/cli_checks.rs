@@ -92,7 +92,7 @@ pub fn assert_usage_errors<P: Parser + Debug>(cases: &[&[&str]]) {
 /// ```
 /// assert_eq!(service_kit::SHARED_FLAGS[0], "--listen");
 /// ```
-pub const SHARED_FLAGS: [&str; 14] = [
+pub const SHARED_FLAGS: [&str; 20] = [
     "--listen",
     "127.0.0.1:9181",
     "--budget-mode",
@@ -107,6 +107,12 @@ pub const SHARED_FLAGS: [&str; 14] = [
     "2ms",
     "--max-in-flight",
     "64",
+    "--header-timeout",
+    "3s",
+    "--idle-timeout",
+    "20s",
+    "--max-connections",
+    "500",
 ];
 
 /// Asserts that `settings` holds the values of [`SHARED_FLAGS`]: every
@@ -124,6 +130,11 @@ pub const SHARED_FLAGS: [&str; 14] = [
 ///     max_budget: Duration::from_secs(3),
 ///     floor: Duration::from_millis(20),
 ///     max_in_flight: Some(64.into()),
+///     http: service_kit::HttpLimits {
+///         header_timeout: Duration::from_secs(3),
+///         idle_timeout: Duration::from_secs(20),
+///         max_connections: 500,
+///     },
 ///     ..ServiceSettings::new("127.0.0.1:9181".parse().unwrap(), Duration::from_millis(2))
 /// };
 /// service_kit::assert_shared_flags_set(settings);
@@ -138,6 +149,9 @@ pub fn assert_shared_flags_set(settings: ServiceSettings) {
     assert_eq!(settings.floor, Duration::from_millis(20));
     assert_eq!(settings.reserve, Duration::from_millis(2));
     assert_eq!(settings.max_in_flight, Some(64.into()));
+    assert_eq!(settings.http.header_timeout, Duration::from_secs(3));
+    assert_eq!(settings.http.idle_timeout, Duration::from_secs(20));
+    assert_eq!(settings.http.max_connections, 500);
 }
 
 /// A config file for a test, alone in a directory of its own under the

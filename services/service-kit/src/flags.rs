@@ -6,9 +6,10 @@ use clap::{Arg, ValueEnum};
 
 use crate::{BudgetMode, ServiceConfig, ServiceSettings, StartError, load_toml, overlay};
 
-/// The flags of every HTTP service of the chain that say where it listens
-/// and what it reads: `--listen`, `--config`, `--budget-mode`, each also an
-/// environment variable.
+/// The flags of every HTTP service of the chain that say where it listens,
+/// what it reads and how long connections may take: `--listen`,
+/// `--config`, `--budget-mode`, `--header-timeout`, `--idle-timeout`,
+/// `--max-connections`, each also an environment variable.
 ///
 /// A binary's `Cli` flattens these first, then its own flags, then
 /// [`BudgetFlags`], and shows each shared flag's default from its config
@@ -45,6 +46,19 @@ pub struct ServiceFlags {
     /// baseline)
     #[arg(long, env = "BUDGET_MODE", value_enum)]
     pub budget_mode: Option<BudgetMode>,
+
+    /// A request head must be complete this long after its first byte (a
+    /// new connection's: after the accept), else the connection is closed
+    #[arg(long, env = "HEADER_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub header_timeout: Option<Duration>,
+
+    /// A kept-alive HTTP/1 connection idle this long is closed
+    #[arg(long, env = "IDLE_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+
+    /// Connections open at once; one more gets a 503 and is closed
+    #[arg(long, env = "MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
 }
 
 /// The flags of every HTTP service of the chain that set its budget layer:
@@ -138,6 +152,9 @@ impl ServiceFlags {
         let mut s = config.settings();
         overlay(&mut s.listen, self.listen);
         overlay(&mut s.budget_mode, self.budget_mode);
+        overlay(&mut s.http.header_timeout, self.header_timeout);
+        overlay(&mut s.http.idle_timeout, self.idle_timeout);
+        overlay(&mut s.http.max_connections, self.max_connections);
         overlay(&mut s.default_budget, budget.default_budget);
         overlay(&mut s.max_budget, budget.max_budget);
         overlay(&mut s.floor, budget.floor);
@@ -207,6 +224,9 @@ fn default_of(defaults: &ServiceSettings, id: &str) -> Option<String> {
         "max_budget" => duration(defaults.max_budget),
         "floor" => duration(defaults.floor),
         "reserve" => duration(defaults.reserve),
+        "header_timeout" => duration(defaults.http.header_timeout),
+        "idle_timeout" => duration(defaults.http.idle_timeout),
+        "max_connections" => defaults.http.max_connections.to_string(),
         "max_in_flight" => defaults
             .max_in_flight
             .map_or_else(|| "no limit".to_owned(), |n| n.to_string()),

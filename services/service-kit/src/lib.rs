@@ -11,10 +11,10 @@
 //! | [`BudgetMode`] | the `--budget-mode on\|off` switch |
 //! | [`ServiceSettings`], [`service_config!`], [`ServiceConfig`] | the config fields every HTTP service has, its TOML file and defaults |
 //! | [`ServiceFlags`], [`BudgetFlags`], [`show_defaults`], [`overlay`] | the shared flags (each also an environment variable) put over the config file |
-//! | [`router`], [`X_REQUEST_ID`] | `/healthz`, the budget layer, request ids and request logs |
+//! | [`router`], [`X_REQUEST_ID`], [`BodyBytes`] | `/healthz`, the budget layer, request ids and request logs; problem+json for unknown routes and methods and unreadable bodies |
 //! | [`RequestLedger`] | the ledger a handler records in, with or without the budget layer |
 //! | [`ClientSettings`], [`client_settings!`], [`dependency_client`], [`DEFAULT_DEPENDENCY_FLOOR`] | a dependency's TOML table and client, its errors named as the config names them |
-//! | [`bind`], [`Bound`] | serving until shutdown, then letting requests finish |
+//! | [`bind`], [`Bound`], [`HttpLimits`] | serving until shutdown, then letting requests finish; the header and idle timeouts and the connection limit |
 //! | [`run_server`], [`exit_usage`], [`exit_failure`], [`StartError`] | `main`: logs, start, exit codes `0`, `1`, `2` |
 //! | [`init_telemetry`], [`flush_telemetry`], [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs and OTLP trace export, Ctrl-C and SIGTERM, one-line errors |
 //! | [`load_toml`], [`parse_toml`], [`ConfigFileError`] | config files, their path in every error |
@@ -36,11 +36,14 @@
 mod cli_checks;
 mod client_settings;
 mod config_file;
+mod connection;
 mod dependency_client;
 mod exit;
 mod flags;
+mod http_limits;
 mod mode;
 mod overlay;
+mod refusals;
 mod request_ledger;
 mod router;
 mod run;
@@ -55,14 +58,19 @@ pub use cli_checks::{
 };
 pub use client_settings::ClientSettings;
 pub use config_file::{ConfigFileError, load_toml, parse_toml};
+pub use connection::{refuse_connection, serve_connection};
 pub use dependency_client::{
     DEFAULT_DEPENDENCY_BREAKER, DEFAULT_DEPENDENCY_FLOOR, default_dependency_concurrency,
     dependency_client,
 };
 pub use exit::{EXIT_USAGE, exit_failure, exit_usage};
 pub use flags::{BudgetFlags, ServiceFlags, show_defaults};
+pub use http_limits::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpLimits,
+};
 pub use mode::BudgetMode;
 pub use overlay::overlay;
+pub use refusals::BodyBytes;
 pub use request_ledger::RequestLedger;
 pub use router::{X_REQUEST_ID, router};
 pub use run::{

@@ -23,9 +23,11 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// `budget_mode = off`); `GET /healthz` answering `200 ok` and `GET
 /// /metrics` (Prometheus text, the process-wide recorder of
 /// [`budget_core::telemetry::prometheus_router`]), both outside the budget
-/// layer; and around them all, the request id (made up when none
-/// arrives, echoed on the response) and request logs (method, path, id,
-/// status, latency; never bodies or credentials).
+/// layer; a `404` problem for any other path and a `405` problem (with
+/// `Allow`) for a method a route does not take ([`BodyBytes`](crate::BodyBytes)
+/// gives the same for bodies); and around them all, the request id (made
+/// up when none arrives, echoed on the response) and request logs (method,
+/// path, id, status, latency; never bodies or credentials).
 ///
 /// ```
 /// use axum::routing::get;
@@ -46,6 +48,11 @@ pub fn router(path: &str, route: MethodRouter, budget_layer: Option<BudgetLayer>
         Ok(metrics) => routes = routes.merge(metrics),
         Err(err) => tracing::warn!(error = %crate::error_chain(&err), "no /metrics route"),
     }
+    // After every route: the method fallback applies to the routes
+    // registered before it.
+    routes = routes
+        .fallback(crate::refusals::not_found)
+        .method_not_allowed_fallback(crate::refusals::method_not_allowed);
     routes.layer(
         ServiceBuilder::new()
             .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -102,6 +109,37 @@ mod tests {
             .unwrap();
         assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(res.headers()[X_REQUEST_ID], "r-1");
+    }
+
+    #[tokio::test]
+    async fn unknown_routes_and_methods_are_problems() {
+        use http_body_util::BodyExt;
+
+        let app = router("/work", get(|| async { "done" }), None);
+        for (method, path, status, allow) in [
+            ("GET", "/nowhere", 404, None),
+            ("DELETE", "/work", 405, Some("GET,HEAD")),
+            ("POST", "/healthz", 405, Some("GET,HEAD")),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap();
+            let res = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(res.status().as_u16(), status, "{method} {path}");
+            assert_eq!(res.headers()["content-type"], "application/problem+json");
+            assert_eq!(
+                res.headers().get("allow").map(|v| v.to_str().unwrap()),
+                allow
+            );
+            assert!(res.headers().contains_key(X_REQUEST_ID));
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            let problem: budget_core::problem::Problem = serde_json::from_slice(&body).unwrap();
+            assert_eq!(problem.status, status);
+            assert!(!problem.retryable);
+            assert!(problem.detail.contains(path), "{}", problem.detail);
+        }
     }
 
     #[tokio::test]

@@ -2,11 +2,22 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::StartError;
+use crate::connection::{refuse_connection, serve_connection};
+use crate::{HttpLimits, StartError};
+
+/// The pause after a failed `accept` (say, out of file descriptors), so
+/// that the loop does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// A service's listening socket, bound, and the routes it is to serve.
 ///
@@ -25,6 +36,7 @@ pub struct Bound {
     listener: TcpListener,
     addr: SocketAddr,
     app: Router,
+    limits: HttpLimits,
 }
 
 /// Binds `addr` (port 0 picks a free port) for `app`.
@@ -49,6 +61,7 @@ pub async fn bind(addr: SocketAddr, app: Router) -> Result<Bound, StartError> {
         listener,
         addr,
         app,
+        limits: HttpLimits::default(),
     })
 }
 
@@ -65,9 +78,26 @@ impl Bound {
         self.addr
     }
 
-    /// Serves the routes in a task until `shutdown` resolves, then lets
-    /// requests in flight finish (axum's graceful shutdown). Returns the
-    /// bound address and the server task.
+    /// Serves under `limits` instead of [`HttpLimits::default`].
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() {
+    /// use std::time::Duration;
+    /// use service_kit::HttpLimits;
+    /// let limits = HttpLimits { header_timeout: Duration::from_secs(2), ..HttpLimits::default() };
+    /// let bound = service_kit::bind("127.0.0.1:0".parse().unwrap(), axum::Router::new()).await.unwrap();
+    /// let bound = bound.with_limits(limits);
+    /// # }
+    /// ```
+    pub fn with_limits(mut self, limits: HttpLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Serves the routes in a task until `shutdown` resolves, each
+    /// connection under the [`HttpLimits`]; then stops accepting, lets
+    /// requests in flight finish and closes idle connections at once.
+    /// Returns the bound address and the server task.
     ///
     /// ```
     /// # #[tokio::main] async fn main() {
@@ -88,12 +118,60 @@ impl Bound {
             listener,
             addr,
             app,
+            limits,
         } = self;
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        });
+        let server = tokio::spawn(accept_loop(listener, app, limits, shutdown));
         (addr, server)
     }
+}
+
+/// Accepts connections until `shutdown`, each served on its own task while
+/// fewer than `max_connections` are open (one more is refused with a
+/// `503`); then waits for every connection to finish.
+async fn accept_loop<F>(
+    listener: TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    shutdown: F,
+) -> io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let stop = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.as_mut() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(err) => {
+                tracing::warn!(%err, "accept failed");
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+            tracing::debug!(
+                limit = limits.max_connections,
+                "over max_connections; refusing a connection"
+            );
+            refuse_connection(stream);
+            continue;
+        };
+        let stopped = stop.clone().cancelled_owned();
+        let app = app.clone();
+        tracker.spawn(async move {
+            serve_connection(stream, app, limits, stopped).await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    stop.cancel();
+    tracker.close();
+    tracker.wait().await;
+    Ok(())
 }

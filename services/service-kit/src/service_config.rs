@@ -139,8 +139,8 @@ pub trait ServiceConfig: Default + DeserializeOwned {
 /// every service has, then its own.
 ///
 /// The struct gets, first, the fields of [`ServiceSettings`] (`listen`,
-/// `budget_mode`, `default_budget`, `max_budget`, `floor`, `reserve`;
-/// durations in humantime form in TOML), with the defaults of the
+/// `budget_mode`, `default_budget`, `max_budget`, `floor`, `reserve`,
+/// `max_in_flight`, the `[http]` table; durations in humantime form in TOML), with the defaults of the
 /// `..settings` line; then the fields written, each with its default after
 /// `=` (the syntax of Rust's default field values). It derives `Clone`,
 /// `Debug`, `PartialEq`, `Serialize` and `Deserialize` (every field has a
@@ -220,6 +220,9 @@ macro_rules! service_config {
             /// (`N`, or `"auto"` for an adaptive limit); absent: no limit.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub max_in_flight: ::std::option::Option<$crate::__private::LimitConfig>,
+            /// The HTTP server's limits: `header_timeout`, `idle_timeout`,
+            /// `max_connections` (the `[http]` table).
+            pub http: $crate::HttpLimits,
             $(
                 $(#[$field_attr])*
                 pub $field: $ty,
@@ -227,7 +230,7 @@ macro_rules! service_config {
         }
 
         $crate::service_config!(@impls $name
-            [listen budget_mode default_budget max_budget floor reserve max_in_flight]
+            [listen budget_mode default_budget max_budget floor reserve max_in_flight http]
             [$($field = $default),*]
             $settings);
     };

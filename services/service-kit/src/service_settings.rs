@@ -4,7 +4,7 @@ use std::time::Duration;
 use budget_core::config::ConfigError;
 use budget_core::server::{BudgetLayer, ServerConfig};
 
-use crate::BudgetMode;
+use crate::{BudgetMode, HttpLimits};
 
 /// The default [`ServiceSettings::default_budget`]: 2 s.
 ///
@@ -65,6 +65,9 @@ pub struct ServiceSettings {
     /// `Retry-After` instead of queueing; `None`: no limit. Budget mode
     /// only (it is the budget layer's). `auto`: an adaptive limit.
     pub max_in_flight: Option<budget_core::admission::LimitConfig>,
+    /// The HTTP server's connection limits: header and idle timeouts, open
+    /// connections (the `[http]` table).
+    pub http: HttpLimits,
 }
 
 impl ServiceSettings {
@@ -86,6 +89,7 @@ impl ServiceSettings {
             floor: DEFAULT_FLOOR,
             reserve,
             max_in_flight: None,
+            http: HttpLimits::default(),
         }
     }
 
@@ -108,12 +112,15 @@ impl ServiceSettings {
     }
 
     /// The budget layer: validated in both modes (a bad value is an error
-    /// either way), `None` with `budget_mode = off`.
+    /// either way), `None` with `budget_mode = off`. Validates the
+    /// [`http`](Self::http) limits too, so that a service's `validate`
+    /// checks every shared field by calling this.
     ///
     /// # Errors
     ///
     /// A bad value, naming its field (`default_budget`, `max_budget`,
-    /// `floor`, `reserve`, `max_in_flight`).
+    /// `floor`, `reserve`, `max_in_flight`, `http.header_timeout`,
+    /// `http.idle_timeout`, `http.max_connections`).
     ///
     /// ```
     /// use std::time::Duration;
@@ -123,8 +130,12 @@ impl ServiceSettings {
     /// s.max_budget = Duration::from_secs(10);
     /// s.max_in_flight = Some(0.into());
     /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_in_flight");
+    /// s.max_in_flight = None;
+    /// s.http.max_connections = 0;
+    /// assert_eq!(s.budget_layer().unwrap_err().field(), "http.max_connections");
     /// ```
     pub fn budget_layer(&self) -> Result<Option<BudgetLayer>, ConfigError> {
+        self.http.validate().map_err(|e| e.within("http"))?;
         let layer = self.server_config().layer()?;
         Ok(self.budget_mode.is_on().then_some(layer))
     }

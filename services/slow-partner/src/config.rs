@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use budget_core::config::ConfigError;
 use serde::{Deserialize, Serialize};
+use service_kit::HttpLimits;
 
 use crate::error::PartnerError;
 use crate::mode::{BudgetMode, Mode};
@@ -84,6 +85,10 @@ pub struct PartnerConfig {
     /// `[path_workers]` with `"/pricing" = 8`. At most
     /// [`MAX_WORKER_POOLS`](crate::MAX_WORKER_POOLS) entries.
     pub path_workers: BTreeMap<String, usize>,
+    /// The HTTP server's limits, as every binary's (header and idle
+    /// timeouts, open connections per listener; the `[http]` table; see
+    /// [`HttpLimits`]).
+    pub http: HttpLimits,
 }
 
 impl Default for PartnerConfig {
@@ -97,6 +102,7 @@ impl Default for PartnerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             workers: None,
             path_workers: BTreeMap::new(),
+            http: HttpLimits::default(),
         }
     }
 }
@@ -236,6 +242,7 @@ impl PartnerConfig {
     /// );
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate().map_err(|e| e.within("http"))?;
         if self.max_tracked_ids == 0 {
             return Err(ConfigError::new("max_tracked_ids", "must be at least 1"));
         }

@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use crate::app::{AppState, admin_router, main_router};
 use crate::config::PartnerConfig;
 use crate::error::PartnerError;
-use crate::listener::{self, Serve};
+use crate::listener::{self, Conns, Serve};
 use crate::mode::Mode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::stats::{Stats, StatsSnapshot};
@@ -71,13 +71,17 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
     let root = CancellationToken::new();
     let tracker = TaskTracker::new();
     let grace = config.shutdown_grace;
+    let conns = Conns {
+        limits: config.http,
+        grace,
+    };
 
     let mut supervisor = Supervisor::new(
         addr,
         main_router(state.clone()),
         tracker.clone(),
         root.clone(),
-        grace,
+        conns,
         mode_tx,
         commands,
     );
@@ -100,7 +104,7 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
                 Serve::Http(admin_router(state)),
                 root.clone(),
                 tracker.clone(),
-                grace,
+                conns,
             ));
             admin_addr
         }

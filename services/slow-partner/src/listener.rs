@@ -14,12 +14,13 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
+use service_kit::HttpLimits;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::Semaphore;
 use tokio::time::{sleep, timeout};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -125,16 +126,28 @@ pub(crate) enum Serve {
     Hang,
 }
 
+/// How HTTP connections are served: under the binaries' [`HttpLimits`]
+/// (header and idle timeouts, open connections per listener), and given
+/// `grace` to finish on a mode switch or shutdown.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Conns {
+    pub(crate) limits: HttpLimits,
+    pub(crate) grace: Duration,
+}
+
 /// Accepts connections until `token` is cancelled, running each on
 /// `tracker`; returns (dropping the listener, so the port closes) as soon as
-/// `token` is cancelled.
+/// `token` is cancelled. HTTP connections beyond `max_connections` are
+/// answered `503` and closed; `reset` and `hang` take any number (they are
+/// the failures the partner plays).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     serve: Serve,
     token: CancellationToken,
     tracker: TaskTracker,
-    grace: Duration,
+    conns: Conns,
 ) {
+    let open = Arc::new(Semaphore::new(conns.limits.max_connections));
     loop {
         let accepted = tokio::select! {
             () = token.cancelled() => break,
@@ -154,7 +167,15 @@ pub(crate) async fn accept_loop(
         let token = token.clone();
         match &serve {
             Serve::Http(router) => {
-                tracker.spawn(serve_http(stream, router.clone(), token, grace));
+                let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+                    service_kit::refuse_connection(stream);
+                    continue;
+                };
+                let router = router.clone();
+                tracker.spawn(async move {
+                    serve_http(stream, router, token, conns).await;
+                    drop(permit);
+                });
             }
             Serve::Reset => {
                 tracker.spawn(reset(stream, token));
@@ -166,24 +187,21 @@ pub(crate) async fn accept_loop(
     }
 }
 
-/// Serves one HTTP connection; on cancellation, lets the requests in flight
-/// finish for up to `grace`, then closes.
-async fn serve_http(stream: TcpStream, router: Router, token: CancellationToken, grace: Duration) {
-    let _ = stream.set_nodelay(true);
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
-    let mut conn = std::pin::pin!(conn);
+/// Serves one HTTP connection under the limits; on cancellation, lets the
+/// requests in flight finish for up to the grace, then closes.
+async fn serve_http(stream: TcpStream, router: Router, token: CancellationToken, conns: Conns) {
+    let serving = service_kit::serve_connection(
+        stream,
+        router,
+        conns.limits,
+        token.clone().cancelled_owned(),
+    );
+    let mut serving = std::pin::pin!(serving);
     tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(err) = result {
-                tracing::debug!(%err, "connection ended with an error");
-            }
-            return;
-        }
+        () = serving.as_mut() => return,
         () = token.cancelled() => {}
     }
-    conn.as_mut().graceful_shutdown();
-    if timeout(grace, conn).await.is_err() {
+    if timeout(conns.grace, serving).await.is_err() {
         tracing::debug!("requests still in flight after the shutdown grace; closing");
     }
 }

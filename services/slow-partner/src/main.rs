@@ -42,7 +42,8 @@ struct Cli {
 
     /// TOML config file with the same fields as the flags (listen,
     /// admin_listen, mode, budget_mode, max_tracked_ids, shutdown_grace,
-    /// workers, and a [path_workers] table: "/pricing" = 8); durations in
+    /// workers, a [path_workers] table: "/pricing" = 8, and an [http] table:
+    /// header_timeout, idle_timeout, max_connections); durations in
     /// humantime form ("500ms")
     #[arg(long, env = "CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -73,6 +74,22 @@ struct Cli {
     /// file's [path_workers]
     #[arg(long, env = "PATH_WORKERS", value_name = "PATH=N", value_parser = parse_path_workers, value_delimiter = ',')]
     path_workers: Vec<(String, usize)>,
+
+    /// A request head must be complete this long after its first byte (a
+    /// new connection's: after the accept), else the connection is closed
+    /// [default: 10s]
+    #[arg(long, env = "HEADER_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    header_timeout: Option<Duration>,
+
+    /// A kept-alive HTTP/1 connection idle this long is closed [default:
+    /// 75s]
+    #[arg(long, env = "IDLE_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    idle_timeout: Option<Duration>,
+
+    /// HTTP connections open at once per listener; one more gets a 503 and
+    /// is closed [default: 10000]
+    #[arg(long, env = "MAX_CONNECTIONS", value_name = "N")]
+    max_connections: Option<usize>,
 }
 
 /// `/pricing=8`: a path and its worker count (the path is checked with the
@@ -101,6 +118,9 @@ impl Cli {
         overlay(&mut config.max_tracked_ids, self.max_tracked_ids);
         overlay(&mut config.shutdown_grace, self.shutdown_grace);
         overlay(&mut config.workers, self.workers.map(Some));
+        overlay(&mut config.http.header_timeout, self.header_timeout);
+        overlay(&mut config.http.idle_timeout, self.idle_timeout);
+        overlay(&mut config.http.max_connections, self.max_connections);
         config
             .path_workers
             .extend(self.path_workers.iter().cloned());

@@ -9,7 +9,6 @@
 //! be refused.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use axum::Router;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::PartnerError;
-use crate::listener::{self, Blackhole, Serve};
+use crate::listener::{self, Blackhole, Conns, Serve};
 use crate::mode::Mode;
 
 /// A request to switch the main port to `mode`; the reply is the previous
@@ -94,7 +93,7 @@ pub(crate) struct Supervisor {
     router: Router,
     tracker: TaskTracker,
     root: CancellationToken,
-    grace: Duration,
+    conns: Conns,
     mode: watch::Sender<Mode>,
     active: Active,
     commands: Commands,
@@ -108,7 +107,7 @@ impl Supervisor {
         router: Router,
         tracker: TaskTracker,
         root: CancellationToken,
-        grace: Duration,
+        conns: Conns,
         mode: watch::Sender<Mode>,
         commands: Commands,
     ) -> Self {
@@ -117,7 +116,7 @@ impl Supervisor {
             router,
             tracker,
             root,
-            grace,
+            conns,
             mode,
             active: Active::Closed,
             commands,
@@ -192,7 +191,7 @@ impl Supervisor {
             serve,
             token.clone(),
             self.tracker.clone(),
-            self.grace,
+            self.conns,
         ));
         Ok(Active::Accepting { token, task })
     }
