@@ -10,6 +10,17 @@
 //! Recording is cheap: a ledger is a shared, append-only vector behind a
 //! short-held mutex; clones share the same entries.
 //!
+//! # Bounded
+//!
+//! A ledger holds at most [`LedgerLimits::max_entries`] entries (default
+//! 64) and renders at most [`LedgerLimits::max_bytes`] of `Server-Timing`
+//! (default 4 KiB, below nginx's default 4-8 KiB proxy buffers and HTTP/2's
+//! common 16 KiB header lists), however many calls a handler makes or a
+//! downstream hop reports. Over either, it keeps the first entries (the
+//! ingress budget among them) and the latest ones (how the request ended),
+//! and says how many it left out between them as one more metric,
+//! `ledger;desc="+812 more"` ([`DROPPED_METRIC`]).
+//!
 //! # Example
 //!
 //! ```
@@ -32,6 +43,7 @@
 //! );
 //! ```
 
+use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -44,6 +56,77 @@ pub const INGRESS_METRIC: &str = "budget";
 pub const INGRESS_DESC: &str = "ingress";
 /// The suffix added to a dependency's name for its backoff waits.
 pub const WAIT_SUFFIX: &str = "-wait";
+/// The metric that stands for the entries a bounded ledger left out
+/// (`ledger;desc="+812 more"`).
+pub const DROPPED_METRIC: &str = "ledger";
+
+/// The default [`LedgerLimits::max_entries`]: 64.
+pub const DEFAULT_MAX_ENTRIES: usize = 64;
+/// The default [`LedgerLimits::max_bytes`]: 4 KiB.
+pub const DEFAULT_MAX_BYTES: usize = 4096;
+
+/// The most room the `ledger;desc="+N more"` metric takes, with its
+/// separator: `, ledger;desc="+18446744073709551615 more"`.
+const DROPPED_ROOM: usize = 46;
+
+/// How much a [`Ledger`] keeps and renders (see the [module docs](self)).
+///
+/// ```
+/// use budget_core::ledger::LedgerLimits;
+/// let limits: LedgerLimits = serde_json::from_str(r#"{"max_bytes": 2048}"#).unwrap();
+/// assert_eq!((limits.max_entries, limits.max_bytes), (64, 2048));
+/// assert_eq!(LedgerLimits { max_entries: 1, ..limits }.validate().unwrap_err().field(), "max_entries");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LedgerLimits {
+    /// Entries kept: the first half and the latest half of them; at least
+    /// 2. Default 64.
+    pub max_entries: usize,
+    /// Bytes of rendered `Server-Timing` at most, the `+N more` metric
+    /// included; at least 256. Default 4096.
+    pub max_bytes: usize,
+}
+
+impl Default for LedgerLimits {
+    fn default() -> Self {
+        Self {
+            max_entries: DEFAULT_MAX_ENTRIES,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+impl LedgerLimits {
+    /// Checks both fields.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::config::ConfigError) naming `max_entries`
+    /// (below 2) or `max_bytes` (below 256).
+    ///
+    /// ```
+    /// use budget_core::ledger::LedgerLimits;
+    /// assert!(LedgerLimits::default().validate().is_ok());
+    /// let err = LedgerLimits { max_bytes: 10, ..Default::default() }.validate().unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid config: `max_bytes` must be at least 256");
+    /// ```
+    pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
+        if self.max_entries < 2 {
+            return Err(crate::config::ConfigError::new(
+                "max_entries",
+                "must be at least 2",
+            ));
+        }
+        if self.max_bytes < 256 {
+            return Err(crate::config::ConfigError::new(
+                "max_bytes",
+                "must be at least 256",
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// One line of the ledger.
 ///
@@ -305,11 +388,47 @@ fn is_tchar(c: char) -> bool {
 /// ```
 #[derive(Clone, Default)]
 pub struct Ledger {
-    entries: Arc<Mutex<Vec<Entry>>>,
+    entries: Arc<Mutex<Entries>>,
+}
+
+/// What a ledger holds: the first entries, the latest ones, and how many
+/// fell out between them.
+#[derive(Debug, Default)]
+struct Entries {
+    limits: LedgerLimits,
+    /// The first `max_entries - max_entries / 2` entries.
+    head: Vec<Entry>,
+    /// The latest `max_entries / 2` after the head.
+    tail: VecDeque<Entry>,
+    /// Entries recorded after the head and pushed out of the tail.
+    dropped: usize,
+}
+
+impl Entries {
+    fn push(&mut self, entry: Entry) {
+        let head_room = self.limits.max_entries - self.limits.max_entries / 2;
+        if self.head.len() < head_room {
+            self.head.push(entry);
+            return;
+        }
+        if self.tail.len() == self.limits.max_entries / 2 {
+            self.tail.pop_front();
+            self.dropped = self.dropped.saturating_add(1);
+        }
+        self.tail.push_back(entry);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.head.iter().chain(self.tail.iter())
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
 }
 
 impl Ledger {
-    /// An empty ledger.
+    /// An empty ledger with the default [`LedgerLimits`].
     ///
     /// ```
     /// # use budget_core::ledger::Ledger;
@@ -319,7 +438,49 @@ impl Ledger {
         Self::default()
     }
 
-    /// Appends an entry.
+    /// An empty ledger with `limits` (assumed valid: see
+    /// [`LedgerLimits::validate`]; a `max_entries` below 2 keeps 2).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::ledger::{Entry, Ledger, LedgerLimits};
+    ///
+    /// let l = Ledger::with_limits(LedgerLimits { max_entries: 4, ..Default::default() });
+    /// l.record(Entry::ingress(Duration::from_secs(2)));
+    /// for i in 1..=10 {
+    ///     l.record(Entry::attempt("pricing", i, Duration::from_millis(u64::from(i)), "503"));
+    /// }
+    /// assert_eq!(
+    ///     l.server_timing(),
+    ///     "budget;dur=2000;desc=\"ingress\", pricing;dur=1;desc=\"503\", \
+    ///      ledger;desc=\"+7 more\", pricing;dur=9;desc=\"503\", pricing;dur=10;desc=\"503\""
+    /// );
+    /// ```
+    pub fn with_limits(limits: LedgerLimits) -> Self {
+        let limits = LedgerLimits {
+            max_entries: limits.max_entries.max(2),
+            max_bytes: limits.max_bytes.max(DROPPED_ROOM),
+        };
+        Self {
+            entries: Arc::new(Mutex::new(Entries {
+                limits,
+                ..Entries::default()
+            })),
+        }
+    }
+
+    /// The limits this ledger keeps to.
+    ///
+    /// ```
+    /// # use budget_core::ledger::{Ledger, LedgerLimits};
+    /// assert_eq!(Ledger::new().limits(), LedgerLimits::default());
+    /// ```
+    pub fn limits(&self) -> LedgerLimits {
+        self.lock().limits
+    }
+
+    /// Appends an entry (past [`LedgerLimits::max_entries`], the oldest of
+    /// the latest entries makes room and is counted as left out).
     ///
     /// ```
     /// # use budget_core::ledger::{Entry, Ledger};
@@ -331,7 +492,36 @@ impl Ledger {
         self.lock().push(entry);
     }
 
-    /// A copy of the entries so far, in the order they were recorded.
+    /// Records that `count` entries were left out elsewhere (say, the
+    /// metrics of a downstream hop's header beyond what was read): they
+    /// count in the `+N more` metric.
+    ///
+    /// ```
+    /// # use budget_core::ledger::{Entry, Ledger};
+    /// let l = Ledger::new();
+    /// l.record(Entry::skip("x", "skipped"));
+    /// l.record_dropped(3);
+    /// assert_eq!(l.dropped(), 3);
+    /// assert!(l.server_timing().ends_with("ledger;desc=\"+3 more\""));
+    /// ```
+    pub fn record_dropped(&self, count: usize) {
+        let mut entries = self.lock();
+        entries.dropped = entries.dropped.saturating_add(count);
+    }
+
+    /// How many entries were left out (recorded past the limit, or
+    /// [`record_dropped`](Self::record_dropped)).
+    ///
+    /// ```
+    /// # use budget_core::ledger::Ledger;
+    /// assert_eq!(Ledger::new().dropped(), 0);
+    /// ```
+    pub fn dropped(&self) -> usize {
+        self.lock().dropped
+    }
+
+    /// A copy of the entries kept, in the order they were recorded (the
+    /// first ones, then the latest ones).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -341,7 +531,7 @@ impl Ledger {
     /// assert_eq!(l.entries(), vec![Entry::ingress(Duration::from_secs(1))]);
     /// ```
     pub fn entries(&self) -> Vec<Entry> {
-        self.lock().clone()
+        self.lock().iter().cloned().collect()
     }
 
     /// True when nothing has been recorded.
@@ -351,10 +541,15 @@ impl Ledger {
     /// assert!(Ledger::new().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        let entries = self.lock();
+        entries.len() == 0 && entries.dropped == 0
     }
 
-    /// The ledger as a `Server-Timing` header value: metrics joined by `, `.
+    /// The ledger as a `Server-Timing` header value: metrics joined by `, `,
+    /// at most [`LedgerLimits::max_bytes`] long. When entries were left out
+    /// (or do not fit), a `ledger;desc="+N more"` metric stands where they
+    /// were: after the first entries that fit, before the latest ones that
+    /// fit.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -366,21 +561,83 @@ impl Ledger {
     /// ```
     pub fn server_timing(&self) -> String {
         let entries = self.lock();
-        let mut out = String::with_capacity(entries.len() * 40);
+        let max = entries.limits.max_bytes;
+        let mut out = String::with_capacity((entries.len() * 40).min(max));
         for (i, e) in entries.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
             }
             e.render(&mut out);
+            if out.len() > max {
+                break;
+            }
         }
-        out
+        if entries.dropped == 0 && out.len() <= max {
+            return out;
+        }
+        bounded(&entries)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         // A panic while holding the lock cannot leave a Vec half-pushed in a
         // way that matters here: keep recording.
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The slow path of [`Ledger::server_timing`]: the first entries that fit,
+/// the `+N more` metric, the latest entries that fit, in at most
+/// `max_bytes`. Entries are taken from both ends in turn, and an end stops
+/// at its first entry that does not fit, so that what is left out is one
+/// run in the middle and neither the start nor the end of the request is
+/// lost to one long entry.
+fn bounded(entries: &Entries) -> String {
+    let all: Vec<&Entry> = entries.iter().collect();
+    let room = entries.limits.max_bytes.saturating_sub(DROPPED_ROOM);
+    let (mut front, mut back) = (0, all.len());
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    let (mut front_open, mut back_open) = (true, true);
+    let mut used = 0;
+    let mut from_front = true;
+    while front < back && (front_open || back_open) {
+        if !front_open {
+            from_front = false;
+        } else if !back_open {
+            from_front = true;
+        }
+        let entry = if from_front {
+            all[front]
+        } else {
+            all[back - 1]
+        };
+        let mut text = String::new();
+        entry.render(&mut text);
+        let cost = text.len() + 2;
+        if used + cost > room {
+            if from_front {
+                front_open = false;
+            } else {
+                back_open = false;
+            }
+        } else {
+            used += cost;
+            if from_front {
+                head.push(text);
+                front += 1;
+            } else {
+                tail.push(text);
+                back -= 1;
+            }
+        }
+        from_front = !from_front;
+    }
+    let left_out = entries.dropped.saturating_add(back - front);
+    let mut parts = head;
+    if left_out > 0 {
+        parts.push(format!("{DROPPED_METRIC};desc=\"+{left_out} more\""));
+    }
+    parts.extend(tail.into_iter().rev());
+    parts.join(", ")
 }
 
 impl fmt::Debug for Ledger {
@@ -390,8 +647,10 @@ impl fmt::Debug for Ledger {
 }
 
 impl Serialize for Ledger {
+    /// The entries kept, as a sequence.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.lock().serialize(s)
+        let entries = self.lock();
+        s.collect_seq(entries.iter())
     }
 }
 
@@ -429,7 +688,27 @@ pub struct Metric {
 /// assert_eq!(m[1].desc.as_deref(), Some("skipped: a, b"));
 /// ```
 pub fn parse_server_timing(value: &str) -> Vec<Metric> {
+    parse_server_timing_limited(value, usize::MAX).0
+}
+
+/// [`parse_server_timing`] keeping at most `limit` metrics: the first ones,
+/// and how many more the value held. Time is linear in the value's length
+/// and memory is bounded by `limit` (the metrics past it are read and
+/// counted, not kept), so a peer's oversized header costs no more than its
+/// bytes.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::ledger::parse_server_timing_limited;
+///
+/// let value = vec!["a;dur=1"; 10_000].join(", ");
+/// let (metrics, more) = parse_server_timing_limited(&value, 64);
+/// assert_eq!((metrics.len(), more), (64, 9_936));
+/// ```
+pub fn parse_server_timing_limited(value: &str, limit: usize) -> (Vec<Metric>, usize) {
     let mut metrics = Vec::new();
+    let mut more = 0usize;
     let mut chars = value.chars().peekable();
     loop {
         // name
@@ -500,14 +779,18 @@ pub fn parse_server_timing(value: &str) -> Vec<Metric> {
             }
         }
         if !metric.name.is_empty() {
-            metrics.push(metric);
+            if metrics.len() < limit {
+                metrics.push(metric);
+            } else {
+                more = more.saturating_add(1);
+            }
         }
         match chars.next() {
             Some(',') => continue,
             _ => break,
         }
     }
-    metrics
+    (metrics, more)
 }
 
 #[cfg(test)]
@@ -565,6 +848,123 @@ mod tests {
         let back: Vec<Entry> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, l.entries());
         assert!(json.contains("\"kind\":\"attempt\""));
+    }
+
+    fn ingress_and(n: u32, limits: LedgerLimits) -> Ledger {
+        let l = Ledger::with_limits(limits);
+        l.record(Entry::ingress(Duration::from_millis(2000)));
+        for i in 1..=n {
+            l.record(Entry::attempt(
+                "pricing",
+                i,
+                Duration::from_millis(u64::from(i)),
+                "503",
+            ));
+        }
+        l
+    }
+
+    #[test]
+    fn past_max_entries_the_first_and_latest_are_kept_and_the_rest_counted() {
+        let l = ingress_and(1000, LedgerLimits::default());
+        assert_eq!(l.entries().len(), 64);
+        assert_eq!(l.dropped(), 1001 - 64);
+        let header = l.server_timing();
+        assert!(header.len() <= DEFAULT_MAX_BYTES);
+        let metrics = parse_server_timing(&header);
+        assert_eq!(metrics[0].name, INGRESS_METRIC);
+        assert_eq!(metrics[32].name, DROPPED_METRIC);
+        assert_eq!(metrics[32].desc.as_deref(), Some("+937 more"));
+        assert_eq!(metrics[31].dur, Some(31.0), "the first 31 attempts");
+        assert_eq!(metrics[33].dur, Some(969.0), "then the last 32");
+        assert_eq!(metrics.last().unwrap().dur, Some(1000.0));
+    }
+
+    #[test]
+    fn past_max_bytes_both_ends_are_kept_and_the_middle_counted() {
+        let limits = LedgerLimits {
+            max_entries: 1000,
+            max_bytes: 512,
+        };
+        let l = ingress_and(100, limits);
+        let header = l.server_timing();
+        assert!(header.len() <= 512, "{}", header.len());
+        let metrics = parse_server_timing(&header);
+        let marker = metrics
+            .iter()
+            .position(|m| m.name == DROPPED_METRIC)
+            .unwrap();
+        let more: usize = metrics[marker].desc.as_deref().unwrap()[1..]
+            .trim_end_matches(" more")
+            .parse()
+            .unwrap();
+        assert_eq!(
+            metrics.len() - 1 + more,
+            101,
+            "every entry shown or counted"
+        );
+        assert_eq!(metrics[0].name, INGRESS_METRIC);
+        assert_eq!(metrics.last().unwrap().dur, Some(100.0));
+        assert!(marker > 1 && marker < metrics.len() - 1, "{header}");
+    }
+
+    #[test]
+    fn one_entry_longer_than_the_cap_is_counted_not_rendered() {
+        let l = Ledger::new();
+        l.record(Entry::ingress(Duration::from_millis(2000)));
+        l.record(Entry::skip("recs", "x".repeat(10_000)));
+        l.record(Entry::attempt(
+            "pricing",
+            1,
+            Duration::from_millis(5),
+            "200",
+        ));
+        assert_eq!(
+            l.server_timing(),
+            "budget;dur=2000;desc=\"ingress\", ledger;desc=\"+1 more\", pricing;dur=5"
+        );
+    }
+
+    #[test]
+    fn within_the_limits_nothing_changes() {
+        let l = ingress_and(10, LedgerLimits::default());
+        assert!(!l.server_timing().contains(DROPPED_METRIC));
+        assert_eq!(l.dropped(), 0);
+    }
+
+    #[test]
+    fn a_limited_parse_keeps_the_first_metrics_and_counts_the_rest() {
+        let value = vec!["a;dur=1"; 100].join(", ");
+        let (metrics, more) = parse_server_timing_limited(&value, 10);
+        assert_eq!((metrics.len(), more), (10, 90));
+        let (metrics, more) = parse_server_timing_limited(&value, 1000);
+        assert_eq!((metrics.len(), more), (100, 0));
+    }
+
+    proptest::proptest! {
+        /// Whatever is recorded, the header fits the cap and every entry is
+        /// either rendered or counted in the marker.
+        #[test]
+        fn the_header_fits_and_accounts_for_every_entry(
+            descs in proptest::collection::vec("[a-z ]{0,300}", 0..150),
+            max_entries in 2usize..100,
+            max_bytes in 256usize..5000,
+        ) {
+            let l = Ledger::with_limits(LedgerLimits { max_entries, max_bytes });
+            l.record(Entry::ingress(Duration::from_millis(2000)));
+            for d in &descs {
+                l.record(Entry::skip("dep", d.clone()));
+            }
+            let header = l.server_timing();
+            proptest::prop_assert!(header.len() <= max_bytes, "{} > {}", header.len(), max_bytes);
+            let metrics = parse_server_timing(&header);
+            let more: usize = metrics
+                .iter()
+                .find(|m| m.name == DROPPED_METRIC)
+                .map_or(0, |m| m.desc.as_deref().unwrap()[1..].trim_end_matches(" more").parse().unwrap());
+            let shown = metrics.iter().filter(|m| m.name != DROPPED_METRIC).count();
+            proptest::prop_assert_eq!(shown + more, descs.len() + 1);
+        }
     }
 
     #[test]

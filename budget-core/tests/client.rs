@@ -794,6 +794,55 @@ async fn front(dependency: BudgetClient) -> String {
     format!("http://{addr}/")
 }
 
+/// A handler that makes 1 000 calls: the response's `Server-Timing` stays
+/// within the ledger's 4 KiB, keeps the ingress budget and the last call,
+/// and says how many calls it left out.
+#[tokio::test]
+async fn a_handler_making_a_thousand_calls_answers_a_bounded_server_timing() {
+    bounded(async {
+        let partner = Partner::start(vec![Answer::status(200)]).await;
+        let dependency = dep("inventory", &partner.url("/")).build().unwrap();
+        let app = Router::new()
+            .route(
+                "/",
+                get(move || {
+                    let dependency = dependency.clone();
+                    async move {
+                        for _ in 0..1000 {
+                            dependency.get("").send().await?;
+                        }
+                        Ok::<_, CallError>("done")
+                    }
+                }),
+            )
+            .layer(ServerConfig::default().layer().unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let res = reqwest::Client::new()
+            .get(format!("http://{addr}/"))
+            .header("request-budget-ms", "20000")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let header = res.headers()["server-timing"].to_str().unwrap().to_owned();
+        assert!(header.len() <= 4096, "{} bytes", header.len());
+        let metrics = parse_server_timing(&header);
+        assert_eq!(metrics[0].name, "budget", "{header}");
+        assert_eq!(metrics.len(), 65, "64 entries and the marker: {header}");
+        let marker = metrics.iter().find(|m| m.name == "ledger").unwrap();
+        assert_eq!(
+            marker.desc.as_deref(),
+            Some("+937 more"),
+            "1 001 entries, 64 kept"
+        );
+        assert_eq!(metrics.last().unwrap().name, "inventory");
+        assert_eq!(partner.hits(), 1000);
+    })
+    .await;
+}
+
 /// CONTRACT section 3, criticality: read at ingress, forwarded on every
 /// downstream call; absent or unknown is `default`.
 #[tokio::test]

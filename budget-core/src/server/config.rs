@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::{AdaptiveLimit, LimitConfig};
 use crate::config::ConfigError;
 use crate::header::{Inbound, OnMalformed};
+use crate::ledger::LedgerLimits;
 use crate::server::BudgetLayer;
 use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 
@@ -20,6 +21,7 @@ use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 /// | `on_malformed` | `reject` (400) or `use-default` | `reject` |
 /// | `max_in_flight` | past this many requests at once, answer `503` + `Retry-After`: `256`, `"auto"` (adaptive) or a table ([`LimitConfig`]) | none (no limit) |
 /// | `overload_retry_after` | the `Retry-After` of that `503` | `1s` |
+/// | `ledger` | each request's ledger bound: `{ max_entries = 64, max_bytes = 4096 }` ([`LedgerLimits`]) | 64 entries, 4 KiB |
 ///
 /// # Example
 ///
@@ -58,6 +60,9 @@ pub struct ServerConfig {
     /// The `Retry-After` of a `503` at the in-flight limit.
     #[serde(with = "humantime_serde")]
     pub overload_retry_after: Duration,
+    /// How much each request's ledger keeps and renders as
+    /// `Server-Timing`.
+    pub ledger: LedgerLimits,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +75,7 @@ impl Default for ServerConfig {
             on_malformed: OnMalformed::Reject,
             max_in_flight: None,
             overload_retry_after: DEFAULT_OVERLOAD_RETRY_AFTER,
+            ledger: LedgerLimits::default(),
         }
     }
 }
@@ -80,7 +86,8 @@ impl ServerConfig {
     ///
     /// Errors name the field: `default_budget` or `max_budget` zero,
     /// `default_budget` above `max_budget`, `floor` or `reserve` not below
-    /// `max_budget`, `max_in_flight` zero.
+    /// `max_budget`, `max_in_flight` zero, `ledger.max_entries` below 2,
+    /// `ledger.max_bytes` below 256.
     ///
     /// ```
     /// use budget_core::server::ServerConfig;
@@ -105,9 +112,11 @@ impl ServerConfig {
                 "must be below max_budget, or no downstream call is ever made",
             ));
         }
+        self.ledger.validate().map_err(|e| e.within("ledger"))?;
         let layer = BudgetLayer::new(inbound)
             .floor(self.floor)
-            .reserve(self.reserve);
+            .reserve(self.reserve)
+            .ledger_limits(self.ledger);
         match self.max_in_flight {
             None => Ok(layer),
             Some(LimitConfig::Fixed(limit)) => {

@@ -7,6 +7,7 @@ use tower_layer::Layer;
 use crate::admission::AdaptiveLimit;
 use crate::floor::Floor;
 use crate::header::Inbound;
+use crate::ledger::LedgerLimits;
 use crate::server::in_flight::InFlight;
 use crate::server::{BudgetService, OnBudgetEvent};
 
@@ -48,6 +49,8 @@ pub(crate) struct Settings {
     pub(crate) in_flight: Option<Arc<InFlight>>,
     /// The `Retry-After` of a `503` at the in-flight limit.
     pub(crate) overload_retry_after: Duration,
+    /// How much each request's ledger keeps and renders.
+    pub(crate) ledger: LedgerLimits,
 }
 
 impl BudgetLayer {
@@ -67,6 +70,7 @@ impl BudgetLayer {
                 reserve: Duration::ZERO,
                 in_flight: None,
                 overload_retry_after: DEFAULT_OVERLOAD_RETRY_AFTER,
+                ledger: LedgerLimits::default(),
             }),
             on_event: (),
         }
@@ -95,6 +99,20 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn reserve(mut self, reserve: Duration) -> Self {
         Arc::make_mut(&mut self.settings).reserve = reserve;
+        self
+    }
+
+    /// Bounds every request's ledger by `limits` (default
+    /// [`LedgerLimits::default`]: 64 entries, 4 KiB of `Server-Timing`).
+    ///
+    /// ```
+    /// # use budget_core::ledger::LedgerLimits;
+    /// # use budget_core::server::ServerConfig;
+    /// let limits = LedgerLimits { max_bytes: 1024, ..Default::default() };
+    /// let _ = ServerConfig::default().layer().unwrap().ledger_limits(limits);
+    /// ```
+    pub fn ledger_limits(mut self, limits: LedgerLimits) -> Self {
+        Arc::make_mut(&mut self.settings).ledger = limits;
         self
     }
 

@@ -112,7 +112,7 @@ where
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let start = Instant::now();
         let span = trace::server_span(&req, self.settings.floor.get());
-        let ledger = Ledger::new();
+        let ledger = Ledger::with_limits(self.settings.ledger);
         let resolved = match self.settings.inbound.resolve(req.headers()) {
             Ok(resolved) => resolved,
             Err(invalid) => {

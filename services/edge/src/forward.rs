@@ -12,7 +12,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Uri};
 use service_kit::{BodyBytes, RequestLedger};
 
-use crate::{CHECKOUT, X_REQUEST_ID, prefixed_metrics};
+use crate::{CHECKOUT, X_REQUEST_ID, record_downstream};
 
 /// The route handler; its state is the client of checkout, shared by every
 /// request. With `budget_mode = on` the budget layer gives the request its
@@ -65,9 +65,7 @@ fn pass_up(answer: &BudgetResponse, ledger: &Ledger) -> Response {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    for entry in prefixed_metrics(&timing.join(", "), CHECKOUT) {
-        ledger.record(entry);
-    }
+    record_downstream(ledger, &timing.join(", "), CHECKOUT);
     let mut res = Response::new(Body::from(answer.bytes()));
     *res.status_mut() = answer.status();
     for name in [CONTENT_TYPE, RETRY_AFTER] {

@@ -22,7 +22,7 @@
 //!   with `Retry-After` for an open circuit, when a breaker is configured).
 //! - One `Server-Timing` header shows both hops: edge's ledger (`budget`,
 //!   `checkout`) and checkout's metrics prefixed `checkout.`
-//!   ([`prefixed_metrics`]).
+//!   ([`prefixed_metrics`], bounded by [`record_downstream`]).
 //! - `x-request-id` is made up (a UUID) when the caller sends none, and
 //!   echoed on the response. `GET /healthz` answers `200 ok`.
 //!
@@ -73,7 +73,7 @@ use http::Request;
 use tokio::task::JoinHandle;
 
 pub use config::{CHECKOUT, CheckoutClientSettings, DEFAULT_LISTEN, EdgeConfig};
-pub use server_timing::prefixed_metrics;
+pub use server_timing::{prefixed_metrics, record_downstream};
 /// Why edge could not start: a config file, a config value, or the
 /// listening socket.
 ///

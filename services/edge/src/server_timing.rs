@@ -12,7 +12,8 @@
 
 use std::time::Duration;
 
-use budget_core::ledger::{Entry, parse_server_timing};
+use budget_core::Ledger;
+use budget_core::ledger::{Entry, Metric, parse_server_timing, parse_server_timing_limited};
 
 /// The metrics of `server_timing` (a downstream hop's `Server-Timing`
 /// value; several header fields joined by `, `) as ledger entries named
@@ -35,7 +36,39 @@ use budget_core::ledger::{Entry, parse_server_timing};
 /// );
 /// ```
 pub fn prefixed_metrics(server_timing: &str, hop: &str) -> Vec<Entry> {
-    parse_server_timing(server_timing)
+    prefixed(parse_server_timing(server_timing), hop)
+}
+
+/// Records a downstream hop's `Server-Timing` in `ledger` as
+/// [`prefixed_metrics`] does, bounded: at most the ledger's
+/// `max_entries` metrics are read into entries, the rest only counted
+/// (into the ledger's `+N more`), so a downstream answering thousands of
+/// metrics costs its bytes to scan and no more; the ledger's own bounds
+/// then apply to what it renders.
+///
+/// ```
+/// use budget_core::Ledger;
+///
+/// let ledger = Ledger::new();
+/// let downstream = vec!["x;dur=1"; 10_000].join(", ");
+/// edge::record_downstream(&ledger, &downstream, "checkout");
+/// let header = ledger.server_timing();
+/// assert!(header.len() <= 4096, "{}", header.len());
+/// assert!(header.contains("ledger;desc=\"+9936 more\""), "{header}");
+/// ```
+pub fn record_downstream(ledger: &Ledger, server_timing: &str, hop: &str) {
+    let (metrics, more) = parse_server_timing_limited(server_timing, ledger.limits().max_entries);
+    for entry in prefixed(metrics, hop) {
+        ledger.record(entry);
+    }
+    if more > 0 {
+        ledger.record_dropped(more);
+    }
+}
+
+/// `metrics` as entries named `{hop}.{name}`.
+fn prefixed(metrics: Vec<Metric>, hop: &str) -> Vec<Entry> {
+    metrics
         .into_iter()
         .map(|m| {
             let name = format!("{hop}.{}", m.name);

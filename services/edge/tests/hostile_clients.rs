@@ -303,3 +303,52 @@ async fn refusals_before_the_handler_are_problems() {
     assert_eq!(res.headers()["allow"], "GET,HEAD,POST");
     assert_eq!(res.headers()["content-type"], "application/problem+json");
 }
+
+/// A checkout (anything at its URL) answering 10 000 `Server-Timing`
+/// metrics (about 230 KB): edge's public header stays within its ledger's
+/// 4 KiB, with its own ingress budget first and what it left out counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_with_ten_thousand_metrics_gives_a_bounded_header() {
+    let _serial = SERIAL.lock().await;
+    let metrics = (0..10_000)
+        .map(|i| format!("step{i};dur=1;desc=\"x\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let fake = axum::Router::new().route(
+        "/checkout",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move { ([("server-timing", metrics)], "{}") }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let checkout = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, fake).await });
+    let mut config = EdgeConfig::new("127.0.0.1:0".parse().unwrap(), format!("http://{checkout}"));
+    config.http.header_timeout = HEADER_TIMEOUT;
+    let (addr, _) = edge::spawn(&config, std::future::pending()).await.unwrap();
+
+    let res = reqwest::get(format!("http://{addr}/checkout"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let header = res.headers()["server-timing"].to_str().unwrap().to_owned();
+    assert!(header.len() <= 4096, "{} bytes", header.len());
+    let parsed = budget_core::ledger::parse_server_timing(&header);
+    assert_eq!(parsed[0].name, "budget", "{header}");
+    assert!(
+        parsed.iter().any(|m| m.name == "checkout.step0"),
+        "{header}"
+    );
+    let marker = parsed
+        .iter()
+        .find(|m| m.name == "ledger")
+        .expect("a +N more metric");
+    let more: usize = marker.desc.as_deref().unwrap()[1..]
+        .trim_end_matches(" more")
+        .parse()
+        .unwrap();
+    let shown = parsed.iter().filter(|m| m.name != "ledger").count();
+    // edge's ingress, its call to checkout, and checkout's 10 000 metrics.
+    assert_eq!(shown + more, 10_002, "{header}");
+}

@@ -88,4 +88,5 @@ pub mod __private {
     pub use budget_core::breaker::BreakerConfig;
     pub use budget_core::config::ConfigError;
     pub use budget_core::floor::FloorConfig;
+    pub use budget_core::ledger::LedgerLimits;
 }

@@ -140,7 +140,8 @@ pub trait ServiceConfig: Default + DeserializeOwned {
 ///
 /// The struct gets, first, the fields of [`ServiceSettings`] (`listen`,
 /// `budget_mode`, `default_budget`, `max_budget`, `floor`, `reserve`,
-/// `max_in_flight`, the `[http]` table; durations in humantime form in TOML), with the defaults of the
+/// `max_in_flight`, the `[http]` and `[ledger]` tables; durations in
+/// humantime form in TOML), with the defaults of the
 /// `..settings` line; then the fields written, each with its default after
 /// `=` (the syntax of Rust's default field values). It derives `Clone`,
 /// `Debug`, `PartialEq`, `Serialize` and `Deserialize` (every field has a
@@ -223,6 +224,9 @@ macro_rules! service_config {
             /// The HTTP server's limits: `header_timeout`, `idle_timeout`,
             /// `max_connections` (the `[http]` table).
             pub http: $crate::HttpLimits,
+            /// Each request's ledger bound: `max_entries`, `max_bytes` (the
+            /// `[ledger]` table).
+            pub ledger: $crate::__private::LedgerLimits,
             $(
                 $(#[$field_attr])*
                 pub $field: $ty,
@@ -230,7 +234,7 @@ macro_rules! service_config {
         }
 
         $crate::service_config!(@impls $name
-            [listen budget_mode default_budget max_budget floor reserve max_in_flight http]
+            [listen budget_mode default_budget max_budget floor reserve max_in_flight http ledger]
             [$($field = $default),*]
             $settings);
     };

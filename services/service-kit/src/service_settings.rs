@@ -68,6 +68,11 @@ pub struct ServiceSettings {
     /// The HTTP server's connection limits: header and idle timeouts, open
     /// connections (the `[http]` table).
     pub http: HttpLimits,
+    /// How much each request's ledger keeps and renders as `Server-Timing`
+    /// in budget mode (the `[ledger]` table: `max_entries`, `max_bytes`;
+    /// 64 and 4 KiB). With `budget_mode = off` the handler's own ledger
+    /// keeps the defaults.
+    pub ledger: budget_core::ledger::LedgerLimits,
 }
 
 impl ServiceSettings {
@@ -90,6 +95,7 @@ impl ServiceSettings {
             reserve,
             max_in_flight: None,
             http: HttpLimits::default(),
+            ledger: budget_core::ledger::LedgerLimits::default(),
         }
     }
 
@@ -107,6 +113,7 @@ impl ServiceSettings {
             floor: self.floor,
             reserve: self.reserve,
             max_in_flight: self.max_in_flight,
+            ledger: self.ledger,
             ..ServerConfig::default()
         }
     }
@@ -119,8 +126,9 @@ impl ServiceSettings {
     /// # Errors
     ///
     /// A bad value, naming its field (`default_budget`, `max_budget`,
-    /// `floor`, `reserve`, `max_in_flight`, `http.header_timeout`,
-    /// `http.idle_timeout`, `http.max_connections`).
+    /// `floor`, `reserve`, `max_in_flight`, `ledger.max_entries`,
+    /// `ledger.max_bytes`, `http.header_timeout`, `http.idle_timeout`,
+    /// `http.max_connections`).
     ///
     /// ```
     /// use std::time::Duration;
