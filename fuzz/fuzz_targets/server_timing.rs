@@ -1,6 +1,8 @@
-//! `Server-Timing`: `budget_core::ledger::parse_server_timing` and edge's
+//! `Server-Timing`: `budget_core::ledger::parse_server_timing` (and its
+//! bounded form `parse_server_timing_limited`), edge's
 //! `edge::prefixed_metrics`, which turns a downstream hop's metrics into
-//! entries of this hop's ledger.
+//! entries of this hop's ledger, and `edge::record_downstream`, which does so
+//! within the ledger's bounds.
 //!
 //! Input: the whole input, when UTF-8, is the header value.
 //!
@@ -8,17 +10,25 @@
 //! - no panic;
 //! - every parsed metric has a name: not empty, trimmed, without `,` or `;`;
 //!   a `dur` is finite;
+//! - the bounded parser keeps the first `limit` metrics of the unbounded one
+//!   and counts the rest;
 //! - `prefixed_metrics` keeps every metric, in order, named `checkout.NAME`;
-//! - the ledger it fills renders a valid header value, which parses back to
-//!   as many metrics, each still prefixed;
+//! - an unbounded ledger of them renders a valid header value, which parses
+//!   back to as many metrics, each still prefixed;
 //! - one more hop reads the same: the rendered value, prefixed again,
 //!   renders the same metrics (each name with one more `checkout.`, the same
-//!   description, the same duration for any duration below 10^9 ms).
+//!   description, the same duration for any duration below 10^9 ms);
+//! - a default (bounded) ledger filled by `record_downstream` renders a
+//!   valid header value of at most `DEFAULT_MAX_BYTES`, the same as the
+//!   unbounded one when that fits, else with a `ledger;desc="+N more"`.
 
 #![no_main]
 
 use budget_core::Ledger;
-use budget_core::ledger::{Metric, parse_server_timing};
+use budget_core::ledger::{
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, DROPPED_METRIC, LedgerLimits, Metric,
+    parse_server_timing, parse_server_timing_limited,
+};
 use libfuzzer_sys::fuzz_target;
 
 const HOP: &str = "checkout";
@@ -37,6 +47,12 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(m.name, m.name.trim(), "{value:?}");
         assert!(!m.name.contains([',', ';']), "{value:?}: {m:?}");
         assert!(m.dur.is_none_or(f64::is_finite), "{value:?}: {m:?}");
+    }
+
+    for limit in [0, 1, 3, DEFAULT_MAX_ENTRIES] {
+        let (kept, more) = parse_server_timing_limited(value, limit);
+        assert_eq!(kept, metrics[..limit.min(metrics.len())], "{value:?}");
+        assert_eq!(kept.len() + more, metrics.len(), "{value:?}");
     }
 
     let entries = edge::prefixed_metrics(value, HOP);
@@ -61,11 +77,30 @@ fuzz_target!(|data: &[u8]| {
     for (first, second) in reread.iter().zip(&twice) {
         assert_same_metric(first, second, &once);
     }
+
+    let bounded = Ledger::new();
+    edge::record_downstream(&bounded, value, HOP);
+    let header = bounded.server_timing();
+    assert!(
+        header.len() <= DEFAULT_MAX_BYTES,
+        "{value:?}: {}",
+        header.len()
+    );
+    assert!(http::HeaderValue::from_str(&header).is_ok(), "{header:?}");
+    if metrics.len() <= DEFAULT_MAX_ENTRIES && once.len() <= DEFAULT_MAX_BYTES {
+        assert_eq!(header, once, "{value:?}");
+    } else {
+        let dropped = format!("{DROPPED_METRIC};desc=\"+");
+        assert!(header.contains(&dropped), "{value:?}: {header:?}");
+    }
 });
 
-/// The ledger of `entries`, as its `Server-Timing` value.
+/// An unbounded ledger of `entries`, as its `Server-Timing` value.
 fn render(entries: Vec<budget_core::Entry>) -> String {
-    let ledger = Ledger::new();
+    let ledger = Ledger::with_limits(LedgerLimits {
+        max_entries: usize::MAX,
+        max_bytes: usize::MAX,
+    });
     for entry in entries {
         ledger.record(entry);
     }
