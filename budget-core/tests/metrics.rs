@@ -141,13 +141,11 @@ fn every_budget_counter_and_histogram_moves() {
     assert_eq!(value(&rendered, METRIC_EXPIRED_TOTAL), Some(1.0));
     assert_eq!(value(&rendered, METRIC_MALFORMED_TOTAL), Some(1.0));
     assert_eq!(
-        value(&rendered, &format!("{METRIC_INGRESS_MS}_count")),
+        value(&rendered, &format!("{METRIC_INGRESS_SECONDS}_count")),
         Some(6.0)
     );
-    assert_eq!(
-        value(&rendered, &format!("{METRIC_INGRESS_MS}_sum")),
-        Some(5110.0)
-    );
+    let ingress = value(&rendered, &format!("{METRIC_INGRESS_SECONDS}_sum")).unwrap();
+    assert!((ingress - 5.11).abs() < 1e-9, "{ingress}");
 
     // Client side, labelled by dependency.
     let dep = |metric: &str, dependency: &str| {
@@ -161,16 +159,23 @@ fn every_budget_counter_and_histogram_moves() {
     assert_eq!(dep(METRIC_RETRY_BUDGET_REFUSALS_TOTAL, "stormy"), Some(1.0));
     assert_eq!(
         dep(METRIC_RETRIES_TOTAL, "stormy"),
-        None,
-        "the retry was refused"
+        Some(0.0),
+        "registered at 0 when the client was built; the retry was refused"
     );
     assert_eq!(
-        dep(&format!("{METRIC_REMAINING_AT_CALL_MS}_count"), "partner"),
+        dep(
+            &format!("{METRIC_REMAINING_AT_CALL_SECONDS}_count"),
+            "partner"
+        ),
         Some(2.0),
         "one sample per attempt"
     );
-    let sent = dep(&format!("{METRIC_REMAINING_AT_CALL_MS}_sum"), "partner").unwrap();
-    assert!(sent > 3800.0 && sent <= 4000.0, "{sent}");
+    let sent = dep(
+        &format!("{METRIC_REMAINING_AT_CALL_SECONDS}_sum"),
+        "partner",
+    )
+    .unwrap();
+    assert!(sent > 3.8 && sent <= 4.0, "{sent}");
     let transition = format!(
         "{METRIC_BREAKER_TRANSITIONS_TOTAL}{{{LABEL_ENDPOINT}=\"{breaker_endpoint}\",{LABEL_FROM}=\"closed\",{LABEL_TO}=\"open\"}}"
     );
@@ -214,7 +219,7 @@ async fn the_metrics_route_serves_the_prometheus_text_and_installs_once() {
         .unwrap();
     let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(
-        text.contains(&format!("# TYPE {METRIC_INGRESS_MS} histogram")),
+        text.contains(&format!("# TYPE {METRIC_INGRESS_SECONDS} histogram")),
         "{text}"
     );
     assert!(
@@ -222,11 +227,17 @@ async fn the_metrics_route_serves_the_prometheus_text_and_installs_once() {
         "{text}"
     );
     assert_eq!(
-        value(&text, &format!("{METRIC_INGRESS_MS}_bucket{{le=\"2000\"}}")),
+        value(
+            &text,
+            &format!("{METRIC_INGRESS_SECONDS}_bucket{{le=\"2\"}}")
+        ),
         Some(1.0)
     );
     assert_eq!(
-        value(&text, &format!("{METRIC_INGRESS_MS}_bucket{{le=\"1000\"}}")),
+        value(
+            &text,
+            &format!("{METRIC_INGRESS_SECONDS}_bucket{{le=\"1\"}}")
+        ),
         Some(0.0)
     );
     assert_eq!(value(&text, METRIC_MALFORMED_TOTAL), Some(1.0));

@@ -123,9 +123,11 @@ impl CircuitBreaker {
     /// assert_eq!(breaker.key(), "http://a:80");
     /// ```
     pub fn new(key: impl Into<String>, policy: BreakerPolicy) -> Self {
+        let key = key.into();
+        crate::telemetry::meter::register_breaker(&key);
         Self {
             shared: Arc::new(Shared {
-                key: key.into(),
+                key,
                 policy,
                 inner: Mutex::new(Inner {
                     phase: Phase::Closed,

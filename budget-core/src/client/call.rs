@@ -193,6 +193,7 @@ where
             Err(e) => Outcome::Transport(e.kind),
         };
         record(Entry::attempt(&**name, number, took, outcome.to_string()));
+        meter::attempt_done(name, &plan.method, &outcome, took);
         if let Some(permit) = breaker_permit.take() {
             permit.record(match &result {
                 Ok(res) => Verdict::from_status(res.status()),

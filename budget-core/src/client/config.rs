@@ -331,8 +331,10 @@ impl DependencyConfig {
             .breaker
             .map(|c| breaker_for(&c, &base, registry))
             .transpose()?;
-        // Every field is valid: the client's gauges start now.
+        // Every field is valid: the client's gauges start now, and its
+        // counters at 0.
         let name: Arc<str> = Arc::from(self.name.as_str());
+        crate::telemetry::meter::register_dependency(&name);
         if let Some(permits) = &permits {
             crate::telemetry::meter::concurrency_limit(&name, permits.limit());
         }

@@ -164,6 +164,7 @@ where
                     let limit = in_flight.limit();
                     tracing::debug!(limit, "at the in-flight limit: overloaded");
                     self.on_event.on_event(&BudgetEvent::Overloaded { limit });
+                    meter::overloaded();
                     let problem = Problem::new(
                         ProblemKind::Overloaded,
                         format!("this service is working on its limit of {limit} requests"),

@@ -14,11 +14,9 @@ use crate::breaker::BreakerState;
 #[cfg(feature = "client")]
 use crate::retry::Decision;
 
-/// Milliseconds with the sub-millisecond part, for a histogram.
-#[cfg(all(feature = "metrics", any(feature = "server", feature = "client")))]
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
+/// The reasons of [`METRIC_NO_PERMIT_TOTAL`], each registered at 0.
+#[cfg(all(feature = "metrics", feature = "client"))]
+const NO_PERMIT_REASONS: [&str; 2] = ["expired", "standing_queue"];
 
 /// Describes every budget metric (unit and help text) to the installed
 /// recorder. Call once after installing it; exporters that show help text
@@ -34,13 +32,23 @@ pub fn describe_metrics() {
     use super::semconv::*;
     use metrics::{Unit, describe_counter, describe_histogram};
     describe_histogram!(
-        METRIC_INGRESS_MS,
-        Unit::Milliseconds,
+        METRIC_HTTP_SERVER_DURATION,
+        Unit::Seconds,
+        "How long the service took to answer, by route, method and status."
+    );
+    describe_histogram!(
+        METRIC_HTTP_CLIENT_DURATION,
+        Unit::Seconds,
+        "How long each dependency attempt took, by dependency, method and outcome (status code or failure)."
+    );
+    describe_histogram!(
+        METRIC_INGRESS_SECONDS,
+        Unit::Seconds,
         "The budget requests arrived with, after default and clamp."
     );
     describe_histogram!(
-        METRIC_REMAINING_AT_CALL_MS,
-        Unit::Milliseconds,
+        METRIC_REMAINING_AT_CALL_SECONDS,
+        Unit::Seconds,
         "The budget each dependency attempt was sent with, net of the reserve."
     );
     describe_counter!(
@@ -54,6 +62,10 @@ pub fn describe_metrics() {
     describe_counter!(
         METRIC_MALFORMED_TOTAL,
         "Requests with a malformed budget header (400)."
+    );
+    describe_counter!(
+        METRIC_OVERLOADED_TOTAL,
+        "Requests answered 503 at the server's in-flight limit."
     );
     describe_counter!(
         METRIC_BELOW_FLOOR_TOTAL,
@@ -87,13 +99,118 @@ pub fn describe_metrics() {
     );
 }
 
+/// Registers the server's counters at 0 (shed, expired, malformed,
+/// overloaded, unknown criticality), so that a dashboard's `rate()` sees
+/// their first event: a counter that first appears at 1 loses it.
+/// [`install_prometheus`](super::install_prometheus) calls it; call it after
+/// installing any other recorder.
+///
+/// ```
+/// budget_core::telemetry::register_server_metrics();
+/// ```
+#[cfg(feature = "metrics")]
+pub fn register_server_metrics() {
+    for name in [
+        METRIC_SHED_TOTAL,
+        METRIC_EXPIRED_TOTAL,
+        METRIC_MALFORMED_TOTAL,
+        METRIC_OVERLOADED_TOTAL,
+        METRIC_UNKNOWN_CRITICALITY_TOTAL,
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+}
+
+/// Registers `dependency`'s counters at 0 (retries, below floor, no permit
+/// by reason, retry budget refusals): called when its client is built.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn register_dependency(dependency: &Arc<str>) {
+    #[cfg(feature = "metrics")]
+    {
+        for name in [
+            METRIC_RETRIES_TOTAL,
+            METRIC_BELOW_FLOOR_TOTAL,
+            METRIC_RETRY_BUDGET_REFUSALS_TOTAL,
+        ] {
+            metrics::counter!(name, LABEL_DEPENDENCY => Arc::clone(dependency)).increment(0);
+        }
+        for reason in NO_PERMIT_REASONS {
+            metrics::counter!(METRIC_NO_PERMIT_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency), LABEL_REASON => reason)
+                .increment(0);
+        }
+    }
+}
+
+/// A request answered `status` for `method` on `route` (the route
+/// template, empty when none matched) after `took`: the RED histogram
+/// [`METRIC_HTTP_SERVER_DURATION`]. For a service's outermost layer (the
+/// chain's services record it in their router, in both budget modes).
+///
+/// ```
+/// use std::time::Duration;
+/// budget_core::telemetry::record_server_request("/checkout", &http::Method::GET, 504, Duration::from_millis(1990));
+/// ```
+#[cfg(feature = "metrics")]
+pub fn record_server_request(route: &str, method: &http::Method, status: u16, took: Duration) {
+    metrics::histogram!(
+        METRIC_HTTP_SERVER_DURATION,
+        LABEL_ROUTE => route.to_owned(),
+        LABEL_METHOD => method.as_str().to_owned(),
+        LABEL_STATUS => status_label(status)
+    )
+    .record(took.as_secs_f64());
+}
+
+/// A status code as a label value, without allocating for the common ones.
+#[cfg(feature = "metrics")]
+fn status_label(status: u16) -> metrics::SharedString {
+    match status {
+        200 => "200".into(),
+        400 => "400".into(),
+        404 => "404".into(),
+        429 => "429".into(),
+        502 => "502".into(),
+        503 => "503".into(),
+        504 => "504".into(),
+        other => other.to_string().into(),
+    }
+}
+
+/// A dependency attempt ended with `outcome` (its status code, or the
+/// failure's kind) after `took`.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn attempt_done(
+    dependency: &Arc<str>,
+    method: &http::Method,
+    outcome: &crate::retry::Outcome,
+    took: Duration,
+) {
+    #[cfg(feature = "metrics")]
+    {
+        let outcome = match outcome.status_code() {
+            Some(status) => status_label(status.as_u16()),
+            None => outcome.to_string().into(),
+        };
+        metrics::histogram!(
+            METRIC_HTTP_CLIENT_DURATION,
+            LABEL_DEPENDENCY => Arc::clone(dependency),
+            LABEL_METHOD => method.as_str().to_owned(),
+            LABEL_OUTCOME => outcome
+        )
+        .record(took.as_secs_f64());
+    }
+}
+
 #[cfg(feature = "server")]
 /// A request's budget at ingress.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn ingress(budget: Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!(METRIC_INGRESS_MS).record(ms(budget));
+    metrics::histogram!(METRIC_INGRESS_SECONDS).record(budget.as_secs_f64());
 }
 
 #[cfg(feature = "server")]
@@ -122,6 +239,14 @@ pub(crate) fn unknown_criticality() {
 }
 
 #[cfg(feature = "server")]
+/// A request answered `503` at the in-flight limit.
+#[inline]
+pub(crate) fn overloaded() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_OVERLOADED_TOTAL).increment(1);
+}
+
+#[cfg(feature = "server")]
 /// A request with a malformed budget header.
 #[inline]
 pub(crate) fn malformed() {
@@ -138,8 +263,8 @@ pub(crate) fn attempt(dependency: &Arc<str>, number: u32, budget: Option<Duratio
     #[cfg(feature = "metrics")]
     {
         if let Some(budget) = budget {
-            metrics::histogram!(METRIC_REMAINING_AT_CALL_MS, LABEL_DEPENDENCY => Arc::clone(dependency))
-                .record(ms(budget));
+            metrics::histogram!(METRIC_REMAINING_AT_CALL_SECONDS, LABEL_DEPENDENCY => Arc::clone(dependency))
+                .record(budget.as_secs_f64());
         }
         if number > 1 {
             metrics::counter!(METRIC_RETRIES_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency))
@@ -205,6 +330,29 @@ pub(crate) fn floor(dependency: &Arc<str>, floor: Duration) {
     #[cfg(feature = "metrics")]
     metrics::gauge!(METRIC_FLOOR_SECONDS, LABEL_DEPENDENCY => Arc::clone(dependency))
         .set(floor.as_secs_f64());
+}
+
+/// Registers the state changes a breaker of `endpoint` can make at 0.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn register_breaker(endpoint: &str) {
+    #[cfg(feature = "metrics")]
+    {
+        use BreakerState::{Closed, HalfOpen, Open};
+        for (from, to) in [
+            (Closed, Open),
+            (Open, HalfOpen),
+            (HalfOpen, Closed),
+            (HalfOpen, Open),
+        ] {
+            metrics::counter!(
+                METRIC_BREAKER_TRANSITIONS_TOTAL,
+                LABEL_ENDPOINT => endpoint.to_owned(),
+                LABEL_FROM => from.as_str(),
+                LABEL_TO => to.as_str()
+            )
+            .increment(0);
+        }
+    }
 }
 
 /// The breaker of `endpoint` went from `from` to `to`.

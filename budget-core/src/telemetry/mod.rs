@@ -76,10 +76,10 @@ pub use init::{
 };
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use meter::describe_metrics;
+pub use meter::{describe_metrics, record_server_request, register_server_metrics};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use prometheus::{
-    BUDGET_BUCKETS_MS, METRICS_PATH, PrometheusError, install_prometheus, metrics_router,
+    METRICS_PATH, PrometheusError, SECONDS_BUCKETS, install_prometheus, metrics_router,
     prometheus_router,
 };

@@ -9,18 +9,19 @@ use axum::routing::get;
 use http::header::CONTENT_TYPE;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
-use super::semconv::{METRIC_INGRESS_MS, METRIC_REMAINING_AT_CALL_MS};
-
 /// The path [`prometheus_router`] serves.
 pub const METRICS_PATH: &str = "/metrics";
 
 /// The Prometheus text exposition format's content type.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Histogram buckets of the budget histograms, in milliseconds: from a
-/// shed-worthy 1 ms to the default 30 s maximum budget.
-pub const BUDGET_BUCKETS_MS: &[f64] = &[
-    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 5000.0, 10_000.0, 30_000.0,
+/// Histogram buckets of every `*_seconds` histogram (request and attempt
+/// durations, budgets): from 1 ms to the default 30 s maximum budget, fine
+/// between 1 s and 10 s where the budgets of a chain are spent (a median of
+/// 1 s reads as 1 s, not somewhere in 1-2 s).
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5,
+    3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0,
 ];
 
 /// How often the recorder's upkeep runs (draining histogram samples that
@@ -44,8 +45,9 @@ pub enum PrometheusError {
 
 /// Installs the Prometheus recorder as the global `metrics` recorder, once
 /// per process, and returns its handle; later calls return the same handle.
-/// The budget histograms get [`BUDGET_BUCKETS_MS`]; every budget metric is
-/// described. Inside a tokio runtime, a task runs the recorder's upkeep
+/// Every `*_seconds` histogram gets [`SECONDS_BUCKETS`]; every budget metric
+/// is described, and the server's counters are registered at 0
+/// ([`register_server_metrics`](super::register_server_metrics)). Inside a tokio runtime, a task runs the recorder's upkeep
 /// every few seconds.
 ///
 /// Errors, without panicking, when some other recorder is the global one.
@@ -66,18 +68,13 @@ pub fn install_prometheus() -> Result<PrometheusHandle, PrometheusError> {
         return Ok(handle.clone());
     }
     let recorder = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Full(METRIC_INGRESS_MS.into()), BUDGET_BUCKETS_MS)
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Full(METRIC_REMAINING_AT_CALL_MS.into()),
-                BUDGET_BUCKETS_MS,
-            )
-        })
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
         .map_err(PrometheusError::Buckets)?
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(|_| PrometheusError::OtherRecorder)?;
     super::describe_metrics();
+    super::register_server_metrics();
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         let upkeep = handle.clone();
         runtime.spawn(async move {

@@ -140,11 +140,23 @@ pub const OUTCOME_OVERLOADED: &str = "overloaded";
 
 // ----------------------------------------------------------------- metrics
 
-/// Histogram: the budget at ingress, after default and clamp, in ms.
-pub const METRIC_INGRESS_MS: &str = "budget_ingress_ms";
+/// Histogram: the budget at ingress, after default and clamp, in seconds.
+pub const METRIC_INGRESS_SECONDS: &str = "budget_ingress_seconds";
 /// Histogram: the budget sent with each dependency attempt (net of the
-/// reserve), in ms; label [`LABEL_DEPENDENCY`].
-pub const METRIC_REMAINING_AT_CALL_MS: &str = "budget_remaining_at_call_ms";
+/// reserve), in seconds; label [`LABEL_DEPENDENCY`].
+pub const METRIC_REMAINING_AT_CALL_SECONDS: &str = "budget_remaining_at_call_seconds";
+/// Histogram: how long the service took to answer, in seconds (OpenTelemetry's
+/// `http.server.request.duration`); labels [`LABEL_ROUTE`],
+/// [`LABEL_METHOD`], [`LABEL_STATUS`]. Its `_count` is the request rate by
+/// route and status: error and `504` rates come from it.
+pub const METRIC_HTTP_SERVER_DURATION: &str = "http_server_request_duration_seconds";
+/// Histogram: how long each dependency attempt took, in seconds
+/// (OpenTelemetry's `http.client.request.duration`); labels
+/// [`LABEL_DEPENDENCY`], [`LABEL_METHOD`], [`LABEL_OUTCOME`] (the status
+/// code, or the failure: `connect`, `timeout`, `reset`, ...).
+pub const METRIC_HTTP_CLIENT_DURATION: &str = "http_client_request_duration_seconds";
+/// Counter: requests answered `503` at the server's in-flight limit.
+pub const METRIC_OVERLOADED_TOTAL: &str = "budget_overloaded_total";
 /// Counter: requests shed below the ingress floor.
 pub const METRIC_SHED_TOTAL: &str = "budget_shed_total";
 /// Counter: requests whose budget ran out in the handler.
@@ -177,6 +189,15 @@ pub const METRIC_BREAKER_TRANSITIONS_TOTAL: &str = "budget_breaker_transitions_t
 
 /// Metric label: the dependency's configured name.
 pub const LABEL_DEPENDENCY: &str = "dependency";
+/// Metric label: the route template (`/checkout`); empty for a path no
+/// route matched.
+pub const LABEL_ROUTE: &str = "http_route";
+/// Metric label: the request method.
+pub const LABEL_METHOD: &str = "http_request_method";
+/// Metric label: the response status code.
+pub const LABEL_STATUS: &str = "http_response_status_code";
+/// Metric label: how a dependency attempt ended (status code or failure).
+pub const LABEL_OUTCOME: &str = "outcome";
 /// Metric label: a breaker's endpoint key (`http://host:port`).
 pub const LABEL_ENDPOINT: &str = "endpoint";
 /// Label: why something was refused.

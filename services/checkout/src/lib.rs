@@ -148,6 +148,8 @@ pub struct Degraded {
 /// # let _: axum::Router = app;
 /// ```
 pub fn router(config: &CheckoutConfig) -> Result<Router, ConfigError> {
+    // Before the clients are built: their counters register at 0 in it.
+    service_kit::install_metrics();
     let built = config.build()?;
     let app = Arc::new(handler::App {
         inventory: built.inventory,

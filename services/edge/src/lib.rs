@@ -101,6 +101,8 @@ pub use service_kit::X_REQUEST_ID;
 /// # let _: axum::Router = app;
 /// ```
 pub fn router(config: &EdgeConfig) -> Result<Router, ConfigError> {
+    // Before the clients are built: their counters register at 0 in it.
+    service_kit::install_metrics();
     let built = config.build()?;
     let forward = get(forward::forward)
         .post(forward::forward)

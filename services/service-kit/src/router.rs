@@ -18,6 +18,21 @@ use tracing::Level;
 /// ```
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// Installs the process-wide Prometheus recorder that [`router`]'s
+/// `/metrics` serves, if it is not yet installed. A service calls it before
+/// it builds its dependency clients, so that their counters are registered
+/// at 0 in it (a counter that first appears at 1 loses its first event to
+/// `rate()`). Logs, and goes on, when another recorder is installed.
+///
+/// ```
+/// service_kit::install_metrics();
+/// ```
+pub fn install_metrics() {
+    if let Err(err) = budget_core::telemetry::install_prometheus() {
+        tracing::warn!(error = %crate::error_chain(&err), "no Prometheus recorder");
+    }
+}
+
 /// The routes of an HTTP service of the chain, with every layer: `route` at
 /// `path`, behind the budget layer when there is one (none with
 /// `budget_mode = off`); `GET /healthz` answering `200 ok` and `GET
@@ -25,7 +40,9 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// [`budget_core::telemetry::prometheus_router`]), both outside the budget
 /// layer; a `404` problem for any other path and a `405` problem (with
 /// `Allow`) for a method a route does not take ([`BodyBytes`](crate::BodyBytes)
-/// gives the same for bodies); and around them all, the request id (made
+/// gives the same for bodies); every answer timed in
+/// `http_server_request_duration_seconds` (route, method, status); and
+/// around them all, the request id (made
 /// up when none arrives, echoed on the response) and request logs (method,
 /// path, id, status, latency; never bodies or credentials).
 ///
@@ -52,7 +69,8 @@ pub fn router(path: &str, route: MethodRouter, budget_layer: Option<BudgetLayer>
     // registered before it.
     routes = routes
         .fallback(crate::refusals::not_found)
-        .method_not_allowed_fallback(crate::refusals::method_not_allowed);
+        .method_not_allowed_fallback(crate::refusals::method_not_allowed)
+        .layer(axum::middleware::from_fn(red_metrics));
     routes.layer(
         ServiceBuilder::new()
             .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -68,6 +86,27 @@ pub fn router(path: &str, route: MethodRouter, budget_layer: Option<BudgetLayer>
             )
             .layer(PropagateRequestIdLayer::x_request_id()),
     )
+}
+
+/// Records every answer in `http_server_request_duration_seconds` by
+/// route template, method and status, in both budget modes: the request
+/// rate, error rate and latency of the service (RED).
+async fn red_metrics(req: Request<Body>, next: axum::middleware::Next) -> axum::response::Response {
+    let start = tokio::time::Instant::now();
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|path| path.as_str().to_owned())
+        .unwrap_or_default();
+    let res = next.run(req).await;
+    budget_core::telemetry::record_server_request(
+        &route,
+        &method,
+        res.status().as_u16(),
+        start.elapsed(),
+    );
+    res
 }
 
 /// The span of one request: method, path (no query: it may carry secrets)

@@ -57,6 +57,7 @@ fn admin_routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/stats", get(stats))
+        .route("/metrics", get(metrics))
         .route("/stats/reset", post(reset_stats))
         .route("/admin/mode", get(get_mode).put(set_mode).post(set_mode))
         .route("/admin/paths", get(list_paths))
@@ -68,6 +69,15 @@ fn admin_routes() -> Router<AppState> {
 
 async fn stats(State(app): State<AppState>) -> Response {
     Json(app.stats.snapshot()).into_response()
+}
+
+async fn metrics(State(app): State<AppState>) -> Response {
+    let text = crate::metrics_text::render(&app.stats.snapshot());
+    (
+        [(header::CONTENT_TYPE, crate::metrics_text::CONTENT_TYPE)],
+        text,
+    )
+        .into_response()
 }
 
 async fn reset_stats(State(app): State<AppState>) -> StatusCode {

@@ -23,6 +23,9 @@
 //!   `late` work (finished after the budget it arrived with had run out),
 //!   per `x-request-id` the budgets each attempt arrived with, and per
 //!   limited path its workers, queue and queue waits ([`PathWorkers`]).
+//! - **`GET /metrics`**: the same counts in the Prometheus text format
+//!   (`partner_requests_total`, `partner_answers_total{status}`,
+//!   `partner_late_total`, the limited paths' workers and queues).
 //!
 //! The partner reads the budget like any budget-aware service (every inbound
 //! header format, the smallest wins) and echoes it as `budget_ms` in its
@@ -84,6 +87,7 @@ mod error;
 mod handle;
 mod knobs;
 mod listener;
+mod metrics_text;
 mod mode;
 mod overrides;
 mod stats;

@@ -12,7 +12,7 @@
 //! request whose caller goes away while it is queued leaves the queue (its
 //! handler future is dropped) and does no work.
 //!
-//! The reserved paths (`/stats`, `/stats/reset`, `/healthz`, `/admin` and
+//! The reserved paths (`/stats`, `/stats/reset`, `/metrics`, `/healthz`, `/admin` and
 //! everything under `/admin/`) never take a worker.
 //!
 //! Memory is bounded: a pool is made the first time its path is asked for;
@@ -40,7 +40,7 @@ pub const MAX_WORKERS: usize = 1_000_000;
 /// the most entries `path_workers` may have.
 pub const MAX_WORKER_POOLS: usize = 1024;
 
-/// Whether `path` is reserved: `/stats`, `/stats/reset`, `/healthz`, `/admin`
+/// Whether `path` is reserved: `/stats`, `/stats/reset`, `/metrics`, `/healthz`, `/admin`
 /// and everything under `/admin/`. A reserved path never takes a worker and
 /// cannot be overridden.
 ///
@@ -49,7 +49,10 @@ pub const MAX_WORKER_POOLS: usize = 1024;
 /// assert!(!slow_partner::is_reserved_path("/pricing"));
 /// ```
 pub fn is_reserved_path(path: &str) -> bool {
-    matches!(path, "/stats" | "/stats/reset" | "/healthz" | "/admin") || path.starts_with("/admin/")
+    matches!(
+        path,
+        "/stats" | "/stats/reset" | "/metrics" | "/healthz" | "/admin"
+    ) || path.starts_with("/admin/")
 }
 
 /// One limited path's capacity and queue, as `GET /stats` shows it (in
@@ -353,7 +356,14 @@ mod tests {
     fn unlimited_and_reserved_paths_have_no_pool() {
         assert!(Workers::unlimited().pool("/p").is_none());
         let workers = Workers::new(Some(2), &BTreeMap::new());
-        for path in ["/stats", "/stats/reset", "/healthz", "/admin", "/admin/x"] {
+        for path in [
+            "/stats",
+            "/stats/reset",
+            "/metrics",
+            "/healthz",
+            "/admin",
+            "/admin/x",
+        ] {
             assert!(workers.pool(path).is_none(), "{path}");
         }
         assert!(workers.pool("/p").is_some());

@@ -239,3 +239,78 @@ async fn stats_reset_restarts_the_high_water_marks() {
     })
     .await;
 }
+
+/// `GET /metrics` counts what `/stats` counts, in the Prometheus text
+/// format, and `promtool check metrics` finds nothing to say about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_count_requests_answers_late_work_and_paths() {
+    bounded(async {
+        let partner = spawn(config().with_path_workers("/pricing", 2)).await;
+        let client = client();
+        for query in [
+            "/pricing?delay=10ms",
+            "/pricing?status=503",
+            "/other?delay=300ms",
+        ] {
+            let req = client.get(partner.url(query));
+            let req = if query.starts_with("/other") {
+                req.header("request-budget-ms", "100")
+            } else {
+                req
+            };
+            let _ = req.send().await.unwrap();
+        }
+        stats_until(&partner, |s| s.late == 1).await;
+        let res = client.get(partner.url("/metrics")).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(
+            res.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain")
+        );
+        let text = res.text().await.unwrap();
+        for line in [
+            "partner_requests_total 3",
+            "partner_answers_total{status=\"200\"} 2",
+            "partner_answers_total{status=\"503\"} 1",
+            "partner_late_total 1",
+            "partner_path_workers{path=\"/pricing\"} 2",
+            "partner_path_queue_wait_seconds_count{path=\"/pricing\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        assert_eq!(stats(&partner).await.requests, 3, "/metrics is not work");
+
+        let Ok(mut promtool) = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        else {
+            println!(
+                "skip: promtool not installed (Debian's `prometheus` package; .ci/run installs it)"
+            );
+            return;
+        };
+        use std::io::Write as _;
+        promtool
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = promtool.wait_with_output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.trim().is_empty(),
+            "promtool: {said}"
+        );
+    })
+    .await;
+}
