@@ -40,6 +40,11 @@ tokio::task_local! {
     static CURRENT: RequestContext;
 }
 
+/// The W3C header of the parent span.
+pub(crate) const TRACEPARENT: &str = "traceparent";
+/// The W3C header of vendor trace state.
+pub(crate) const TRACESTATE: &str = "tracestate";
+
 /// What a request carries: its budget, its ledger and the reserve each
 /// outbound call holds back for this service's own reply.
 ///
@@ -59,6 +64,18 @@ pub struct RequestContext {
     ledger: Ledger,
     reserve: Duration,
     criticality: Criticality,
+    /// The caller's W3C trace context, as it came: passed on unchanged by
+    /// outbound calls that have no trace context of their own (no
+    /// OpenTelemetry layer, or spans off), so one trace crosses this hop
+    /// whether or not it exports.
+    inbound_trace: Option<InboundTrace>,
+}
+
+/// The `traceparent` and `tracestate` a request arrived with.
+#[derive(Clone, Debug)]
+pub(crate) struct InboundTrace {
+    pub(crate) traceparent: http::HeaderValue,
+    pub(crate) tracestate: Option<http::HeaderValue>,
 }
 
 impl RequestContext {
@@ -76,7 +93,33 @@ impl RequestContext {
             ledger: Ledger::new(),
             reserve: Duration::ZERO,
             criticality: Criticality::Default,
+            inbound_trace: None,
         }
+    }
+
+    /// The same context carrying `headers`' W3C trace context
+    /// (`traceparent`, `tracestate`), if any, for outbound calls to pass
+    /// on when they have none of their own. The server layer calls it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_inbound_trace(&headers);
+    /// # let _ = cx;
+    /// ```
+    pub fn with_inbound_trace(mut self, headers: &http::HeaderMap) -> Self {
+        self.inbound_trace = headers.get(TRACEPARENT).map(|traceparent| InboundTrace {
+            traceparent: traceparent.clone(),
+            tracestate: headers.get(TRACESTATE).cloned(),
+        });
+        self
+    }
+
+    /// The caller's trace context, for [`with_inbound_trace`](Self::with_inbound_trace).
+    pub(crate) fn inbound_trace(&self) -> Option<&InboundTrace> {
+        self.inbound_trace.as_ref()
     }
 
     /// The same context with the request's `criticality` (read at ingress

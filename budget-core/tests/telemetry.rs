@@ -57,7 +57,7 @@ impl Traces {
             .with_simple_exporter(exporter.clone())
             .build();
         let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+            .with(budget_core::telemetry::otel_layer(provider.tracer("test")));
         let guard = tracing::subscriber::set_default(subscriber);
         Self {
             exporter,
@@ -312,7 +312,8 @@ async fn one_trace_spans_every_hop_with_the_budget_shrinking_and_the_retry_count
 
         // Client spans: semantic conventions, the retry and the wait it paid.
         let (first, retry) = (b_to_partner[0], b_to_partner[1]);
-        assert_eq!(first.name, "GET partner");
+        assert_eq!(first.name, "GET", "OpenTelemetry's HTTP client span name");
+        assert_eq!(text(first, BUDGET_DEPENDENCY), "partner");
         assert_eq!(text(first, HTTP_REQUEST_METHOD), "GET");
         assert_eq!(text(first, SERVER_ADDRESS), "127.0.0.1");
         assert_eq!(int(first, SERVER_PORT), i64::from(partner_addr.port()));
@@ -326,10 +327,10 @@ async fn one_trace_spans_every_hop_with_the_budget_shrinking_and_the_retry_count
         assert!(int(retry, BUDGET_WAIT_MS) >= 10);
         assert_eq!(int(retry, HTTP_RESPONSE_STATUS_CODE), 200);
         assert!(attr(retry, ERROR_TYPE).is_none());
-        // userinfo never reaches a span; the query does.
+        // userinfo never reaches a span; the query's values are redacted.
         assert_eq!(
             text(client_to_a[0], URL_FULL),
-            format!("http://{a_addr}/a?q=1")
+            format!("http://{a_addr}/a?q=REDACTED")
         );
 
         // The ledger is on the server span, as the Server-Timing header says.

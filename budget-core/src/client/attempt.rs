@@ -23,6 +23,9 @@ pub(crate) struct Prepared {
     pub(crate) url: Url,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Option<Bytes>,
+    /// Keep the query in the span's `url.full` (else its values are
+    /// redacted).
+    pub(crate) trace_query: bool,
 }
 
 /// Sends `prepared` once and buffers the answer, at most `max_body` bytes.
@@ -51,7 +54,12 @@ pub(crate) async fn send_once(
     }
     // The attempt's span is current here (the engine instruments this
     // future with it): say where it goes, and pass its trace context on.
-    trace::record_send(&tracing::Span::current(), &prepared.url, headers);
+    trace::record_send(
+        &tracing::Span::current(),
+        &prepared.url,
+        headers,
+        prepared.trace_query,
+    );
     if let Some(body) = &prepared.body {
         *req.body_mut() = Some(body.clone().into());
     }

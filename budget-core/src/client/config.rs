@@ -122,6 +122,7 @@ pub enum OnUnavailable {
 /// | `on_unavailable` | `fail` or `skip` ([`OnUnavailable`]) | `fail` |
 /// | `grpc_timeout` | also send `grpc-timeout` | `false` |
 /// | `max_body` | the largest response body buffered, in bytes | 4 MiB |
+/// | `trace_query` | `url.full` on the attempt span keeps the query's values (else `REDACTED`) | `false` |
 /// | `mode` | `budget` or `fixed` ([`Mode`]) | `budget` |
 /// | `fixed_timeout` | each attempt's timeout in `fixed` mode | `30s` |
 ///
@@ -214,6 +215,11 @@ pub struct DependencyConfig {
     /// The largest response body buffered, in bytes.
     #[serde(default = "default_max_body")]
     pub max_body: u64,
+    /// Record the URL's query string in the attempt span's `url.full` as it
+    /// is; `false` (the default): every query value reads `REDACTED`, as
+    /// queries may carry secrets.
+    #[serde(default)]
+    pub trace_query: bool,
     /// `budget` (default) or `fixed`.
     #[serde(default)]
     pub mode: Mode,
@@ -262,6 +268,7 @@ impl DependencyConfig {
             on_unavailable: OnUnavailable::default(),
             grpc_timeout: false,
             max_body: DEFAULT_MAX_BODY,
+            trace_query: false,
             mode: Mode::default(),
             fixed_timeout: DEFAULT_FIXED_TIMEOUT,
         }
@@ -352,6 +359,7 @@ impl DependencyConfig {
             on_unavailable: self.on_unavailable,
             grpc_timeout: self.grpc_timeout,
             max_body: self.max_body,
+            trace_query: self.trace_query,
             mode: self.mode,
             fixed_timeout: self.fixed_timeout,
         })
@@ -373,6 +381,7 @@ pub(crate) struct Settings {
     pub(crate) on_unavailable: OnUnavailable,
     pub(crate) grpc_timeout: bool,
     pub(crate) max_body: u64,
+    pub(crate) trace_query: bool,
     pub(crate) mode: Mode,
     pub(crate) fixed_timeout: Duration,
 }

@@ -375,6 +375,7 @@ impl RequestBuilder {
             url: self.url,
             headers,
             body: self.body,
+            trace_query: settings.trace_query,
         };
         call::run(settings, &*inner.clock, plan, |spec| {
             attempt::send_once(

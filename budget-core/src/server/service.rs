@@ -182,7 +182,8 @@ where
         let cx = RequestContext::new(budget)
             .with_ledger(ledger)
             .with_reserve(self.settings.reserve)
-            .with_criticality(criticality.criticality);
+            .with_criticality(criticality.criticality)
+            .with_inbound_trace(req.headers());
         req.extensions_mut().insert(cx.clone());
         let inner = &mut self.inner;
         let fut = span.in_scope(|| cx.clone().sync_scope(|| inner.call(req)));

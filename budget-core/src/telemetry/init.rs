@@ -43,6 +43,10 @@ pub const RUST_LOG: &str = "RUST_LOG";
 pub struct TelemetryConfig {
     /// `service.name` of every exported span.
     pub service_name: String,
+    /// `service.version` of every exported span (default: this crate's
+    /// version; a binary sets its own with [`with_service_version`](Self::with_service_version)).
+    /// Each process also gets a `service.instance.id` of its own.
+    pub service_version: String,
     /// Where to export spans over OTLP/HTTP (protobuf); `None`: no
     /// exporter and no OpenTelemetry layer at all (only the log lines).
     pub otlp: Option<Otlp>,
@@ -72,9 +76,21 @@ impl TelemetryConfig {
     pub fn new(service_name: impl Into<String>) -> Self {
         Self {
             service_name: service_name.into(),
+            service_version: env!("CARGO_PKG_VERSION").to_owned(),
             otlp: None,
             log_filter: None,
         }
+    }
+
+    /// The same configuration naming `version` as `service.version`.
+    ///
+    /// ```
+    /// let c = budget_core::telemetry::TelemetryConfig::new("edge").with_service_version("1.2.3");
+    /// assert_eq!(c.service_version, "1.2.3");
+    /// ```
+    pub fn with_service_version(mut self, version: impl Into<String>) -> Self {
+        self.service_version = version.into();
+        self
     }
 
     /// The same configuration exporting to `otlp`.
@@ -119,6 +135,7 @@ impl TelemetryConfig {
             var(OTEL_EXPORTER_OTLP_ENDPOINT).or_else(|| var(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT));
         Self {
             service_name: var(OTEL_SERVICE_NAME).unwrap_or_else(|| default_service_name.to_owned()),
+            service_version: env!("CARGO_PKG_VERSION").to_owned(),
             otlp: (endpoint.is_some() && !disabled).then_some(Otlp::FromEnv),
             log_filter: var(RUST_LOG),
         }
@@ -238,14 +255,16 @@ pub fn init_from_env(default_service_name: &str) -> Result<TelemetryGuard, Telem
 pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     let filter = log_filter(config.log_filter.as_deref())?;
     let provider = match &config.otlp {
-        Some(otlp) => Some(tracer_provider(&config.service_name, otlp)?),
+        Some(otlp) => Some(tracer_provider(
+            &config.service_name,
+            &config.service_version,
+            otlp,
+        )?),
         None => None,
     };
-    let otel = provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer(env!("CARGO_PKG_NAME")))
-            .with_filter(LevelFilter::INFO)
-    });
+    let otel = provider
+        .as_ref()
+        .map(|provider| otel_layer(provider.tracer(env!("CARGO_PKG_NAME"))));
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_filter(filter))
         .with(otel)
@@ -256,6 +275,47 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         opentelemetry::global::set_tracer_provider(provider.clone());
     }
     Ok(TelemetryGuard { provider })
+}
+
+/// The `tracing-opentelemetry` layer a service exports its traces with:
+/// the budget spans only (the server span of each request, the client span
+/// of each attempt or refused call; target [`SPAN_TARGET`]), so that one
+/// request is one trace: edge server -> edge client -> checkout server ->
+/// checkout clients, and no other span (a request-logging layer's, say)
+/// starts a trace of its own. Log events at `WARN` and above become events
+/// of the span they happen in. No source locations, thread names or
+/// busy/idle times on every span.
+///
+/// For [`init`], and for tests that install their own subscriber with an
+/// in-memory exporter.
+///
+/// ```
+/// use opentelemetry::trace::TracerProvider as _;
+/// use tracing_subscriber::layer::SubscriberExt;
+///
+/// let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+/// let subscriber = tracing_subscriber::registry()
+///     .with(budget_core::telemetry::otel_layer(provider.tracer("test")));
+/// # drop(subscriber);
+/// ```
+pub fn otel_layer<S, T>(tracer: T) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    T: opentelemetry::trace::Tracer + Send + Sync + 'static,
+    T::Span: Send + Sync,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            if meta.is_span() {
+                meta.target() == SPAN_TARGET && *meta.level() <= tracing::Level::INFO
+            } else {
+                *meta.level() <= tracing::Level::WARN
+            }
+        }))
 }
 
 /// The log lines' filter: `directives` (default `info`), and the budget
@@ -277,8 +337,19 @@ fn log_filter(directives: Option<&str>) -> Result<EnvFilter, TelemetryError> {
     Ok(filter)
 }
 
-/// A batch-exporting tracer provider for `service_name`.
-fn tracer_provider(service_name: &str, otlp: &Otlp) -> Result<SdkTracerProvider, TelemetryError> {
+/// A process's `service.instance.id`: its pid and a random suffix, unique
+/// among the instances of one service.
+fn instance_id() -> String {
+    format!("{}-{:08x}", std::process::id(), rand::random::<u32>())
+}
+
+/// A batch-exporting tracer provider for `service_name` at
+/// `service_version`.
+fn tracer_provider(
+    service_name: &str,
+    service_version: &str,
+    otlp: &Otlp,
+) -> Result<SdkTracerProvider, TelemetryError> {
     let mut exporter = SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary);
@@ -288,6 +359,10 @@ fn tracer_provider(service_name: &str, otlp: &Otlp) -> Result<SdkTracerProvider,
     let exporter = exporter.build().map_err(TelemetryError::Exporter)?;
     let resource = Resource::builder()
         .with_service_name(service_name.to_owned())
+        .with_attributes([
+            opentelemetry::KeyValue::new("service.version", service_version.to_owned()),
+            opentelemetry::KeyValue::new("service.instance.id", instance_id()),
+        ])
         .build();
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)

@@ -72,7 +72,7 @@ mod propagation;
 pub use init::{
     OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SDK_DISABLED,
     OTEL_SERVICE_NAME, Otlp, RUST_LOG, TelemetryConfig, TelemetryError, TelemetryGuard, init,
-    init_from_env,
+    init_from_env, otel_layer,
 };
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

@@ -38,4 +38,12 @@ pub(crate) fn inject(span: &Span, headers: &mut HeaderMap) {
     let cx = span.context();
     TraceContextPropagator::new()
         .inject_context(&cx, &mut opentelemetry_http::HeaderInjector(headers));
+    // The propagator writes `tracestate` even when there is none: an empty
+    // header is noise to every hop after.
+    if headers
+        .get(crate::context::TRACESTATE)
+        .is_some_and(|v| v.is_empty())
+    {
+        headers.remove(crate::context::TRACESTATE);
+    }
 }

@@ -80,6 +80,15 @@ pub const URL_FULL: &str = "url.full";
 pub const SERVER_ADDRESS: &str = "server.address";
 /// The peer's port, an integer (client side). Semantic conventions, stable.
 pub const SERVER_PORT: &str = "server.port";
+/// The request's scheme (`http`) (server span).
+pub const URL_SCHEME: &str = "url.scheme";
+/// The caller's address: the peer of the connection (server span).
+pub const CLIENT_ADDRESS: &str = "client.address";
+/// The caller's `User-Agent` (server span).
+pub const USER_AGENT_ORIGINAL: &str = "user_agent.original";
+/// The request's `x-request-id` (server span), named as OpenTelemetry
+/// names a recorded request header.
+pub const HTTP_REQUEST_HEADER_X_REQUEST_ID: &str = "http.request.header.x-request-id";
 /// The class of error a span ended with: a status code (`503`), a
 /// transport failure (`timeout`, `connect`), or a budget refusal
 /// (`below_floor`). Semantic conventions, stable.
@@ -137,6 +146,13 @@ pub const OUTCOME_NO_PERMIT: &str = "no_permit";
 pub const OUTCOME_MALFORMED: &str = "malformed";
 /// The service was at its in-flight limit: `503` with `Retry-After`.
 pub const OUTCOME_OVERLOADED: &str = "overloaded";
+/// The handler answered `504`: a required dependency could not be called,
+/// or did not answer, within the budget (server span).
+pub const OUTCOME_OUT_OF_BUDGET: &str = "out_of_budget";
+/// The handler passed a dependency's `429`/`503` up (server span).
+pub const OUTCOME_DEFERRED: &str = "deferred";
+/// The handler answered another `5xx` (server span).
+pub const OUTCOME_ERROR: &str = "error";
 
 // ----------------------------------------------------------------- metrics
 

@@ -47,7 +47,13 @@ pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Span {
         { OTEL_STATUS_CODE } = Empty,
         { HTTP_REQUEST_METHOD } = Empty,
         { URL_PATH } = Empty,
+        { URL_SCHEME } = Empty,
         { HTTP_ROUTE } = Empty,
+        { SERVER_ADDRESS } = Empty,
+        { SERVER_PORT } = Empty,
+        { CLIENT_ADDRESS } = Empty,
+        { USER_AGENT_ORIGINAL } = Empty,
+        { HTTP_REQUEST_HEADER_X_REQUEST_ID } = Empty,
         { HTTP_RESPONSE_STATUS_CODE } = Empty,
         { ERROR_TYPE } = Empty,
         { BUDGET_INGRESS_MS } = Empty,
@@ -74,9 +80,48 @@ pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Span {
     }
     span.record(HTTP_REQUEST_METHOD, method);
     span.record(URL_PATH, req.uri().path());
+    span.record(URL_SCHEME, req.uri().scheme_str().unwrap_or("http"));
+    let headers = req.headers();
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(host) = req.uri().host().or_else(|| text("host")) {
+        let (address, port) = split_host(host);
+        span.record(SERVER_ADDRESS, address);
+        if let Some(port) = port.or_else(|| req.uri().port_u16()) {
+            span.record(SERVER_PORT, i64::from(port));
+        }
+    }
+    if let Some(peer) = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+    {
+        span.record(CLIENT_ADDRESS, field::display(peer.0.ip()));
+    }
+    if let Some(agent) = text("user-agent") {
+        span.record(USER_AGENT_ORIGINAL, agent);
+    }
+    if let Some(id) = text("x-request-id") {
+        span.record(HTTP_REQUEST_HEADER_X_REQUEST_ID, id);
+    }
     #[cfg(feature = "otel")]
     super::propagation::extract_parent(&span, req.headers());
     span
+}
+
+/// `host[:port]` (a bracketed IPv6 address included) as address and port.
+#[cfg(feature = "server")]
+fn split_host(host: &str) -> (&str, Option<u16>) {
+    let (address, port) = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, tail)) => (v6, tail.strip_prefix(':')),
+            None => (host, None),
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((address, port)) => (address, Some(port)),
+            None => (host, None),
+        }
+    };
+    (address, port.and_then(|p| p.parse().ok()))
 }
 
 /// The budget the request arrived with.
@@ -101,6 +146,14 @@ pub(crate) fn record_response<B>(span: &Span, res: &http::Response<B>, outcome: 
         span.record(ERROR_TYPE, status.as_str());
         span.record(OTEL_STATUS_CODE, STATUS_ERROR);
     }
+    // What the layer decided, or, when it let the handler answer, what the
+    // handler's status says the budget came to.
+    let outcome = match (outcome, status.as_u16()) {
+        (OUTCOME_OK, 504) => OUTCOME_OUT_OF_BUDGET,
+        (OUTCOME_OK, 429 | 503) => OUTCOME_DEFERRED,
+        (OUTCOME_OK, status) if status >= 500 => OUTCOME_ERROR,
+        (outcome, _) => outcome,
+    };
     span.record(BUDGET_OUTCOME, outcome);
     let ledger = res
         .headers()
@@ -133,7 +186,9 @@ pub(crate) fn attempt_span(
         { OTEL_KIND } = KIND_CLIENT,
         // Name and kind are fixed when the OpenTelemetry span starts (its
         // first enter): they are given here, not recorded later.
-        { OTEL_NAME } = field::display(format_args!("{method} {dependency}")),
+        // OpenTelemetry's HTTP client span name: the method (the
+        // dependency is an attribute).
+        { OTEL_NAME } = method.as_str(),
         { OTEL_STATUS_CODE } = Empty,
         { HTTP_REQUEST_METHOD } = method.as_str(),
         { URL_FULL } = Empty,
@@ -155,20 +210,55 @@ pub(crate) fn attempt_span(
 }
 
 /// What the attempt sends, recorded on `span` (the attempt's own, current
-/// while it runs); with the `otel` feature, also the span's W3C trace
-/// context injected into `headers`.
+/// while it runs); and the trace context it carries: with the `otel`
+/// feature, the span's own W3C context; without one (no OpenTelemetry
+/// layer, spans off, or no `otel` feature), the caller's `traceparent` and
+/// `tracestate` as they came to this hop ([`RequestContext`](crate::context::RequestContext)),
+/// so that the trace goes on through a hop that does not export.
+/// `trace_query`: record the URL's query in `url.full` as it is; otherwise
+/// its values read `REDACTED` (they may carry secrets).
 #[cfg(feature = "client")]
-pub(crate) fn record_send(span: &Span, url: &reqwest::Url, headers: &mut http::HeaderMap) {
-    if span.is_disabled() {
-        return;
+pub(crate) fn record_send(
+    span: &Span,
+    url: &reqwest::Url,
+    headers: &mut http::HeaderMap,
+    trace_query: bool,
+) {
+    if !span.is_disabled() {
+        record_url(span, url, trace_query);
+        #[cfg(feature = "otel")]
+        super::propagation::inject(span, headers);
     }
-    if url.username().is_empty() && url.password().is_none() {
+    if !headers.contains_key(crate::context::TRACEPARENT)
+        && let Some(cx) = crate::context::current()
+        && let Some(trace) = cx.inbound_trace()
+    {
+        headers.insert(crate::context::TRACEPARENT, trace.traceparent.clone());
+        if let Some(state) = &trace.tracestate {
+            headers.insert(crate::context::TRACESTATE, state.clone());
+        }
+    }
+}
+
+/// `url.full` without credentials and, unless `trace_query`, with every
+/// query value `REDACTED`; `server.address`, `server.port`.
+#[cfg(feature = "client")]
+fn record_url(span: &Span, url: &reqwest::Url, trace_query: bool) {
+    let redact = !trace_query && url.query().is_some();
+    if url.username().is_empty() && url.password().is_none() && !redact {
         span.record(URL_FULL, url.as_str());
     } else {
         // Never credentials in a trace.
         let mut clean = url.clone();
         let _ = clean.set_username("");
         let _ = clean.set_password(None);
+        if redact {
+            let keys: Vec<String> = url.query_pairs().map(|(k, _)| k.into_owned()).collect();
+            clean
+                .query_pairs_mut()
+                .clear()
+                .extend_pairs(keys.iter().map(|k| (k.as_str(), "REDACTED")));
+        }
         span.record(URL_FULL, clean.as_str());
     }
     if let Some(host) = url.host_str() {
@@ -177,10 +267,6 @@ pub(crate) fn record_send(span: &Span, url: &reqwest::Url, headers: &mut http::H
     if let Some(port) = url.port_or_known_default() {
         span.record(SERVER_PORT, i64::from(port));
     }
-    #[cfg(feature = "otel")]
-    super::propagation::inject(span, headers);
-    #[cfg(not(feature = "otel"))]
-    let _ = headers;
 }
 
 #[cfg(feature = "client")]
@@ -231,6 +317,20 @@ pub(crate) fn record_attempt(
     };
     span.record(BUDGET_OUTCOME, budget_outcome);
     span.record(BUDGET_DECISION, field::display(decision));
+}
+
+#[cfg(all(test, feature = "server"))]
+mod tests {
+    use super::split_host;
+
+    #[test]
+    fn host_headers_split_into_address_and_port() {
+        assert_eq!(split_host("127.0.0.1:8080"), ("127.0.0.1", Some(8080)));
+        assert_eq!(split_host("edge"), ("edge", None));
+        assert_eq!(split_host("[::1]:8080"), ("::1", Some(8080)));
+        assert_eq!(split_host("[::1]"), ("::1", None));
+        assert_eq!(split_host("a:b"), ("a", None));
+    }
 }
 
 #[cfg(feature = "client")]

@@ -19,7 +19,13 @@ use service_kit::{BudgetFlags, ServiceFlags, overlay};
 /// ([inventory], [pricing], [recommendations]: connect_cap, pool_idle_timeout, floor, retry,
 /// retry_budget, breaker, concurrency, grpc_timeout, max_body,
 /// fixed_timeout). With --budget-mode off, retries are fixed and
-/// recommendations is always called. Logs follow `RUST_LOG` (default `info`).
+/// recommendations is always called. The file also takes [http]
+/// (header_timeout, idle_timeout, max_connections) and [ledger] (max_entries,
+/// max_bytes). Routes: GET/POST /checkout, GET /healthz, GET /metrics
+/// (Prometheus). Logs follow `RUST_LOG` (default `info`); traces are
+/// exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, named by
+/// `OTEL_SERVICE_NAME` (default checkout), off with `OTEL_SDK_DISABLED=true`.
 #[derive(Debug, Parser)]
 #[command(name = "checkout", version)]
 #[command(mut_args(service_kit::show_defaults::<CheckoutConfig>()))]

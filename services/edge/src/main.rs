@@ -14,8 +14,13 @@ use service_kit::{BudgetFlags, ServiceFlags, overlay};
 ///
 /// Flags override the config file; every flag is also an environment
 /// variable. The file also takes a [checkout] client table (connect_cap,
-/// pool_idle_timeout, floor, breaker, concurrency, max_body, fixed_timeout). Logs follow
-/// `RUST_LOG` (default `info`).
+/// pool_idle_timeout, floor, breaker, concurrency, max_body, fixed_timeout), [http]
+/// (header_timeout, idle_timeout, max_connections) and [ledger] (max_entries,
+/// max_bytes). Routes: GET/POST /checkout, GET /healthz, GET /metrics
+/// (Prometheus). Logs follow `RUST_LOG` (default `info`); traces are
+/// exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, named by
+/// `OTEL_SERVICE_NAME` (default edge), off with `OTEL_SDK_DISABLED=true`.
 #[derive(Debug, Parser)]
 #[command(name = "edge", version)]
 #[command(mut_args(service_kit::show_defaults::<EdgeConfig>()))]

@@ -38,6 +38,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tower::ServiceExt as _;
 
 use crate::HttpLimits;
 
@@ -263,6 +264,16 @@ where
         .http1()
         .timer(timer)
         .header_read_timeout(limits.idle_timeout.max(limits.header_timeout));
+    // The caller's address, for extractors and the server span
+    // (`client.address`), as axum's own `serve` gives it.
+    let peer = stream.peer_addr().ok();
+    let app = app.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+        if let Some(peer) = peer {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
+        req
+    });
     let io = TokioIo::new(TimedIo { stream, state });
     let conn = builder.serve_connection(io, TowerToHyperService::new(app));
     let mut conn = std::pin::pin!(conn);

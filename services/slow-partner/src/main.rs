@@ -16,7 +16,8 @@ use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError};
 /// Any path but the reserved ones answers as its query string asks: `delay`,
 /// `jitter`, `status`, `retry_after`, `script` (e.g. `503@250ms,200@400ms`,
 /// per `x-request-id` and path), `drip`, `body_bytes`. Reserved: `GET
-/// /healthz`, `GET /stats`, `POST /stats/reset`, `GET`/`PUT /admin/mode`,
+/// /healthz`, `GET /stats`, `POST /stats/reset`, `GET /metrics`
+/// (Prometheus), `GET`/`PUT /admin/mode`,
 /// `GET /admin/paths`, `GET`/`PUT`/`DELETE /admin/paths/{path}` (e.g. `PUT
 /// /admin/paths/pricing` with `{"status": 503}`: every request to /pricing
 /// answers 503 at once until `DELETE`).
