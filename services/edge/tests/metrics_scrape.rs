@@ -5,10 +5,8 @@
 //! say. Edge, checkout and the partner run in this one process, so the one
 //! Prometheus recorder holds all their series.
 
-use std::process::{Command, Stdio};
+mod common;
 
-use checkout::CheckoutConfig;
-use edge::EdgeConfig;
 use slow_partner::PartnerConfig;
 
 /// The value of the series `line_start` (name and labels, exactly as
@@ -24,25 +22,19 @@ async fn red_metrics_show_every_outcome_and_promtool_finds_nothing() {
     let partner = slow_partner::spawn(PartnerConfig::new("127.0.0.1:0".parse().unwrap()))
         .await
         .unwrap();
-    let loopback = "127.0.0.1:0".parse().unwrap();
-    let mut checkout = CheckoutConfig::new(loopback);
-    checkout.inventory_url = partner.url("/inventory");
-    checkout.pricing_url = partner.url("/pricing?delay=5s");
-    checkout.recommendations_url = partner.url("/recommendations");
-    let (checkout_addr, _) = checkout::spawn(&checkout, std::future::pending())
-        .await
-        .unwrap();
-    let mut throttled = CheckoutConfig::new(loopback);
-    throttled.inventory_url = partner.url("/inventory");
-    throttled.pricing_url = partner.url("/pricing?status=429&retry_after=30");
-    throttled.recommendations_url = partner.url("/recommendations");
-    let (throttled_addr, _) = checkout::spawn(&throttled, std::future::pending())
-        .await
-        .unwrap();
-    let edge_config = EdgeConfig::new(loopback, format!("http://{checkout_addr}"));
-    let (edge_addr, _) = edge::spawn(&edge_config, std::future::pending())
-        .await
-        .unwrap();
+    let (edge_addr, _) = common::chain(
+        partner.url("/inventory"),
+        partner.url("/pricing?delay=5s"),
+        partner.url("/recommendations"),
+    )
+    .await;
+    // A second checkout, whose pricing answers 429 (its edge is not used).
+    let (_, throttled_addr) = common::chain(
+        partner.url("/inventory"),
+        partner.url("/pricing?status=429&retry_after=30"),
+        partner.url("/recommendations"),
+    )
+    .await;
 
     let client = reqwest::Client::new();
     let scrape = || async {
@@ -121,33 +113,5 @@ async fn red_metrics_show_every_outcome_and_promtool_finds_nothing() {
     );
 
     // Prometheus' own linter, on the real scrape.
-    let Ok(mut promtool) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    else {
-        println!(
-            "skip: promtool not installed (Debian's `prometheus` package; .ci/run installs it)"
-        );
-        return;
-    };
-    use std::io::Write as _;
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool: {said}"
-    );
+    service_kit::assert_promtool_clean(&text);
 }

@@ -3,12 +3,12 @@
 //! checkout pass `traceparent` and `tracestate` on unchanged, so a tracing
 //! partner behind them joins the caller's trace.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use checkout::CheckoutConfig;
-use edge::EdgeConfig;
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -30,18 +30,12 @@ async fn trace_context_passes_through_hops_that_do_not_export() {
     let partner = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let loopback = "127.0.0.1:0".parse().unwrap();
-    let mut checkout = CheckoutConfig::new(loopback);
-    checkout.inventory_url = format!("{partner}/inventory");
-    checkout.pricing_url = format!("{partner}/pricing");
-    checkout.recommendations_url = format!("{partner}/recommendations");
-    let (checkout_addr, _) = checkout::spawn(&checkout, std::future::pending())
-        .await
-        .unwrap();
-    let edge_config = EdgeConfig::new(loopback, format!("http://{checkout_addr}"));
-    let (edge_addr, _) = edge::spawn(&edge_config, std::future::pending())
-        .await
-        .unwrap();
+    let (edge_addr, _) = common::chain(
+        format!("{partner}/inventory"),
+        format!("{partner}/pricing"),
+        format!("{partner}/recommendations"),
+    )
+    .await;
 
     let client = reqwest::Client::new();
     let res = client

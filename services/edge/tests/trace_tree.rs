@@ -6,13 +6,13 @@
 //! layer the binaries install (`budget_core::telemetry::otel_layer`), as
 //! this process's global subscriber: edge and checkout run in it.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use checkout::CheckoutConfig;
-use edge::EdgeConfig;
 use opentelemetry::trace::{SpanId, SpanKind, TraceId, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -65,18 +65,12 @@ async fn one_request_is_one_trace_through_every_hop() {
 
     let seen = Arc::new(Mutex::new(Vec::new()));
     let partner = partner(Arc::clone(&seen)).await;
-    let loopback = "127.0.0.1:0".parse().unwrap();
-    let mut checkout = CheckoutConfig::new(loopback);
-    checkout.inventory_url = format!("{partner}/inventory?token=s3cret");
-    checkout.pricing_url = format!("{partner}/pricing");
-    checkout.recommendations_url = format!("{partner}/recommendations");
-    let (checkout_addr, _) = checkout::spawn(&checkout, std::future::pending())
-        .await
-        .unwrap();
-    let edge_config = EdgeConfig::new(loopback, format!("http://{checkout_addr}"));
-    let (edge_addr, _) = edge::spawn(&edge_config, std::future::pending())
-        .await
-        .unwrap();
+    let (edge_addr, _) = common::chain(
+        format!("{partner}/inventory?token=s3cret"),
+        format!("{partner}/pricing"),
+        format!("{partner}/recommendations"),
+    )
+    .await;
 
     let client = reqwest::Client::new();
     let res = client

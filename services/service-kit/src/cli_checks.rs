@@ -245,3 +245,49 @@ impl Drop for TestConfigFile {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Runs Prometheus' `promtool check metrics` on `scrape` (a `/metrics`
+/// body) and asserts that it passes and says nothing. Returns `false`, with
+/// a `skip:` line on stdout, when `promtool` is not installed (Debian's
+/// `prometheus` package; `.ci/run` installs it).
+///
+/// For the binaries' tests.
+///
+/// ```
+/// let text = "# HELP demo_total A demo.\n# TYPE demo_total counter\ndemo_total 1\n";
+/// let _ran = service_kit::assert_promtool_clean(text);
+/// ```
+#[track_caller]
+pub fn assert_promtool_clean(scrape: &str) -> bool {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+
+    let Ok(mut promtool) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        println!(
+            "skip: promtool not installed (Debian's `prometheus` package; .ci/run installs it)"
+        );
+        return false;
+    };
+    if let Some(mut stdin) = promtool.stdin.take() {
+        stdin
+            .write_all(scrape.as_bytes())
+            .expect("promtool reads its input");
+    }
+    let out = promtool.wait_with_output().expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}"
+    );
+    true
+}

@@ -18,7 +18,7 @@
 //! | [`run_server`], [`exit_usage`], [`exit_failure`], [`StartError`] | `main`: logs, start, exit codes `0`, `1`, `2` |
 //! | [`init_telemetry`], [`flush_telemetry`], [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs and OTLP trace export, Ctrl-C and SIGTERM, one-line errors |
 //! | [`load_toml`], [`parse_toml`], [`ConfigFileError`] | config files, their path in every error |
-//! | [`assert_cli_conventions`], [`assert_usage_errors`], [`SHARED_FLAGS`], [`assert_shared_flags_set`], [`TestConfigFile`] | the binaries' command line tests |
+//! | [`assert_cli_conventions`], [`assert_usage_errors`], [`SHARED_FLAGS`], [`assert_shared_flags_set`], [`TestConfigFile`], [`assert_promtool_clean`] | the binaries' command line and metrics tests |
 //!
 //! # Example
 //!
@@ -53,8 +53,8 @@ mod service_settings;
 mod start_error;
 
 pub use cli_checks::{
-    SHARED_FLAGS, TestConfigFile, assert_cli_conventions, assert_shared_flags_set,
-    assert_usage_errors,
+    SHARED_FLAGS, TestConfigFile, assert_cli_conventions, assert_promtool_clean,
+    assert_shared_flags_set, assert_usage_errors,
 };
 pub use client_settings::ClientSettings;
 pub use config_file::{ConfigFileError, load_toml, parse_toml};

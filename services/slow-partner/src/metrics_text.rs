@@ -18,7 +18,7 @@
 
 use std::fmt::Write as _;
 
-use crate::StatsSnapshot;
+use crate::{PathWorkers, StatsSnapshot};
 
 /// The text-format content type.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -63,47 +63,26 @@ pub(crate) fn render(stats: &StatsSnapshot) -> String {
         let _ = writeln!(text, "{name} {value}");
     }
     if !stats.paths.is_empty() {
-        write_family(
-            &mut text,
-            "partner_path_workers",
-            "gauge",
-            "A limited path's workers.",
-        );
-        for (path, p) in &stats.paths {
-            let _ = writeln!(
-                text,
-                "partner_path_workers{{path=\"{}\"}} {}",
-                escape(path),
-                p.workers
-            );
-        }
-        write_family(
-            &mut text,
-            "partner_path_in_work",
-            "gauge",
-            "A limited path's calls at work now.",
-        );
-        for (path, p) in &stats.paths {
-            let _ = writeln!(
-                text,
-                "partner_path_in_work{{path=\"{}\"}} {}",
-                escape(path),
-                p.in_work
-            );
-        }
-        write_family(
-            &mut text,
-            "partner_path_queued",
-            "gauge",
-            "A limited path's calls waiting for a worker now.",
-        );
-        for (path, p) in &stats.paths {
-            let _ = writeln!(
-                text,
-                "partner_path_queued{{path=\"{}\"}} {}",
-                escape(path),
-                p.queued
-            );
+        let gauges: [Gauge; 3] = [
+            ("partner_path_workers", "A limited path's workers.", |p| {
+                p.workers as u64
+            }),
+            (
+                "partner_path_in_work",
+                "A limited path's calls at work now.",
+                |p| p.in_work,
+            ),
+            (
+                "partner_path_queued",
+                "A limited path's calls waiting for a worker now.",
+                |p| p.queued,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            write_family(&mut text, name, "gauge", help);
+            for (path, p) in &stats.paths {
+                let _ = writeln!(text, "{name}{{path=\"{}\"}} {}", escape(path), value(p));
+            }
         }
         write_family(
             &mut text,
@@ -127,6 +106,9 @@ pub(crate) fn render(stats: &StatsSnapshot) -> String {
     }
     text
 }
+
+/// A per-path gauge: its name, help text and value.
+type Gauge = (&'static str, &'static str, fn(&PathWorkers) -> u64);
 
 fn write_family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");

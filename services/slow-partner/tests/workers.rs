@@ -282,35 +282,7 @@ async fn metrics_count_requests_answers_late_work_and_paths() {
         }
         assert_eq!(stats(&partner).await.requests, 3, "/metrics is not work");
 
-        let Ok(mut promtool) = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-        else {
-            println!(
-                "skip: promtool not installed (Debian's `prometheus` package; .ci/run installs it)"
-            );
-            return;
-        };
-        use std::io::Write as _;
-        promtool
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = promtool.wait_with_output().unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && said.trim().is_empty(),
-            "promtool: {said}"
-        );
+        service_kit::assert_promtool_clean(&text);
     })
     .await;
 }

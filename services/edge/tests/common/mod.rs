@@ -1,0 +1,29 @@
+//! What the chain tests of this directory share: checkout and edge in this
+//! process, in front of whatever partner a test runs.
+
+use std::net::SocketAddr;
+
+use checkout::CheckoutConfig;
+use edge::EdgeConfig;
+
+/// Starts checkout with these inventory, pricing and recommendations URLs,
+/// then edge in front of it; returns (edge, checkout).
+pub async fn chain(
+    inventory: String,
+    pricing: String,
+    recommendations: String,
+) -> (SocketAddr, SocketAddr) {
+    let loopback = "127.0.0.1:0".parse().unwrap();
+    let mut checkout = CheckoutConfig::new(loopback);
+    checkout.inventory_url = inventory;
+    checkout.pricing_url = pricing;
+    checkout.recommendations_url = recommendations;
+    let (checkout, _) = checkout::spawn(&checkout, std::future::pending())
+        .await
+        .expect("checkout starts");
+    let edge = EdgeConfig::new(loopback, format!("http://{checkout}"));
+    let (edge, _) = edge::spawn(&edge, std::future::pending())
+        .await
+        .expect("edge starts");
+    (edge, checkout)
+}
