@@ -62,7 +62,9 @@ fn check_script(script: &Script) {
     assert!((1..=MAX_SCRIPT_ENTRIES).contains(&entries.len()));
     for entry in entries {
         check_status(entry.status);
-        entry.delay.map(check_duration);
+        if let Some(delay) = entry.delay {
+            check_duration(delay);
+        }
     }
     assert_eq!(script.entry(0), &entries[0]);
     assert_eq!(script.entry(u32::MAX), entries.last().unwrap());
@@ -73,7 +75,9 @@ fn check_script(script: &Script) {
 fn check_knobs(knobs: &Knobs) {
     check_duration(knobs.delay);
     check_duration(knobs.jitter);
-    knobs.drip.map(check_duration);
+    if let Some(drip) = knobs.drip {
+        check_duration(drip);
+    }
     check_status(knobs.status);
     if let Some(n) = knobs.body_bytes {
         assert!(n <= MAX_BODY_BYTES);
