@@ -41,9 +41,9 @@ tokio::task_local! {
 }
 
 /// The W3C header of the parent span.
-pub(crate) const TRACEPARENT: &str = "traceparent";
+pub(crate) const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 /// The W3C header of vendor trace state.
-pub(crate) const TRACESTATE: &str = "tracestate";
+pub(crate) const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
 
 /// What a request carries: its budget, its ledger and the reserve each
 /// outbound call holds back for this service's own reply.
@@ -68,7 +68,7 @@ pub struct RequestContext {
     /// outbound calls that have no trace context of their own (no
     /// OpenTelemetry layer, or spans off), so one trace crosses this hop
     /// whether or not it exports.
-    inbound_trace: Option<InboundTrace>,
+    inbound_trace: Option<Box<InboundTrace>>,
 }
 
 /// The `traceparent` and `tracestate` a request arrived with.
@@ -110,16 +110,20 @@ impl RequestContext {
     /// # let _ = cx;
     /// ```
     pub fn with_inbound_trace(mut self, headers: &http::HeaderMap) -> Self {
-        self.inbound_trace = headers.get(TRACEPARENT).map(|traceparent| InboundTrace {
-            traceparent: traceparent.clone(),
-            tracestate: headers.get(TRACESTATE).cloned(),
+        // Boxed: most requests carry none, and the context is cloned and
+        // moved with every request.
+        self.inbound_trace = headers.get(TRACEPARENT).map(|traceparent| {
+            Box::new(InboundTrace {
+                traceparent: traceparent.clone(),
+                tracestate: headers.get(TRACESTATE).cloned(),
+            })
         });
         self
     }
 
     /// The caller's trace context, for [`with_inbound_trace`](Self::with_inbound_trace).
     pub(crate) fn inbound_trace(&self) -> Option<&InboundTrace> {
-        self.inbound_trace.as_ref()
+        self.inbound_trace.as_deref()
     }
 
     /// The same context with the request's `criticality` (read at ingress

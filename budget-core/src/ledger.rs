@@ -44,7 +44,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -279,7 +279,14 @@ impl Entry {
     fn render(&self, out: &mut String) {
         match self {
             Entry::Ingress { budget } => {
-                write_metric(out, INGRESS_METRIC, "", Some(*budget), Some(INGRESS_DESC))
+                // Every response's first entry: its name and description are
+                // constants that need no mending.
+                out.push_str(INGRESS_METRIC);
+                out.push_str(";dur=");
+                write_millis(out, *budget);
+                out.push_str(";desc=\"");
+                out.push_str(INGRESS_DESC);
+                out.push('"');
             }
             Entry::Attempt {
                 dependency,
@@ -321,7 +328,7 @@ fn write_metric(
         out.push('_');
     }
     for part in [name, suffix] {
-        if part.chars().all(is_tchar) {
+        if part.bytes().all(is_tchar_byte) {
             out.push_str(part);
         } else {
             out.extend(part.chars().map(|c| if is_tchar(c) { c } else { '_' }));
@@ -333,8 +340,8 @@ fn write_metric(
     }
     if let Some(desc) = desc {
         out.push_str(";desc=\"");
-        let plain = |c: char| c == '\t' || ((' '..='~').contains(&c) && c != '"' && c != '\\');
-        if desc.chars().all(plain) {
+        let plain = |b: u8| b == b'\t' || ((b' '..=b'~').contains(&b) && b != b'"' && b != b'\\');
+        if desc.bytes().all(plain) {
             out.push_str(desc);
         } else {
             for c in desc.chars() {
@@ -355,19 +362,78 @@ fn write_metric(
 
 /// Milliseconds with at most one decimal: `300`, `1.5`, `0.4`.
 fn write_millis(out: &mut String, d: Duration) {
+    let (text, len) = millis_text(d);
+    out.push_str(std::str::from_utf8(&text[..len]).unwrap_or("0"));
+}
+
+/// `d` in milliseconds with at most one decimal, as ASCII: the bytes and
+/// how many of them. By hand: `write!` goes through the formatter's
+/// machinery, and this runs on every response.
+fn millis_text(d: Duration) -> ([u8; 24], usize) {
     // u64 formats much faster than the u128 `as_micros` gives; a duration
     // too long for u64 tenths of a millisecond (58 million years) saturates.
     let tenths = u64::try_from(d.as_micros() / 100).unwrap_or(u64::MAX);
-    let (whole, frac) = (tenths / 10, tenths % 10);
-    let _ = write!(out, "{whole}");
-    if frac != 0 {
-        out.push('.');
-        out.push(char::from(b'0' + frac as u8));
+    let (mut whole, frac) = (tenths / 10, tenths % 10);
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (whole % 10) as u8;
+        whole /= 10;
+        if whole == 0 {
+            break;
+        }
     }
+    let mut text = [0u8; 24];
+    let whole_len = digits.len() - at;
+    text[..whole_len].copy_from_slice(&digits[at..]);
+    if frac == 0 {
+        return (text, whole_len);
+    }
+    text[whole_len] = b'.';
+    text[whole_len + 1] = b'0' + frac as u8;
+    (text, whole_len + 2)
+}
+
+/// The ingress-only ledger's header value, `budget;dur=1500;desc="ingress"`,
+/// built on the stack and copied into the header once.
+fn ingress_header_value(budget: Duration) -> Option<http::HeaderValue> {
+    const HEAD: &[u8] = b"budget;dur=";
+    const TAIL: &[u8] = b";desc=\"ingress\"";
+    let (millis, len) = millis_text(budget);
+    let mut buf = [0u8; 64];
+    let mut at = 0;
+    for part in [HEAD, &millis[..len], TAIL] {
+        buf[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    http::HeaderValue::from_bytes(&buf[..at]).ok()
 }
 
 fn is_tchar(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+    u8::try_from(c).is_ok_and(is_tchar_byte)
+}
+
+/// RFC 9110's `tchar`.
+fn is_tchar_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
+        )
 }
 
 /// A request's append-only record of how its budget was spent.
@@ -396,7 +462,10 @@ pub struct Ledger {
 #[derive(Debug, Default)]
 struct Entries {
     limits: LedgerLimits,
-    /// The first `max_entries - max_entries / 2` entries.
+    /// The first entry (the ingress budget, on a server), kept inline: a
+    /// ledger that holds one entry allocates nothing for it.
+    first: Option<Entry>,
+    /// The next entries, up to `max_entries - max_entries / 2` with `first`.
     head: Vec<Entry>,
     /// The latest `max_entries / 2` after the head.
     tail: VecDeque<Entry>,
@@ -406,8 +475,12 @@ struct Entries {
 
 impl Entries {
     fn push(&mut self, entry: Entry) {
+        if self.first.is_none() {
+            self.first = Some(entry);
+            return;
+        }
         let head_room = self.limits.max_entries - self.limits.max_entries / 2;
-        if self.head.len() < head_room {
+        if 1 + self.head.len() < head_room {
             self.head.push(entry);
             return;
         }
@@ -419,11 +492,14 @@ impl Entries {
     }
 
     fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.head.iter().chain(self.tail.iter())
+        self.first
+            .iter()
+            .chain(self.head.iter())
+            .chain(self.tail.iter())
     }
 
     fn len(&self) -> usize {
-        self.head.len() + self.tail.len()
+        usize::from(self.first.is_some()) + self.head.len() + self.tail.len()
     }
 }
 
@@ -576,6 +652,26 @@ impl Ledger {
             return out;
         }
         bounded(&entries)
+    }
+
+    /// [`server_timing`](Self::server_timing) as a header value, `None`
+    /// when empty. A ledger that holds only the ingress budget (most
+    /// responses) is rendered on the stack and copied once.
+    pub(crate) fn header_value(&self) -> Option<http::HeaderValue> {
+        let entries = self.lock();
+        if let (Some(Entry::Ingress { budget }), true, true, 0) = (
+            &entries.first,
+            entries.head.is_empty(),
+            entries.tail.is_empty(),
+            entries.dropped,
+        ) {
+            return ingress_header_value(*budget);
+        }
+        if entries.len() == 0 && entries.dropped == 0 {
+            return None;
+        }
+        drop(entries);
+        http::HeaderValue::try_from(self.server_timing()).ok()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -922,6 +1018,28 @@ mod tests {
         assert_eq!(
             l.server_timing(),
             "budget;dur=2000;desc=\"ingress\", ledger;desc=\"+1 more\", pricing;dur=5"
+        );
+    }
+
+    #[test]
+    fn the_ingress_only_header_reads_as_the_general_rendering() {
+        for ms in [0, 1, 999, 1500, 2000, 30_000, u64::MAX / 1000] {
+            for extra_micros in [0, 100, 550] {
+                let budget =
+                    Duration::from_millis(ms).saturating_add(Duration::from_micros(extra_micros));
+                let l = Ledger::new();
+                l.record(Entry::ingress(budget));
+                let value = l.header_value().unwrap();
+                assert_eq!(value.to_str().unwrap(), l.server_timing(), "{budget:?}");
+            }
+        }
+        assert!(Ledger::new().header_value().is_none());
+        let l = Ledger::new();
+        l.record(Entry::ingress(Duration::from_millis(5)));
+        l.record(Entry::skip("x", "skipped"));
+        assert_eq!(
+            l.header_value().unwrap().to_str().unwrap(),
+            l.server_timing()
         );
     }
 

@@ -47,11 +47,7 @@ pub fn problem_response(problem: &Problem, ledger: &Ledger) -> Response<Body> {
 /// Appends the ledger as a `Server-Timing` header (kept next to any the
 /// handler set); an empty ledger adds nothing.
 pub(crate) fn append_server_timing<B>(res: &mut Response<B>, ledger: &Ledger) {
-    let timing = ledger.server_timing();
-    if timing.is_empty() {
-        return;
-    }
-    if let Ok(value) = HeaderValue::from_str(&timing) {
+    if let Some(value) = ledger.header_value() {
         res.headers_mut().append(SERVER_TIMING, value);
     }
 }

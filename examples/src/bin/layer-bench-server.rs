@@ -1,14 +1,28 @@
-//! Serves the same handler three ways for a side-by-side load test of the
-//! server layer: plain axum, axum + tower-http's `TimeoutLayer`, axum +
-//! `BudgetLayer`. One runtime thread, so the load generator gets the other
-//! core. Loopback only; stops by itself after `--seconds` (default 120).
+//! Serves the same handler several ways for a side-by-side measure of the
+//! server layer and the client, each on its own loopback port:
 //!
-//! `scripts/bench-server-layer.sh` drives it with wrk.
+//! | port | variant |
+//! | --- | --- |
+//! | 18081 | plain axum |
+//! | 18082 | axum + tower-http's `TimeoutLayer` |
+//! | 18083 | axum + `BudgetLayer` |
+//! | 18084 | axum + `BudgetLayer`, the handler taking the `Budget` extractor |
+//! | 18085 | plain axum, the handler making one raw reqwest call to 18089 |
+//! | 18086 | axum + `BudgetLayer`, the handler making one `BudgetClient` call to 18089 |
+//! | 18089 | the backend of the two calling variants (plain axum) |
+//!
+//! One runtime thread, so the load generator gets the other core. Loopback
+//! only; stops by itself after the first argument's seconds (default 120).
+//!
+//! `scripts/bench-server-layer.sh` drives it with wrk,
+//! `scripts/bench-instructions.sh` under callgrind.
 
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use budget_core::Budget;
+use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::server::ServerConfig;
 use http::StatusCode;
 
@@ -36,10 +50,47 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let budget = Router::new()
             .route("/", get(hello))
             .layer(ServerConfig::default().layer()?);
+        let extractor = Router::new()
+            .route("/", get(|_budget: Budget| async { "hello" }))
+            .layer(ServerConfig::default().layer()?);
+        let backend_url = "http://127.0.0.1:18089/";
+        let raw = reqwest::Client::new();
+        let raw_call = Router::new().route(
+            "/",
+            get(move || {
+                let raw = raw.clone();
+                async move {
+                    match raw.get(backend_url).send().await {
+                        Ok(res) => res.text().await.unwrap_or_default(),
+                        Err(e) => e.to_string(),
+                    }
+                }
+            }),
+        );
+        let client: BudgetClient = DependencyConfig::new("backend", backend_url).build()?;
+        let budget_call = Router::new()
+            .route(
+                "/",
+                get(move || {
+                    let client = client.clone();
+                    async move {
+                        match client.get("").send().await {
+                            Ok(res) => res.text().into_owned(),
+                            Err(e) => e.to_string(),
+                        }
+                    }
+                }),
+            )
+            .layer(ServerConfig::default().layer()?);
+        let backend = Router::new().route("/", get(hello));
         for (name, port, app) in [
             ("plain", 18081, plain),
             ("tower-http-timeout", 18082, timeout),
             ("budget-layer", 18083, budget),
+            ("budget-layer+extractor", 18084, extractor),
+            ("raw-reqwest-call", 18085, raw_call),
+            ("budget-client-call", 18086, budget_call),
+            ("backend", 18089, backend),
         ] {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
             println!("{name} on http://127.0.0.1:{port}/");
