@@ -1,6 +1,7 @@
-//! Fuzz targets (issue 9), as property tests: `cargo fuzz` needs a nightly
-//! toolchain, which cannot be installed here, so the parsers that take
-//! peer or user input are driven by proptest with generated input instead.
+//! Fuzz targets (issue 9), as property tests, in the test suite beside the
+//! coverage-guided `cargo fuzz` targets of `fuzz/` (README, "Fuzzing"): the
+//! parsers that take peer or user input, driven by proptest with generated
+//! input.
 //! Each target asserts what must hold for *any* input: no panic, and an
 //! answer of the documented shape (a typed error or a bounded value).
 //!
