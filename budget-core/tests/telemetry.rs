@@ -508,3 +508,44 @@ fn the_attribute_names_are_the_semantic_conventions() {
     assert_eq!(SERVER_PORT, sc::SERVER_PORT);
     assert_eq!(ERROR_TYPE, sc::ERROR_TYPE);
 }
+
+/// The server span's ledger is the response's `Server-Timing`, so it keeps
+/// to the same bound: a handler that records 1 000 steps gives a span
+/// attribute of at most 4 KiB that says how many it left out.
+#[tokio::test(flavor = "current_thread")]
+async fn the_span_ledger_keeps_to_the_ledger_bound() {
+    let traces = Traces::install();
+    bounded(async {
+        let app = Router::new()
+            .route(
+                "/a",
+                get(|cx: budget_core::context::RequestContext| async move {
+                    for i in 0..1000u64 {
+                        cx.ledger().record(budget_core::ledger::Entry::local(
+                            format!("step{i}"),
+                            ms(1),
+                            None,
+                        ));
+                    }
+                    "done"
+                }),
+            )
+            .layer(server_config().layer().unwrap());
+        let addr = serve(app).await;
+        let res = reqwest::get(format!("http://{addr}/a")).await.unwrap();
+        assert_eq!(res.status(), 200);
+        let header = res.headers()["server-timing"].to_str().unwrap().to_owned();
+
+        let spans = traces.wait_for(SpanKind::Server, 1).await;
+        let server = by_kind(&spans, &SpanKind::Server)[0];
+        let ledger = text(server, BUDGET_LEDGER);
+        assert_eq!(ledger, header);
+        assert!(
+            ledger.len() <= budget_core::ledger::DEFAULT_MAX_BYTES,
+            "{}",
+            ledger.len()
+        );
+        assert!(ledger.contains("ledger;desc=\"+937 more\""), "{ledger}");
+    })
+    .await;
+}
