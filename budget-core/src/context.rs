@@ -88,9 +88,26 @@ impl RequestContext {
     /// assert!(cx.ledger().is_empty());
     /// ```
     pub fn new(budget: Budget) -> Self {
+        Self::with_budget_and_ledger(budget, Ledger::new())
+    }
+
+    /// A context with `budget` writing to `ledger`, no reserve: what
+    /// `new(budget).with_ledger(ledger)` gives, without making (and
+    /// dropping) a fresh ledger first. The server layer builds every
+    /// request's context with it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext, ledger::Ledger};
+    /// let ledger = Ledger::new();
+    /// let cx = RequestContext::with_budget_and_ledger(Budget::new(Duration::from_secs(1)), ledger.clone());
+    /// cx.ledger().record(budget_core::ledger::Entry::skip("x", "skipped"));
+    /// assert!(!ledger.is_empty());
+    /// ```
+    pub fn with_budget_and_ledger(budget: Budget, ledger: Ledger) -> Self {
         Self {
             budget,
-            ledger: Ledger::new(),
+            ledger,
             reserve: Duration::ZERO,
             criticality: Criticality::Default,
             inbound_trace: None,

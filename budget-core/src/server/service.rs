@@ -179,8 +179,7 @@ where
             },
         };
 
-        let cx = RequestContext::new(budget)
-            .with_ledger(ledger)
+        let cx = RequestContext::with_budget_and_ledger(budget, ledger)
             .with_reserve(self.settings.reserve)
             .with_criticality(criticality.criticality)
             .with_inbound_trace(req.headers());
