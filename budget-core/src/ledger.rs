@@ -279,14 +279,11 @@ impl Entry {
     fn render(&self, out: &mut String) {
         match self {
             Entry::Ingress { budget } => {
-                // Every response's first entry: its name and description are
-                // constants that need no mending.
-                out.push_str(INGRESS_METRIC);
-                out.push_str(";dur=");
-                write_millis(out, *budget);
-                out.push_str(";desc=\"");
-                out.push_str(INGRESS_DESC);
-                out.push('"');
+                let (millis, len) = millis_text(*budget);
+                for part in ingress_parts(&millis[..len]) {
+                    // ASCII throughout: the constants and the digits.
+                    out.push_str(std::str::from_utf8(part).unwrap_or_default());
+                }
             }
             Entry::Attempt {
                 dependency,
@@ -395,15 +392,28 @@ fn millis_text(d: Duration) -> ([u8; 24], usize) {
     (text, whole_len + 2)
 }
 
-/// The ingress-only ledger's header value, `budget;dur=1500;desc="ingress"`,
-/// built on the stack and copied into the header once.
+/// The ingress entry as `Server-Timing`, `budget;dur=1500;desc="ingress"`,
+/// in parts (`millis` from [`millis_text`]): every response's first entry,
+/// whose name and description are constants that need no mending. The one
+/// rendering of it, for [`Entry::render`] and [`ingress_header_value`].
+fn ingress_parts(millis: &[u8]) -> [&[u8]; 6] {
+    [
+        INGRESS_METRIC.as_bytes(),
+        b";dur=",
+        millis,
+        b";desc=\"",
+        INGRESS_DESC.as_bytes(),
+        b"\"",
+    ]
+}
+
+/// The ingress-only ledger's header value, built on the stack from
+/// [`ingress_parts`] and copied into the header once.
 fn ingress_header_value(budget: Duration) -> Option<http::HeaderValue> {
-    const HEAD: &[u8] = b"budget;dur=";
-    const TAIL: &[u8] = b";desc=\"ingress\"";
     let (millis, len) = millis_text(budget);
     let mut buf = [0u8; 64];
     let mut at = 0;
-    for part in [HEAD, &millis[..len], TAIL] {
+    for part in ingress_parts(&millis[..len]) {
         buf[at..at + part.len()].copy_from_slice(part);
         at += part.len();
     }
