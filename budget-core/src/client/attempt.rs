@@ -11,6 +11,7 @@ use http::{HeaderMap, Method};
 use reqwest::Url;
 
 use super::call::{AttemptError, AttemptResult, AttemptSpec};
+use crate::context::InboundTrace;
 use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
 use crate::retry::TransportKind;
 use crate::telemetry::trace;
@@ -26,6 +27,9 @@ pub(crate) struct Prepared {
     /// Keep the query in the span's `url.full` (else its values are
     /// redacted).
     pub(crate) trace_query: bool,
+    /// The caller's trace context, from the request context the call was
+    /// made in: sent on when the attempt has none of its own.
+    pub(crate) inbound_trace: Option<InboundTrace>,
 }
 
 /// Sends `prepared` once and buffers the answer, at most `max_body` bytes.
@@ -59,6 +63,7 @@ pub(crate) async fn send_once(
         &prepared.url,
         headers,
         prepared.trace_query,
+        prepared.inbound_trace.as_ref(),
     );
     if let Some(body) = &prepared.body {
         *req.body_mut() = Some(body.clone().into());

@@ -376,6 +376,7 @@ impl RequestBuilder {
             headers,
             body: self.body,
             trace_query: settings.trace_query,
+            inbound_trace: cx.as_ref().and_then(|cx| cx.inbound_trace().cloned()),
         };
         call::run(settings, &*inner.clock, plan, |spec| {
             attempt::send_once(

@@ -212,9 +212,10 @@ pub(crate) fn attempt_span(
 /// What the attempt sends, recorded on `span` (the attempt's own, current
 /// while it runs); and the trace context it carries: with the `otel`
 /// feature, the span's own W3C context; without one (no OpenTelemetry
-/// layer, spans off, or no `otel` feature), the caller's `traceparent` and
-/// `tracestate` as they came to this hop ([`RequestContext`](crate::context::RequestContext)),
-/// so that the trace goes on through a hop that does not export.
+/// layer, spans off, or no `otel` feature), `inbound`: the caller's
+/// `traceparent` and `tracestate` as they came to this hop (from the
+/// request's [`RequestContext`](crate::context::RequestContext)), so that
+/// the trace goes on through a hop that does not export.
 /// `trace_query`: record the URL's query in `url.full` as it is; otherwise
 /// its values read `REDACTED` (they may carry secrets).
 #[cfg(feature = "client")]
@@ -223,15 +224,15 @@ pub(crate) fn record_send(
     url: &reqwest::Url,
     headers: &mut http::HeaderMap,
     trace_query: bool,
+    inbound: Option<&crate::context::InboundTrace>,
 ) {
     if !span.is_disabled() {
         record_url(span, url, trace_query);
         #[cfg(feature = "otel")]
         super::propagation::inject(span, headers);
     }
-    if !headers.contains_key(crate::context::TRACEPARENT)
-        && let Some(cx) = crate::context::current()
-        && let Some(trace) = cx.inbound_trace()
+    if let Some(trace) = inbound
+        && !headers.contains_key(crate::context::TRACEPARENT)
     {
         headers.insert(crate::context::TRACEPARENT, trace.traceparent.clone());
         if let Some(state) = &trace.tracestate {
