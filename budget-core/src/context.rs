@@ -71,8 +71,10 @@ pub struct RequestContext {
     inbound_trace: Option<Box<InboundTrace>>,
 }
 
-/// The `traceparent` and `tracestate` a request arrived with.
+/// The `traceparent` and `tracestate` a request arrived with (read by the
+/// client side only).
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 pub(crate) struct InboundTrace {
     pub(crate) traceparent: http::HeaderValue,
     pub(crate) tracestate: Option<http::HeaderValue>,
@@ -139,6 +141,7 @@ impl RequestContext {
     }
 
     /// The caller's trace context, for [`with_inbound_trace`](Self::with_inbound_trace).
+    #[cfg(feature = "client")]
     pub(crate) fn inbound_trace(&self) -> Option<&InboundTrace> {
         self.inbound_trace.as_deref()
     }

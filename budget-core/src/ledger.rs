@@ -395,7 +395,8 @@ fn millis_text(d: Duration) -> ([u8; 24], usize) {
 /// The ingress entry as `Server-Timing`, `budget;dur=1500;desc="ingress"`,
 /// in parts (`millis` from [`millis_text`]): every response's first entry,
 /// whose name and description are constants that need no mending. The one
-/// rendering of it, for [`Entry::render`] and [`ingress_header_value`].
+/// rendering of it, for [`Entry::render`] and the server's header fast
+/// path (`ingress_header_value`).
 fn ingress_parts(millis: &[u8]) -> [&[u8]; 6] {
     [
         INGRESS_METRIC.as_bytes(),
@@ -409,6 +410,7 @@ fn ingress_parts(millis: &[u8]) -> [&[u8]; 6] {
 
 /// The ingress-only ledger's header value, built on the stack from
 /// [`ingress_parts`] and copied into the header once.
+#[cfg(feature = "server")]
 fn ingress_header_value(budget: Duration) -> Option<http::HeaderValue> {
     let (millis, len) = millis_text(budget);
     let mut buf = [0u8; 64];
@@ -667,6 +669,7 @@ impl Ledger {
     /// [`server_timing`](Self::server_timing) as a header value, `None`
     /// when empty. A ledger that holds only the ingress budget (most
     /// responses) is rendered on the stack and copied once.
+    #[cfg(feature = "server")]
     pub(crate) fn header_value(&self) -> Option<http::HeaderValue> {
         let entries = self.lock();
         if let (Some(Entry::Ingress { budget }), true, true, 0) = (
