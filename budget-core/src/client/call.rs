@@ -28,7 +28,10 @@ use crate::ledger::{Entry, Ledger};
 use crate::retry::{
     Decision, DecisionInput, Outcome, RetryBudget, StopReason, TransportKind, sleep_within,
 };
-use crate::telemetry::semconv::{OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT};
+use crate::telemetry::semconv::{
+    OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, REASON_EXPIRED,
+    REASON_STANDING_QUEUE,
+};
 use crate::telemetry::{meter, trace};
 
 /// The ledger metric suffix for the time a call waited for a concurrency
@@ -456,13 +459,13 @@ fn refuse(
             match (reason, remaining) {
                 // Overload, not the budget: the caller may come back soon.
                 (Some(RefusalReason::StandingQueue), Some(left)) => {
-                    meter::no_permit(name, "standing_queue");
+                    meter::no_permit(name, REASON_STANDING_QUEUE);
                     error
                         .with_budget(left, false)
                         .with_retry_after(Some(STANDING_QUEUE_RETRY_AFTER))
                 }
                 (_, Some(left)) => {
-                    meter::no_permit(name, "expired");
+                    meter::no_permit(name, REASON_EXPIRED);
                     error.with_budget(left, true).with_floor(floor.get())
                 }
                 (_, None) => error,

@@ -218,6 +218,12 @@ pub const LABEL_OUTCOME: &str = "outcome";
 pub const LABEL_ENDPOINT: &str = "endpoint";
 /// Label: why something was refused.
 pub const LABEL_REASON: &str = "reason";
+/// [`LABEL_REASON`] of [`METRIC_NO_PERMIT_TOTAL`]: the waiter's deadline
+/// (less its floor) came before a permit.
+pub const REASON_EXPIRED: &str = "expired";
+/// [`LABEL_REASON`] of [`METRIC_NO_PERMIT_TOTAL`]: refused by a standing
+/// queue (the controlled-delay rule).
+pub const REASON_STANDING_QUEUE: &str = "standing_queue";
 /// Metric label: the state a breaker left (`closed`, `open`, `half-open`).
 pub const LABEL_FROM: &str = "from";
 /// Metric label: the state a breaker entered.
