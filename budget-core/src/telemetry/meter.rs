@@ -156,10 +156,27 @@ pub fn record_server_request(route: &str, method: &http::Method, status: u16, to
     metrics::histogram!(
         METRIC_HTTP_SERVER_DURATION,
         LABEL_ROUTE => route.to_owned(),
-        LABEL_METHOD => method.as_str().to_owned(),
+        LABEL_METHOD => method_label(method),
         LABEL_STATUS => status_label(status)
     )
     .record(took.as_secs_f64());
+}
+
+/// A method as a label value, without allocating for the standard ones.
+#[cfg(feature = "metrics")]
+fn method_label(method: &http::Method) -> metrics::SharedString {
+    use http::Method;
+    let name: &'static str = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => return method.as_str().to_owned().into(),
+    };
+    name.into()
 }
 
 /// A status code as a label value, without allocating for the common ones.
@@ -197,7 +214,7 @@ pub(crate) fn attempt_done(
         metrics::histogram!(
             METRIC_HTTP_CLIENT_DURATION,
             LABEL_DEPENDENCY => Arc::clone(dependency),
-            LABEL_METHOD => method.as_str().to_owned(),
+            LABEL_METHOD => method_label(method),
             LABEL_OUTCOME => outcome
         )
         .record(took.as_secs_f64());

@@ -94,14 +94,17 @@ pub fn router(path: &str, route: MethodRouter, budget_layer: Option<BudgetLayer>
 async fn red_metrics(req: Request<Body>, next: axum::middleware::Next) -> axum::response::Response {
     let start = tokio::time::Instant::now();
     let method = req.method().clone();
+    // A clone of the matched path is a reference count; the label is
+    // made from it once.
     let route = req
         .extensions()
         .get::<axum::extract::MatchedPath>()
-        .map(|path| path.as_str().to_owned())
-        .unwrap_or_default();
+        .cloned();
     let res = next.run(req).await;
     budget_core::telemetry::record_server_request(
-        &route,
+        route
+            .as_ref()
+            .map_or("", axum::extract::MatchedPath::as_str),
         &method,
         res.status().as_u16(),
         start.elapsed(),
