@@ -128,13 +128,23 @@ impl RequestContext {
     /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_inbound_trace(&headers);
     /// # let _ = cx;
     /// ```
-    pub fn with_inbound_trace(mut self, headers: &http::HeaderMap) -> Self {
+    pub fn with_inbound_trace(self, headers: &http::HeaderMap) -> Self {
+        self.with_trace_values(headers.get(TRACEPARENT), headers.get(TRACESTATE))
+    }
+
+    /// [`with_inbound_trace`](Self::with_inbound_trace) from the two values,
+    /// as the server layer finds them in its one pass over the headers.
+    pub(crate) fn with_trace_values(
+        mut self,
+        traceparent: Option<&http::HeaderValue>,
+        tracestate: Option<&http::HeaderValue>,
+    ) -> Self {
         // Boxed: most requests carry none, and the context is cloned and
         // moved with every request.
-        self.inbound_trace = headers.get(TRACEPARENT).map(|traceparent| {
+        self.inbound_trace = traceparent.map(|traceparent| {
             Box::new(InboundTrace {
                 traceparent: traceparent.clone(),
-                tracestate: headers.get(TRACESTATE).cloned(),
+                tracestate: tracestate.cloned(),
             })
         });
         self

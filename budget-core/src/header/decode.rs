@@ -79,12 +79,26 @@ pub enum Decoded {
 /// assert_eq!(err.reason(), InvalidReason::DecimalPoint);
 /// ```
 pub fn decode(headers: &HeaderMap) -> Decoded {
+    decode_with(headers, |_, _| {})
+}
+
+/// [`decode`], handing every other header to `other` in the same pass: the
+/// server layer reads the request's criticality and trace context there
+/// rather than hashing their names for lookups of their own.
+pub(super) fn decode_with<'a>(
+    headers: &'a HeaderMap,
+    other: impl FnMut(&'a HeaderName, &'a HeaderValue),
+) -> Decoded {
     let mut invalid: Option<(usize, &HeaderValue, InvalidReason)> = None;
-    let smallest = smallest(headers, |rank, value, reason| {
-        if invalid.is_none_or(|(first, ..)| rank < first) {
-            invalid = Some((rank, value, reason));
-        }
-    });
+    let smallest = smallest(
+        headers,
+        |rank, value, reason| {
+            if invalid.is_none_or(|(first, ..)| rank < first) {
+                invalid = Some((rank, value, reason));
+            }
+        },
+        other,
+    );
     match (invalid, smallest) {
         (Some((rank, value, reason)), _) => {
             Decoded::Invalid(InvalidHeader::new(name(rank), value.as_bytes(), reason))
@@ -99,7 +113,8 @@ pub fn decode(headers: &HeaderMap) -> Decoded {
 
 /// The smallest valid inbound budget in `headers`, with the rank (index in
 /// [`INBOUND`]) of the header that carried it; ties go to the lower rank.
-/// Every malformed value is handed to `on_invalid` and otherwise skipped.
+/// Every malformed value is handed to `on_invalid` and otherwise skipped;
+/// every header that is not a budget format, to `other`.
 ///
 /// One pass over the map rather than one lookup per format: hashing six
 /// names (FNV, a byte at a time) costs about 100 ns, three times a pass over
@@ -107,10 +122,12 @@ pub fn decode(headers: &HeaderMap) -> Decoded {
 pub(super) fn smallest<'a>(
     headers: &'a HeaderMap,
     mut on_invalid: impl FnMut(usize, &'a HeaderValue, InvalidReason),
+    mut other: impl FnMut(&'a HeaderName, &'a HeaderValue),
 ) -> Option<(Duration, usize)> {
     let mut smallest: Option<(Duration, usize)> = None;
     for (header, value) in headers {
         let Some((rank, parse)) = format(header) else {
+            other(header, value);
             continue;
         };
         match parse(value.as_bytes()) {

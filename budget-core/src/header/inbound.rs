@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 use super::decode::{self, Decoded, InvalidHeader};
@@ -178,20 +178,34 @@ impl Inbound {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn resolve(&self, headers: &HeaderMap) -> Result<Resolved, InvalidHeader> {
+        self.resolve_with(headers, |_, _| {})
+    }
+
+    /// [`resolve`](Self::resolve), handing every header that is not a
+    /// budget format to `other` in the same pass over the map.
+    pub(crate) fn resolve_with<'a>(
+        &self,
+        headers: &'a HeaderMap,
+        other: impl FnMut(&'a HeaderName, &'a HeaderValue),
+    ) -> Result<Resolved, InvalidHeader> {
         let found = match self.on_malformed {
-            OnMalformed::Reject => match decode::decode(headers) {
+            OnMalformed::Reject => match decode::decode_with(headers, other) {
                 Decoded::Absent => None,
                 Decoded::Valid { budget, header } => Some((budget, header)),
                 Decoded::Invalid(err) => return Err(err),
             },
-            OnMalformed::UseDefault => decode::smallest(headers, |rank, value, reason| {
-                let header = decode::name(rank);
-                tracing::debug!(
-                    %header,
-                    error = %InvalidHeader::new(header, value.as_bytes(), reason),
-                    "ignoring a malformed budget header (on_malformed = use-default)",
-                );
-            })
+            OnMalformed::UseDefault => decode::smallest(
+                headers,
+                |rank, value, reason| {
+                    let header = decode::name(rank);
+                    tracing::debug!(
+                        %header,
+                        error = %InvalidHeader::new(header, value.as_bytes(), reason),
+                        "ignoring a malformed budget header (on_malformed = use-default)",
+                    );
+                },
+                other,
+            )
             .map(|(budget, rank)| (budget, decode::name(rank).clone())),
         };
         Ok(match found {

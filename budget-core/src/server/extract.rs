@@ -52,8 +52,23 @@ impl IntoResponse for MissingBudgetLayer {
     }
 }
 
-fn context(parts: &Parts) -> Option<&RequestContext> {
-    parts.extensions.get::<RequestContext>()
+/// The request's context, as every extractor here finds it: the one the
+/// budget layer runs the handler in (the [`context`](crate::context)
+/// task-local), or else one a middleware put in the request's extensions.
+/// `None` outside the budget layer.
+///
+/// The layer does not put the context in the extensions itself: a map
+/// entry costs three allocations on every request, and code inside the
+/// layer reaches the context through the task-local anyway.
+///
+/// # Example
+///
+/// ```
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// assert!(budget_core::server::request_context(&parts).is_none());
+/// ```
+pub fn request_context(parts: &Parts) -> Option<RequestContext> {
+    crate::context::current().or_else(|| parts.extensions.get::<RequestContext>().cloned())
 }
 
 /// Extracts the request's [`RequestContext`] (budget, ledger, reserve).
@@ -61,7 +76,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestContext {
     type Rejection = MissingBudgetLayer;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        context(parts).cloned().ok_or(MissingBudgetLayer)
+        request_context(parts).ok_or(MissingBudgetLayer)
     }
 }
 
@@ -71,8 +86,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Budget {
     type Rejection = MissingBudgetLayer;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        context(parts)
-            .map(RequestContext::budget)
+        request_context(parts)
+            .map(|cx| cx.budget())
             .ok_or(MissingBudgetLayer)
     }
 }
@@ -82,7 +97,7 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Budget {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Self::Rejection> {
-        Ok(context(parts).map(RequestContext::budget))
+        Ok(request_context(parts).map(|cx| cx.budget()))
     }
 }
 
@@ -91,8 +106,31 @@ impl<S: Send + Sync> FromRequestParts<S> for Ledger {
     type Rejection = MissingBudgetLayer;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        context(parts)
+        request_context(parts)
             .map(|cx| cx.ledger().clone())
             .ok_or(MissingBudgetLayer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_task_local_context_comes_first_then_the_extensions() {
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        assert!(request_context(&parts).is_none(), "no layer, nothing put");
+        let inserted = RequestContext::new(Budget::new(Duration::from_secs(7)));
+        parts.extensions.insert(inserted);
+        let found = request_context(&parts).expect("a middleware's context");
+        assert_eq!(found.budget().original(), Duration::from_secs(7));
+        let scoped = RequestContext::new(Budget::new(Duration::from_secs(3)));
+        let found = scoped
+            .scope(async { request_context(&parts) })
+            .await
+            .expect("the layer's context");
+        assert_eq!(found.budget().original(), Duration::from_secs(3));
     }
 }

@@ -9,7 +9,9 @@ use pin_project_lite::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Sleep};
 
+use crate::budget::Budget;
 use crate::context::RequestContext;
+use crate::ledger::Ledger;
 use crate::problem::{Problem, ProblemKind};
 use crate::server::in_flight::InFlightGuard;
 use crate::server::response::append_server_timing;
@@ -37,13 +39,15 @@ pin_project! {
     enum Kind<F, E> {
         Ready { response: Option<Response<Body>> },
         Running {
+            // The inner future, run in the request's context; the context
+            // (its ledger) is taken back out of it for the answer.
             #[pin]
             inner: TaskLocalFuture<RequestContext, F>,
+            budget: Budget,
             // Armed only once the inner future is pending: a handler that
-            // answers on its first poll never touches the timer wheel.
-            #[pin]
-            deadline: Option<Sleep>,
-            cx: RequestContext,
+            // answers on its first poll never touches the timer wheel (or
+            // allocates it).
+            timer: Option<Pin<Box<Sleep>>>,
             on_event: E,
             // The in-flight slot, held until this future is done or dropped.
             slot: Option<InFlightGuard>,
@@ -80,9 +84,9 @@ impl<F, E> ResponseFuture<F, E> {
     {
         Self {
             kind: Kind::Running {
-                inner: cx.clone().scope(inner),
-                deadline: None,
-                cx,
+                budget: cx.budget(),
+                inner: cx.scope(inner),
+                timer: None,
                 on_event,
                 slot,
             },
@@ -110,42 +114,42 @@ where
             }
             KindProj::Running {
                 mut inner,
-                mut deadline,
-                cx,
+                budget,
+                timer,
                 on_event,
                 slot,
             } => {
                 // The deadline is checked first: on a tie, it wins.
-                let passed = match deadline.as_mut().as_pin_mut() {
-                    Some(sleep) => sleep.poll(task).is_ready(),
-                    None => Instant::now() >= cx.budget().deadline(),
+                let passed = match timer.as_mut() {
+                    Some(sleep) => sleep.as_mut().poll(task).is_ready(),
+                    None => Instant::now() >= budget.deadline(),
                 };
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
+                        let cx = inner.take_value();
                         return Poll::Ready(result.map(|res| {
                             if let Some(slot) = slot.as_mut() {
                                 slot.answered(res.status());
                             }
                             let mut res = res.map(Body::new);
-                            append_server_timing(&mut res, cx.ledger());
+                            if let Some(cx) = &cx {
+                                append_server_timing(&mut res, cx.ledger());
+                            }
                             trace::record_response(this.span, &res, OUTCOME_OK);
                             res
                         }));
                     }
-                    if deadline.is_none() {
-                        deadline.set(Some(tokio::time::sleep_until(cx.budget().deadline())));
-                        if let Some(sleep) = deadline.as_mut().as_pin_mut() {
-                            // Registers the waker; a deadline that passed
-                            // meanwhile fires on the spot.
-                            if sleep.poll(task).is_pending() {
-                                return Poll::Pending;
-                            }
-                        }
-                    } else {
+                    let sleep = timer.get_or_insert_with(|| {
+                        Box::pin(tokio::time::sleep_until(budget.deadline()))
+                    });
+                    // Registers the waker; a deadline that passed meanwhile
+                    // fires on the spot.
+                    if sleep.as_mut().poll(task).is_pending() {
                         return Poll::Pending;
                     }
                 }
-                expired_response(cx, on_event)
+                let ledger = inner.take_value().map(|cx| cx.ledger().clone());
+                expired_response(*budget, ledger.as_ref(), on_event)
             }
         };
         // Drop the inner future now, before answering.
@@ -156,8 +160,11 @@ where
 }
 
 /// The `504` for a budget that ran out while the handler worked.
-fn expired_response<E: OnBudgetEvent>(cx: &RequestContext, on_event: &E) -> Response<Body> {
-    let budget = cx.budget();
+fn expired_response<E: OnBudgetEvent>(
+    budget: Budget,
+    ledger: Option<&Ledger>,
+    on_event: &E,
+) -> Response<Body> {
     tracing::debug!(
         budget_ms = u64::try_from(budget.original().as_millis()).unwrap_or(u64::MAX),
         "budget expired in the handler"
@@ -174,5 +181,8 @@ fn expired_response<E: OnBudgetEvent>(cx: &RequestContext, on_event: &E) -> Resp
         ),
     )
     .with_remaining(std::time::Duration::ZERO);
-    problem_response(&problem, cx.ledger())
+    match ledger {
+        Some(ledger) => problem_response(&problem, ledger),
+        None => problem_response(&problem, &Ledger::new()),
+    }
 }

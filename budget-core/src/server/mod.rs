@@ -15,8 +15,9 @@
 //!    passes first, the inner future is dropped (so its downstream calls are
 //!    cancelled too) and the answer is `504`;
 //! 5. makes the budget, the ledger and the per-hop reserve available to the
-//!    handler (request extensions and the [`context`](crate::context)
-//!    task-local scope, where the client side finds them);
+//!    handler: it runs the inner service in the [`context`](crate::context)
+//!    task-local scope, where the client side and the extractors find them
+//!    (not in the request's extensions: see [`request_context`]);
 //! 6. adds the `Server-Timing` ledger to every response, success or error.
 //!
 //! Budget problems become responses; the inner service's error type is kept
@@ -67,13 +68,14 @@ mod event;
 mod extract;
 mod future;
 mod in_flight;
+mod ingress;
 mod layer;
 mod response;
 mod service;
 
 pub use config::ServerConfig;
 pub use event::{BudgetEvent, OnBudgetEvent};
-pub use extract::MissingBudgetLayer;
+pub use extract::{MissingBudgetLayer, request_context};
 pub use future::ResponseFuture;
 pub use layer::BudgetLayer;
 pub use response::problem_response;

@@ -13,6 +13,7 @@ use crate::context::RequestContext;
 use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
 use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
+use crate::server::ingress::Scanned;
 use crate::server::layer::Settings;
 use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
 use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_OVERLOADED, OUTCOME_SHED};
@@ -109,11 +110,16 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let start = Instant::now();
         let span = trace::server_span(&req, self.settings.floor.get());
         let ledger = Ledger::with_limits(self.settings.ledger);
-        let resolved = match self.settings.inbound.resolve(req.headers()) {
+        let mut scanned = Scanned::default();
+        let resolved = match self
+            .settings
+            .inbound
+            .resolve_with(req.headers(), |name, value| scanned.note(name, value))
+        {
             Ok(resolved) => resolved,
             Err(invalid) => {
                 tracing::debug!(error = %invalid, "malformed budget header");
@@ -152,7 +158,7 @@ where
             return ResponseFuture::ready(problem_response(&problem, &ledger), span, OUTCOME_SHED);
         }
 
-        let criticality = Criticality::from_headers(req.headers());
+        let criticality = Criticality::from_header(scanned.criticality);
         if criticality.unknown {
             meter::unknown_criticality();
         }
@@ -182,8 +188,7 @@ where
         let cx = RequestContext::with_budget_and_ledger(budget, ledger)
             .with_reserve(self.settings.reserve)
             .with_criticality(criticality.criticality)
-            .with_inbound_trace(req.headers());
-        req.extensions_mut().insert(cx.clone());
+            .with_trace_values(scanned.traceparent, scanned.tracestate);
         let inner = &mut self.inner;
         let fut = span.in_scope(|| cx.clone().sync_scope(|| inner.call(req)));
         ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard)

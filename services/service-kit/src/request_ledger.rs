@@ -2,7 +2,6 @@ use std::convert::Infallible;
 
 use axum::extract::FromRequestParts;
 use axum::response::Response;
-use budget_core::context::RequestContext;
 use budget_core::ledger::Ledger;
 use budget_core::server::SERVER_TIMING;
 use http::HeaderValue;
@@ -12,7 +11,7 @@ use http::request::Parts;
 /// layer in front of it.
 ///
 /// With `budget_mode = on`, the budget layer gives every request its ledger
-/// (in the [`RequestContext`] extension) and adds it to the response as
+/// (in its [`RequestContext`]) and adds it to the response as
 /// `Server-Timing`. With `off` there is no layer: this extractor then makes
 /// the handler a ledger of its own (attempts and waits, for the
 /// side-by-side tables), and [`finish`](Self::finish) adds it itself.
@@ -39,7 +38,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestLedger {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(match parts.extensions.get::<RequestContext>() {
+        Ok(match budget_core::server::request_context(parts) {
             Some(cx) => Self {
                 ledger: cx.ledger().clone(),
                 own: false,
