@@ -279,8 +279,8 @@ impl Entry {
     fn render(&self, out: &mut String) {
         match self {
             Entry::Ingress { budget } => {
-                let (millis, len) = millis_text(*budget);
-                for part in ingress_parts(&millis[..len]) {
+                let millis = MillisText::new(*budget);
+                for part in ingress_parts(millis.as_bytes()) {
                     // ASCII throughout: the constants and the digits.
                     out.push_str(std::str::from_utf8(part).unwrap_or_default());
                 }
@@ -359,63 +359,114 @@ fn write_metric(
 
 /// Milliseconds with at most one decimal: `300`, `1.5`, `0.4`.
 fn write_millis(out: &mut String, d: Duration) {
-    let (text, len) = millis_text(d);
-    out.push_str(std::str::from_utf8(&text[..len]).unwrap_or("0"));
+    out.push_str(std::str::from_utf8(MillisText::new(d).as_bytes()).unwrap_or("0"));
 }
 
-/// `d` in milliseconds with at most one decimal, as ASCII: the bytes and
-/// how many of them. By hand: `write!` goes through the formatter's
-/// machinery, and this runs on every response.
-fn millis_text(d: Duration) -> ([u8; 24], usize) {
-    // u64 formats much faster than the u128 `as_micros` gives; a duration
-    // too long for u64 tenths of a millisecond (58 million years) saturates.
-    let tenths = u64::try_from(d.as_micros() / 100).unwrap_or(u64::MAX);
-    let (mut whole, frac) = (tenths / 10, tenths % 10);
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (whole % 10) as u8;
-        whole /= 10;
-        if whole == 0 {
-            break;
-        }
-    }
-    let mut text = [0u8; 24];
-    let whole_len = digits.len() - at;
-    text[..whole_len].copy_from_slice(&digits[at..]);
-    if frac == 0 {
-        return (text, whole_len);
-    }
-    text[whole_len] = b'.';
-    text[whole_len + 1] = b'0' + frac as u8;
-    (text, whole_len + 2)
+/// `d` in milliseconds with at most one decimal, as ASCII on the stack. By
+/// hand: `write!` goes through the formatter's machinery, and this runs on
+/// every response.
+struct MillisText {
+    /// The text is `bytes[start..]`: written from the end, digits last.
+    bytes: [u8; 24],
+    start: usize,
 }
+
+impl MillisText {
+    fn new(d: Duration) -> Self {
+        // u64 arithmetic (the u128 of `as_micros` divides slowly); a
+        // duration too long for u64 milliseconds (585 million years)
+        // saturates.
+        let (mut whole, tenth) = match d
+            .as_secs()
+            .checked_mul(1000)
+            .and_then(|ms| ms.checked_add(u64::from(d.subsec_millis())))
+        {
+            Some(whole) => (whole, (d.subsec_micros() % 1000 / 100) as u8),
+            None => (u64::MAX, 0),
+        };
+        let mut bytes = [0u8; 24];
+        let mut at = bytes.len();
+        if tenth != 0 {
+            bytes[at - 1] = b'0' + tenth;
+            bytes[at - 2] = b'.';
+            at -= 2;
+        }
+        loop {
+            at -= 1;
+            bytes[at] = b'0' + (whole % 10) as u8;
+            whole /= 10;
+            if whole == 0 {
+                break;
+            }
+        }
+        Self { bytes, start: at }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+
+    /// The text of `d` as a number, in tenths of a millisecond: one key per
+    /// text. `None` past what a `u64` holds (no budget is that long).
+    #[cfg(feature = "server")]
+    fn key(d: Duration) -> Option<u64> {
+        d.as_secs()
+            .checked_mul(10_000)?
+            .checked_add(u64::from(d.subsec_micros() / 100))
+    }
+}
+
+/// `parts` joined, at compile time (`N` is their total length).
+const fn joined<const N: usize>(parts: &[&[u8]]) -> [u8; N] {
+    let mut out = [0u8; N];
+    let (mut at, mut part) = (0, 0);
+    while part < parts.len() {
+        let mut i = 0;
+        while i < parts[part].len() {
+            out[at] = parts[part][i];
+            at += 1;
+            i += 1;
+        }
+        part += 1;
+    }
+    assert!(at == N, "N is the parts' total length");
+    out
+}
+
+/// What comes before the budget's milliseconds in the ingress entry.
+const INGRESS_HEAD: [u8; INGRESS_METRIC.len() + 5] = joined(&[INGRESS_METRIC.as_bytes(), b";dur="]);
+/// What comes after them.
+const INGRESS_TAIL: [u8; INGRESS_DESC.len() + 8] =
+    joined(&[b";desc=\"", INGRESS_DESC.as_bytes(), b"\""]);
 
 /// The ingress entry as `Server-Timing`, `budget;dur=1500;desc="ingress"`,
-/// in parts (`millis` from [`millis_text`]): every response's first entry,
+/// in parts (`millis` from [`MillisText`]): every response's first entry,
 /// whose name and description are constants that need no mending. The one
 /// rendering of it, for [`Entry::render`] and the server's header fast
 /// path (`ingress_header_value`).
-fn ingress_parts(millis: &[u8]) -> [&[u8]; 6] {
-    [
-        INGRESS_METRIC.as_bytes(),
-        b";dur=",
-        millis,
-        b";desc=\"",
-        INGRESS_DESC.as_bytes(),
-        b"\"",
-    ]
+fn ingress_parts(millis: &[u8]) -> [&[u8]; 3] {
+    [&INGRESS_HEAD, millis, &INGRESS_TAIL]
 }
 
-/// The ingress-only ledger's header value, built on the stack from
-/// [`ingress_parts`] and copied into the header once.
+/// The ingress-only ledger's header value: the same budget's value of an
+/// earlier response on this thread when there is one (the server's header
+/// cache), else built on the stack from [`ingress_parts`] and copied into
+/// the header once.
 #[cfg(feature = "server")]
 fn ingress_header_value(budget: Duration) -> Option<http::HeaderValue> {
-    let (millis, len) = millis_text(budget);
+    match MillisText::key(budget) {
+        Some(key) => crate::server::header_cache::get_or_render(key, || {
+            ingress_header_render(&MillisText::new(budget))
+        }),
+        None => ingress_header_render(&MillisText::new(budget)),
+    }
+}
+
+#[cfg(feature = "server")]
+fn ingress_header_render(millis: &MillisText) -> Option<http::HeaderValue> {
     let mut buf = [0u8; 64];
     let mut at = 0;
-    for part in ingress_parts(&millis[..len]) {
+    for part in ingress_parts(millis.as_bytes()) {
         buf[at..at + part.len()].copy_from_slice(part);
         at += part.len();
     }
@@ -545,6 +596,18 @@ impl Ledger {
     /// );
     /// ```
     pub fn with_limits(limits: LedgerLimits) -> Self {
+        Self::from_first(limits, None)
+    }
+
+    /// [`with_limits`](Self::with_limits) holding `first` already, without
+    /// taking the lock to record it: how the server layer starts every
+    /// request's ledger.
+    #[cfg(feature = "server")]
+    pub(crate) fn starting_with(limits: LedgerLimits, first: Entry) -> Self {
+        Self::from_first(limits, Some(first))
+    }
+
+    fn from_first(limits: LedgerLimits, first: Option<Entry>) -> Self {
         let limits = LedgerLimits {
             max_entries: limits.max_entries.max(2),
             max_bytes: limits.max_bytes.max(DROPPED_ROOM),
@@ -552,6 +615,7 @@ impl Ledger {
         Self {
             entries: Arc::new(Mutex::new(Entries {
                 limits,
+                first,
                 ..Entries::default()
             })),
         }
@@ -1096,6 +1160,60 @@ mod tests {
             let shown = metrics.iter().filter(|m| m.name != DROPPED_METRIC).count();
             proptest::prop_assert_eq!(shown + more, descs.len() + 1);
         }
+
+        /// The hand-written milliseconds read as the formatter writes them:
+        /// whole milliseconds, and one truncated decimal when it is not 0.
+        #[test]
+        fn milliseconds_are_written_as_the_formatter_would(secs in 0u64..=u64::MAX, nanos in 0u32..1_000_000_000) {
+            let d = Duration::new(secs, nanos);
+            let whole = u128::from(secs) * 1000 + u128::from(nanos / 1_000_000);
+            let tenth = nanos / 100_000 % 10;
+            let want = match (u64::try_from(whole), tenth) {
+                (Err(_), _) => u64::MAX.to_string(),
+                (Ok(w), 0) => w.to_string(),
+                (Ok(w), t) => format!("{w}.{t}"),
+            };
+            let text = MillisText::new(d);
+            proptest::prop_assert_eq!(std::str::from_utf8(text.as_bytes()).unwrap(), want);
+        }
+    }
+
+    #[cfg(feature = "server")]
+    #[test]
+    fn one_cache_key_per_text() {
+        let text = |d| String::from_utf8(MillisText::new(d).as_bytes().to_vec()).unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for micros in (0..3_000_000u64).step_by(37) {
+            let d = Duration::from_micros(micros);
+            let key = MillisText::key(d).unwrap();
+            assert_eq!(
+                seen.entry(key).or_insert_with(|| text(d)),
+                &text(d),
+                "{d:?}"
+            );
+        }
+        assert_eq!(MillisText::key(Duration::MAX), None);
+    }
+
+    #[test]
+    fn milliseconds_at_the_edges() {
+        for (d, want) in [
+            (Duration::ZERO, "0"),
+            (Duration::from_micros(99), "0"),
+            (Duration::from_micros(400), "0.4"),
+            (Duration::from_micros(1500), "1.5"),
+            (Duration::from_micros(999_999), "999.9"),
+            (Duration::from_secs(2), "2000"),
+            (Duration::MAX, "18446744073709551615"),
+        ] {
+            assert_eq!(
+                std::str::from_utf8(MillisText::new(d).as_bytes()).unwrap(),
+                want,
+                "{d:?}"
+            );
+        }
+        assert_eq!(&INGRESS_HEAD, b"budget;dur=");
+        assert_eq!(&INGRESS_TAIL, b";desc=\"ingress\"");
     }
 
     #[test]

@@ -67,6 +67,7 @@ mod config;
 mod event;
 mod extract;
 mod future;
+pub(crate) mod header_cache;
 mod in_flight;
 mod ingress;
 mod layer;

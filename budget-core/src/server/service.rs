@@ -113,7 +113,6 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let start = Instant::now();
         let span = trace::server_span(&req, self.settings.floor.get());
-        let ledger = Ledger::with_limits(self.settings.ledger);
         let mut scanned = Scanned::default();
         let resolved = match self
             .settings
@@ -126,7 +125,10 @@ where
                 self.on_event
                     .on_event(&BudgetEvent::Malformed { error: &invalid });
                 meter::malformed();
-                ledger.record(Entry::skip(INGRESS_METRIC, format!("rejected: {invalid}")));
+                let ledger = Ledger::starting_with(
+                    self.settings.ledger,
+                    Entry::skip(INGRESS_METRIC, format!("rejected: {invalid}")),
+                );
                 let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
                     .with_header(invalid.header().as_str());
                 return ResponseFuture::ready(
@@ -137,12 +139,13 @@ where
             }
         };
         let budget = Budget::starting_at(start, resolved.budget);
-        ledger.record(Entry::ingress(resolved.budget));
+        let ledger = Ledger::starting_with(self.settings.ledger, Entry::ingress(resolved.budget));
         meter::ingress(resolved.budget);
         trace::record_ingress(&span, resolved.budget);
 
         let floor = self.settings.floor;
-        if let Err(below) = floor.check(budget.remaining_at(start)) {
+        // At its start a budget's remaining is its duration.
+        if let Err(below) = floor.check(resolved.budget) {
             tracing::debug!(%below, "budget below the ingress floor: shed");
             self.on_event.on_event(&BudgetEvent::Shed {
                 budget: resolved.budget,
