@@ -9,7 +9,7 @@ rounds=${1:-3}; secs=${2:-5}
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)"; exit 2; }
 cargo build -q --release -p budget-examples --bin layer-bench-server
 total=$(( rounds * 3 * (secs + 1) + 10 ))
-target/release/layer-bench-server "$total" & server=$!
+"${CARGO_TARGET_DIR:-target}/release/layer-bench-server" "$total" & server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 sleep 1
 declare -A sum

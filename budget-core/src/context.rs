@@ -1,8 +1,8 @@
 //! The current request's budget, reachable from any code running inside it.
 //!
-//! The server layer runs each request's handler inside a tokio task-local
-//! scope holding a [`RequestContext`]: the budget, the ledger and the per-hop
-//! reserve. The client side reads it with [`current`], so a handler can make
+//! The server layer polls each request's handler (the inner service's
+//! future) inside a tokio task-local scope holding a [`RequestContext`]:
+//! the budget, the ledger and the per-hop reserve. The client side reads it with [`current`], so a handler can make
 //! budget-aware downstream calls without threading the budget through.
 //!
 //! Task-locals do not cross `tokio::spawn`: code that spawns must carry the
@@ -80,6 +80,20 @@ pub(crate) struct InboundTrace {
     pub(crate) tracestate: Option<http::HeaderValue>,
 }
 
+/// The context's copy of a caller's trace context. Boxed: most requests
+/// carry none, and the context is cloned and moved with every request.
+fn inbound_trace(
+    traceparent: Option<&http::HeaderValue>,
+    tracestate: Option<&http::HeaderValue>,
+) -> Option<Box<InboundTrace>> {
+    traceparent.map(|traceparent| {
+        Box::new(InboundTrace {
+            traceparent: traceparent.clone(),
+            tracestate: tracestate.cloned(),
+        })
+    })
+}
+
 impl RequestContext {
     /// A context with `budget`, a fresh ledger and no reserve.
     ///
@@ -116,6 +130,25 @@ impl RequestContext {
         }
     }
 
+    /// Every field at once, as the server layer has them: one move rather
+    /// than one per builder.
+    #[cfg(feature = "server")]
+    pub(crate) fn for_request(
+        budget: Budget,
+        ledger: Ledger,
+        reserve: Duration,
+        criticality: Criticality,
+        trace: (Option<&http::HeaderValue>, Option<&http::HeaderValue>),
+    ) -> Self {
+        Self {
+            budget,
+            ledger,
+            reserve,
+            criticality,
+            inbound_trace: inbound_trace(trace.0, trace.1),
+        }
+    }
+
     /// The same context carrying `headers`' W3C trace context
     /// (`traceparent`, `tracestate`), if any, for outbound calls to pass
     /// on when they have none of their own. The server layer calls it.
@@ -128,25 +161,8 @@ impl RequestContext {
     /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_inbound_trace(&headers);
     /// # let _ = cx;
     /// ```
-    pub fn with_inbound_trace(self, headers: &http::HeaderMap) -> Self {
-        self.with_trace_values(headers.get(TRACEPARENT), headers.get(TRACESTATE))
-    }
-
-    /// [`with_inbound_trace`](Self::with_inbound_trace) from the two values,
-    /// as the server layer finds them in its one pass over the headers.
-    pub(crate) fn with_trace_values(
-        mut self,
-        traceparent: Option<&http::HeaderValue>,
-        tracestate: Option<&http::HeaderValue>,
-    ) -> Self {
-        // Boxed: most requests carry none, and the context is cloned and
-        // moved with every request.
-        self.inbound_trace = traceparent.map(|traceparent| {
-            Box::new(InboundTrace {
-                traceparent: traceparent.clone(),
-                tracestate: tracestate.cloned(),
-            })
-        });
+    pub fn with_inbound_trace(mut self, headers: &http::HeaderMap) -> Self {
+        self.inbound_trace = inbound_trace(headers.get(TRACEPARENT), headers.get(TRACESTATE));
         self
     }
 

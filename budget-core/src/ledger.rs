@@ -45,7 +45,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -504,6 +504,11 @@ fn is_tchar_byte(b: u8) -> bool {
 /// Clones share the same entries, so the server layer, the handler and the
 /// client can all write to one ledger.
 ///
+/// A ledger that is never cloned and holds at most its first entry (the
+/// ingress budget of a request whose handler recorded nothing, most
+/// requests) keeps it inline and allocates nothing; the first clone or the
+/// second entry moves the entries behind a shared lock.
+///
 /// # Example
 ///
 /// ```
@@ -515,14 +520,45 @@ fn is_tchar_byte(b: u8) -> bool {
 /// shared.record(Entry::wait("pricing", Duration::from_millis(5)));
 /// assert_eq!(ledger.entries().len(), 1);
 /// ```
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct Ledger {
-    entries: Arc<Mutex<Entries>>,
+    /// The entries once shared: every clone and every record after the
+    /// first entry goes here.
+    shared: OnceLock<Arc<Mutex<Entries>>>,
+    /// The entries until then (never changed once `shared` is set, and not
+    /// read after it).
+    inline: Entries,
+}
+
+impl Clone for Ledger {
+    fn clone(&self) -> Self {
+        Self {
+            shared: OnceLock::from(Arc::clone(self.share())),
+            inline: Entries::default(),
+        }
+    }
+}
+
+/// A ledger's entries, read: behind the lock once shared, inline before.
+enum Read<'a> {
+    Shared(MutexGuard<'a, Entries>),
+    Inline(&'a Entries),
+}
+
+impl std::ops::Deref for Read<'_> {
+    type Target = Entries;
+
+    fn deref(&self) -> &Entries {
+        match self {
+            Read::Shared(guard) => guard,
+            Read::Inline(entries) => entries,
+        }
+    }
 }
 
 /// What a ledger holds: the first entries, the latest ones, and how many
 /// fell out between them.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Entries {
     limits: LedgerLimits,
     /// The first entry (the ingress budget, on a server), kept inline: a
@@ -613,11 +649,12 @@ impl Ledger {
             max_bytes: limits.max_bytes.max(DROPPED_ROOM),
         };
         Self {
-            entries: Arc::new(Mutex::new(Entries {
+            shared: OnceLock::new(),
+            inline: Entries {
                 limits,
                 first,
                 ..Entries::default()
-            })),
+            },
         }
     }
 
@@ -628,7 +665,7 @@ impl Ledger {
     /// assert_eq!(Ledger::new().limits(), LedgerLimits::default());
     /// ```
     pub fn limits(&self) -> LedgerLimits {
-        self.lock().limits
+        self.read().limits
     }
 
     /// Appends an entry (past [`LedgerLimits::max_entries`], the oldest of
@@ -641,7 +678,7 @@ impl Ledger {
     /// assert!(!l.is_empty());
     /// ```
     pub fn record(&self, entry: Entry) {
-        self.lock().push(entry);
+        self.lock_shared().push(entry);
     }
 
     /// Records that `count` entries were left out elsewhere (say, the
@@ -657,7 +694,7 @@ impl Ledger {
     /// assert!(l.server_timing().ends_with("ledger;desc=\"+3 more\""));
     /// ```
     pub fn record_dropped(&self, count: usize) {
-        let mut entries = self.lock();
+        let mut entries = self.lock_shared();
         entries.dropped = entries.dropped.saturating_add(count);
     }
 
@@ -669,7 +706,7 @@ impl Ledger {
     /// assert_eq!(Ledger::new().dropped(), 0);
     /// ```
     pub fn dropped(&self) -> usize {
-        self.lock().dropped
+        self.read().dropped
     }
 
     /// A copy of the entries kept, in the order they were recorded (the
@@ -683,7 +720,7 @@ impl Ledger {
     /// assert_eq!(l.entries(), vec![Entry::ingress(Duration::from_secs(1))]);
     /// ```
     pub fn entries(&self) -> Vec<Entry> {
-        self.lock().iter().cloned().collect()
+        self.read().iter().cloned().collect()
     }
 
     /// True when nothing has been recorded.
@@ -693,7 +730,7 @@ impl Ledger {
     /// assert!(Ledger::new().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        let entries = self.lock();
+        let entries = self.read();
         entries.len() == 0 && entries.dropped == 0
     }
 
@@ -712,7 +749,7 @@ impl Ledger {
     /// assert_eq!(l.server_timing(), "budget;dur=1500;desc=\"ingress\", inventory;dur=12");
     /// ```
     pub fn server_timing(&self) -> String {
-        let entries = self.lock();
+        let entries = self.read();
         let max = entries.limits.max_bytes;
         let mut out = String::with_capacity((entries.len() * 40).min(max));
         for (i, e) in entries.iter().enumerate() {
@@ -735,7 +772,7 @@ impl Ledger {
     /// responses) is rendered on the stack and copied once.
     #[cfg(feature = "server")]
     pub(crate) fn header_value(&self) -> Option<http::HeaderValue> {
-        let entries = self.lock();
+        let entries = self.read();
         if let (Some(Entry::Ingress { budget }), true, true, 0) = (
             &entries.first,
             entries.head.is_empty(),
@@ -751,11 +788,30 @@ impl Ledger {
         http::HeaderValue::try_from(self.server_timing()).ok()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        // A panic while holding the lock cannot leave a Vec half-pushed in a
-        // way that matters here: keep recording.
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The shared entries, made from the inline ones on first use.
+    fn share(&self) -> &Arc<Mutex<Entries>> {
+        self.shared
+            .get_or_init(|| Arc::new(Mutex::new(self.inline.clone())))
     }
+
+    /// The shared entries, locked for a write.
+    fn lock_shared(&self) -> MutexGuard<'_, Entries> {
+        lock(self.share())
+    }
+
+    /// The entries, for a read.
+    fn read(&self) -> Read<'_> {
+        match self.shared.get() {
+            Some(shared) => Read::Shared(lock(shared)),
+            None => Read::Inline(&self.inline),
+        }
+    }
+}
+
+fn lock(entries: &Mutex<Entries>) -> MutexGuard<'_, Entries> {
+    // A panic while holding the lock cannot leave a Vec half-pushed in a way
+    // that matters here: keep recording.
+    entries.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The slow path of [`Ledger::server_timing`]: the first entries that fit,
@@ -815,14 +871,14 @@ fn bounded(entries: &Entries) -> String {
 
 impl fmt::Debug for Ledger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.lock().iter()).finish()
+        f.debug_list().entries(self.read().iter()).finish()
     }
 }
 
 impl Serialize for Ledger {
     /// The entries kept, as a sequence.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let entries = self.lock();
+        let entries = self.read();
         s.collect_seq(entries.iter())
     }
 }
@@ -1193,6 +1249,54 @@ mod tests {
             );
         }
         assert_eq!(MillisText::key(Duration::MAX), None);
+    }
+
+    #[test]
+    fn an_inline_ledger_shares_its_first_entry_with_its_first_clone() {
+        let ledger = Ledger::with_limits(LedgerLimits::default());
+        ledger.record(Entry::ingress(Duration::from_secs(1)));
+        let inline = Ledger::from_first(
+            LedgerLimits::default(),
+            Some(Entry::ingress(Duration::from_secs(1))),
+        );
+        assert!(
+            inline.shared.get().is_none(),
+            "nothing allocated for one entry"
+        );
+        assert_eq!(inline.entries(), ledger.entries());
+        assert_eq!(inline.server_timing(), "budget;dur=1000;desc=\"ingress\"");
+        let clone = inline.clone();
+        clone.record(Entry::wait("pricing", Duration::from_millis(5)));
+        inline.record(Entry::skip("recs", "skipped"));
+        for l in [&inline, &clone] {
+            assert_eq!(l.entries().len(), 3, "one ledger seen through both");
+            assert_eq!(l.entries()[0], Entry::ingress(Duration::from_secs(1)));
+        }
+        let clone_of_clone = clone.clone();
+        clone_of_clone.record_dropped(2);
+        assert_eq!(inline.dropped(), 2);
+    }
+
+    #[test]
+    fn clones_made_at_once_from_threads_share_one_ledger() {
+        let inline = Arc::new(Ledger::from_first(
+            LedgerLimits::default(),
+            Some(Entry::ingress(Duration::from_secs(1))),
+        ));
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let inline = Arc::clone(&inline);
+                std::thread::spawn(move || {
+                    inline
+                        .clone()
+                        .record(Entry::wait(format!("d{i}"), Duration::ZERO))
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(inline.entries().len(), 9);
     }
 
     #[test]

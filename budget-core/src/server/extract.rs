@@ -80,15 +80,24 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestContext {
     }
 }
 
+/// The request's budget, found as [`request_context`] finds the context,
+/// without cloning it (nor sharing its ledger).
+fn request_budget(parts: &Parts) -> Option<Budget> {
+    crate::context::current_budget().or_else(|| {
+        parts
+            .extensions
+            .get::<RequestContext>()
+            .map(|cx| cx.budget())
+    })
+}
+
 /// Extracts the request's [`Budget`]; rejects with [`MissingBudgetLayer`]
 /// when the route has no budget layer (use `Option<Budget>` to allow that).
 impl<S: Send + Sync> FromRequestParts<S> for Budget {
     type Rejection = MissingBudgetLayer;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        request_context(parts)
-            .map(|cx| cx.budget())
-            .ok_or(MissingBudgetLayer)
+        request_budget(parts).ok_or(MissingBudgetLayer)
     }
 }
 
@@ -97,7 +106,7 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Budget {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Self::Rejection> {
-        Ok(request_context(parts).map(|cx| cx.budget()))
+        Ok(request_budget(parts))
     }
 }
 

@@ -148,8 +148,8 @@ where
                         return Poll::Pending;
                     }
                 }
-                let ledger = inner.take_value().map(|cx| cx.ledger().clone());
-                expired_response(*budget, ledger.as_ref(), on_event)
+                let cx = inner.take_value();
+                expired_response(*budget, cx.as_ref().map(RequestContext::ledger), on_event)
             }
         };
         // Drop the inner future now, before answering.

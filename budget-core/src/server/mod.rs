@@ -15,9 +15,13 @@
 //!    passes first, the inner future is dropped (so its downstream calls are
 //!    cancelled too) and the answer is `504`;
 //! 5. makes the budget, the ledger and the per-hop reserve available to the
-//!    handler: it runs the inner service in the [`context`](crate::context)
-//!    task-local scope, where the client side and the extractors find them
-//!    (not in the request's extensions: see [`request_context`]);
+//!    handler: the inner service's future (where handlers, middleware
+//!    futures and client calls run) is polled in the
+//!    [`context`](crate::context) task-local scope, where the client side
+//!    and the extractors find them. The inner service's synchronous `call`
+//!    runs outside it, and the context is not put in the request's
+//!    extensions (see [`request_context`]): either would cost a clone, and
+//!    with it an allocation, on every request;
 //! 6. adds the `Server-Timing` ledger to every response, success or error.
 //!
 //! Budget problems become responses; the inner service's error type is kept

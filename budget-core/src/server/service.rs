@@ -188,12 +188,18 @@ where
             },
         };
 
-        let cx = RequestContext::with_budget_and_ledger(budget, ledger)
-            .with_reserve(self.settings.reserve)
-            .with_criticality(criticality.criticality)
-            .with_trace_values(scanned.traceparent, scanned.tracestate);
+        let cx = RequestContext::for_request(
+            budget,
+            ledger,
+            self.settings.reserve,
+            criticality.criticality,
+            (scanned.traceparent, scanned.tracestate),
+        );
         let inner = &mut self.inner;
-        let fut = span.in_scope(|| cx.clone().sync_scope(|| inner.call(req)));
+        // The context is current where the work is, while the inner future
+        // is polled (the module docs): lending it to `call` as well would
+        // mean a clone, and with it a shared (allocated) ledger.
+        let fut = span.in_scope(|| inner.call(req));
         ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard)
     }
 }
