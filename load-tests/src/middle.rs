@@ -53,13 +53,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use budget_core::Budget;
 use budget_core::client::{BudgetClient, DependencyConfig, Mode};
-use budget_core::ledger::Ledger;
 use budget_core::retry::RetryConfig;
-use budget_core::server::{ServerConfig, problem_response};
+use budget_core::server::ServerConfig;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
@@ -261,7 +260,7 @@ async fn handle(
             }
             match req.send().await {
                 Ok(answer) => pass_up(answer.status(), answer.headers(), answer.bytes()),
-                Err(e) => problem_response(&e.problem(), &Ledger::new()),
+                Err(e) => e.problem().into_response(),
             }
         }
         Upstream::Peer(stack) => {

@@ -516,8 +516,7 @@ impl axum::response::IntoResponse for CallError {
     /// response with `Retry-After` where it applies. The budget layer adds
     /// the request's `Server-Timing` ledger on its way out.
     fn into_response(self) -> axum::response::Response {
-        // An empty ledger adds no header; the layer appends the request's.
-        crate::server::problem_response(&self.problem(), &crate::Ledger::new())
+        self.problem().into_response()
     }
 }
 

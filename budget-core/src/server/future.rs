@@ -2,7 +2,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
 use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
@@ -14,8 +13,8 @@ use crate::context::RequestContext;
 use crate::ledger::Ledger;
 use crate::problem::{Problem, ProblemKind};
 use crate::server::in_flight::InFlightGuard;
-use crate::server::response::append_server_timing;
-use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
+use crate::server::response::{append_server_timing, problem_answer};
+use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
 use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK};
 use crate::telemetry::{meter, trace};
 
@@ -37,7 +36,9 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, E> {
-        Ready { response: Option<Response<Body>> },
+        // The layer's own answer, its body made in the inner body type
+        // when polled.
+        Ready { response: Option<Response<Bytes>> },
         Running {
             // The inner future, run in the request's context; the context
             // (its ledger) is taken back out of it for the answer.
@@ -59,11 +60,12 @@ impl<F, E> ResponseFuture<F, E> {
     /// An answer given without calling the inner service; `outcome` is
     /// the span's `budget.outcome`.
     pub(crate) fn ready(
-        response: Response<Body>,
+        response: Response<Bytes>,
+        ledger: &Ledger,
         span: tracing::Span,
         outcome: &'static str,
     ) -> Self {
-        trace::record_response(&span, &response, outcome);
+        trace::record_response(&span, response.status(), ledger, outcome);
         Self {
             kind: Kind::Ready {
                 response: Some(response),
@@ -99,10 +101,9 @@ impl<F, E, B, Err> Future for ResponseFuture<F, E>
 where
     F: Future<Output = Result<Response<B>, Err>>,
     E: OnBudgetEvent,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
+    B: ProblemBody,
 {
-    type Output = Result<Response<Body>, Err>;
+    type Output = Result<Response<B>, Err>;
 
     fn poll(self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -110,7 +111,8 @@ where
         let mut kind = this.kind;
         let expired = match kind.as_mut().project() {
             KindProj::Ready { response } => {
-                return Poll::Ready(Ok(response.take().expect("polled after completion")));
+                let response = response.take().expect("polled after completion");
+                return Poll::Ready(Ok(response.map(B::from_problem)));
             }
             KindProj::Running {
                 mut inner,
@@ -131,11 +133,16 @@ where
                             if let Some(slot) = slot.as_mut() {
                                 slot.answered(res.status());
                             }
-                            let mut res = res.map(Body::new);
+                            let mut res = res;
                             if let Some(cx) = &cx {
                                 append_server_timing(&mut res, cx.ledger());
+                                trace::record_response(
+                                    this.span,
+                                    res.status(),
+                                    cx.ledger(),
+                                    OUTCOME_OK,
+                                );
                             }
-                            trace::record_response(this.span, &res, OUTCOME_OK);
                             res
                         }));
                     }
@@ -149,22 +156,29 @@ where
                     }
                 }
                 let cx = inner.take_value();
-                expired_response(*budget, cx.as_ref().map(RequestContext::ledger), on_event)
+                let ledger = cx.as_ref().map(RequestContext::ledger);
+                let expired = expired_response::<B, E>(*budget, ledger, on_event);
+                trace::record_response(
+                    this.span,
+                    expired.status(),
+                    ledger.unwrap_or(&Ledger::new()),
+                    OUTCOME_EXPIRED,
+                );
+                expired
             }
         };
         // Drop the inner future now, before answering.
         kind.set(Kind::Ready { response: None });
-        trace::record_response(this.span, &expired, OUTCOME_EXPIRED);
         Poll::Ready(Ok(expired))
     }
 }
 
 /// The `504` for a budget that ran out while the handler worked.
-fn expired_response<E: OnBudgetEvent>(
+fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
     budget: Budget,
     ledger: Option<&Ledger>,
     on_event: &E,
-) -> Response<Body> {
+) -> Response<B> {
     tracing::debug!(
         budget_ms = u64::try_from(budget.original().as_millis()).unwrap_or(u64::MAX),
         "budget expired in the handler"
@@ -181,8 +195,9 @@ fn expired_response<E: OnBudgetEvent>(
         ),
     )
     .with_remaining(std::time::Duration::ZERO);
-    match ledger {
-        Some(ledger) => problem_response(&problem, ledger),
-        None => problem_response(&problem, &Ledger::new()),
+    let mut res = problem_answer(&problem);
+    if let Some(ledger) = ledger {
+        append_server_timing(&mut res, ledger);
     }
+    res
 }

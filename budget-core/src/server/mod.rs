@@ -25,7 +25,10 @@
 //! 6. adds the `Server-Timing` ledger to every response, success or error.
 //!
 //! Budget problems become responses; the inner service's error type is kept
-//! and its errors pass through untouched.
+//! and its errors pass through untouched. So is its response body type: the
+//! layer writes its own answers in it ([`ProblemBody`]) rather than
+//! re-boxing every response, so it wraps a plain hyper service as it wraps
+//! an axum router.
 //!
 //! # Example
 //!
@@ -67,6 +70,7 @@
 //! cannot finish by then". The two compose: a fixed timeout outside the
 //! budget layer is a last-resort guard.
 
+mod body;
 mod config;
 mod event;
 mod extract;
@@ -78,6 +82,7 @@ mod layer;
 mod response;
 mod service;
 
+pub use body::ProblemBody;
 pub use config::ServerConfig;
 pub use event::{BudgetEvent, OnBudgetEvent};
 pub use extract::{MissingBudgetLayer, request_context};

@@ -1,17 +1,17 @@
 use axum::body::Body;
+use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
 use crate::ledger::Ledger;
 use crate::problem::{self, Problem};
-use crate::server::SERVER_TIMING;
+use crate::server::{ProblemBody, SERVER_TIMING};
 
 /// A problem+json response carrying `ledger` as `Server-Timing`, and
 /// `Retry-After` (whole seconds, rounded up) when the problem says when to
-/// retry.
-///
-/// Used by the budget layer for its own answers, and by handlers that pass
-/// a dependency's problem up.
+/// retry: for an answer made outside the budget layer with a ledger of its
+/// own. Inside the layer a handler returns the [`Problem`] itself (it is
+/// `IntoResponse`) and the layer adds the request's ledger.
 ///
 /// # Example
 ///
@@ -29,8 +29,18 @@ use crate::server::SERVER_TIMING;
 /// assert_eq!(res.headers()["content-type"], "application/problem+json");
 /// ```
 pub fn problem_response(problem: &Problem, ledger: &Ledger) -> Response<Body> {
+    let mut res = problem_answer(problem);
+    append_server_timing(&mut res, ledger);
+    res
+}
+
+/// `problem` as a problem+json response in any body the layer can write
+/// ([`ProblemBody`]): status, `Content-Type` and `Retry-After` (whole
+/// seconds, rounded up) when the problem says when to retry. No
+/// `Server-Timing`: the budget layer, the one writer, adds it.
+pub(crate) fn problem_answer<B: ProblemBody>(problem: &Problem) -> Response<B> {
     let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut res = Response::new(Body::from(problem.to_json()));
+    let mut res = Response::new(B::from_problem(Bytes::from(problem.to_json())));
     *res.status_mut() = status;
     let headers = res.headers_mut();
     headers.insert(
@@ -40,8 +50,26 @@ pub fn problem_response(problem: &Problem, ledger: &Ledger) -> Response<Body> {
     if let Some(secs) = problem.retry_after_secs() {
         headers.insert(RETRY_AFTER, HeaderValue::from(secs));
     }
-    append_server_timing(&mut res, ledger);
     res
+}
+
+/// A handler's answer with a problem: problem+json with its status and
+/// `Retry-After`. Inside the budget layer the response gets the request's
+/// ledger as `Server-Timing` from the layer; nothing here makes one up.
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use budget_core::problem::{Problem, ProblemKind};
+///
+/// let res = Problem::new(ProblemKind::Expired, "out of time").into_response();
+/// assert_eq!(res.status(), 504);
+/// assert_eq!(res.headers()["content-type"], "application/problem+json");
+/// assert!(!res.headers().contains_key("server-timing"));
+/// ```
+impl axum::response::IntoResponse for Problem {
+    fn into_response(self) -> axum::response::Response {
+        problem_answer(&self)
+    }
 }
 
 /// Appends the ledger as a `Server-Timing` header (kept next to any the

@@ -1,7 +1,6 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use tokio::time::Instant;
@@ -15,7 +14,8 @@ use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
 use crate::server::ingress::Scanned;
 use crate::server::layer::Settings;
-use crate::server::{BudgetEvent, OnBudgetEvent, problem_response};
+use crate::server::response::{append_server_timing, problem_answer};
+use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
 use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 
@@ -98,10 +98,9 @@ impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for BudgetService<S, E>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     E: OnBudgetEvent,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<axum::BoxError>,
+    ResBody: ProblemBody,
 {
-    type Response = Response<Body>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, E>;
 
@@ -132,7 +131,8 @@ where
                 let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
                     .with_header(invalid.header().as_str());
                 return ResponseFuture::ready(
-                    problem_response(&problem, &ledger),
+                    answer(&problem, &ledger),
+                    &ledger,
                     span,
                     OUTCOME_MALFORMED,
                 );
@@ -158,7 +158,7 @@ where
             )
             .with_remaining(below.remaining())
             .with_floor(below.floor());
-            return ResponseFuture::ready(problem_response(&problem, &ledger), span, OUTCOME_SHED);
+            return ResponseFuture::ready(answer(&problem, &ledger), &ledger, span, OUTCOME_SHED);
         }
 
         let criticality = Criticality::from_header(scanned.criticality);
@@ -180,7 +180,8 @@ where
                     )
                     .with_retry_after(self.settings.overload_retry_after);
                     return ResponseFuture::ready(
-                        problem_response(&problem, &ledger),
+                        answer(&problem, &ledger),
+                        &ledger,
                         span,
                         OUTCOME_OVERLOADED,
                     );
@@ -202,4 +203,13 @@ where
         let fut = span.in_scope(|| inner.call(req));
         ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard)
     }
+}
+
+/// The layer's own answer to a request it does not pass on: `problem`
+/// with the request's `ledger`, its body made later in the inner service's
+/// body type.
+fn answer(problem: &Problem, ledger: &Ledger) -> Response<Bytes> {
+    let mut res = problem_answer(problem);
+    append_server_timing(&mut res, ledger);
+    res
 }

@@ -134,13 +134,18 @@ pub(crate) fn record_ingress(span: &Span, budget: Duration) {
 }
 
 /// The answer: status, `error.type` for a 5xx, the budget's outcome and
-/// the ledger (the `Server-Timing` value the layer appended last).
+/// the ledger (rendered as the layer writes it into `Server-Timing`, from
+/// the ledger itself: the span does not read the response back).
 #[cfg(feature = "server")]
-pub(crate) fn record_response<B>(span: &Span, res: &http::Response<B>, outcome: &'static str) {
+pub(crate) fn record_response(
+    span: &Span,
+    status: http::StatusCode,
+    ledger: &crate::ledger::Ledger,
+    outcome: &'static str,
+) {
     if span.is_disabled() {
         return;
     }
-    let status = res.status();
     span.record(HTTP_RESPONSE_STATUS_CODE, i64::from(status.as_u16()));
     if status.is_server_error() {
         span.record(ERROR_TYPE, status.as_str());
@@ -155,13 +160,8 @@ pub(crate) fn record_response<B>(span: &Span, res: &http::Response<B>, outcome: 
         (outcome, _) => outcome,
     };
     span.record(BUDGET_OUTCOME, outcome);
-    let ledger = res
-        .headers()
-        .get_all(crate::server::SERVER_TIMING)
-        .iter()
-        .next_back();
-    if let Some(Ok(ledger)) = ledger.map(http::HeaderValue::to_str) {
-        span.record(BUDGET_LEDGER, ledger);
+    if !ledger.is_empty() {
+        span.record(BUDGET_LEDGER, ledger.server_timing());
     }
 }
 

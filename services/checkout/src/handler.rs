@@ -10,7 +10,6 @@ use budget_core::client::{BudgetClient, CallError, RequestBuilder};
 use budget_core::ledger::{Entry, Ledger};
 use budget_core::problem::Problem;
 use budget_core::retry::IDEMPOTENCY_KEY;
-use budget_core::server::problem_response;
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Method};
@@ -47,7 +46,7 @@ pub(crate) async fn checkout(
     let res = match run(&app, &call, &method, &headers, body).await {
         Ok(answer) => Json(answer).into_response(),
         // No header here: the budget layer, or `finish`, adds the ledger.
-        Err(problem) => problem_response(&problem, &Ledger::new()),
+        Err(problem) => problem.into_response(),
     };
     ledger.finish(res)
 }

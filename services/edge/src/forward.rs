@@ -3,11 +3,11 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use budget_core::client::{BudgetClient, BudgetResponse};
 use budget_core::ledger::Ledger;
 use budget_core::retry::IDEMPOTENCY_KEY;
-use budget_core::server::{SERVER_TIMING, problem_response};
+use budget_core::server::SERVER_TIMING;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Uri};
 use service_kit::{BodyBytes, RequestLedger};
@@ -48,7 +48,7 @@ pub(crate) async fn forward(
             // answer within it or not at all; 503 for an open circuit.
             tracing::warn!(error = %service_kit::error_chain(&e), "checkout failed");
             // No header here: the budget layer, or `finish`, adds the ledger.
-            problem_response(&e.problem(), &Ledger::new())
+            e.problem().into_response()
         }
     };
     ledger.finish(res)

@@ -22,9 +22,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::response::{IntoResponse, Response};
-use budget_core::ledger::Ledger;
 use budget_core::problem::{Problem, ProblemKind};
-use budget_core::server::problem_response;
 use http::{Method, StatusCode, Uri};
 
 /// The request body, read whole (up to axum's body limit, 2 MiB unless a
@@ -86,5 +84,5 @@ pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 /// A refusal before the handler: no ledger of its own (the budget layer,
 /// where there is one, adds its ledger to the response).
 fn refusal(problem: Problem) -> Response {
-    problem_response(&problem, &Ledger::new()).into_response()
+    problem.into_response()
 }

@@ -1,0 +1,99 @@
+//! [`ProblemBody`]: the response bodies the budget layer can make its own
+//! answers with, so that it keeps the inner service's body type.
+
+use bytes::Bytes;
+
+/// A response body type the budget layer can write its own answers in
+/// (the problem+json of a refusal or an expired budget).
+///
+/// [`BudgetService`](crate::server::BudgetService) answers with the inner
+/// service's own body type, as tower-http's `TimeoutLayer` does (it asks
+/// `Default` of the body, for an empty one): a response the handler made
+/// passes through without being re-boxed, so the layer wraps an axum
+/// router, a plain hyper service or a tonic server alike. Implemented for
+/// axum's `Body`, http-body-util's `Full<Bytes>` and its boxed bodies,
+/// and `String`; a service with a body of its own implements it too.
+///
+/// # Example
+///
+/// ```
+/// use budget_core::server::ProblemBody;
+/// use bytes::Bytes;
+/// use http_body_util::{BodyExt, Full};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let body = <Full<Bytes> as ProblemBody>::from_problem(Bytes::from_static(b"{}"));
+/// assert_eq!(body.collect().await.unwrap().to_bytes(), "{}");
+/// # }
+/// ```
+pub trait ProblemBody {
+    /// A body of exactly `json` (a problem+json document, UTF-8).
+    fn from_problem(json: Bytes) -> Self;
+}
+
+impl ProblemBody for axum::body::Body {
+    fn from_problem(json: Bytes) -> Self {
+        Self::from(json)
+    }
+}
+
+impl ProblemBody for http_body_util::Full<Bytes> {
+    fn from_problem(json: Bytes) -> Self {
+        Self::new(json)
+    }
+}
+
+impl<E: 'static> ProblemBody for http_body_util::combinators::BoxBody<Bytes, E> {
+    fn from_problem(json: Bytes) -> Self {
+        use http_body_util::BodyExt;
+        http_body_util::Full::new(json)
+            .map_err(|never| match never {})
+            .boxed()
+    }
+}
+
+impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
+    fn from_problem(json: Bytes) -> Self {
+        use http_body_util::BodyExt;
+        http_body_util::Full::new(json)
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    }
+}
+
+impl ProblemBody for Bytes {
+    fn from_problem(json: Bytes) -> Self {
+        json
+    }
+}
+
+impl ProblemBody for String {
+    fn from_problem(json: Bytes) -> Self {
+        // The layer's problems are serde_json's output: UTF-8.
+        String::from_utf8_lossy(&json).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn every_body_carries_the_problem_unchanged() {
+        let json = Bytes::from_static(br#"{"status":504}"#);
+        let axum = axum::body::Body::from_problem(json.clone());
+        assert_eq!(axum.collect().await.unwrap().to_bytes(), json);
+        let boxed = http_body_util::combinators::BoxBody::<Bytes, std::io::Error>::from_problem(
+            json.clone(),
+        );
+        assert_eq!(boxed.collect().await.unwrap().to_bytes(), json);
+        let unsync =
+            http_body_util::combinators::UnsyncBoxBody::<Bytes, std::io::Error>::from_problem(
+                json.clone(),
+            );
+        assert_eq!(unsync.collect().await.unwrap().to_bytes(), json);
+        assert_eq!(String::from_problem(json.clone()).as_bytes(), &json[..]);
+    }
+}
