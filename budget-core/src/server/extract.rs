@@ -110,14 +110,28 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Budget {
     }
 }
 
-/// Extracts the request's [`Ledger`], to record the handler's own steps.
+/// The request's ledger: its context's, or else the one a
+/// [`LedgerLayer`](crate::server::LedgerLayer) gave it (a service with its
+/// budget off). `None` outside both layers.
+///
+/// ```
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// assert!(budget_core::server::request_ledger(&parts).is_none());
+/// ```
+pub fn request_ledger(parts: &Parts) -> Option<Ledger> {
+    request_context(parts)
+        .map(|cx| cx.ledger().clone())
+        .or_else(|| parts.extensions.get::<Ledger>().cloned())
+}
+
+/// Extracts the request's [`Ledger`], to record the handler's own steps
+/// (from [`BudgetLayer`](crate::server::BudgetLayer) or
+/// [`LedgerLayer`](crate::server::LedgerLayer)).
 impl<S: Send + Sync> FromRequestParts<S> for Ledger {
     type Rejection = MissingBudgetLayer;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        request_context(parts)
-            .map(|cx| cx.ledger().clone())
-            .ok_or(MissingBudgetLayer)
+        request_ledger(parts).ok_or(MissingBudgetLayer)
     }
 }
 

@@ -79,15 +79,17 @@ pub(crate) mod header_cache;
 mod in_flight;
 mod ingress;
 mod layer;
+mod ledger_layer;
 mod response;
 mod service;
 
 pub use body::ProblemBody;
 pub use config::ServerConfig;
 pub use event::{BudgetEvent, OnBudgetEvent};
-pub use extract::{MissingBudgetLayer, request_context};
+pub use extract::{MissingBudgetLayer, request_context, request_ledger};
 pub use future::ResponseFuture;
 pub use layer::BudgetLayer;
+pub use ledger_layer::{LedgerFuture, LedgerLayer, LedgerService};
 pub use response::problem_response;
 pub use service::BudgetService;
 

@@ -41,7 +41,7 @@ use budget_core::Floor;
 use budget_core::client::{BudgetClient, DependencyConfig, Mode, OnUnavailable};
 use budget_core::config::ConfigError;
 use budget_core::retry::{RetryBudgetConfig, RetryConfig};
-use budget_core::server::BudgetLayer;
+use service_kit::RequestLayer;
 use service_kit::{ServiceConfig, ServiceSettings, overlay};
 
 /// The default listen address: loopback, port 8081.
@@ -172,11 +172,11 @@ service_kit::client_settings! {
     }
 }
 
-/// A validated [`CheckoutConfig`]: the budget layer (none with
-/// `budget_mode = off`) and the three clients.
+/// A validated [`CheckoutConfig`]: the layer in front of the route (the
+/// ledger layer alone with `budget_mode = off`) and the three clients.
 #[derive(Debug)]
 pub(crate) struct Built {
-    pub(crate) layer: Option<BudgetLayer>,
+    pub(crate) layer: RequestLayer,
     pub(crate) inventory: BudgetClient,
     pub(crate) pricing: BudgetClient,
     pub(crate) recommendations: BudgetClient,
@@ -210,7 +210,7 @@ impl CheckoutConfig {
     }
 
     pub(crate) fn build(&self) -> Result<Built, ConfigError> {
-        let layer = self.settings().budget_layer()?;
+        let layer = self.settings().request_layer()?;
         if self.recommendations.floor.is_some() {
             return Err(ConfigError::new(
                 "recommendations.floor",
@@ -360,7 +360,7 @@ mod tests {
         assert!(config.listen.ip().is_loopback());
         assert!(config.validate().is_ok());
         config.budget_mode = BudgetMode::Off;
-        assert!(config.build().unwrap().layer.is_none());
+        assert!(!config.build().unwrap().layer.is_budget());
     }
 
     #[test]

@@ -43,12 +43,11 @@ pub(crate) async fn checkout(
         request_id: headers.get(X_REQUEST_ID).cloned(),
         ledger: ledger.ledger().clone(),
     };
-    let res = match run(&app, &call, &method, &headers, body).await {
+    // No header here: the layer in front (budget or ledger) adds the ledger.
+    match run(&app, &call, &method, &headers, body).await {
         Ok(answer) => Json(answer).into_response(),
-        // No header here: the budget layer, or `finish`, adds the ledger.
         Err(problem) => problem.into_response(),
-    };
-    ledger.finish(res)
+    }
 }
 
 /// What every outbound call of one request carries.

@@ -34,7 +34,7 @@ use std::time::Duration;
 use budget_core::client::{BudgetClient, DependencyConfig, Mode};
 use budget_core::config::ConfigError;
 use budget_core::retry::RetryConfig;
-use budget_core::server::BudgetLayer;
+use service_kit::RequestLayer;
 use service_kit::{DEFAULT_DEPENDENCY_FLOOR, ServiceConfig, ServiceSettings};
 
 /// The default listen address: loopback, port 8080.
@@ -108,7 +108,7 @@ pub use service_kit::ClientSettings as CheckoutClientSettings;
 /// A validated [`EdgeConfig`].
 #[derive(Debug)]
 pub(crate) struct Built {
-    pub(crate) layer: Option<BudgetLayer>,
+    pub(crate) layer: RequestLayer,
     pub(crate) checkout: BudgetClient,
 }
 
@@ -141,7 +141,7 @@ impl EdgeConfig {
     }
 
     pub(crate) fn build(&self) -> Result<Built, ConfigError> {
-        let layer = self.settings().budget_layer()?;
+        let layer = self.settings().request_layer()?;
         let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
         c.retry = RetryConfig {
             max_attempts: 1,
@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(config.default_budget, Duration::from_secs(2));
         assert_eq!(config.max_budget, Duration::from_secs(10));
         let built = config.build().unwrap();
-        assert!(built.layer.is_some());
+        assert!(built.layer.is_budget());
         assert_eq!(built.checkout.mode(), Mode::Budget);
         let off = EdgeConfig {
             budget_mode: BudgetMode::Off,
@@ -223,7 +223,7 @@ mod tests {
         }
         .build()
         .unwrap();
-        assert!(off.layer.is_none());
+        assert!(!off.layer.is_budget());
         assert_eq!(off.checkout.mode(), Mode::Fixed);
     }
 

@@ -41,17 +41,16 @@ pub(crate) async fn forward(
     if !body.is_empty() {
         req = req.body(body);
     }
-    let res = match req.send().await {
+    // No header here: the layer in front (budget or ledger) adds the ledger.
+    match req.send().await {
         Ok(answer) => pass_up(&answer, ledger.ledger()),
         Err(e) => {
             // 504 when checkout could not be called in budget, did not
             // answer within it or not at all; 503 for an open circuit.
             tracing::warn!(error = %service_kit::error_chain(&e), "checkout failed");
-            // No header here: the budget layer, or `finish`, adds the ledger.
             e.problem().into_response()
         }
-    };
-    ledger.finish(res)
+    }
 }
 
 /// Checkout's answer as edge's: its status, body, `Content-Type` and

@@ -125,7 +125,7 @@ impl ServiceFlags {
     /// # }
     /// # impl DemoConfig {
     /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> {
-    /// #         service_kit::ServiceConfig::settings(self).budget_layer().map(drop)
+    /// #         service_kit::ServiceConfig::settings(self).request_layer().map(drop)
     /// #     }
     /// # }
     ///

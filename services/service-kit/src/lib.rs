@@ -44,6 +44,7 @@ mod http_limits;
 mod mode;
 mod overlay;
 mod refusals;
+mod request_layer;
 mod request_ledger;
 mod router;
 mod run;
@@ -71,6 +72,7 @@ pub use http_limits::{
 pub use mode::BudgetMode;
 pub use overlay::overlay;
 pub use refusals::BodyBytes;
+pub use request_layer::RequestLayer;
 pub use request_ledger::RequestLedger;
 pub use router::{X_REQUEST_ID, install_metrics, router};
 pub use run::{

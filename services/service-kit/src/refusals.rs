@@ -11,7 +11,8 @@
 //! use http_body_util::BodyExt;
 //! use tower::ServiceExt;
 //!
-//! let app = service_kit::router("/work", post(|service_kit::BodyBytes(b)| async move { b }), None);
+//! let layer = service_kit::RequestLayer::Ledger(Default::default());
+//! let app = service_kit::router("/work", post(|service_kit::BodyBytes(b)| async move { b }), layer);
 //! let res = app.oneshot(http::Request::get("/nowhere").body(axum::body::Body::empty()).unwrap()).await.unwrap();
 //! assert_eq!(res.status(), 404);
 //! assert_eq!(res.headers()["content-type"], "application/problem+json");

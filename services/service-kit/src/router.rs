@@ -1,7 +1,7 @@
+use crate::RequestLayer;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::{MethodRouter, get};
-use budget_core::server::BudgetLayer;
 use http::{HeaderName, Request};
 use tower::ServiceBuilder;
 use tower_http::LatencyUnit;
@@ -34,11 +34,10 @@ pub fn install_metrics() {
 }
 
 /// The routes of an HTTP service of the chain, with every layer: `route` at
-/// `path`, behind the budget layer when there is one (none with
-/// `budget_mode = off`); `GET /healthz` answering `200 ok` and `GET
-/// /metrics` (Prometheus text, the process-wide recorder of
-/// [`budget_core::telemetry::prometheus_router`]), both outside the budget
-/// layer; a `404` problem for any other path and a `405` problem (with
+/// `path`, behind `layer` (the budget layer, or with `budget_mode = off`
+/// the ledger layer: [`RequestLayer`]); `GET /healthz` answering `200 ok`
+/// and `GET /metrics` (Prometheus text, the process-wide recorder of
+/// [`budget_core::telemetry::prometheus_router`]), both outside it; a `404` problem for any other path and a `405` problem (with
 /// `Allow`) for a method a route does not take ([`BodyBytes`](crate::BodyBytes)
 /// gives the same for bodies); every answer timed in
 /// `http_server_request_duration_seconds` (route, method, status); and
@@ -51,14 +50,15 @@ pub fn install_metrics() {
 /// use budget_core::server::ServerConfig;
 ///
 /// let layer = ServerConfig::default().layer().unwrap();
-/// let app = service_kit::router("/checkout", get(|| async { "{}" }), Some(layer));
+/// let app = service_kit::router("/checkout", get(|| async { "{}" }), layer.into());
 /// # let _: axum::Router = app;
 /// ```
-pub fn router(path: &str, route: MethodRouter, budget_layer: Option<BudgetLayer>) -> Router {
+pub fn router(path: &str, route: MethodRouter, layer: RequestLayer) -> Router {
     let mut routes = Router::new().route(path, route);
-    if let Some(layer) = budget_layer {
-        routes = routes.layer(layer);
-    }
+    routes = match layer {
+        RequestLayer::Budget(layer) => routes.layer(layer),
+        RequestLayer::Ledger(layer) => routes.layer(layer),
+    };
     routes = routes.route("/healthz", get(|| async { "ok" }));
     // Prometheus metrics, outside the budget layer: a scrape has no budget.
     match budget_core::telemetry::prometheus_router() {
@@ -132,7 +132,11 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_answers_and_a_request_id_is_made_up_and_echoed() {
-        let app = router("/work", get(|| async { "done" }), None);
+        let app = router(
+            "/work",
+            get(|| async { "done" }),
+            RequestLayer::Ledger(Default::default()),
+        );
         let res = app
             .clone()
             .oneshot(Request::get("/healthz").body(Body::empty()).unwrap())
@@ -157,7 +161,11 @@ mod tests {
     async fn unknown_routes_and_methods_are_problems() {
         use http_body_util::BodyExt;
 
-        let app = router("/work", get(|| async { "done" }), None);
+        let app = router(
+            "/work",
+            get(|| async { "done" }),
+            RequestLayer::Ledger(Default::default()),
+        );
         for (method, path, status, allow) in [
             ("GET", "/nowhere", 404, None),
             ("DELETE", "/work", 405, Some("GET,HEAD")),
@@ -190,7 +198,7 @@ mod tests {
         use http_body_util::BodyExt;
 
         let layer = ServerConfig::default().layer().unwrap();
-        let app = router("/work", get(|| async { "done" }), Some(layer));
+        let app = router("/work", get(|| async { "done" }), layer.into());
         // A malformed budget: the layer answers 400 and counts it.
         let res = app
             .clone()

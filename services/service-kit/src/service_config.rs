@@ -19,7 +19,7 @@ use crate::{ServiceSettings, StartError, load_toml, parse_toml};
 /// #     pub struct DemoConfig { ..service_kit::ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10)) }
 /// # }
 /// # impl DemoConfig {
-/// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().budget_layer().map(drop) }
+/// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().request_layer().map(drop) }
 /// # }
 /// let config = <DemoConfig as ServiceConfig>::from_toml("floor = \"20ms\"").unwrap();
 /// assert_eq!(config.settings().floor, Duration::from_millis(20));
@@ -35,7 +35,7 @@ pub trait ServiceConfig: Default + DeserializeOwned {
     /// #     pub struct DemoConfig { ..ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10)) }
     /// # }
     /// # impl DemoConfig {
-    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().budget_layer().map(drop) }
+    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().request_layer().map(drop) }
     /// # }
     /// assert_eq!(DemoConfig::default().settings().listen.port(), 8080);
     /// ```
@@ -51,7 +51,7 @@ pub trait ServiceConfig: Default + DeserializeOwned {
     /// #     pub struct DemoConfig { ..ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10)) }
     /// # }
     /// # impl DemoConfig {
-    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().budget_layer().map(drop) }
+    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().request_layer().map(drop) }
     /// # }
     /// let mut config = DemoConfig::default();
     /// let mut settings = config.settings();
@@ -75,7 +75,7 @@ pub trait ServiceConfig: Default + DeserializeOwned {
     /// #     pub struct DemoConfig { ..ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10)) }
     /// # }
     /// # impl DemoConfig {
-    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().budget_layer().map(drop) }
+    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().request_layer().map(drop) }
     /// # }
     /// let config = DemoConfig { max_budget: Duration::ZERO, ..DemoConfig::default() };
     /// assert_eq!(ServiceConfig::validate(&config).unwrap_err().field(), "max_budget");
@@ -97,7 +97,7 @@ pub trait ServiceConfig: Default + DeserializeOwned {
     /// #     pub struct DemoConfig { ..ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10)) }
     /// # }
     /// # impl DemoConfig {
-    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().budget_layer().map(drop) }
+    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().request_layer().map(drop) }
     /// # }
     /// let err = <DemoConfig as ServiceConfig>::from_toml("floor = \"soon\"").unwrap_err();
     /// assert!(service_kit::error_chain(&err).starts_with("invalid config file <inline>"));
@@ -123,7 +123,7 @@ pub trait ServiceConfig: Default + DeserializeOwned {
     /// #     pub struct DemoConfig { ..ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10)) }
     /// # }
     /// # impl DemoConfig {
-    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().budget_layer().map(drop) }
+    /// #     fn validate(&self) -> Result<(), budget_core::config::ConfigError> { self.settings().request_layer().map(drop) }
     /// # }
     /// let err = <DemoConfig as ServiceConfig>::load("/no/such/demo.toml".as_ref()).unwrap_err();
     /// assert!(matches!(err, service_kit::StartError::ConfigFile(_)));
@@ -172,7 +172,7 @@ pub trait ServiceConfig: Default + DeserializeOwned {
 /// impl DemoConfig {
 ///     /// Checks every value.
 ///     pub fn validate(&self) -> Result<(), ConfigError> {
-///         self.settings().budget_layer().map(drop)
+///         self.settings().request_layer().map(drop)
 ///     }
 /// }
 ///

@@ -2,9 +2,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use budget_core::config::ConfigError;
-use budget_core::server::{BudgetLayer, ServerConfig};
+use budget_core::server::{LedgerLayer, ServerConfig};
 
-use crate::{BudgetMode, HttpLimits};
+use crate::{BudgetMode, HttpLimits, RequestLayer};
 
 /// The default [`ServiceSettings::default_budget`]: 2 s.
 ///
@@ -41,11 +41,11 @@ pub const DEFAULT_FLOOR: Duration = Duration::from_millis(10);
 /// use service_kit::{BudgetMode, ServiceSettings};
 ///
 /// let mut settings = ServiceSettings::new("127.0.0.1:8081".parse().unwrap(), Duration::from_millis(5));
-/// assert!(settings.budget_layer().unwrap().is_some());
+/// assert!(settings.request_layer().unwrap().is_budget());
 /// settings.budget_mode = BudgetMode::Off;
-/// assert!(settings.budget_layer().unwrap().is_none());
+/// assert!(!settings.request_layer().unwrap().is_budget());
 /// settings.floor = Duration::from_secs(60);
-/// assert_eq!(settings.budget_layer().unwrap_err().field(), "floor");
+/// assert_eq!(settings.request_layer().unwrap_err().field(), "floor");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServiceSettings {
@@ -118,8 +118,10 @@ impl ServiceSettings {
         }
     }
 
-    /// The budget layer: validated in both modes (a bad value is an error
-    /// either way), `None` with `budget_mode = off`. Validates the
+    /// The layer in front of the service's route: the budget layer with
+    /// `budget_mode = on`, the ledger layer (the same `[ledger]` limits)
+    /// with `off`. The budget settings are validated in both modes (a bad
+    /// value is an error either way). Validates the
     /// [`http`](Self::http) limits too, so that a service's `validate`
     /// checks every shared field by calling this.
     ///
@@ -134,17 +136,21 @@ impl ServiceSettings {
     /// use std::time::Duration;
     /// let mut s = service_kit::ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10));
     /// s.max_budget = Duration::ZERO;
-    /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_budget");
+    /// assert_eq!(s.request_layer().unwrap_err().field(), "max_budget");
     /// s.max_budget = Duration::from_secs(10);
     /// s.max_in_flight = Some(0.into());
-    /// assert_eq!(s.budget_layer().unwrap_err().field(), "max_in_flight");
+    /// assert_eq!(s.request_layer().unwrap_err().field(), "max_in_flight");
     /// s.max_in_flight = None;
     /// s.http.max_connections = 0;
-    /// assert_eq!(s.budget_layer().unwrap_err().field(), "http.max_connections");
+    /// assert_eq!(s.request_layer().unwrap_err().field(), "http.max_connections");
     /// ```
-    pub fn budget_layer(&self) -> Result<Option<BudgetLayer>, ConfigError> {
+    pub fn request_layer(&self) -> Result<RequestLayer, ConfigError> {
         self.http.validate().map_err(|e| e.within("http"))?;
         let layer = self.server_config().layer()?;
-        Ok(self.budget_mode.is_on().then_some(layer))
+        Ok(if self.budget_mode.is_on() {
+            RequestLayer::Budget(layer)
+        } else {
+            RequestLayer::Ledger(LedgerLayer::new(self.ledger))
+        })
     }
 }

@@ -1,0 +1,168 @@
+//! [`LedgerLayer`]: a request ledger and its `Server-Timing` header without
+//! a budget, for a service running with its budget turned off.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::ledger::{Ledger, LedgerLimits};
+use crate::server::response::append_server_timing;
+
+/// Gives every request a [`Ledger`] (in its extensions, where the
+/// [`Ledger`] extractor finds it) and adds it to the response as
+/// `Server-Timing`, with no budget: what a service runs instead of
+/// [`BudgetLayer`](crate::server::BudgetLayer) when its budget is off, so
+/// that the side-by-side tables still see where the time went, and the
+/// header has one writer in both modes.
+///
+/// An empty ledger adds no header.
+///
+/// # Example
+///
+/// ```
+/// use axum::{Router, routing::get};
+/// use budget_core::ledger::{Entry, Ledger};
+/// use budget_core::server::LedgerLayer;
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let app = Router::new()
+///     .route("/", get(|ledger: Ledger| async move {
+///         ledger.record(Entry::skip("recommendations", "skipped: circuit open"));
+///         "ok"
+///     }))
+///     .layer(LedgerLayer::default());
+/// let res = app.oneshot(http::Request::new(axum::body::Body::empty())).await.unwrap();
+/// assert_eq!(res.headers()["server-timing"], "recommendations;desc=\"skipped: circuit open\"");
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LedgerLayer {
+    limits: LedgerLimits,
+}
+
+impl LedgerLayer {
+    /// A layer whose ledgers keep to `limits`.
+    ///
+    /// ```
+    /// # use budget_core::{ledger::LedgerLimits, server::LedgerLayer};
+    /// let layer = LedgerLayer::new(LedgerLimits { max_entries: 8, ..Default::default() });
+    /// # let _ = layer;
+    /// ```
+    pub fn new(limits: LedgerLimits) -> Self {
+        Self { limits }
+    }
+}
+
+impl<S> Layer<S> for LedgerLayer {
+    type Service = LedgerService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LedgerService {
+            inner,
+            limits: self.limits,
+        }
+    }
+}
+
+/// The service of [`LedgerLayer`].
+///
+/// ```
+/// # use budget_core::server::LedgerLayer;
+/// # use tower::Layer;
+/// let svc = LedgerLayer::default().layer(tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+/// }));
+/// # let _ = svc;
+/// ```
+#[derive(Clone, Debug)]
+pub struct LedgerService<S> {
+    inner: S,
+    limits: LedgerLimits,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for LedgerService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = LedgerFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let ledger = Ledger::with_limits(self.limits);
+        req.extensions_mut().insert(ledger.clone());
+        LedgerFuture {
+            inner: self.inner.call(req),
+            ledger,
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`LedgerService`]: the inner answer with the
+    /// ledger appended as `Server-Timing`.
+    pub struct LedgerFuture<F> {
+        #[pin]
+        inner: F,
+        ledger: Ledger,
+    }
+}
+
+impl<F, B, E> Future for LedgerFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        this.inner.poll(cx).map_ok(|mut res| {
+            append_server_timing(&mut res, this.ledger);
+            res
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+    use crate::ledger::Entry;
+
+    #[tokio::test]
+    async fn the_ledger_reaches_the_handler_and_comes_back_once_in_any_body() {
+        let svc = LedgerLayer::default().layer(service_fn(|req: Request<()>| async move {
+            let ledger = req.extensions().get::<Ledger>().expect("the layer's ledger").clone();
+            ledger.record(Entry::skip("pricing", "skipped: circuit open"));
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }));
+        let res = svc.oneshot(Request::new(())).await.unwrap();
+        let values: Vec<_> = res.headers().get_all("server-timing").iter().collect();
+        assert_eq!(values, ["pricing;desc=\"skipped: circuit open\""]);
+    }
+
+    #[tokio::test]
+    async fn an_empty_ledger_adds_no_header() {
+        let svc = LedgerLayer::default().layer(service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(()))
+        }));
+        let res = svc.oneshot(Request::new(())).await.unwrap();
+        assert!(!res.headers().contains_key("server-timing"));
+    }
+}
