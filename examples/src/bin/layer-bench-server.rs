@@ -9,6 +9,8 @@
 //! | 18084 | axum + `BudgetLayer`, the handler taking the `Budget` extractor |
 //! | 18085 | plain axum, the handler making one raw reqwest call to 18089 |
 //! | 18086 | axum + `BudgetLayer`, the handler making one `BudgetClient` call to 18089 |
+//! | 18087 | tower-http's `TimeoutLayer` around the whole `Router` (no per-route box) |
+//! | 18088 | `BudgetLayer` around the whole `Router` (no per-route box) |
 //! | 18089 | the backend of the two calling variants (plain axum) |
 //!
 //! One runtime thread, so the load generator gets the other core. Loopback
@@ -25,6 +27,7 @@ use budget_core::Budget;
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::server::ServerConfig;
 use http::StatusCode;
+use tower::make::Shared;
 
 async fn hello() -> &'static str {
     "hello"
@@ -82,6 +85,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }),
             )
             .layer(ServerConfig::default().layer()?);
+        // `Router::layer` wraps each route and boxes its future; a layer
+        // around the whole router (as `ServiceBuilder` users write it) does
+        // not.
+        let timeout_outer = tower::Layer::layer(
+            &tower_http::timeout::TimeoutLayer::with_status_code(
+                StatusCode::GATEWAY_TIMEOUT,
+                Duration::from_secs(2),
+            ),
+            Router::new().route("/", get(hello)),
+        );
+        let budget_outer = tower::Layer::layer(
+            &ServerConfig::default().layer()?,
+            Router::new().route("/", get(hello)),
+        );
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 18087)).await?;
+        println!("tower-http-timeout-outer on http://127.0.0.1:18087/");
+        tokio::spawn(async move { axum::serve(listener, Shared::new(timeout_outer)).await });
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 18088)).await?;
+        println!("budget-layer-outer on http://127.0.0.1:18088/");
+        tokio::spawn(async move { axum::serve(listener, Shared::new(budget_outer)).await });
         let backend = Router::new().route("/", get(hello));
         for (name, port, app) in [
             ("plain", 18081, plain),
