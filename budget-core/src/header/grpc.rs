@@ -84,8 +84,9 @@ pub fn parse_grpc_timeout(value: &[u8]) -> Result<Duration, InvalidReason> {
 
 /// Encodes `d` as a `grpc-timeout` value in the most precise unit whose
 /// count fits 8 digits (trying `n`, `u`, `m`, `S`, `M`, `H` in that order),
-/// rounded down so the callee never gets more time than we had. Longer than
-/// `99999999H` saturates there.
+/// the count rounded up, as grpc-go encodes it (the finest unit that fits
+/// loses less than one part in ten million, which the per-hop reserve
+/// covers). Longer than `99999999H` saturates there.
 ///
 /// # Example
 ///
@@ -96,6 +97,7 @@ pub fn parse_grpc_timeout(value: &[u8]) -> Result<Duration, InvalidReason> {
 /// // 1.5 s is 1 500 000 000 ns (10 digits): too many; 1 500 000 us fits.
 /// assert_eq!(encode_grpc_timeout(Duration::from_millis(1500)), "1500000u");
 /// assert_eq!(encode_grpc_timeout(Duration::from_nanos(99_999_999)), "99999999n");
+/// assert_eq!(encode_grpc_timeout(Duration::from_nanos(123_456_789)), "123457u");
 /// assert_eq!(encode_grpc_timeout(Duration::from_secs(100)), "100000m");
 /// assert_eq!(encode_grpc_timeout(Duration::from_secs(2 * 24 * 3600)), "172800S");
 /// assert_eq!(encode_grpc_timeout(Duration::MAX), "99999999H");
@@ -105,7 +107,7 @@ pub fn encode_grpc_timeout(d: Duration) -> HeaderValue {
     let (count, letter) = UNITS
         .iter()
         .find_map(|&(letter, unit)| {
-            let count = u64::try_from(nanos / unit.as_nanos()).ok()?;
+            let count = u64::try_from(nanos.div_ceil(unit.as_nanos())).ok()?;
             (count <= MAX_VALUE).then_some((count, letter))
         })
         .unwrap_or((MAX_VALUE, b'H'));
@@ -194,25 +196,54 @@ mod tests {
             (Duration::from_secs(100), "100000m"),
             (Duration::from_secs(3600), "3600000m"),
             (Duration::from_secs(100_000), "100000S"),
-            (Duration::from_secs(200_000_000), "3333333M"),
+            (Duration::from_secs(200_000_000), "3333334M"),
             (Duration::from_secs(5_999_999_940), "99999999M"),
-            (Duration::from_secs(6_000_000_000), "1666666H"),
+            (Duration::from_secs(6_000_000_000), "1666667H"),
         ];
         for (d, wire) in cases {
             assert_eq!(encode_grpc_timeout(d), wire, "{d:?}");
         }
     }
 
+    /// grpc-go's own vectors (`TestEncodeTimeout`,
+    /// internal/transport/http_util_test.go): the finest unit that fits
+    /// eight digits, the count rounded up.
     #[test]
-    fn encoding_rounds_down() {
-        assert_eq!(
-            encode_grpc_timeout(Duration::from_nanos(100_000_999)),
-            "100000u"
+    fn encoding_matches_grpc_go() {
+        let (ns, us, ms, s, m) = (
+            Duration::from_nanos,
+            Duration::from_micros,
+            Duration::from_millis,
+            Duration::from_secs,
+            |n: u64| Duration::from_secs(n * 60),
         );
-        assert_eq!(
-            encode_grpc_timeout(Duration::from_secs(200_000_059)),
-            "3333334M"
-        );
+        for (d, wire) in [
+            (ns(12_345_678), "12345678n"),
+            (ns(123_456_789), "123457u"),
+            (us(12_345_678), "12345678u"),
+            (us(123_456_789), "123457m"),
+            (ms(12_345_678), "12345678m"),
+            (ms(123_456_789), "123457S"),
+            (s(12_345_678), "12345678S"),
+            (s(123_456_789), "2057614M"),
+            (m(12_345_678), "12345678M"),
+            (m(123_456_789), "2057614H"),
+            (Duration::ZERO, "0n"),
+        ] {
+            assert_eq!(encode_grpc_timeout(d), wire, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn encoding_rounds_up_and_the_rounding_moves_to_a_coarser_unit_when_needed() {
+        assert_eq!(encode_grpc_timeout(ns(100_000_999)), "100001u");
+        assert_eq!(encode_grpc_timeout(Duration::from_secs(200_000_059)), "3333335M");
+        // 99 999 999.5 us rounds up to 100 000 000 us: nine digits, so ms.
+        assert_eq!(encode_grpc_timeout(ns(99_999_999_500)), "100000m");
+    }
+
+    fn ns(n: u64) -> Duration {
+        Duration::from_nanos(n)
     }
 
     #[test]

@@ -148,7 +148,11 @@ mod tests {
     #[tokio::test]
     async fn the_ledger_reaches_the_handler_and_comes_back_once_in_any_body() {
         let svc = LedgerLayer::default().layer(service_fn(|req: Request<()>| async move {
-            let ledger = req.extensions().get::<Ledger>().expect("the layer's ledger").clone();
+            let ledger = req
+                .extensions()
+                .get::<Ledger>()
+                .expect("the layer's ledger")
+                .clone();
             ledger.record(Entry::skip("pricing", "skipped: circuit open"));
             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
         }));
