@@ -46,6 +46,7 @@ pub mod config;
 pub mod context;
 pub mod fan_out;
 pub mod floor;
+pub mod grpc;
 pub mod header;
 pub mod ledger;
 pub mod problem;

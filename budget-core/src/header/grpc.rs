@@ -237,7 +237,10 @@ mod tests {
     #[test]
     fn encoding_rounds_up_and_the_rounding_moves_to_a_coarser_unit_when_needed() {
         assert_eq!(encode_grpc_timeout(ns(100_000_999)), "100001u");
-        assert_eq!(encode_grpc_timeout(Duration::from_secs(200_000_059)), "3333335M");
+        assert_eq!(
+            encode_grpc_timeout(Duration::from_secs(200_000_059)),
+            "3333335M"
+        );
         // 99 999 999.5 us rounds up to 100 000 000 us: nine digits, so ms.
         assert_eq!(encode_grpc_timeout(ns(99_999_999_500)), "100000m");
     }

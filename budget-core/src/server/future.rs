@@ -13,7 +13,8 @@ use crate::context::RequestContext;
 use crate::ledger::Ledger;
 use crate::problem::{Problem, ProblemKind};
 use crate::server::in_flight::InFlightGuard;
-use crate::server::response::{append_server_timing, problem_answer};
+use crate::server::response::append_server_timing;
+use crate::server::service::answer;
 use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
 use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK};
 use crate::telemetry::{meter, trace};
@@ -52,6 +53,8 @@ pin_project! {
             on_event: E,
             // The in-flight slot, held until this future is done or dropped.
             slot: Option<InFlightGuard>,
+            // A gRPC call: an expired budget is answered the gRPC way.
+            grpc: bool,
         },
     }
 }
@@ -80,6 +83,7 @@ impl<F, E> ResponseFuture<F, E> {
         on_event: E,
         span: tracing::Span,
         slot: Option<InFlightGuard>,
+        grpc: bool,
     ) -> Self
     where
         F: Future,
@@ -91,6 +95,7 @@ impl<F, E> ResponseFuture<F, E> {
                 timer: None,
                 on_event,
                 slot,
+                grpc,
             },
             span,
         }
@@ -120,6 +125,7 @@ where
                 timer,
                 on_event,
                 slot,
+                grpc,
             } => {
                 // The deadline is checked first: on a tie, it wins.
                 let passed = match timer.as_mut() {
@@ -157,7 +163,7 @@ where
                 }
                 let cx = inner.take_value();
                 let ledger = cx.as_ref().map(RequestContext::ledger);
-                let expired = expired_response::<B, E>(*budget, ledger, on_event);
+                let expired = expired_response::<B, E>(*budget, ledger, on_event, *grpc);
                 trace::record_response(
                     this.span,
                     expired.status(),
@@ -178,6 +184,7 @@ fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
     budget: Budget,
     ledger: Option<&Ledger>,
     on_event: &E,
+    grpc: bool,
 ) -> Response<B> {
     tracing::debug!(
         budget_ms = u64::try_from(budget.original().as_millis()).unwrap_or(u64::MAX),
@@ -195,9 +202,5 @@ fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
         ),
     )
     .with_remaining(std::time::Duration::ZERO);
-    let mut res = problem_answer(&problem);
-    if let Some(ledger) = ledger {
-        append_server_timing(&mut res, ledger);
-    }
-    res
+    answer(&problem, ledger.unwrap_or(&Ledger::new()), grpc).map(B::from_problem)
 }

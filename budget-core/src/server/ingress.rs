@@ -1,6 +1,7 @@
 //! [`Scanned`]: the request headers the budget layer reads besides the
 //! budget, picked up in the budget decoder's one pass over the map.
 
+use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue};
 
 use crate::admission::REQUEST_CRITICALITY;
@@ -11,6 +12,8 @@ use crate::context::{TRACEPARENT, TRACESTATE};
 /// time) once more per header and request.
 #[derive(Debug, Default)]
 pub(crate) struct Scanned<'a> {
+    /// The request is a gRPC call (its `content-type`).
+    pub(crate) grpc: bool,
     pub(crate) criticality: Option<&'a HeaderValue>,
     pub(crate) traceparent: Option<&'a HeaderValue>,
     pub(crate) tracestate: Option<&'a HeaderValue>,
@@ -20,6 +23,10 @@ impl<'a> Scanned<'a> {
     /// Notes `value` if `name` is one of the headers read, and the first of
     /// its name (as `HeaderMap::get` would answer).
     pub(crate) fn note(&mut self, name: &HeaderName, value: &'a HeaderValue) {
+        if *name == CONTENT_TYPE {
+            self.grpc = crate::grpc::is_grpc(value.as_bytes());
+            return;
+        }
         let slot = if *name == REQUEST_CRITICALITY {
             &mut self.criticality
         } else if *name == TRACEPARENT {
@@ -64,6 +71,17 @@ mod tests {
         assert_eq!(scanned.traceparent, headers.get(TRACEPARENT));
         assert_eq!(scanned.tracestate, headers.get(TRACESTATE));
         assert_eq!(scanned.tracestate.unwrap(), "a=1");
+    }
+
+    #[test]
+    fn a_grpc_content_type_marks_a_grpc_call() {
+        let mut scanned = Scanned::default();
+        let json = HeaderValue::from_static("application/json");
+        scanned.note(&CONTENT_TYPE, &json);
+        assert!(!scanned.grpc);
+        let grpc = HeaderValue::from_static("application/grpc+proto");
+        scanned.note(&CONTENT_TYPE, &grpc);
+        assert!(scanned.grpc);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
 use crate::server::ingress::Scanned;
 use crate::server::layer::Settings;
-use crate::server::response::{append_server_timing, problem_answer};
+use crate::server::response::{append_server_timing, grpc_answer, problem_answer};
 use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
 use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
@@ -131,7 +131,7 @@ where
                 let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
                     .with_header(invalid.header().as_str());
                 return ResponseFuture::ready(
-                    answer(&problem, &ledger),
+                    answer(&problem, &ledger, scanned.grpc),
                     &ledger,
                     span,
                     OUTCOME_MALFORMED,
@@ -158,7 +158,12 @@ where
             )
             .with_remaining(below.remaining())
             .with_floor(below.floor());
-            return ResponseFuture::ready(answer(&problem, &ledger), &ledger, span, OUTCOME_SHED);
+            return ResponseFuture::ready(
+                answer(&problem, &ledger, scanned.grpc),
+                &ledger,
+                span,
+                OUTCOME_SHED,
+            );
         }
 
         let criticality = Criticality::from_header(scanned.criticality);
@@ -180,7 +185,7 @@ where
                     )
                     .with_retry_after(self.settings.overload_retry_after);
                     return ResponseFuture::ready(
-                        answer(&problem, &ledger),
+                        answer(&problem, &ledger, scanned.grpc),
                         &ledger,
                         span,
                         OUTCOME_OVERLOADED,
@@ -200,16 +205,21 @@ where
         // The context is current where the work is, while the inner future
         // is polled (the module docs): lending it to `call` as well would
         // mean a clone, and with it a shared (allocated) ledger.
+        let grpc = scanned.grpc;
         let fut = span.in_scope(|| inner.call(req));
-        ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard)
+        ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard, grpc)
     }
 }
 
 /// The layer's own answer to a request it does not pass on: `problem`
-/// with the request's `ledger`, its body made later in the inner service's
-/// body type.
-fn answer(problem: &Problem, ledger: &Ledger) -> Response<Bytes> {
-    let mut res = problem_answer(problem);
+/// (the gRPC way for a gRPC call) with the request's `ledger`, its body
+/// made later in the inner service's body type.
+pub(crate) fn answer(problem: &Problem, ledger: &Ledger, grpc: bool) -> Response<Bytes> {
+    let mut res = if grpc {
+        grpc_answer(problem)
+    } else {
+        problem_answer(problem)
+    };
     append_server_timing(&mut res, ledger);
     res
 }

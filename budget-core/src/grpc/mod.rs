@@ -1,0 +1,16 @@
+//! gRPC: how a budget problem reads as a gRPC status ([`GrpcCode`],
+//! [`encode_message`]), for the budget layer's answers to gRPC requests.
+//!
+//! A request whose `content-type` is `application/grpc` (or `+proto`,
+//! `-web`, ...) is a gRPC call: what the layer refuses or cuts short it
+//! answers the gRPC way, as a trailers-only response (HTTP 200, one HEADERS
+//! frame that ends the stream) with `grpc-status` and a percent-encoded
+//! `grpc-message`, `grpc-retry-pushback-ms` where the problem says when to
+//! retry, and the ledger as `server-timing` in that same frame. The wire
+//! contract (docs) lists the statuses.
+
+mod status;
+
+pub use status::{
+    GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, encode_message, is_grpc,
+};

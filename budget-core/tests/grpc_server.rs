@@ -1,0 +1,226 @@
+//! The budget layer in front of a gRPC service, over real HTTP/2 on
+//! loopback: what it refuses or cuts short is answered the gRPC way
+//! (trailers-only, `grpc-status`), read by reqwest speaking HTTP/2 and by
+//! Python's `grpcio`, an outside gRPC client (issue 17, server side).
+//!
+//! The service is a hand-written unary echo (`/test.Echo/Echo` answers the
+//! message it got, `/test.Echo/Hang` never answers), so that the layer is
+//! tested around a plain hyper service with no generated code.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use budget_core::server::ServerConfig;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, Response};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tower::{Layer, service_fn};
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// A unary gRPC answer: the message, then `grpc-status: 0` in trailers.
+fn grpc_ok(message: Bytes) -> Response<Body> {
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let frames = [
+        Ok::<_, Infallible>(Frame::data(message)),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let mut res = Response::new(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync());
+    res.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/grpc"));
+    res
+}
+
+async fn echo(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    if req.uri().path() == "/test.Echo/Hang" {
+        std::future::pending::<()>().await;
+    }
+    let message = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    Ok(grpc_ok(message))
+}
+
+/// Serves the echo behind the budget layer (floor 100 ms) on a loopback
+/// port, HTTP/1 and HTTP/2 (prior knowledge) alike.
+async fn serve() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config: ServerConfig = toml::from_str("floor = \"100ms\"").unwrap();
+    let layer = config.layer().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let svc = TowerToHyperService::new(layer.layer(service_fn(echo)));
+            tokio::spawn(async move {
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+fn h2() -> reqwest::Client {
+    reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// A gRPC request of one empty message to `method` with `headers`.
+async fn call(
+    addr: std::net::SocketAddr,
+    method: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut req = h2()
+        .post(format!("http://{addr}/test.Echo/{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(vec![0u8, 0, 0, 0, 0]);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_malformed_grpc_timeout_is_invalid_argument_naming_the_header() {
+    let addr = serve().await;
+    let res = call(addr, "Echo", &[("grpc-timeout", "5X")]).await;
+    assert_eq!(res.status(), 200, "trailers-only answers are HTTP 200");
+    assert_eq!(res.headers()["grpc-status"], "3");
+    let message = res.headers()["grpc-message"].to_str().unwrap().to_owned();
+    assert!(message.contains("grpc-timeout"), "{message}");
+    assert!(res.headers().contains_key("server-timing"));
+    assert!(
+        res.bytes().await.unwrap().is_empty(),
+        "no body: trailers-only"
+    );
+}
+
+#[tokio::test]
+async fn below_the_floor_and_past_the_deadline_are_deadline_exceeded() {
+    let addr = serve().await;
+    let res = call(addr, "Echo", &[("grpc-timeout", "50m")]).await;
+    assert_eq!(res.headers()["grpc-status"], "4");
+    assert!(
+        res.headers()["server-timing"]
+            .to_str()
+            .unwrap()
+            .contains("budget")
+    );
+
+    let start = Instant::now();
+    let res = call(addr, "Hang", &[("grpc-timeout", "300m")]).await;
+    assert_eq!(res.headers()["grpc-status"], "4");
+    assert!(
+        start.elapsed() < Duration::from_millis(300 + 200),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_answered_call_passes_through_with_the_ledger() {
+    let addr = serve().await;
+    let res = call(addr, "Echo", &[("grpc-timeout", "2S")]).await;
+    assert_eq!(res.status(), 200);
+    assert!(
+        !res.headers().contains_key("grpc-status"),
+        "the status is in the trailers"
+    );
+    assert_eq!(
+        res.headers()["server-timing"],
+        "budget;dur=2000;desc=\"ingress\""
+    );
+    assert_eq!(&res.bytes().await.unwrap()[..], &[0, 0, 0, 0, 0]);
+}
+
+/// The same with grpcio, a real gRPC client from outside (installed by
+/// `.ci/run`); the calls carry raw bytes, so no generated code is needed.
+#[tokio::test]
+async fn grpcio_reads_the_layer_s_statuses() {
+    let addr = serve().await;
+    let script = format!(
+        r#"
+import time, grpc
+ch = grpc.insecure_channel("127.0.0.1:{port}")
+ident = lambda b: b
+echo = ch.unary_unary("/test.Echo/Echo", request_serializer=ident, response_deserializer=ident)
+hang = ch.unary_unary("/test.Echo/Hang", request_serializer=ident, response_deserializer=ident)
+assert echo(b"hi", timeout=2) == b"hi"
+try:
+    echo(b"hi", timeout=0.05)
+    raise SystemExit("below the floor was answered")
+except grpc.RpcError as e:
+    assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.code()
+    assert "floor" in e.details(), e.details()
+start = time.monotonic()
+try:
+    hang(b"hi", timeout=0.5)
+    raise SystemExit("the hanging call was answered")
+except grpc.RpcError as e:
+    took = time.monotonic() - start
+    assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.code()
+    assert took < 0.55, took
+print("ok")
+"#,
+        port = addr.port()
+    );
+    let out = tokio::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", grpcio_path())
+        .output()
+        .await
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Where Python finds `grpcio`: nowhere extra when the system has it, else
+/// a copy this test installs from PyPI into the target directory once (so
+/// that `cargo test` sets up what it needs on a fresh machine).
+fn grpcio_path() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-grpcio");
+    let has = |path: &std::path::Path| {
+        std::process::Command::new("python3")
+            .args(["-c", "import grpc"])
+            .env("PYTHONPATH", path)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has(&dir) {
+        return dir;
+    }
+    let out = std::process::Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&dir)
+        .arg("grpcio")
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success() && has(&dir),
+        "grpcio could not be installed from PyPI (python3 -m pip install grpcio): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
