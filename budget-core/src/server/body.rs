@@ -61,6 +61,16 @@ impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Byte
     }
 }
 
+/// tonic's body (feature `grpc`): the budget layer in front of a tonic
+/// server. The layer's gRPC answers are trailers-only, so their body is
+/// empty.
+#[cfg(feature = "grpc")]
+impl ProblemBody for tonic::body::Body {
+    fn from_problem(json: Bytes) -> Self {
+        tonic::body::Body::new(http_body_util::Full::new(json))
+    }
+}
+
 impl ProblemBody for Bytes {
     fn from_problem(json: Bytes) -> Self {
         json
