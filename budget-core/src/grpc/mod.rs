@@ -8,9 +8,16 @@
 //! `grpc-message`, `grpc-retry-pushback-ms` where the problem says when to
 //! retry, and the ledger as `server-timing` in that same frame. The wire
 //! contract (docs) lists the statuses.
+//!
+//! With the `grpc` feature, [`GrpcBudgetLayer`] makes a tonic client's
+//! channel spend the current request's budget.
 
+#[cfg(feature = "grpc")]
+mod client;
 mod status;
 
+#[cfg(feature = "grpc")]
+pub use client::{GrpcBudgetLayer, GrpcBudgetService};
 pub use status::{
     GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, encode_message, is_grpc,
 };

@@ -80,7 +80,7 @@ mod in_flight;
 mod ingress;
 mod layer;
 mod ledger_layer;
-mod response;
+pub(crate) mod response;
 mod service;
 
 pub use body::ProblemBody;

@@ -1,0 +1,175 @@
+//! `GrpcBudgetLayer` on a real tonic channel to a real tonic server (the
+//! budget layer in front of the echo of `grpc_support`): the budget of the
+//! request the call is made in travels as `grpc-timeout`, a call that
+//! cannot fit is not made, one that runs out is `DEADLINE_EXCEEDED` (not
+//! tonic's `Cancelled`), every attempt is in the ledger, and an idempotent
+//! call is retried on `UNAVAILABLE` after the server's pushback (issue 17,
+//! client side).
+
+mod grpc_support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use budget_core::Budget;
+use budget_core::context::RequestContext;
+use budget_core::grpc::GrpcBudgetLayer;
+use budget_core::ledger::{Entry, Ledger};
+use bytes::Bytes;
+use grpc_support::{Echo, Raw, serve_echo};
+use tokio::time::Instant;
+use tonic::Code;
+use tonic::transport::Channel;
+use tower::ServiceBuilder;
+
+/// One unary call of `method` through `layer`, made inside a request with
+/// `budget` (reserve 20 ms); the answer and the request's ledger.
+async fn call_in_budget(
+    addr: std::net::SocketAddr,
+    layer: GrpcBudgetLayer,
+    method: &'static str,
+    budget: Duration,
+) -> (Result<Bytes, tonic::Status>, Ledger) {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let channel = ServiceBuilder::new().layer(layer).service(channel);
+    let cx = RequestContext::new(Budget::new(budget)).with_reserve(Duration::from_millis(20));
+    let ledger = cx.ledger().clone();
+    let answer = cx
+        .scope(async move {
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.unwrap();
+            let path = http::uri::PathAndQuery::from_static(method);
+            grpc.unary(tonic::Request::new(Bytes::new()), path, Raw)
+                .await
+                .map(tonic::Response::into_inner)
+        })
+        .await;
+    (answer, ledger)
+}
+
+fn attempts(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .entries()
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Attempt { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_request_s_budget_less_the_reserve_is_the_callee_s() {
+    let addr = serve_echo(Echo::default()).await;
+    let (answer, ledger) = call_in_budget(
+        addr,
+        GrpcBudgetLayer::new("echo"),
+        "/test.Echo/Echo",
+        Duration::from_millis(800),
+    )
+    .await;
+    let seen: u128 = std::str::from_utf8(&answer.unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(seen <= 780 && seen > 500, "the callee's budget: {seen} ms");
+    assert_eq!(attempts(&ledger), ["200"]);
+}
+
+#[tokio::test]
+async fn a_call_below_the_floor_is_not_made() {
+    let echo = Echo::default();
+    let addr = serve_echo(echo.clone()).await;
+    let layer = GrpcBudgetLayer::new("echo").floor(Duration::from_millis(200));
+    let (answer, ledger) =
+        call_in_budget(addr, layer, "/test.Echo/Echo", Duration::from_millis(150)).await;
+    let status = answer.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert!(status.message().contains("was not called"), "{status:?}");
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0, "no I/O");
+    assert!(
+        matches!(&ledger.entries()[..], [Entry::Skip { reason, .. }] if reason.contains("< floor 200ms"))
+    );
+}
+
+#[tokio::test]
+async fn a_call_that_runs_out_is_deadline_exceeded_within_the_budget() {
+    let addr = serve_echo(Echo::default()).await;
+    let start = Instant::now();
+    let (answer, ledger) = call_in_budget(
+        addr,
+        GrpcBudgetLayer::new("echo"),
+        "/test.Echo/Hang",
+        Duration::from_millis(300),
+    )
+    .await;
+    let status = answer.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        start.elapsed() < Duration::from_millis(300 + 100),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(attempts(&ledger), ["timeout"]);
+}
+
+#[tokio::test]
+async fn an_idempotent_call_is_retried_after_the_pushback_and_others_are_not() {
+    let echo = Echo::default();
+    let addr = serve_echo(echo.clone()).await;
+    let layer = GrpcBudgetLayer::new("echo").idempotent(3);
+    let (answer, ledger) =
+        call_in_budget(addr, layer, "/test.Echo/Flaky", Duration::from_secs(1)).await;
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(attempts(&ledger), ["grpc-14", "200"]);
+    assert!(ledger.entries().iter().any(
+        |e| matches!(e, Entry::Wait { duration, .. } if *duration == Duration::from_millis(20))
+    ));
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 2);
+
+    let addr = serve_echo(Echo::default()).await;
+    let (answer, ledger) = call_in_budget(
+        addr,
+        GrpcBudgetLayer::new("echo"),
+        "/test.Echo/Flaky",
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(answer.unwrap_err().code(), Code::Unavailable);
+    assert_eq!(
+        attempts(&ledger),
+        ["grpc-14"],
+        "not idempotent: one attempt"
+    );
+}
+
+#[tokio::test]
+async fn outside_a_request_calls_pass_through() {
+    let addr = serve_echo(Echo::default()).await;
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let channel = ServiceBuilder::new()
+        .layer(GrpcBudgetLayer::new("echo"))
+        .service(channel);
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let answer = grpc
+        .unary(
+            tonic::Request::new(Bytes::new()),
+            http::uri::PathAndQuery::from_static("/test.Echo/Echo"),
+            Raw,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    // No budget came with the call: the server's default (2 s) applied.
+    let seen: u128 = std::str::from_utf8(&answer).unwrap().parse().unwrap();
+    assert!(seen > 1500, "{seen}");
+}
