@@ -7,6 +7,8 @@
 //! message it got, `/test.Echo/Hang` never answers), so that the layer is
 //! tested around a plain hyper service with no generated code.
 
+mod grpc_support;
+
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -184,7 +186,7 @@ print("ok")
     let out = tokio::process::Command::new("python3")
         .arg("-c")
         .arg(script)
-        .env("PYTHONPATH", grpcio_path())
+        .env("PYTHONPATH", grpc_support::grpcio_path())
         .output()
         .await
         .expect("python3 runs");
@@ -194,33 +196,4 @@ print("ok")
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Where Python finds `grpcio`: nowhere extra when the system has it, else
-/// a copy this test installs from PyPI into the target directory once (so
-/// that `cargo test` sets up what it needs on a fresh machine).
-fn grpcio_path() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-grpcio");
-    let has = |path: &std::path::Path| {
-        std::process::Command::new("python3")
-            .args(["-c", "import grpc"])
-            .env("PYTHONPATH", path)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if has(&dir) {
-        return dir;
-    }
-    let out = std::process::Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--target"])
-        .arg(&dir)
-        .arg("grpcio")
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success() && has(&dir),
-        "grpcio could not be installed from PyPI (python3 -m pip install grpcio): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
 }

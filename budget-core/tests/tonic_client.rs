@@ -16,7 +16,7 @@ use budget_core::context::RequestContext;
 use budget_core::grpc::GrpcBudgetLayer;
 use budget_core::ledger::{Entry, Ledger};
 use bytes::Bytes;
-use grpc_support::{Echo, Raw, serve_echo};
+use grpc_support::{Echo, Raw, serve_echo, serve_relay};
 use tokio::time::Instant;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -172,4 +172,45 @@ async fn outside_a_request_calls_pass_through() {
     // No budget came with the call: the server's default (2 s) applied.
     let seen: u128 = std::str::from_utf8(&answer).unwrap().parse().unwrap();
     assert!(seen > 1500, "{seen}");
+}
+
+/// grpcio, an outside client, calls the relay with `timeout=1.0`: the relay's
+/// handler has at most that budget, and the `grpc-timeout` the echo behind
+/// it receives is smaller again (by at least the relay's 20 ms reserve).
+#[tokio::test]
+async fn the_grpc_timeout_shrinks_hop_by_hop_from_an_outside_client() {
+    let echo = serve_echo(Echo::default()).await;
+    let relay = serve_relay(echo).await;
+    let script = format!(
+        r#"
+import grpc
+ch = grpc.insecure_channel("127.0.0.1:{port}")
+ident = lambda b: b
+call = ch.unary_unary("/test.Relay/Call", request_serializer=ident, response_deserializer=ident)
+print(call(b"", timeout=1.0).decode())
+"#,
+        port = relay.port()
+    );
+    let out = tokio::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", grpc_support::grpcio_path())
+        .output()
+        .await
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (own, sent) = stdout.trim().split_once(' ').expect("two fields");
+    let own: u64 = own.parse().unwrap();
+    let sent = budget_core::header::parse_grpc_timeout(sent.as_bytes()).expect("a grpc-timeout");
+    assert!(own <= 1000 && own > 700, "the relay's budget: {own} ms");
+    // `own` is whole milliseconds, truncated: one more covers it.
+    assert!(
+        sent + Duration::from_millis(20) <= Duration::from_millis(own + 1),
+        "the echo's {sent:?} is the relay's {own} ms less the reserve and what it spent"
+    );
 }

@@ -59,24 +59,87 @@ impl tower::Service<http::Request<Body>> for Echo {
                 headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("20"));
                 return Ok(res);
             }
+            if req.uri().path() == "/test.Echo/Timeout" {
+                let sent = req
+                    .headers()
+                    .get("grpc-timeout")
+                    .and_then(|v| v.to_str().ok());
+                return Ok(reply(sent.unwrap_or("none").to_owned()));
+            }
             let left = context::current_budget().map_or(0, |b| b.remaining().as_millis());
-            let text = Bytes::from(left.to_string());
-            let mut framed = bytes::BytesMut::new();
-            framed.put_u8(0);
-            framed.put_u32(u32::try_from(text.len()).unwrap());
-            framed.put_slice(&text);
-            let mut trailers = HeaderMap::new();
-            trailers.insert("grpc-status", HeaderValue::from_static("0"));
-            let frames = [
-                Ok::<_, Infallible>(Frame::data(framed.freeze())),
-                Ok(Frame::trailers(trailers)),
-            ];
-            let mut res = http::Response::new(Body::new(
-                StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync(),
-            ));
-            res.headers_mut()
-                .insert("content-type", HeaderValue::from_static("application/grpc"));
-            Ok(res)
+            Ok(reply(left.to_string()))
+        })
+    }
+}
+
+/// A unary gRPC answer of `text`: one framed message, then `grpc-status: 0`
+/// in the trailers.
+pub fn reply(text: String) -> http::Response<Body> {
+    let text = Bytes::from(text);
+    let mut framed = bytes::BytesMut::new();
+    framed.put_u8(0);
+    framed.put_u32(u32::try_from(text.len()).unwrap());
+    framed.put_slice(&text);
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let frames = [
+        Ok::<_, Infallible>(Frame::data(framed.freeze())),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let mut res = http::Response::new(Body::new(
+        StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync(),
+    ));
+    res.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/grpc"));
+    res
+}
+
+/// A middle hop: `/test.Relay/Call` asks the echo behind it, through
+/// `GrpcBudgetLayer`, for the `grpc-timeout` it received, and answers
+/// "{its own budget in ms} {that grpc-timeout}".
+#[derive(Clone)]
+pub struct Relay {
+    pub downstream: std::net::SocketAddr,
+}
+
+impl NamedService for Relay {
+    const NAME: &'static str = "test.Relay";
+}
+
+impl tower::Service<http::Request<Body>> for Relay {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: http::Request<Body>) -> Self::Future {
+        let downstream = self.downstream;
+        Box::pin(async move {
+            let own = context::current_budget().map_or(0, |b| b.remaining().as_millis());
+            let channel = Channel::from_shared(format!("http://{downstream}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let channel = tower::ServiceBuilder::new()
+                .layer(budget_core::grpc::GrpcBudgetLayer::new("echo"))
+                .service(channel);
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.unwrap();
+            let path = http::uri::PathAndQuery::from_static("/test.Echo/Timeout");
+            let sent = match grpc
+                .unary(tonic::Request::new(Bytes::new()), path, Raw)
+                .await
+            {
+                Ok(res) => String::from_utf8_lossy(&res.into_inner()).into_owned(),
+                Err(status) => format!("error:{:?}", status.code()),
+            };
+            Ok(reply(format!("{own} {sent}")))
         })
     }
 }
@@ -118,6 +181,23 @@ impl Decoder for Raw {
 /// The tonic server with the budget layer (floor 100 ms) on a loopback port.
 pub async fn serve() -> std::net::SocketAddr {
     serve_echo(Echo::default()).await
+}
+
+/// The relay in front of `downstream`, behind the budget layer (reserve
+/// 20 ms) on a loopback port.
+pub async fn serve_relay(downstream: std::net::SocketAddr) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config: ServerConfig = toml::from_str("reserve = \"20ms\"").unwrap();
+    let layer = config.layer().unwrap();
+    let incoming = tokio_stream_of(listener);
+    tokio::spawn(
+        Server::builder()
+            .layer(layer)
+            .add_service(Relay { downstream })
+            .serve_with_incoming(incoming),
+    );
+    addr
 }
 
 /// [`serve`] with `echo`, to count its calls.
@@ -172,4 +252,33 @@ pub async fn send(
     grpc.unary(req, path, Raw)
         .await
         .map(tonic::Response::into_inner)
+}
+
+/// Where Python finds `grpcio`: nowhere extra when the system has it, else
+/// a copy this test installs from PyPI into the target directory once (so
+/// that `cargo test` sets up what it needs on a fresh machine).
+pub fn grpcio_path() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-grpcio");
+    let has = |path: &std::path::Path| {
+        std::process::Command::new("python3")
+            .args(["-c", "import grpc"])
+            .env("PYTHONPATH", path)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has(&dir) {
+        return dir;
+    }
+    let out = std::process::Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&dir)
+        .arg("grpcio")
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success() && has(&dir),
+        "grpcio could not be installed from PyPI (python3 -m pip install grpcio): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
 }
