@@ -45,7 +45,10 @@ pub(crate) struct AppState {
 
 /// The main port's routes: admin, stats, health, and the work fallback.
 pub(crate) fn main_router(state: AppState) -> Router {
-    admin_routes().fallback(crate::work::work).with_state(state)
+    admin_routes()
+        .fallback(crate::work::work)
+        .with_state(state.clone())
+        .merge(crate::grpc::routes(state))
 }
 
 /// The admin listener's routes: admin, stats, health; nothing else.

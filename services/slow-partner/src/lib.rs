@@ -84,6 +84,7 @@
 mod app;
 mod config;
 mod error;
+mod grpc;
 mod handle;
 mod knobs;
 mod listener;
