@@ -38,10 +38,16 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use budget_core::Floor;
-use budget_core::client::{BudgetClient, DependencyConfig, Mode, OnUnavailable};
+use budget_core::client::{
+    BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, Mode, OnUnavailable,
+};
 use budget_core::config::ConfigError;
+use budget_core::floor::FloorConfig;
 use budget_core::retry::{RetryBudgetConfig, RetryConfig};
 use service_kit::RequestLayer;
+
+use crate::grpc_inventory::{self, GrpcInventory};
+use crate::handler::Inventory;
 use service_kit::{ServiceConfig, ServiceSettings, overlay};
 
 /// The default listen address: loopback, port 8081.
@@ -96,7 +102,7 @@ service_kit::service_config! {
     /// | `floor` | `--floor` | `10ms` (ingress: shed with `504` below it) |
     /// | `reserve` | `--reserve` | `5ms` (held back on every outbound call) |
     /// | `max_in_flight` | `--max-in-flight` | none (`N`: past `N` requests at once, `503` with `Retry-After: 1`) |
-    /// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` |
+    /// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` (`grpc://host:port/path?query`: over gRPC, the slow partner's `Partner/Call`) |
     /// | `pricing_url` | `--pricing-url` | `http://127.0.0.1:9000/pricing` |
     /// | `recommendations_url` | `--recommendations-url` | `http://127.0.0.1:9000/recommendations` |
     /// | `recommendations_floor` | `--recommendations-floor` | `1s` |
@@ -177,7 +183,7 @@ service_kit::client_settings! {
 #[derive(Debug)]
 pub(crate) struct Built {
     pub(crate) layer: RequestLayer,
-    pub(crate) inventory: BudgetClient,
+    pub(crate) inventory: Inventory,
     pub(crate) pricing: BudgetClient,
     pub(crate) recommendations: BudgetClient,
 }
@@ -217,9 +223,28 @@ impl CheckoutConfig {
                 "is set by recommendations_floor (--recommendations-floor)",
             ));
         }
+        let inventory = if grpc_inventory::is_grpc(&self.inventory_url) {
+            let floor = match self.inventory.floor {
+                Some(FloorConfig::Fixed(floor)) => floor.get(),
+                _ => grpc_inventory::GRPC_FLOOR,
+            };
+            let fixed = (!self.budget_mode.is_on()).then(|| {
+                self.inventory
+                    .fixed_timeout
+                    .unwrap_or(DEFAULT_FIXED_TIMEOUT)
+            });
+            Inventory::Grpc(Box::new(GrpcInventory::new(
+                &self.inventory_url,
+                floor,
+                Dep::Inventory.default_attempts(),
+                fixed,
+            )?))
+        } else {
+            Inventory::Http(self.client(Dep::Inventory)?)
+        };
         Ok(Built {
             layer,
-            inventory: self.client(Dep::Inventory)?,
+            inventory,
             pricing: self.client(Dep::Pricing)?,
             recommendations: self.client(Dep::Recommendations)?,
         })
@@ -366,7 +391,18 @@ mod tests {
     #[test]
     fn the_clients_get_each_dependency_s_role() {
         let built = CheckoutConfig::default().build().unwrap();
-        assert_eq!(built.inventory.name(), "inventory");
+        let Inventory::Http(inventory) = &built.inventory else {
+            panic!("an http:// inventory is called over HTTP");
+        };
+        assert_eq!(inventory.name(), "inventory");
+        let grpc = CheckoutConfig {
+            inventory_url: "grpc://127.0.0.1:9000/inventory".into(),
+            ..CheckoutConfig::default()
+        };
+        assert!(matches!(
+            grpc.build().unwrap().inventory,
+            Inventory::Grpc(_)
+        ));
         assert_eq!(built.pricing.mode(), Mode::Budget);
         assert!(built.pricing.retry_budget().is_some());
         let off = CheckoutConfig {

@@ -16,14 +16,22 @@ use http::{HeaderMap, HeaderValue, Method};
 use serde_json::Value;
 use service_kit::{BodyBytes, RequestLedger};
 
+use crate::grpc_inventory::GrpcInventory;
 use crate::{CheckoutAnswer, Degraded, X_REQUEST_ID};
 
 /// The three clients, shared by every request.
 #[derive(Debug)]
 pub(crate) struct App {
-    pub(crate) inventory: BudgetClient,
+    pub(crate) inventory: Inventory,
     pub(crate) pricing: BudgetClient,
     pub(crate) recommendations: BudgetClient,
+}
+
+/// Inventory's client: HTTP, or gRPC when its URL is `grpc://...`.
+#[derive(Debug)]
+pub(crate) enum Inventory {
+    Http(BudgetClient),
+    Grpc(Box<GrpcInventory>),
 }
 
 /// The route handler.
@@ -73,7 +81,10 @@ async fn run(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<CheckoutAnswer, Problem> {
-    let inventory = required(call.prepare(app.inventory.get(""))).await?;
+    let inventory = match &app.inventory {
+        Inventory::Http(client) => required(call.prepare(client.get(""))).await?,
+        Inventory::Grpc(client) => client.call(call.request_id.as_ref()).await?,
+    };
 
     let pricing = if method == Method::POST {
         // The inbound body and key go to pricing: without a key the POST is

@@ -68,6 +68,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod grpc_inventory;
 mod handler;
 
 use std::future::Future;

@@ -1,0 +1,172 @@
+//! Inventory over gRPC: when `inventory_url` is `grpc://host:port/path?query`,
+//! checkout calls the partner's `budget.partner.v1.Partner/Call` (the slow
+//! partner's gRPC face) through `GrpcBudgetLayer` instead of HTTP: the
+//! budget travels as `grpc-timeout`, the attempts go into the ledger, a
+//! failure becomes the same problems as over HTTP.
+//!
+//! The gRPC client has fixed floors only: the dependency's `floor` when it
+//! is a duration, else [`GRPC_FLOOR`] (the learned floor of the HTTP client
+//! is not there yet). With `budget_mode = off` no budget is sent and the
+//! call has the HTTP client's fixed timeout.
+
+use std::time::Duration;
+
+use budget_core::config::ConfigError;
+use budget_core::grpc::{GrpcBudgetLayer, GrpcBudgetService};
+use budget_core::problem::{Problem, ProblemKind};
+use http::{HeaderValue, Uri};
+use partner_grpc::CallRequest;
+use partner_grpc::partner_client::PartnerClient;
+use serde_json::Value;
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+
+/// The gRPC client's floor when the dependency's `floor` is not a fixed
+/// duration (it is `auto` by default).
+pub const GRPC_FLOOR: Duration = Duration::from_millis(10);
+
+/// The name of the dependency in the ledger and in problems.
+const INVENTORY: &str = "inventory";
+
+/// Inventory's gRPC client.
+#[derive(Debug)]
+pub(crate) struct GrpcInventory {
+    endpoint: Endpoint,
+    /// Made on the first call (a channel needs the runtime; the config is
+    /// validated without one).
+    client: std::sync::OnceLock<PartnerClient<GrpcBudgetService<Channel>>>,
+    floor: Duration,
+    attempts: u32,
+    path: String,
+    query: String,
+    /// `budget_mode = off`: the call's own timeout.
+    fixed_timeout: Option<Duration>,
+}
+
+/// True when `url` asks for gRPC.
+pub(crate) fn is_grpc(url: &str) -> bool {
+    url.starts_with("grpc://")
+}
+
+impl GrpcInventory {
+    /// The client of `url` (`grpc://host:port/path?query`), connecting on
+    /// first use.
+    pub(crate) fn new(
+        url: &str,
+        floor: Duration,
+        attempts: u32,
+        fixed_timeout: Option<Duration>,
+    ) -> Result<Self, ConfigError> {
+        let bad = |why: String| ConfigError::new("inventory_url", why);
+        let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?}: {e}")))?;
+        let authority = uri
+            .authority()
+            .ok_or_else(|| bad(format!("{url:?} names no host")))?;
+        let endpoint = Endpoint::from_shared(format!("http://{authority}"))
+            .map_err(|e| bad(format!("{url:?}: {e}")))?;
+        Ok(Self {
+            endpoint,
+            client: std::sync::OnceLock::new(),
+            floor,
+            attempts,
+            path: uri.path().to_owned(),
+            query: uri.query().unwrap_or_default().to_owned(),
+            fixed_timeout,
+        })
+    }
+
+    /// Inventory's JSON, or the problem to answer with.
+    pub(crate) async fn call(&self, request_id: Option<&HeaderValue>) -> Result<Value, Problem> {
+        let mut req = tonic::Request::new(CallRequest {
+            path: self.path.clone(),
+            query: self.query.clone(),
+        });
+        if let Some(id) = request_id.and_then(|id| id.to_str().ok())
+            && let Ok(id) = id.parse()
+        {
+            req.metadata_mut().insert("x-request-id", id);
+        }
+        if let Some(timeout) = self.fixed_timeout {
+            req.set_timeout(timeout);
+        }
+        let client = self.client.get_or_init(|| {
+            let channel = tower::ServiceBuilder::new()
+                .layer(
+                    GrpcBudgetLayer::new(INVENTORY)
+                        .floor(self.floor)
+                        .idempotent(self.attempts),
+                )
+                .service(self.endpoint.connect_lazy());
+            PartnerClient::new(channel)
+        });
+        let reply = client.clone().call(req).await.map_err(problem)?;
+        serde_json::from_str(&reply.into_inner().body).map_err(|e| {
+            Problem::new(
+                ProblemKind::DependencyFailed,
+                format!("inventory's answer is not JSON: {e}"),
+            )
+            .with_dependency(INVENTORY)
+        })
+    }
+}
+
+/// A failed call as the problem the HTTP client would give: out of budget
+/// for `DEADLINE_EXCEEDED`, the partner's wait passed up when
+/// `UNAVAILABLE` came with a pushback, unavailable without one, failed for
+/// anything else.
+fn problem(status: tonic::Status) -> Problem {
+    tracing::warn!(code = ?status.code(), message = status.message(), "inventory (gRPC) failed");
+    let pushback = status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let detail = format!("inventory: {:?}: {}", status.code(), status.message());
+    let problem = match (status.code(), pushback) {
+        (Code::DeadlineExceeded | Code::Cancelled, _) => {
+            Problem::new(ProblemKind::DependencyOutOfBudget, detail)
+        }
+        (Code::Unavailable, Some(ms)) => {
+            Problem::new(ProblemKind::Deferred { status: 503 }, detail)
+                .with_retry_after(Duration::from_millis(ms))
+        }
+        (Code::Unavailable, None) => Problem::new(ProblemKind::DependencyUnavailable, detail),
+        _ => Problem::new(ProblemKind::DependencyFailed, detail),
+    };
+    problem.with_dependency(INVENTORY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_id_key_is_checkout_s() {
+        assert_eq!(crate::X_REQUEST_ID.as_str(), "x-request-id");
+    }
+
+    #[test]
+    fn a_grpc_url_needs_a_host() {
+        assert!(is_grpc("grpc://127.0.0.1:9000/inventory"));
+        assert!(!is_grpc("http://127.0.0.1:9000/inventory"));
+        let err = GrpcInventory::new("grpc:///inventory", GRPC_FLOOR, 2, None).unwrap_err();
+        assert_eq!(err.field(), "inventory_url");
+    }
+
+    #[test]
+    fn statuses_become_the_http_client_s_problems() {
+        assert_eq!(problem(tonic::Status::deadline_exceeded("x")).status, 504);
+        assert_eq!(problem(tonic::Status::unavailable("x")).status, 504);
+        let mut waiting = tonic::Status::unavailable("busy");
+        waiting
+            .metadata_mut()
+            .insert("grpc-retry-pushback-ms", "1500".parse().unwrap());
+        let p = problem(waiting);
+        assert_eq!((p.status, p.retry_after_ms), (503, Some(1500)));
+        assert_eq!(problem(tonic::Status::internal("x")).status, 502);
+        assert_eq!(
+            problem(tonic::Status::internal("x")).dependency.as_deref(),
+            Some("inventory")
+        );
+    }
+}

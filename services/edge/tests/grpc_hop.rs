@@ -1,0 +1,93 @@
+//! A gRPC hop in the chain: client -> edge -> checkout, whose inventory is
+//! the slow partner's gRPC face (`inventory_url = grpc://...`), the others
+//! its HTTP paths. The budget crosses the gRPC hop as `grpc-timeout`, the
+//! hop's attempts are in the one ledger, and a slow gRPC inventory is the
+//! same 504 as a slow HTTP one (issue 17, "in the chain").
+
+mod common;
+
+use std::time::Duration;
+
+use budget_core::problem::Problem;
+use slow_partner::{PartnerConfig, PartnerHandle};
+use tokio::time::Instant;
+
+async fn partner() -> PartnerHandle {
+    slow_partner::spawn(PartnerConfig::new("127.0.0.1:0".parse().unwrap()))
+        .await
+        .expect("the partner starts")
+}
+
+fn grpc_url(partner: &PartnerHandle, path_and_query: &str) -> String {
+    format!("grpc://{}{path_and_query}", partner.addr())
+}
+
+async fn bounded<T>(test: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), test)
+        .await
+        .expect("the test ran past its bound")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_budget_crosses_the_grpc_hop_as_grpc_timeout() {
+    bounded(async {
+        let partner = partner().await;
+        let (edge, _) = common::chain(
+            grpc_url(&partner, "/inventory?delay=20ms"),
+            partner.url("/pricing"),
+            partner.url("/recommendations"),
+        )
+        .await;
+        let res = reqwest::Client::new()
+            .get(format!("http://{edge}/checkout"))
+            .header("request-budget-ms", "1500")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let timing = res.headers()["server-timing"].to_str().unwrap().to_owned();
+        assert!(timing.contains("checkout.inventory;dur="), "{timing}");
+        let answer: serde_json::Value = res.json().await.unwrap();
+        let inventory = &answer["inventory"];
+        assert_eq!(inventory["path"], "/inventory");
+        assert_eq!(inventory["budget_header"], "grpc-timeout");
+        let budget = inventory["budget_ms"].as_u64().unwrap();
+        // Edge's 10 ms and checkout's 5 ms reserves, and what they spent.
+        assert!(budget < 1500 - 15 && budget > 1000, "{budget}");
+        let pricing = &answer["pricing"];
+        assert_eq!(pricing["budget_header"], "request-budget-ms");
+        partner.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_grpc_inventory_is_the_contract_s_504_within_the_budget() {
+    bounded(async {
+        let partner = partner().await;
+        let (edge, _) = common::chain(
+            grpc_url(&partner, "/inventory?delay=5s"),
+            partner.url("/pricing"),
+            partner.url("/recommendations"),
+        )
+        .await;
+        let start = Instant::now();
+        let res = reqwest::Client::new()
+            .get(format!("http://{edge}/checkout"))
+            .header("request-budget-ms", "800")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 504);
+        assert!(
+            start.elapsed() < Duration::from_millis(800 + 700),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(res.headers()["content-type"], "application/problem+json");
+        let problem: Problem = res.json().await.unwrap();
+        assert_eq!(problem.dependency.as_deref(), Some("inventory"));
+        partner.shutdown().await;
+    })
+    .await;
+}
