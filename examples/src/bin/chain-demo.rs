@@ -29,6 +29,8 @@ struct Scenario {
     recommendations: &'static str,
     /// Inventory on the blackholed partner instead of the healthy one.
     blackholed_inventory: bool,
+    /// Inventory over gRPC (the partner's `Partner/Call`), not HTTP.
+    grpc_inventory: bool,
     budget_ms: Option<u64>,
     mode: BudgetMode,
 }
@@ -41,7 +43,30 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?delay=60ms",
         recommendations: "?delay=80ms",
         blackholed_inventory: false,
+        grpc_inventory: false,
         budget_ms: None,
+        mode: BudgetMode::On,
+    },
+    Scenario {
+        title: "inventory over gRPC",
+        shows: "a gRPC hop: the budget crosses it as grpc-timeout, its attempt is in the same ledger",
+        inventory: "?delay=40ms",
+        pricing: "?delay=60ms",
+        recommendations: "?delay=80ms",
+        blackholed_inventory: false,
+        grpc_inventory: true,
+        budget_ms: None,
+        mode: BudgetMode::On,
+    },
+    Scenario {
+        title: "inventory over gRPC, slower than the budget",
+        shows: "the gRPC call is cut at the budget: the same honest 504 as over HTTP",
+        inventory: "?delay=3s",
+        pricing: "?delay=60ms",
+        recommendations: "?delay=80ms",
+        blackholed_inventory: false,
+        grpc_inventory: true,
+        budget_ms: Some(800),
         mode: BudgetMode::On,
     },
     Scenario {
@@ -51,6 +76,7 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?script=503@50ms,200@60ms",
         recommendations: "?delay=80ms",
         blackholed_inventory: false,
+        grpc_inventory: false,
         budget_ms: None,
         mode: BudgetMode::On,
     },
@@ -61,6 +87,7 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?delay=400ms",
         recommendations: "?delay=80ms",
         blackholed_inventory: false,
+        grpc_inventory: false,
         budget_ms: Some(1500),
         mode: BudgetMode::On,
     },
@@ -71,6 +98,7 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?delay=60ms",
         recommendations: "?delay=80ms",
         blackholed_inventory: true,
+        grpc_inventory: false,
         budget_ms: Some(1000),
         mode: BudgetMode::On,
     },
@@ -81,6 +109,7 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?status=429&retry_after=30",
         recommendations: "?delay=80ms",
         blackholed_inventory: false,
+        grpc_inventory: false,
         budget_ms: Some(2000),
         mode: BudgetMode::On,
     },
@@ -91,6 +120,7 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?delay=2500ms",
         recommendations: "?delay=80ms",
         blackholed_inventory: false,
+        grpc_inventory: false,
         budget_ms: Some(1000),
         mode: BudgetMode::On,
     },
@@ -101,6 +131,7 @@ const SCENARIOS: &[Scenario] = &[
         pricing: "?delay=2500ms",
         recommendations: "?delay=80ms",
         blackholed_inventory: false,
+        grpc_inventory: false,
         budget_ms: Some(1000),
         mode: BudgetMode::Off,
     },
@@ -214,7 +245,11 @@ async fn start_chain(
     } else {
         partner
     };
-    checkout.inventory_url = inventory_partner.url(&format!("/inventory{}", s.inventory));
+    checkout.inventory_url = if s.grpc_inventory {
+        format!("grpc://{}/inventory{}", inventory_partner.addr(), s.inventory)
+    } else {
+        inventory_partner.url(&format!("/inventory{}", s.inventory))
+    };
     checkout.inventory.connect_cap = Some(Duration::from_millis(300));
     checkout.pricing_url = partner.url(&format!("/pricing{}", s.pricing));
     checkout.recommendations_url = partner.url(&format!("/recommendations{}", s.recommendations));
