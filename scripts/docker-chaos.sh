@@ -9,7 +9,7 @@
 #
 # Usage: scripts/docker-chaos.sh [--ci] [--no-build] [--keep-images]
 #                                [--requests N] [SCENARIO...]
-#   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit (default: all;
+#   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc (default: all;
 #             healthy always runs first)
 #   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
 #   --no-build     use the binaries already in docker/bin/
@@ -28,13 +28,13 @@ while (($#)); do
     --no-build) build=false; shift ;;
     --keep-images) keep_images=true; shift ;;
     --requests) requests=${2:?--requests needs a number}; shift 2 ;;
-    healthy | pause | stop | disconnect | blackhole | hang | ratelimit) scenarios+=("$1"); shift ;;
+    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc) scenarios+=("$1"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker-chaos: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
 if ((${#scenarios[@]} == 0)); then
-  scenarios=(pause stop disconnect blackhole hang ratelimit)
+  scenarios=(pause stop disconnect blackhole hang ratelimit grpc)
 fi
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
@@ -297,6 +297,27 @@ for s in "${scenarios[@]}"; do
       until [[ "$(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q checkout)")" == healthy ]] ||
         ((SECONDS > wait_healthy_checkout)); do sleep 0.5; done
       scenario ratelimit 2000 429
+      compose up -d --no-deps checkout >/dev/null 2>&1
+      recovered
+      ;;
+    grpc)
+      echo "== grpc: inventory over gRPC (checkout restarted with"
+      echo "   CHAOS_INVENTORY_URL=grpc://slow-partner:9000/inventory?delay=...): the partner's Partner/Call"
+      echo "   the budget crosses the hop as grpc-timeout; a gRPC inventory slower than the budget is a 504 in time"
+      for delay in 20ms 3s; do
+        CHAOS_INVENTORY_URL="grpc://slow-partner:9000/inventory?delay=$delay" \
+          compose up -d --no-deps checkout >/dev/null 2>&1
+        wait_healthy_checkout=$((SECONDS + 30))
+        until [[ "$(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q checkout)")" == healthy ]] ||
+          ((SECONDS > wait_healthy_checkout)); do sleep 0.5; done
+        if [[ $delay == 20ms ]]; then
+          echo "   inventory delay=$delay:"
+          scenario grpc-healthy 1500 200
+        else
+          echo "   inventory delay=$delay:"
+          scenario grpc-slow 1000 504
+        fi
+      done
       compose up -d --no-deps checkout >/dev/null 2>&1
       recovered
       ;;
