@@ -214,3 +214,43 @@ print(call(b"", timeout=1.0).decode())
         "the echo's {sent:?} is the relay's {own} ms less the reserve and what it spent"
     );
 }
+
+/// grpcio calls the relay with `timeout=0.5` while the hop behind it hangs:
+/// `DEADLINE_EXCEEDED` within 0.5 s + 50 ms, never a hung caller.
+#[tokio::test]
+async fn a_hanging_downstream_is_deadline_exceeded_in_time_for_an_outside_client() {
+    let echo = serve_echo(Echo::default()).await;
+    let relay = serve_relay(echo).await;
+    let script = format!(
+        r#"
+import grpc, time
+ch = grpc.insecure_channel("127.0.0.1:{port}")
+ident = lambda b: b
+hang = ch.unary_unary("/test.Relay/Hang", request_serializer=ident, response_deserializer=ident)
+grpc.channel_ready_future(ch).result(timeout=5)
+start = time.monotonic()
+try:
+    hang(b"", timeout=0.5)
+    raise SystemExit("answered")
+except grpc.RpcError as e:
+    took = time.monotonic() - start
+    assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.code()
+    assert took < 0.55, took
+    print(round(took, 3))
+"#,
+        port = relay.port()
+    );
+    let out = tokio::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", grpc_support::grpcio_path())
+        .output()
+        .await
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -205,6 +205,46 @@ mod tests {
         }
     }
 
+    /// Decoder vectors of tonic (`grpc_timeout.rs`) and grpc-go
+    /// (`TestDecodeTimeout`): every unit, and the forms both refuse.
+    #[test]
+    fn decoding_matches_tonic_and_grpc_go() {
+        let (ns, s) = (Duration::from_nanos, Duration::from_secs);
+        for (wire, d) in [
+            (&b"3H"[..], s(3 * 3600)),
+            (b"1M", s(60)),
+            (b"42S", s(42)),
+            (b"13m", Duration::from_millis(13)),
+            (b"2u", Duration::from_micros(2)),
+            (b"82n", ns(82)),
+            (b"99999999H", s(99_999_999 * 3600)),
+            (b"1234567n", ns(1_234_567)),
+        ] {
+            assert_eq!(
+                parse_grpc_timeout(wire),
+                Ok(d),
+                "{}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+        for wire in [
+            &b""[..],
+            b"1",
+            b"H",
+            b"1x",
+            b"123456789H",
+            b"-1S",
+            b"1.5S",
+            b" 1S",
+        ] {
+            assert!(
+                parse_grpc_timeout(wire).is_err(),
+                "{}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+
     /// grpc-go's own vectors (`TestEncodeTimeout`,
     /// internal/transport/http_util_test.go): the finest unit that fits
     /// eight digits, the count rounded up.

@@ -96,7 +96,8 @@ pub fn reply(text: String) -> http::Response<Body> {
 
 /// A middle hop: `/test.Relay/Call` asks the echo behind it, through
 /// `GrpcBudgetLayer`, for the `grpc-timeout` it received, and answers
-/// "{its own budget in ms} {that grpc-timeout}".
+/// "{its own budget in ms} {that grpc-timeout}"; `/test.Relay/Hang` calls
+/// the echo's `Hang` the same way.
 #[derive(Clone)]
 pub struct Relay {
     pub downstream: std::net::SocketAddr,
@@ -117,8 +118,14 @@ impl tower::Service<http::Request<Body>> for Relay {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _req: http::Request<Body>) -> Self::Future {
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
         let downstream = self.downstream;
+        // `/test.Relay/Hang` asks the echo's `Hang`, which never answers.
+        let method = if req.uri().path() == "/test.Relay/Hang" {
+            "/test.Echo/Hang"
+        } else {
+            "/test.Echo/Timeout"
+        };
         Box::pin(async move {
             let own = context::current_budget().map_or(0, |b| b.remaining().as_millis());
             let channel = Channel::from_shared(format!("http://{downstream}"))
@@ -131,7 +138,7 @@ impl tower::Service<http::Request<Body>> for Relay {
                 .service(channel);
             let mut grpc = tonic::client::Grpc::new(channel);
             grpc.ready().await.unwrap();
-            let path = http::uri::PathAndQuery::from_static("/test.Echo/Timeout");
+            let path = http::uri::PathAndQuery::from_static(method);
             let sent = match grpc
                 .unary(tonic::Request::new(Bytes::new()), path, Raw)
                 .await

@@ -246,7 +246,11 @@ async fn start_chain(
         partner
     };
     checkout.inventory_url = if s.grpc_inventory {
-        format!("grpc://{}/inventory{}", inventory_partner.addr(), s.inventory)
+        format!(
+            "grpc://{}/inventory{}",
+            inventory_partner.addr(),
+            s.inventory
+        )
     } else {
         inventory_partner.url(&format!("/inventory{}", s.inventory))
     };
