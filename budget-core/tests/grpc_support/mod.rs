@@ -139,14 +139,17 @@ impl tower::Service<http::Request<Body>> for Relay {
             let mut grpc = tonic::client::Grpc::new(channel);
             grpc.ready().await.unwrap();
             let path = http::uri::PathAndQuery::from_static(method);
-            let sent = match grpc
+            match grpc
                 .unary(tonic::Request::new(Bytes::new()), path, Raw)
                 .await
             {
-                Ok(res) => String::from_utf8_lossy(&res.into_inner()).into_owned(),
-                Err(status) => format!("error:{:?}", status.code()),
-            };
-            Ok(reply(format!("{own} {sent}")))
+                Ok(res) => {
+                    let sent = String::from_utf8_lossy(&res.into_inner()).into_owned();
+                    Ok(reply(format!("{own} {sent}")))
+                }
+                // The hop behind failed: so does this one, with its status.
+                Err(status) => Ok(status.into_http()),
+            }
         })
     }
 }
