@@ -254,3 +254,92 @@ except grpc.RpcError as e:
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn an_open_circuit_refuses_calls_without_sending_them() {
+    let echo = Echo::default();
+    let addr = serve_echo(echo.clone()).await;
+    let policy = budget_core::breaker::BreakerConfig {
+        failure_threshold: 2,
+        open_for: Duration::from_secs(30),
+    }
+    .build()
+    .unwrap();
+    let layer = GrpcBudgetLayer::new("echo").breaker(policy);
+    for _ in 0..2 {
+        let (answer, _) = call_in_budget(
+            addr,
+            layer.clone(),
+            "/test.Echo/Down",
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(answer.unwrap_err().code(), Code::Unavailable);
+    }
+    let (answer, ledger) =
+        call_in_budget(addr, layer, "/test.Echo/Down", Duration::from_secs(1)).await;
+    let status = answer.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert!(status.message().contains("circuit is open"), "{status:?}");
+    assert!(status.metadata().get("grpc-retry-pushback-ms").is_some());
+    assert_eq!(
+        echo.calls.load(Ordering::SeqCst),
+        2,
+        "the third was not sent"
+    );
+    assert!(
+        matches!(&ledger.entries()[..], [Entry::Skip { reason, .. }] if reason == "skipped: circuit open")
+    );
+}
+
+#[tokio::test]
+async fn a_retry_the_retry_budget_cannot_pay_is_not_made() {
+    let echo = Echo::default();
+    let addr = serve_echo(echo.clone()).await;
+    let empty = budget_core::retry::RetryBudgetConfig {
+        min_per_sec: 0,
+        ratio: 0.0,
+        ..Default::default()
+    };
+    let layer = GrpcBudgetLayer::new("echo")
+        .idempotent(3)
+        .retry_budget(&empty)
+        .unwrap();
+    let (answer, ledger) =
+        call_in_budget(addr, layer, "/test.Echo/Flaky", Duration::from_secs(1)).await;
+    assert_eq!(answer.unwrap_err().code(), Code::Unavailable);
+    assert_eq!(
+        attempts(&ledger),
+        ["grpc-14"],
+        "idempotent, but no retry budget"
+    );
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_learned_floor_learns_from_the_answers() {
+    let addr = serve_echo(Echo::default()).await;
+    let layer = GrpcBudgetLayer::new("echo")
+        .floor_config(&budget_core::floor::FloorConfig::auto())
+        .unwrap();
+    for _ in 0..3 {
+        let (answer, ledger) = call_in_budget(
+            addr,
+            layer.clone(),
+            "/test.Echo/Echo",
+            Duration::from_secs(1),
+        )
+        .await;
+        assert!(answer.is_ok(), "{answer:?}");
+        assert_eq!(attempts(&ledger), ["200"]);
+    }
+    // Under the learned floor's minimum (5 ms, net of the 20 ms reserve):
+    // not made.
+    let (answer, ledger) =
+        call_in_budget(addr, layer, "/test.Echo/Echo", Duration::from_millis(22)).await;
+    assert_eq!(answer.unwrap_err().code(), Code::DeadlineExceeded);
+    assert!(
+        matches!(&ledger.entries()[..], [Entry::Skip { reason, .. }] if reason.contains("floor")),
+        "{ledger:?}"
+    );
+}

@@ -15,12 +15,15 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::admission::REQUEST_CRITICALITY;
+use crate::breaker::{BreakerPolicy, CircuitBreaker, Verdict};
+use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
-use crate::floor::Floor;
+use crate::floor::{DependencyFloor, Floor, FloorConfig};
 use crate::grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
 use crate::ledger::Entry;
 use crate::problem::{Problem, ProblemKind};
+use crate::retry::{RetryBudget, RetryBudgetConfig};
 use crate::server::ProblemBody;
 use crate::server::response::grpc_answer;
 
@@ -38,8 +41,9 @@ use crate::server::response::grpc_answer;
 /// argument: it reads the [`context`](crate::context). Outside one, calls
 /// pass through untouched.
 ///
-/// Not here yet (the HTTP client has them): the circuit breaker, the retry
-/// budget, learned floors and permit queues.
+/// Like the HTTP client it can have a learned floor
+/// ([`floor_config`](Self::floor_config)), a circuit breaker and a retry
+/// budget; not here yet: permit queues and adaptive concurrency.
 ///
 /// # Example
 ///
@@ -60,14 +64,16 @@ pub struct GrpcBudgetLayer {
     config: Arc<Config>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Config {
     dependency: Arc<str>,
-    floor: Floor,
+    floor: DependencyFloor,
     /// Attempts per call when idempotent (1: no retry).
     max_attempts: u32,
     /// The wait before a retry when the answer named none.
     retry_wait: Duration,
+    breaker: Option<Arc<CircuitBreaker>>,
+    retry_budget: Option<RetryBudget>,
 }
 
 impl GrpcBudgetLayer {
@@ -82,9 +88,11 @@ impl GrpcBudgetLayer {
         Self {
             config: Arc::new(Config {
                 dependency: dependency.into(),
-                floor: Floor::new(Duration::ZERO),
+                floor: DependencyFloor::Fixed(Floor::new(Duration::ZERO)),
                 max_attempts: 1,
                 retry_wait: Duration::from_millis(10),
+                breaker: None,
+                retry_budget: None,
             }),
         }
     }
@@ -98,7 +106,63 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn floor(self, floor: Duration) -> Self {
-        self.with(|c| c.floor = Floor::new(floor))
+        self.with(|c| c.floor = DependencyFloor::Fixed(Floor::new(floor)))
+    }
+
+    /// The floor as the HTTP client takes it: fixed, or learned from this
+    /// dependency's answers (`FloorConfig::auto()`: the p99 of its
+    /// successful attempts, timed-out ones counting as at least their
+    /// duration).
+    ///
+    /// # Errors
+    ///
+    /// An invalid floor configuration, naming its field.
+    ///
+    /// ```
+    /// # use budget_core::floor::FloorConfig;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let layer = budget_core::grpc::GrpcBudgetLayer::new("partner").floor_config(&FloorConfig::auto()).unwrap();
+    /// # let _ = layer;
+    /// # }
+    /// ```
+    pub fn floor_config(self, floor: &FloorConfig) -> Result<Self, ConfigError> {
+        let floor = floor.build().map_err(|e| e.within("floor"))?;
+        Ok(self.with(|c| c.floor = floor))
+    }
+
+    /// A circuit breaker, as the HTTP client's: `UNAVAILABLE`, `INTERNAL`,
+    /// `UNKNOWN`, `DEADLINE_EXCEEDED` from the callee, a timeout or a
+    /// transport error count as failures; while it is open calls are not
+    /// made (`UNAVAILABLE`, with the time until it tries again as
+    /// `grpc-retry-pushback-ms`).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// let layer = budget_core::grpc::GrpcBudgetLayer::new("partner").breaker(BreakerPolicy::default());
+    /// # let _ = layer;
+    /// ```
+    pub fn breaker(self, policy: BreakerPolicy) -> Self {
+        let breaker = CircuitBreaker::new(self.config.dependency.as_ref(), policy);
+        self.with(|c| c.breaker = Some(Arc::new(breaker)))
+    }
+
+    /// A retry budget, as the HTTP client's: every call deposits, every
+    /// retry withdraws, and a retry the budget cannot pay is not made.
+    ///
+    /// # Errors
+    ///
+    /// An invalid retry budget configuration, naming its field.
+    ///
+    /// ```
+    /// # use budget_core::retry::RetryBudgetConfig;
+    /// let layer = budget_core::grpc::GrpcBudgetLayer::new("partner")
+    ///     .retry_budget(&RetryBudgetConfig::default())
+    ///     .unwrap();
+    /// # let _ = layer;
+    /// ```
+    pub fn retry_budget(self, config: &RetryBudgetConfig) -> Result<Self, ConfigError> {
+        let budget = config.build().map_err(|e| e.within("retry_budget"))?;
+        Ok(self.with(|c| c.retry_budget = Some(budget)))
     }
 
     /// The calls are idempotent: an `UNAVAILABLE` answer or a transport
@@ -116,12 +180,7 @@ impl GrpcBudgetLayer {
     }
 
     fn with(self, f: impl FnOnce(&mut Config)) -> Self {
-        let mut config = Arc::try_unwrap(self.config).unwrap_or_else(|shared| Config {
-            dependency: shared.dependency.clone(),
-            floor: shared.floor,
-            max_attempts: shared.max_attempts,
-            retry_wait: shared.retry_wait,
-        });
+        let mut config = Arc::try_unwrap(self.config).unwrap_or_else(|shared| (*shared).clone());
         f(&mut config);
         Self {
             config: Arc::new(config),
@@ -207,11 +266,12 @@ impl<S> Call<S> {
         B: http_body::Body<Data = Bytes> + ProblemBody,
         RB: ProblemBody,
     {
-        let dependency = self.config.dependency.clone();
+        let config = &self.config;
+        let dependency = config.dependency.clone();
         let ledger = cx.ledger().clone();
         let (parts, body) = req.into_parts();
         // Buffered only when it may be sent again.
-        let body = if self.config.max_attempts > 1 {
+        let mut body = if config.max_attempts > 1 {
             match body.collect().await {
                 Ok(collected) => Sent::Buffered(collected.to_bytes()),
                 Err(_) => {
@@ -223,12 +283,14 @@ impl<S> Call<S> {
         } else {
             Sent::Once(Some(body))
         };
-        let mut body = body;
+        if let Some(budget) = &config.retry_budget {
+            budget.deposit();
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
             let left = cx.budget().remaining().saturating_sub(cx.reserve());
-            if let Err(below) = self.config.floor.check(left) {
+            if let Err(below) = config.floor.current().check(left) {
                 ledger.record(Entry::skip(
                     dependency.as_ref(),
                     format!("skipped: {below}"),
@@ -240,6 +302,20 @@ impl<S> Call<S> {
                 .with_dependency(dependency.as_ref());
                 return Ok(answer(&problem));
             }
+            let permit = match config.breaker.as_deref().map(CircuitBreaker::try_acquire) {
+                None => None,
+                Some(Ok(permit)) => Some(permit),
+                Some(Err(open)) => {
+                    ledger.record(Entry::skip(dependency.as_ref(), "skipped: circuit open"));
+                    let problem = Problem::new(
+                        ProblemKind::CircuitOpen,
+                        format!("{dependency} was not called: its circuit is open"),
+                    )
+                    .with_dependency(dependency.as_ref())
+                    .with_retry_after(open.retry_after());
+                    return Ok(answer(&problem));
+                }
+            };
             let Some(this_body) = body.next() else {
                 unreachable_body();
                 return Ok(answer(&Problem::new(
@@ -260,19 +336,24 @@ impl<S> Call<S> {
                 Err(e) => Some(Err(e)),
                 Ok(()) => tokio::time::timeout(sent, svc.call(req)).await.ok(),
             };
+            let took = start.elapsed();
             // `None` is our deadline. Past it, whatever came back is the
             // budget running out too: tonic's channel times the call out on
             // the `grpc-timeout` we sent, at the same instant, and calls
             // that `Cancelled`.
             let outcome = match outcome {
-                Some(outcome) if start.elapsed() < sent => outcome,
+                Some(outcome) if took < sent => outcome,
                 _ => {
                     ledger.record(Entry::attempt(
                         dependency.as_ref(),
                         attempt,
-                        start.elapsed(),
+                        took,
                         "timeout",
                     ));
+                    config.floor.observe(took);
+                    if let Some(permit) = permit {
+                        permit.record(Verdict::Failure);
+                    }
                     let problem = Problem::new(
                         ProblemKind::DependencyOutOfBudget,
                         format!(
@@ -284,7 +365,6 @@ impl<S> Call<S> {
                     return Ok(answer(&problem));
                 }
             };
-            let took = start.elapsed();
             let retry = match &outcome {
                 Err(_) => {
                     ledger.record(Entry::attempt(
@@ -293,29 +373,43 @@ impl<S> Call<S> {
                         took,
                         "transport",
                     ));
-                    Some(self.config.retry_wait)
+                    if let Some(permit) = permit {
+                        permit.record(Verdict::Failure);
+                    }
+                    Some(config.retry_wait)
                 }
                 Ok(res) => {
                     let status = res.headers().get(GRPC_STATUS).and_then(|v| v.to_str().ok());
                     let label =
                         status.map_or_else(|| "200".to_owned(), |code| format!("grpc-{code}"));
                     ledger.record(Entry::attempt(dependency.as_ref(), attempt, took, label));
+                    let verdict = verdict(status);
+                    if verdict == Verdict::Success {
+                        config.floor.observe(took);
+                    }
+                    if let Some(permit) = permit {
+                        permit.record(verdict);
+                    }
                     let unavailable = (GrpcCode::Unavailable as u8).to_string();
                     (status == Some(unavailable.as_str()))
                         .then(|| {
-                            pushback(
-                                res.headers().get(GRPC_RETRY_PUSHBACK_MS),
-                                self.config.retry_wait,
-                            )
+                            pushback(res.headers().get(GRPC_RETRY_PUSHBACK_MS), config.retry_wait)
                         })
                         .flatten()
                 }
             };
             let Some(wait) = retry else { return outcome };
             let left = cx.budget().remaining().saturating_sub(cx.reserve());
-            if attempt >= self.config.max_attempts
+            let floor = config
+                .floor
+                .current()
+                .floor
+                .get()
+                .max(Duration::from_millis(1));
+            if attempt >= config.max_attempts
                 || !body.again()
-                || left.saturating_sub(wait) < self.config.floor.get().max(Duration::from_millis(1))
+                || left.saturating_sub(wait) < floor
+                || config.retry_budget.as_ref().is_some_and(|b| !b.withdraw())
             {
                 return outcome;
             }
@@ -371,6 +465,23 @@ fn pushback(value: Option<&HeaderValue>, default: Duration) -> Option<Duration> 
     }
 }
 
+/// What an answer with `grpc-status` `status` (none in the headers: the
+/// call started, its status comes in the trailers) says of the callee's
+/// health, for the breaker.
+fn verdict(status: Option<&str>) -> Verdict {
+    const FAILURES: [GrpcCode; 4] = [
+        GrpcCode::Unknown,
+        GrpcCode::DeadlineExceeded,
+        GrpcCode::Internal,
+        GrpcCode::Unavailable,
+    ];
+    match status.map(|code| code.parse::<u8>()) {
+        None | Some(Ok(0)) => Verdict::Success,
+        Some(Ok(code)) if FAILURES.iter().any(|f| *f as u8 == code) => Verdict::Failure,
+        Some(_) => Verdict::Neutral,
+    }
+}
+
 /// The layer's own answer, trailers-only, as the tonic client reads it.
 fn answer<RB: ProblemBody>(problem: &Problem) -> Response<RB> {
     grpc_answer::<Bytes>(problem).map(RB::from_problem)
@@ -400,6 +511,18 @@ mod tests {
             sent_timeout(None, Duration::from_millis(40)),
             Duration::from_millis(40)
         );
+    }
+
+    #[test]
+    fn the_breaker_counts_what_says_the_callee_is_unwell() {
+        assert_eq!(verdict(None), Verdict::Success);
+        assert_eq!(verdict(Some("0")), Verdict::Success);
+        for failure in ["2", "4", "13", "14"] {
+            assert_eq!(verdict(Some(failure)), Verdict::Failure, "{failure}");
+        }
+        for neutral in ["3", "5", "12", "x"] {
+            assert_eq!(verdict(Some(neutral)), Verdict::Neutral, "{neutral}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! generated code): `/test.Echo/Echo` answers the budget its handler sees
 //! (in ms), `/test.Echo/Hang` never answers, `/test.Echo/Flaky` answers
 //! `UNAVAILABLE` (with `grpc-retry-pushback-ms: 20`) to its first call and
-//! like `Echo` after. Every call is counted.
+//! like `Echo` after, `/test.Echo/Down` always answers `UNAVAILABLE`.
+//! Every call is counted.
 
 #![allow(dead_code)]
 
@@ -50,6 +51,13 @@ impl tower::Service<http::Request<Body>> for Echo {
         Box::pin(async move {
             if req.uri().path() == "/test.Echo/Hang" {
                 std::future::pending::<()>().await;
+            }
+            if req.uri().path() == "/test.Echo/Down" {
+                let mut res = http::Response::new(Body::empty());
+                let headers = res.headers_mut();
+                headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+                headers.insert("grpc-status", HeaderValue::from_static("14"));
+                return Ok(res);
             }
             if req.uri().path() == "/test.Echo/Flaky" && seen == 0 {
                 let mut res = http::Response::new(Body::empty());

@@ -42,7 +42,7 @@ use budget_core::client::{
     BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, Mode, OnUnavailable,
 };
 use budget_core::config::ConfigError;
-use budget_core::floor::FloorConfig;
+use budget_core::grpc::GrpcBudgetLayer;
 use budget_core::retry::{RetryBudgetConfig, RetryConfig};
 use service_kit::RequestLayer;
 
@@ -102,7 +102,7 @@ service_kit::service_config! {
     /// | `floor` | `--floor` | `10ms` (ingress: shed with `504` below it) |
     /// | `reserve` | `--reserve` | `5ms` (held back on every outbound call) |
     /// | `max_in_flight` | `--max-in-flight` | none (`N`: past `N` requests at once, `503` with `Retry-After: 1`) |
-    /// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` (`grpc://host:port/path?query`: over gRPC, the slow partner's `Partner/Call`) |
+    /// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` (`grpc://host:port/path?query`: over gRPC, the slow partner's `Partner/Call`, with the same floor, attempts, breaker and retry budget) |
     /// | `pricing_url` | `--pricing-url` | `http://127.0.0.1:9000/pricing` |
     /// | `recommendations_url` | `--recommendations-url` | `http://127.0.0.1:9000/recommendations` |
     /// | `recommendations_floor` | `--recommendations-floor` | `1s` |
@@ -224,21 +224,7 @@ impl CheckoutConfig {
             ));
         }
         let inventory = if grpc_inventory::is_grpc(&self.inventory_url) {
-            let floor = match self.inventory.floor {
-                Some(FloorConfig::Fixed(floor)) => floor.get(),
-                _ => grpc_inventory::GRPC_FLOOR,
-            };
-            let fixed = (!self.budget_mode.is_on()).then(|| {
-                self.inventory
-                    .fixed_timeout
-                    .unwrap_or(DEFAULT_FIXED_TIMEOUT)
-            });
-            Inventory::Grpc(Box::new(GrpcInventory::new(
-                &self.inventory_url,
-                floor,
-                Dep::Inventory.default_attempts(),
-                fixed,
-            )?))
+            Inventory::Grpc(Box::new(self.grpc_inventory()?))
         } else {
             Inventory::Http(self.client(Dep::Inventory)?)
         };
@@ -248,6 +234,40 @@ impl CheckoutConfig {
             pricing: self.client(Dep::Pricing)?,
             recommendations: self.client(Dep::Recommendations)?,
         })
+    }
+
+    /// Inventory's gRPC client (`inventory_url = grpc://...`): its HTTP
+    /// client's floor, attempts, breaker and retry budget.
+    fn grpc_inventory(&self) -> Result<GrpcInventory, ConfigError> {
+        let within = |e: ConfigError| e.within(grpc_inventory::INVENTORY);
+        let floor = self.inventory.floor.unwrap_or(DEFAULT_DEPENDENCY_FLOOR);
+        let attempts = self
+            .inventory
+            .retry
+            .as_ref()
+            .map_or(Dep::Inventory.default_attempts(), |r| r.max_attempts);
+        let mut layer = GrpcBudgetLayer::new(grpc_inventory::INVENTORY)
+            .floor_config(&floor)
+            .map_err(within)?
+            .idempotent(attempts);
+        let mut fixed = None;
+        if self.budget_mode.is_on() {
+            let breaker = self
+                .inventory
+                .breaker
+                .unwrap_or(service_kit::DEFAULT_DEPENDENCY_BREAKER);
+            layer = layer
+                .breaker(breaker.build().map_err(|e| within(e.within("breaker")))?)
+                .retry_budget(&RetryBudgetConfig::default())
+                .map_err(within)?;
+        } else {
+            fixed = Some(
+                self.inventory
+                    .fixed_timeout
+                    .unwrap_or(DEFAULT_FIXED_TIMEOUT),
+            );
+        }
+        GrpcInventory::new(&self.inventory_url, layer, fixed)
     }
 
     /// The client of `dep`: checkout's defaults for it, then its table.

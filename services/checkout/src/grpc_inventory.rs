@@ -4,10 +4,11 @@
 //! budget travels as `grpc-timeout`, the attempts go into the ledger, a
 //! failure becomes the same problems as over HTTP.
 //!
-//! The gRPC client has fixed floors only: the dependency's `floor` when it
-//! is a duration, else [`GRPC_FLOOR`] (the learned floor of the HTTP client
-//! is not there yet). With `budget_mode = off` no budget is sent and the
-//! call has the HTTP client's fixed timeout.
+//! It has what inventory's HTTP client has: the dependency's `floor`
+//! (learned by default), and with `budget_mode = on` the default breaker
+//! and retry budget; not its permit queue and adaptive concurrency. With
+//! `budget_mode = off` no budget is sent and the call has the HTTP client's
+//! fixed timeout.
 
 use std::time::Duration;
 
@@ -21,12 +22,8 @@ use serde_json::Value;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
-/// The gRPC client's floor when the dependency's `floor` is not a fixed
-/// duration (it is `auto` by default).
-pub const GRPC_FLOOR: Duration = Duration::from_millis(10);
-
 /// The name of the dependency in the ledger and in problems.
-const INVENTORY: &str = "inventory";
+pub(crate) const INVENTORY: &str = "inventory";
 
 /// Inventory's gRPC client.
 #[derive(Debug)]
@@ -35,8 +32,7 @@ pub(crate) struct GrpcInventory {
     /// Made on the first call (a channel needs the runtime; the config is
     /// validated without one).
     client: std::sync::OnceLock<PartnerClient<GrpcBudgetService<Channel>>>,
-    floor: Duration,
-    attempts: u32,
+    layer: GrpcBudgetLayer,
     path: String,
     query: String,
     /// `budget_mode = off`: the call's own timeout.
@@ -53,8 +49,7 @@ impl GrpcInventory {
     /// first use.
     pub(crate) fn new(
         url: &str,
-        floor: Duration,
-        attempts: u32,
+        layer: GrpcBudgetLayer,
         fixed_timeout: Option<Duration>,
     ) -> Result<Self, ConfigError> {
         let bad = |why: String| ConfigError::new("inventory_url", why);
@@ -67,8 +62,7 @@ impl GrpcInventory {
         Ok(Self {
             endpoint,
             client: std::sync::OnceLock::new(),
-            floor,
-            attempts,
+            layer,
             path: uri.path().to_owned(),
             query: uri.query().unwrap_or_default().to_owned(),
             fixed_timeout,
@@ -91,11 +85,7 @@ impl GrpcInventory {
         }
         let client = self.client.get_or_init(|| {
             let channel = tower::ServiceBuilder::new()
-                .layer(
-                    GrpcBudgetLayer::new(INVENTORY)
-                        .floor(self.floor)
-                        .idempotent(self.attempts),
-                )
+                .layer(self.layer.clone())
                 .service(self.endpoint.connect_lazy());
             PartnerClient::new(channel)
         });
@@ -149,7 +139,8 @@ mod tests {
     fn a_grpc_url_needs_a_host() {
         assert!(is_grpc("grpc://127.0.0.1:9000/inventory"));
         assert!(!is_grpc("http://127.0.0.1:9000/inventory"));
-        let err = GrpcInventory::new("grpc:///inventory", GRPC_FLOOR, 2, None).unwrap_err();
+        let err = GrpcInventory::new("grpc:///inventory", GrpcBudgetLayer::new(INVENTORY), None)
+            .unwrap_err();
         assert_eq!(err.field(), "inventory_url");
     }
 
