@@ -343,3 +343,21 @@ async fn a_learned_floor_learns_from_the_answers() {
         "{ledger:?}"
     );
 }
+
+#[tokio::test]
+async fn the_statuses_retried_are_configurable() {
+    let echo = Echo::default();
+    let addr = serve_echo(echo.clone()).await;
+    let layer = GrpcBudgetLayer::new("echo")
+        .idempotent(3)
+        .retry_on(&[budget_core::grpc::GrpcCode::Internal]);
+    let (answer, ledger) =
+        call_in_budget(addr, layer, "/test.Echo/Flaky", Duration::from_secs(1)).await;
+    assert_eq!(answer.unwrap_err().code(), Code::Unavailable);
+    assert_eq!(
+        attempts(&ledger),
+        ["grpc-14"],
+        "UNAVAILABLE is not on the list"
+    );
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 1);
+}

@@ -34,8 +34,9 @@ use crate::server::response::grpc_answer;
 /// `DEADLINE_EXCEEDED` itself when the budget runs out in flight (where
 /// tonic's own timeout would say `Cancelled`), records every attempt in the
 /// ledger, forwards `request-criticality`, and retries calls it is told are
-/// idempotent on `UNAVAILABLE`, paid from the budget and honouring
-/// `grpc-retry-pushback-ms`.
+/// idempotent on `UNAVAILABLE` (or the statuses of
+/// [`retry_on`](Self::retry_on)) and transport errors, paid from the budget
+/// and honouring `grpc-retry-pushback-ms`.
 ///
 /// Inside a budget-aware handler (HTTP or gRPC) it needs no budget
 /// argument: it reads the [`context`](crate::context). Outside one, calls
@@ -74,6 +75,8 @@ struct Config {
     retry_wait: Duration,
     breaker: Option<Arc<CircuitBreaker>>,
     retry_budget: Option<RetryBudget>,
+    /// The statuses an idempotent call is retried on.
+    retry_on: Vec<GrpcCode>,
 }
 
 impl GrpcBudgetLayer {
@@ -93,6 +96,7 @@ impl GrpcBudgetLayer {
                 retry_wait: Duration::from_millis(10),
                 breaker: None,
                 retry_budget: None,
+                retry_on: vec![GrpcCode::Unavailable],
             }),
         }
     }
@@ -177,6 +181,21 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn idempotent(self, max_attempts: u32) -> Self {
         self.with(|c| c.max_attempts = max_attempts.max(1))
+    }
+
+    /// The statuses an idempotent call is retried on (default:
+    /// `UNAVAILABLE` alone, as gRPC's retry design advises); a transport
+    /// error is always retried.
+    ///
+    /// ```
+    /// use budget_core::grpc::{GrpcBudgetLayer, GrpcCode};
+    /// let layer = GrpcBudgetLayer::new("partner")
+    ///     .idempotent(3)
+    ///     .retry_on(&[GrpcCode::Unavailable, GrpcCode::ResourceExhausted]);
+    /// # let _ = layer;
+    /// ```
+    pub fn retry_on(self, codes: &[GrpcCode]) -> Self {
+        self.with(|c| c.retry_on = codes.to_vec())
     }
 
     fn with(self, f: impl FnOnce(&mut Config)) -> Self {
@@ -390,8 +409,10 @@ impl<S> Call<S> {
                     if let Some(permit) = permit {
                         permit.record(verdict);
                     }
-                    let unavailable = (GrpcCode::Unavailable as u8).to_string();
-                    (status == Some(unavailable.as_str()))
+                    let code = status.and_then(|code| code.parse::<u8>().ok());
+                    let retryable =
+                        code.is_some_and(|code| config.retry_on.iter().any(|c| *c as u8 == code));
+                    retryable
                         .then(|| {
                             pushback(res.headers().get(GRPC_RETRY_PUSHBACK_MS), config.retry_wait)
                         })
