@@ -366,8 +366,8 @@ fn write_millis(out: &mut String, d: Duration) {
 /// hand: `write!` goes through the formatter's machinery, and this runs on
 /// every response.
 struct MillisText {
-    /// The text is `bytes[start..]`: written from the end, digits last.
-    bytes: [u8; 24],
+    /// The text is `bytes[start..]`: written from the end, the tenth last.
+    bytes: [u8; crate::decimal::U64_DIGITS + 2],
     start: usize,
 }
 
@@ -376,7 +376,7 @@ impl MillisText {
         // u64 arithmetic (the u128 of `as_micros` divides slowly); a
         // duration too long for u64 milliseconds (585 million years)
         // saturates.
-        let (mut whole, tenth) = match d
+        let (whole, tenth) = match d
             .as_secs()
             .checked_mul(1000)
             .and_then(|ms| ms.checked_add(u64::from(d.subsec_millis())))
@@ -384,22 +384,15 @@ impl MillisText {
             Some(whole) => (whole, (d.subsec_micros() % 1000 / 100) as u8),
             None => (u64::MAX, 0),
         };
-        let mut bytes = [0u8; 24];
+        let mut bytes = [0u8; crate::decimal::U64_DIGITS + 2];
         let mut at = bytes.len();
         if tenth != 0 {
             bytes[at - 1] = b'0' + tenth;
             bytes[at - 2] = b'.';
             at -= 2;
         }
-        loop {
-            at -= 1;
-            bytes[at] = b'0' + (whole % 10) as u8;
-            whole /= 10;
-            if whole == 0 {
-                break;
-            }
-        }
-        Self { bytes, start: at }
+        let start = crate::decimal::digits_ending_at(&mut bytes, at, whole);
+        Self { bytes, start }
     }
 
     fn as_bytes(&self) -> &[u8] {

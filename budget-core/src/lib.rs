@@ -44,6 +44,7 @@ pub mod budget;
 pub mod clock;
 pub mod config;
 pub mod context;
+mod decimal;
 pub mod fan_out;
 pub mod floor;
 pub mod grpc;

@@ -183,17 +183,5 @@ print("ok")
 "#,
         port = addr.port()
     );
-    let out = tokio::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .env("PYTHONPATH", grpc_support::grpcio_path())
-        .output()
-        .await
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    grpc_support::python(&script).await;
 }

@@ -191,19 +191,7 @@ print(call(b"", timeout=1.0).decode())
 "#,
         port = relay.port()
     );
-    let out = tokio::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .env("PYTHONPATH", grpc_support::grpcio_path())
-        .output()
-        .await
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = grpc_support::python(&script).await;
     let (own, sent) = stdout.trim().split_once(' ').expect("two fields");
     let own: u64 = own.parse().unwrap();
     let sent = budget_core::header::parse_grpc_timeout(sent.as_bytes()).expect("a grpc-timeout");
@@ -240,19 +228,7 @@ except grpc.RpcError as e:
 "#,
         port = relay.port()
     );
-    let out = tokio::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .env("PYTHONPATH", grpc_support::grpcio_path())
-        .output()
-        .await
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    grpc_support::python(&script).await;
 }
 
 #[tokio::test]

@@ -112,19 +112,11 @@ pub fn encode_grpc_timeout(d: Duration) -> HeaderValue {
         })
         .unwrap_or((MAX_VALUE, b'H'));
 
-    // Digits written right to left, then the unit.
+    // The digits, then the unit.
     let mut wire = [0; MAX_DIGITS as usize + 1];
-    let mut start = wire.len() - 1;
-    wire[start] = letter;
-    let mut rest = count;
-    loop {
-        start -= 1;
-        wire[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
+    let end = wire.len() - 1;
+    wire[end] = letter;
+    let start = crate::decimal::digits_ending_at(&mut wire, end, count);
     HeaderValue::from_bytes(&wire[start..])
         .expect("ASCII digits and a unit letter are a valid header value")
 }

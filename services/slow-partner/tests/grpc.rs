@@ -108,19 +108,7 @@ print("ok")
 "#,
             port = partner.addr().port()
         );
-        let out = tokio::process::Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .env("PYTHONPATH", common::grpcio_path())
-            .output()
-            .await
-            .expect("python3 runs");
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::python(&script).await;
         partner.shutdown().await;
     })
     .await;

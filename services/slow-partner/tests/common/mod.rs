@@ -68,31 +68,9 @@ pub async fn stats_until(
     }
 }
 
-/// Where Python finds `grpcio`: nowhere extra when the system has it, else
-/// a copy this test installs from PyPI into the target directory once (so
-/// that `cargo test` sets up what it needs on a fresh machine).
-pub fn grpcio_path() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-grpcio");
-    let has = |path: &std::path::Path| {
-        std::process::Command::new("python3")
-            .args(["-c", "import grpc"])
-            .env("PYTHONPATH", path)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if has(&dir) {
-        return dir;
-    }
-    let out = std::process::Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--target"])
-        .arg(&dir)
-        .arg("grpcio")
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success() && has(&dir),
-        "grpcio could not be installed from PyPI (python3 -m pip install grpcio): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
-}
+/// grpcio for the tests that call from outside (budget-core's test helper).
+#[path = "../../../../budget-core/tests/grpc_support/python.rs"]
+mod python;
+
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use python::python;
