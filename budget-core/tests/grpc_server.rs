@@ -57,9 +57,14 @@ async fn echo(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
 /// Serves the echo behind the budget layer (floor 100 ms) on a loopback
 /// port, HTTP/1 and HTTP/2 (prior knowledge) alike.
 async fn serve() -> std::net::SocketAddr {
+    serve_with("floor = \"100ms\"").await
+}
+
+/// [`serve`] with the layer configured by `config` (TOML).
+async fn serve_with(config: &str) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let config: ServerConfig = toml::from_str("floor = \"100ms\"").unwrap();
+    let config: ServerConfig = toml::from_str(config).unwrap();
     let layer = config.layer().unwrap();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -134,6 +139,24 @@ async fn below_the_floor_and_past_the_deadline_are_deadline_exceeded() {
         "{:?}",
         start.elapsed()
     );
+}
+
+#[tokio::test]
+async fn over_the_in_flight_limit_is_unavailable_with_a_pushback() {
+    let addr = serve_with("max_in_flight = 1").await;
+    let hanging = tokio::spawn(async move { call(addr, "Hang", &[("grpc-timeout", "5S")]).await });
+    // The first call holds the one slot (it never answers).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let res = call(addr, "Echo", &[("grpc-timeout", "2S")]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["grpc-status"], "14");
+    let pushback: u64 = res.headers()["grpc-retry-pushback-ms"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pushback > 0, "{pushback}");
+    hanging.abort();
 }
 
 #[tokio::test]
