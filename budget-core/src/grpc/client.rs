@@ -279,9 +279,13 @@ impl<S> Call<S> {
         self.inner.call(req).await
     }
 
-    async fn run<B, RB>(self, cx: RequestContext, req: Request<B>) -> Result<Response<RB>, S::Error>
+    async fn run<B, RB>(
+        mut self,
+        cx: RequestContext,
+        req: Request<B>,
+    ) -> Result<Response<RB>, S::Error>
     where
-        S: Service<Request<B>, Response = Response<RB>> + Clone,
+        S: Service<Request<B>, Response = Response<RB>>,
         B: http_body::Body<Data = Bytes> + ProblemBody,
         RB: ProblemBody,
     {
@@ -335,12 +339,10 @@ impl<S> Call<S> {
                     return Ok(answer(&problem));
                 }
             };
+            // Always there: a body sent once is never sent again (`again`).
             let Some(this_body) = body.next() else {
-                unreachable_body();
-                return Ok(answer(&Problem::new(
-                    ProblemKind::BadBody,
-                    "no request body to send",
-                )));
+                let problem = Problem::new(ProblemKind::BadBody, "no request body to send");
+                return Ok(answer(&problem));
             };
             let mut req = Request::from_parts(parts.clone(), this_body);
             let sent = sent_timeout(req.headers().get(GRPC_TIMEOUT), left);
@@ -349,11 +351,16 @@ impl<S> Call<S> {
             req.headers_mut()
                 .insert(REQUEST_CRITICALITY, cx.criticality().header_value());
             let start = Instant::now();
-            let mut svc = self.inner.clone();
-            let ready = std::future::poll_fn(|task| svc.poll_ready(task)).await;
+            // The caller made the service ready for the first attempt; a
+            // retry readies it again.
+            let ready = if attempt == 1 {
+                Ok(())
+            } else {
+                std::future::poll_fn(|task| self.inner.poll_ready(task)).await
+            };
             let outcome = match ready {
                 Err(e) => Some(Err(e)),
-                Ok(()) => tokio::time::timeout(sent, svc.call(req)).await.ok(),
+                Ok(()) => tokio::time::timeout(sent, self.inner.call(req)).await.ok(),
             };
             let took = start.elapsed();
             // `None` is our deadline. Past it, whatever came back is the
@@ -458,11 +465,6 @@ impl<B: ProblemBody> Sent<B> {
     fn again(&self) -> bool {
         matches!(self, Sent::Buffered(_))
     }
-}
-
-#[cold]
-fn unreachable_body() {
-    tracing::error!("a request body was asked for twice; the call ends");
 }
 
 /// The `grpc-timeout` to send: what is left, or the call's own when it is

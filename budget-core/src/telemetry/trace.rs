@@ -160,8 +160,12 @@ pub(crate) fn record_response(
         (outcome, _) => outcome,
     };
     span.record(BUDGET_OUTCOME, outcome);
-    if !ledger.is_empty() {
-        span.record(BUDGET_LEDGER, ledger.server_timing());
+    // The value the layer writes (for the common ingress-only ledger, the
+    // header cache's: no second rendering).
+    if let Some(value) = ledger.header_value()
+        && let Ok(text) = value.to_str()
+    {
+        span.record(BUDGET_LEDGER, text);
     }
 }
 
