@@ -13,7 +13,9 @@
 
 use axum::extract::State;
 use axum::http::Uri;
+use budget_core::clock::{SystemClock, WallClock};
 use budget_core::grpc::GrpcCode;
+use budget_core::retry::parse_retry_after;
 use http_body_util::BodyExt;
 use partner_grpc::partner_server::{Partner, PartnerServer};
 use partner_grpc::{CallReply, CallRequest};
@@ -53,11 +55,11 @@ impl Partner for GrpcPartner {
         .map_err(|e| Status::invalid_argument(format!("path and query: {e}")))?;
         let answer = crate::work::work(State(self.state.clone()), uri, headers).await;
         let status = answer.status();
+        // Seconds or an HTTP date, read as every budget-aware client reads it.
         let retry_after = answer
             .headers()
             .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+            .and_then(|v| parse_retry_after(v.as_bytes(), SystemClock.now()).ok());
         let body = answer
             .into_body()
             .collect()
@@ -70,8 +72,11 @@ impl Partner for GrpcPartner {
         }
         let code = Code::from_i32(i32::from(GrpcCode::for_http_status(status.as_u16()) as u8));
         let mut failed = Status::new(code, body);
-        if let Some(secs) = retry_after
-            && let Ok(ms) = secs.saturating_mul(1000).to_string().parse()
+        if let Some(wait) = retry_after
+            && let Ok(ms) = u64::try_from(wait.as_millis())
+                .unwrap_or(u64::MAX)
+                .to_string()
+                .parse()
         {
             failed.metadata_mut().insert(PUSHBACK, ms);
         }
