@@ -19,7 +19,7 @@ use crate::breaker::{BreakerPolicy, CircuitBreaker, Verdict};
 use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
-use crate::grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode};
+use crate::grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, Pushback, parse_pushback};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
 use crate::ledger::Entry;
 use crate::problem::{Problem, ProblemKind};
@@ -478,13 +478,10 @@ fn sent_timeout(own: Option<&HeaderValue>, left: Duration) -> Duration {
 /// for a negative value (gRPC's "do not retry"), `default` when absent or
 /// unreadable.
 fn pushback(value: Option<&HeaderValue>, default: Duration) -> Option<Duration> {
-    let Some(text) = value.and_then(|v| v.to_str().ok()) else {
-        return Some(default);
-    };
-    match text.trim().parse::<i64>() {
-        Ok(ms) if ms < 0 => None,
-        Ok(ms) => Some(Duration::from_millis(ms.unsigned_abs())),
-        Err(_) => Some(default),
+    match value.and_then(|v| parse_pushback(v.as_bytes())) {
+        Some(Pushback::After(wait)) => Some(wait),
+        Some(Pushback::DoNotRetry) => None,
+        None => Some(default),
     }
 }
 

@@ -19,5 +19,6 @@ mod status;
 #[cfg(feature = "grpc")]
 pub use client::{GrpcBudgetLayer, GrpcBudgetService};
 pub use status::{
-    GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, encode_message, is_grpc,
+    GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, Pushback, encode_message, is_grpc,
+    parse_pushback,
 };

@@ -106,6 +106,34 @@ pub fn encode_message(message: &str) -> String {
     out
 }
 
+/// What a `grpc-retry-pushback-ms` value asks of the caller (gRPC's retry
+/// design, A6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushback {
+    /// Retry no sooner than this.
+    After(std::time::Duration),
+    /// A negative value: do not retry.
+    DoNotRetry,
+}
+
+/// Reads a `grpc-retry-pushback-ms` value; `None` when it is not an integer.
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::grpc::{Pushback, parse_pushback};
+/// assert_eq!(parse_pushback(b"250"), Some(Pushback::After(Duration::from_millis(250))));
+/// assert_eq!(parse_pushback(b"-1"), Some(Pushback::DoNotRetry));
+/// assert_eq!(parse_pushback(b"soon"), None);
+/// ```
+pub fn parse_pushback(value: &[u8]) -> Option<Pushback> {
+    let ms: i64 = std::str::from_utf8(value).ok()?.trim().parse().ok()?;
+    Some(if ms < 0 {
+        Pushback::DoNotRetry
+    } else {
+        Pushback::After(std::time::Duration::from_millis(ms.unsigned_abs()))
+    })
+}
+
 /// True when `content_type` names a gRPC call (`application/grpc`,
 /// `application/grpc+proto`, `application/grpc-web`, ...).
 ///

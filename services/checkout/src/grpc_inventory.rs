@@ -13,7 +13,9 @@
 use std::time::Duration;
 
 use budget_core::config::ConfigError;
-use budget_core::grpc::{GrpcBudgetLayer, GrpcBudgetService};
+use budget_core::grpc::{
+    GRPC_RETRY_PUSHBACK_MS, GrpcBudgetLayer, GrpcBudgetService, Pushback, parse_pushback,
+};
 use budget_core::problem::{Problem, ProblemKind};
 use http::{HeaderValue, Uri};
 use partner_grpc::CallRequest;
@@ -108,19 +110,17 @@ fn problem(status: tonic::Status) -> Problem {
     tracing::warn!(code = ?status.code(), message = status.message(), "inventory (gRPC) failed");
     let pushback = status
         .metadata()
-        .get("grpc-retry-pushback-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+        .get(GRPC_RETRY_PUSHBACK_MS.as_str())
+        .and_then(|v| parse_pushback(v.as_bytes()));
     let detail = format!("inventory: {:?}: {}", status.code(), status.message());
     let problem = match (status.code(), pushback) {
         (Code::DeadlineExceeded | Code::Cancelled, _) => {
             Problem::new(ProblemKind::DependencyOutOfBudget, detail)
         }
-        (Code::Unavailable, Some(ms)) => {
-            Problem::new(ProblemKind::Deferred { status: 503 }, detail)
-                .with_retry_after(Duration::from_millis(ms))
+        (Code::Unavailable, Some(Pushback::After(wait))) => {
+            Problem::new(ProblemKind::Deferred { status: 503 }, detail).with_retry_after(wait)
         }
-        (Code::Unavailable, None) => Problem::new(ProblemKind::DependencyUnavailable, detail),
+        (Code::Unavailable, _) => Problem::new(ProblemKind::DependencyUnavailable, detail),
         _ => Problem::new(ProblemKind::DependencyFailed, detail),
     };
     problem.with_dependency(INVENTORY)
