@@ -9,7 +9,8 @@
 //!   attempt number;
 //! - knobs that parse are within their documented bounds: durations at most
 //!   `MAX_DURATION`, statuses in `200..=599`, `body_bytes` at most
-//!   `MAX_BODY_BYTES`, a script of 1 to `MAX_SCRIPT_ENTRIES` entries;
+//!   `MAX_BODY_BYTES`, a script of 1 to `MAX_SCRIPT_ENTRIES` entries, a
+//!   tail's share in `(0, 1]`;
 //! - a refused query names one of the knobs, its quoted value cut short;
 //! - what parsed re-encodes: a script displays as text that parses to the
 //!   same script, and the knobs, written back as a query
@@ -22,7 +23,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use slow_partner::{Knobs, MAX_BODY_BYTES, MAX_DURATION, MAX_SCRIPT_ENTRIES, Script};
 
-const KNOBS: [&str; 7] = [
+const KNOBS: [&str; 8] = [
     "delay",
     "jitter",
     "status",
@@ -30,6 +31,7 @@ const KNOBS: [&str; 7] = [
     "script",
     "drip",
     "body_bytes",
+    "tail",
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -85,6 +87,10 @@ fn check_knobs(knobs: &Knobs) {
     if let Some(script) = &knobs.script {
         check_script(script);
     }
+    if let Some(tail) = knobs.tail {
+        check_duration(tail.delay());
+        assert!(tail.share() > 0.0 && tail.share() <= 1.0, "{tail}");
+    }
     for attempt in [0, 1, 2, 7, MAX_SCRIPT_ENTRIES as u32, u32::MAX] {
         let plan = knobs.plan(attempt);
         check_status(plan.status);
@@ -125,6 +131,9 @@ fn to_query(knobs: &Knobs) -> String {
     }
     if let Some(n) = knobs.body_bytes {
         query.append_pair("body_bytes", &n.to_string());
+    }
+    if let Some(tail) = knobs.tail {
+        query.append_pair("tail", &tail.to_string());
     }
     query.finish()
 }

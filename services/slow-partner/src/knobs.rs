@@ -9,10 +9,12 @@
 //! | `script` | a per-attempt plan: attempt N gets entry N, the last repeats | `503@250ms,200@400ms`; an entry is `STATUS` or `STATUS@DELAY` |
 //! | `drip` | send the body in [`DRIP_CHUNKS`] chunks with this pause between them | humantime |
 //! | `body_bytes` | the size of the body | `0`..=[`MAX_BODY_BYTES`] |
+//! | `tail` | a share of the requests wait this long instead of `delay` (a latency tail) | `SHARE@DELAY`: `0.05@1s` (5 % of them wait 1 s) |
 //!
 //! A `script` entry's status replaces `status`; its delay, when it has one,
-//! replaces `delay` (an entry without `@DELAY` uses `delay`). `jitter` is
-//! added on top either way.
+//! replaces `delay` (an entry without `@DELAY` uses `delay`). A request drawn
+//! into the `tail` waits the tail's delay instead of either. `jitter` is
+//! added on top in every case.
 //!
 //! Bad input gets a precise error, never a silent default: a malformed value,
 //! a value out of range or a knob given twice is a [`QueryError`] that names
@@ -81,6 +83,100 @@ pub struct Knobs {
     pub drip: Option<Duration>,
     /// `body_bytes`: the body size asked for.
     pub body_bytes: Option<usize>,
+    /// `tail`: a share of the requests that wait longer.
+    pub tail: Option<Tail>,
+}
+
+/// A latency tail: `share` of the requests (drawn at random, each on its
+/// own) wait `delay` instead of their usual delay. `tail=0.05@1s`.
+///
+/// ```
+/// use std::time::Duration;
+/// use slow_partner::Tail;
+///
+/// let tail: Tail = "0.05@1s".parse().unwrap();
+/// assert_eq!((tail.share(), tail.delay()), (0.05, Duration::from_secs(1)));
+/// assert_eq!(tail.to_string(), "0.05@1s");
+/// assert!("5%@1s".parse::<Tail>().is_err());
+/// assert!("1.5@1s".parse::<Tail>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// The share, in millionths: exact, comparable, and `Eq` for [`Knobs`].
+    millionths: u32,
+    delay: Duration,
+}
+
+/// A tail's share is counted in millionths.
+const MILLION: f64 = 1_000_000.0;
+
+impl Tail {
+    /// The share of requests in the tail, in `(0, 1]`, to a millionth.
+    ///
+    /// ```
+    /// # use slow_partner::Tail;
+    /// assert_eq!("1@2s".parse::<Tail>().unwrap().share(), 1.0);
+    /// ```
+    pub fn share(&self) -> f64 {
+        f64::from(self.millionths) / MILLION
+    }
+
+    /// What a request in the tail waits.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slow_partner::Tail;
+    /// assert_eq!("0.5@20ms".parse::<Tail>().unwrap().delay(), Duration::from_millis(20));
+    /// ```
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// The delay of one request whose usual delay is `usual`, given a
+    /// uniform draw `roll` in `[0, 1)`: the tail's when `roll < share`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slow_partner::Tail;
+    /// let tail: Tail = "0.05@1s".parse().unwrap();
+    /// let usual = Duration::from_millis(50);
+    /// assert_eq!(tail.pick(usual, 0.01), Duration::from_secs(1));
+    /// assert_eq!(tail.pick(usual, 0.05), usual);
+    /// ```
+    pub fn pick(&self, usual: Duration, roll: f64) -> Duration {
+        if roll < self.share() {
+            self.delay
+        } else {
+            usual
+        }
+    }
+}
+
+impl FromStr for Tail {
+    type Err = Reason;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let Some((share, delay)) = s.split_once('@') else {
+            return Err(Reason::NotATail);
+        };
+        let share: f64 = share.trim().parse().map_err(|_| Reason::NotATail)?;
+        // In (0, 1], and at least one millionth once rounded (NaN fails too).
+        let millionths = (share * MILLION).round();
+        if !(share <= 1.0 && millionths >= 1.0) {
+            return Err(Reason::ShareOutOfRange);
+        }
+        let delay = parse_duration(delay.trim())?;
+        Ok(Tail {
+            millionths: millionths as u32,
+            delay,
+        })
+    }
+}
+
+impl fmt::Display for Tail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.share(), humantime::format_duration(self.delay))
+    }
 }
 
 /// What one attempt does: the outcome of [`Knobs::plan`].
@@ -126,6 +222,7 @@ impl Knobs {
                 Param::Script => knobs.script = Some(value.parse().map_err(err)?),
                 Param::Drip => knobs.drip = Some(parse_duration(&value).map_err(err)?),
                 Param::BodyBytes => knobs.body_bytes = Some(parse_body_bytes(&value).map_err(err)?),
+                Param::Tail => knobs.tail = Some(value.parse().map_err(err)?),
             }
         }
         Ok(knobs)
@@ -167,10 +264,11 @@ enum Param {
     Script,
     Drip,
     BodyBytes,
+    Tail,
 }
 
 impl Param {
-    const ALL: [Param; 7] = [
+    const ALL: [Param; 8] = [
         Param::Delay,
         Param::Jitter,
         Param::Status,
@@ -178,6 +276,7 @@ impl Param {
         Param::Script,
         Param::Drip,
         Param::BodyBytes,
+        Param::Tail,
     ];
 
     const fn name(self) -> &'static str {
@@ -189,6 +288,7 @@ impl Param {
             Param::Script => "script",
             Param::Drip => "drip",
             Param::BodyBytes => "body_bytes",
+            Param::Tail => "tail",
         }
     }
 }
@@ -420,6 +520,12 @@ pub enum Reason {
         /// What is wrong with it.
         problem: Box<Reason>,
     },
+    /// Not a tail (`SHARE@DELAY`, e.g. `0.05@1s`).
+    #[error("not a tail like `0.05@1s` (a share of the requests, then the delay they wait)")]
+    NotATail,
+    /// A tail share outside `(0, 1]` (or below a millionth).
+    #[error("the share must be at least 0.000001 and at most 1")]
+    ShareOutOfRange,
     /// Not a mode name (the admin endpoint's `mode`).
     #[error("expected one of normal, refuse, blackhole, reset, hang")]
     NotAMode,
@@ -523,6 +629,19 @@ mod tests {
         assert_eq!(k.retry_after.unwrap(), "Wed, 21 Oct 2015 07:28:00 GMT");
         assert_eq!(k.drip, Some(ms(5)));
         assert_eq!(k.body_bytes, Some(100));
+        let k = Knobs::from_query("delay=50ms&tail=0.05@500ms").unwrap();
+        let tail = k.tail.unwrap();
+        assert_eq!((tail.share(), tail.delay()), (0.05, ms(500)));
+    }
+
+    #[test]
+    fn a_tail_takes_its_share_of_uniform_draws() {
+        let tail: Tail = "0.05@500ms".parse().unwrap();
+        let slow = (0..10_000)
+            .map(|i| tail.pick(ms(50), f64::from(i) / 10_000.0))
+            .filter(|d| *d == ms(500))
+            .count();
+        assert_eq!(slow, 500);
     }
 
     #[test]
@@ -553,6 +672,13 @@ mod tests {
             ("body_bytes=99999999999999999999999", "body_bytes"),
             ("retry_after=", "retry_after"),
             ("retry_after=a%0Ab", "retry_after"),
+            ("tail=0.05", "tail"),
+            ("tail=5%25@1s", "tail"),
+            ("tail=0@1s", "tail"),
+            ("tail=1.01@1s", "tail"),
+            ("tail=NaN@1s", "tail"),
+            ("tail=0.05@soon", "tail"),
+            ("tail=0.05@2h", "tail"),
         ] {
             let err = Knobs::from_query(query).expect_err(query);
             assert_eq!(err.parameter(), parameter, "{query}: {err}");

@@ -8,7 +8,8 @@
 //!
 //! - **Per request**, the query string shapes the answer: `delay`, `jitter`,
 //!   `status`, `retry_after`, `script` (per-attempt plans keyed by
-//!   `x-request-id` and path), `drip` and `body_bytes`. See [`Knobs`].
+//!   `x-request-id` and path), `drip`, `body_bytes` and `tail` (a share of
+//!   the requests slower than the rest). See [`Knobs`].
 //! - **Per listener**, a [`Mode`]: `normal`, `refuse`, `blackhole`, `reset`,
 //!   `hang`; set at start and switched at run time through
 //!   [`PartnerHandle::set_mode`] or `PUT /admin/mode` (on the main port, and
@@ -101,7 +102,7 @@ pub use error::{PartnerError, chain as error_chain};
 pub use handle::{PartnerHandle, spawn};
 pub use knobs::{
     DRIP_CHUNKS, Knobs, MAX_BODY_BYTES, MAX_DURATION, MAX_SCRIPT_ENTRIES, Plan, QueryError, Reason,
-    Script, ScriptEntry,
+    Script, ScriptEntry, Tail,
 };
 pub use mode::{BudgetMode, Mode, ParseModeError};
 pub use overrides::{MAX_PATH_OVERRIDES, OverrideError, PathOverride};

@@ -15,7 +15,8 @@ use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError};
 ///
 /// Any path but the reserved ones answers as its query string asks: `delay`,
 /// `jitter`, `status`, `retry_after`, `script` (e.g. `503@250ms,200@400ms`,
-/// per `x-request-id` and path), `drip`, `body_bytes`. Reserved: `GET
+/// per `x-request-id` and path), `drip`, `body_bytes`, `tail` (e.g.
+/// `0.05@1s`: 5 % of the requests wait 1 s instead of `delay`). Reserved: `GET
 /// /healthz`, `GET /stats`, `POST /stats/reset`, `GET /metrics`
 /// (Prometheus), `GET`/`PUT /admin/mode`,
 /// `GET /admin/paths`, `GET`/`PUT`/`DELETE /admin/paths/{path}` (e.g. `PUT

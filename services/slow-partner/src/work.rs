@@ -136,7 +136,11 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         }
     };
     let plan = knobs.plan(attempt);
-    let delay = plan.delay + random_up_to(knobs.jitter);
+    let usual = match knobs.tail {
+        Some(tail) => tail.pick(plan.delay, rand::rng().random::<f64>()),
+        None => plan.delay,
+    };
+    let delay = usual + random_up_to(knobs.jitter);
     let no_body = matches!(
         plan.status,
         StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED

@@ -52,6 +52,28 @@ async fn jitter_adds_at_most_its_bound() {
 }
 
 #[tokio::test]
+async fn a_tail_slows_its_share_of_the_requests_and_only_those() {
+    bounded(async {
+        let partner = partner().await;
+        let client = client();
+        let calls = (0..200).map(|_| {
+            let request = client.get(partner.url("/p?delay=1ms&tail=0.2@30ms"));
+            async move {
+                let answer: Answer = request.send().await.unwrap().json().await.unwrap();
+                answer.delay_ms
+            }
+        });
+        let delays = futures_util::future::join_all(calls).await;
+        let slow = delays.iter().filter(|d| **d == 30).count();
+        assert_eq!(slow + delays.iter().filter(|d| **d == 1).count(), 200, "{delays:?}");
+        // 200 draws of 20 %: 40 expected, sd 5.7; outside 10..=80 is a bug.
+        assert!((10..=80).contains(&slow), "{slow} of 200 in the tail");
+        partner.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn status_and_retry_after_are_echoed_with_a_json_body() {
     bounded(async {
         let partner = partner().await;
