@@ -176,6 +176,17 @@ pub enum Entry {
         /// Why, e.g. `skipped: 850ms < floor 1000ms`.
         reason: String,
     },
+    /// A dependency's answer served from the client's stale cache because
+    /// the call was not made or failed (`on_unavailable = "stale"`, see
+    /// [`DependencyConfig`](crate::client::DependencyConfig) with the
+    /// `client` feature): how old the answer was.
+    Stale {
+        /// The dependency whose old answer was served.
+        dependency: String,
+        /// The answer's age when it was served.
+        #[serde(with = "humantime_serde")]
+        age: Duration,
+    },
     /// A local step of the handler (a database query, a computation).
     Local {
         /// The step's name.
@@ -249,6 +260,22 @@ impl Entry {
         }
     }
 
+    /// A stale-answer entry: `desc` is `stale` and the age, in whole
+    /// seconds from 1 s on, in milliseconds below.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::ledger::Entry;
+    /// assert_eq!(Entry::stale("inventory", Duration::from_millis(12_700)).to_string(), "inventory;desc=\"stale 12s\"");
+    /// assert_eq!(Entry::stale("inventory", Duration::from_millis(350)).to_string(), "inventory;desc=\"stale 350ms\"");
+    /// ```
+    pub fn stale(dependency: impl Into<String>, age: Duration) -> Self {
+        Entry::Stale {
+            dependency: dependency.into(),
+            age,
+        }
+    }
+
     /// A local step entry.
     ///
     /// ```
@@ -301,6 +328,14 @@ impl Entry {
             } => write_metric(out, dependency, WAIT_SUFFIX, Some(*duration), None),
             Entry::Skip { dependency, reason } => {
                 write_metric(out, dependency, "", None, Some(reason))
+            }
+            Entry::Stale { dependency, age } => {
+                let desc = if age.as_secs() == 0 {
+                    format!("stale {}ms", age.as_millis())
+                } else {
+                    format!("stale {}s", age.as_secs())
+                };
+                write_metric(out, dependency, "", None, Some(&desc))
             }
             Entry::Local {
                 name,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http::Method;
 use reqwest::Url;
 
+use super::auth::{Auth, TokenSource};
 use super::config::{DependencyConfig, Mode, Settings};
 use super::error::error_chain;
 use super::permits::Permits;
@@ -45,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) http: reqwest::Client,
     pub(crate) settings: Settings,
     pub(crate) clock: Arc<dyn WallClock>,
+    /// The bearer token source, if the builder was given one.
+    pub(crate) auth: Option<Auth>,
 }
 
 impl BudgetClient {
@@ -61,6 +64,7 @@ impl BudgetClient {
             http: None,
             breakers: None,
             clock: Arc::new(SystemClock),
+            auth: None,
         }
     }
 
@@ -249,8 +253,8 @@ impl fmt::Debug for BudgetClient {
 }
 
 /// Builds a [`BudgetClient`]: share a [`BreakerRegistry`] or a
-/// `reqwest::Client`, or inject the [`WallClock`] that reads HTTP-date
-/// `Retry-After` values.
+/// `reqwest::Client`, inject the [`WallClock`] that reads HTTP-date
+/// `Retry-After` values, or give it a bearer [`TokenSource`].
 ///
 /// # Example
 ///
@@ -271,6 +275,7 @@ pub struct BudgetClientBuilder {
     http: Option<reqwest::Client>,
     breakers: Option<BreakerRegistry>,
     clock: Arc<dyn WallClock>,
+    auth: Option<Auth>,
 }
 
 impl BudgetClientBuilder {
@@ -325,6 +330,23 @@ impl BudgetClientBuilder {
         self
     }
 
+    /// Sends `Authorization: Bearer <token>` from `source` on every
+    /// attempt; on a `401`, refreshes the token once (one refresh shared by
+    /// the concurrent calls, waited for out of each call's budget) and
+    /// makes the call once more. See [`auth`](super::auth).
+    ///
+    /// ```
+    /// use budget_core::client::{BoxError, BudgetClient, DependencyConfig, Token};
+    /// let c = BudgetClient::builder(DependencyConfig::new("a", "http://a"))
+    ///     .token_source(|| async { Token::bearer("s3cr3t").map_err(BoxError::from) })
+    ///     .build();
+    /// assert!(c.is_ok());
+    /// ```
+    pub fn token_source(mut self, source: impl TokenSource) -> Self {
+        self.auth = Some(Auth::new(source));
+        self
+    }
+
     /// Validates the config (errors name the field, see
     /// [`DependencyConfig::build`]) and builds the client (with
     /// `connect_cap` as its connect timeout and `pool_idle_timeout`). A
@@ -357,6 +379,7 @@ impl BudgetClientBuilder {
                 http,
                 settings,
                 clock: self.clock,
+                auth: self.auth,
             }),
         })
     }

@@ -9,6 +9,7 @@ use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
 use super::permits::Permits;
+use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
 use crate::admission::{LimitConfig, QueueConfig};
 use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
@@ -79,16 +80,19 @@ pub enum Mode {
     Fixed,
 }
 
-/// What [`send_optional`](super::RequestBuilder::send_optional) does when
-/// the call cannot be made at all (below the floor, circuit open, no
-/// concurrency permit within the budget).
+/// What a call does when it cannot be made at all (below the floor,
+/// circuit open, no concurrency permit within the budget), and, for
+/// `stale`, when it gets no usable answer: the three answers to a budget
+/// that cannot be met.
 ///
-/// Serialises as `"fail"` or `"skip"`.
+/// Serialises as `"fail"`, `"skip"` or `"stale"`.
 ///
 /// ```
 /// use budget_core::client::OnUnavailable;
 /// let o: OnUnavailable = serde_json::from_str("\"skip\"").unwrap();
 /// assert_eq!(o, OnUnavailable::Skip);
+/// let o: OnUnavailable = serde_json::from_str("\"stale\"").unwrap();
+/// assert_eq!(o, OnUnavailable::Stale);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -99,8 +103,17 @@ pub enum OnUnavailable {
     #[default]
     Fail,
     /// An optional dependency: `send_optional` answers `Ok(None)` and the
-    /// caller serves its fallback (a default, a stale value, "degraded").
+    /// caller serves its fallback (a default, "degraded").
     Skip,
+    /// The last good answer, at most `max_stale` old: the client keeps
+    /// each `GET`/`HEAD` URL's last `2xx` answer (bounded by
+    /// `stale_cache`), and `send` returns it, marked
+    /// ([`BudgetResponse::stale`](super::BudgetResponse::stale)) and noted
+    /// in the ledger (`inventory;desc="stale 12s"`), when a call is not
+    /// made, gets no usable answer, or ends with a `500`/`502`/`503`/`504`
+    /// (see the [stale fallback](super::stale)). With no such answer the
+    /// call ends as with `fail`.
+    Stale,
 }
 
 /// One dependency's configuration, as read from TOML or JSON (durations in
@@ -119,7 +132,9 @@ pub enum OnUnavailable {
 /// | `breaker` | a [`BreakerConfig`]; absent: no breaker | none |
 /// | `concurrency` | in-flight calls at most (waits are paid from the budget): `8`, `"auto"` or a table ([`LimitConfig`]) | unlimited |
 /// | `queue` | how calls wait for a permit ([`QueueConfig`]: `order`, `target`, `interval`) | adaptive LIFO, 5 ms / 100 ms |
-/// | `on_unavailable` | `fail` or `skip` ([`OnUnavailable`]) | `fail` |
+/// | `on_unavailable` | `fail`, `skip` or `stale` ([`OnUnavailable`]) | `fail` |
+/// | `max_stale` | with `on_unavailable = "stale"`: the oldest answer served in place of a failed call | `30s` |
+/// | `stale_cache` | with `on_unavailable = "stale"`: `{ max_entries, max_bytes }` kept ([`StaleCacheConfig`]) | 1024 entries, 8 MiB |
 /// | `grpc_timeout` | also send `grpc-timeout` | `false` |
 /// | `max_body` | the largest response body buffered, in bytes | 4 MiB |
 /// | `trace_query` | `url.full` on the attempt span keeps the query's values (else `REDACTED`) | `false` |
@@ -206,9 +221,19 @@ pub struct DependencyConfig {
     /// ([`QueueConfig`]).
     #[serde(default)]
     pub queue: QueueConfig,
-    /// What `send_optional` does when the call cannot be made.
+    /// What a call does when it cannot be made (and, for `stale`, when it
+    /// fails): fail, skip (`send_optional`), or serve the last good answer.
     #[serde(default)]
     pub on_unavailable: OnUnavailable,
+    /// With `on_unavailable = "stale"`, the oldest a kept answer may be to
+    /// be served in place of a call that failed (HTTP's `max-stale`); more
+    /// than zero.
+    #[serde(default = "default_max_stale", with = "humantime_serde")]
+    pub max_stale: Duration,
+    /// With `on_unavailable = "stale"`, how much the client keeps: at most
+    /// `max_entries` URLs and `max_bytes` bytes ([`StaleCacheConfig`]).
+    #[serde(default)]
+    pub stale_cache: StaleCacheConfig,
     /// Also send `grpc-timeout` (same value as `request-budget-ms`).
     #[serde(default)]
     pub grpc_timeout: bool,
@@ -240,6 +265,10 @@ fn default_max_body() -> u64 {
     DEFAULT_MAX_BODY
 }
 
+fn default_max_stale() -> Duration {
+    DEFAULT_MAX_STALE
+}
+
 fn default_fixed_timeout() -> Duration {
     DEFAULT_FIXED_TIMEOUT
 }
@@ -266,6 +295,8 @@ impl DependencyConfig {
             concurrency: None,
             queue: QueueConfig::default(),
             on_unavailable: OnUnavailable::default(),
+            max_stale: DEFAULT_MAX_STALE,
+            stale_cache: StaleCacheConfig::default(),
             grpc_timeout: false,
             max_body: DEFAULT_MAX_BODY,
             trace_query: false,
@@ -281,7 +312,8 @@ impl DependencyConfig {
     ///
     /// Errors name the field: `name` empty or not a token; `url` not an
     /// absolute `http`/`https` URL with a host, or with a `#fragment`;
-    /// `connect_cap`, `pool_idle_timeout`, `fixed_timeout` zero; `concurrency`, `max_body` zero;
+    /// `connect_cap`, `pool_idle_timeout`, `fixed_timeout`, `max_stale` zero; `concurrency`, `max_body` zero;
+    /// `stale_cache.max_entries`, `stale_cache.max_bytes` zero;
     /// and the nested `retry.*`, `retry_budget.*`, `breaker.*` fields.
     ///
     /// ```
@@ -329,6 +361,7 @@ impl DependencyConfig {
             .transpose()?
             .flatten();
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
+        let stale = super::stale::build(self.on_unavailable, self.max_stale, &self.stale_cache)?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self
             .retry_budget
@@ -357,6 +390,7 @@ impl DependencyConfig {
             breaker,
             permits,
             on_unavailable: self.on_unavailable,
+            stale,
             grpc_timeout: self.grpc_timeout,
             max_body: self.max_body,
             trace_query: self.trace_query,
@@ -379,6 +413,8 @@ pub(crate) struct Settings {
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
     pub(crate) permits: Option<Permits>,
     pub(crate) on_unavailable: OnUnavailable,
+    /// The last good answers, with `on_unavailable = "stale"`.
+    pub(crate) stale: Option<Arc<StaleCache>>,
     pub(crate) grpc_timeout: bool,
     pub(crate) max_body: u64,
     pub(crate) trace_query: bool,
@@ -489,6 +525,11 @@ mod tests {
         );
         assert_eq!(with(&|c| c.fixed_timeout = Duration::ZERO), "fixed_timeout");
         assert_eq!(with(&|c| c.max_body = 0), "max_body");
+        assert_eq!(with(&|c| c.max_stale = Duration::ZERO), "max_stale");
+        assert_eq!(
+            with(&|c| c.stale_cache.max_entries = 0),
+            "stale_cache.max_entries"
+        );
         assert_eq!(
             with(&|c| c.concurrency = Some(LimitConfig::Fixed(0))),
             "concurrency"

@@ -74,6 +74,11 @@ pub enum CallErrorKind {
     Decode,
     /// The request could not be built (a bad header, path or JSON body).
     Request,
+    /// Not made: the dependency's [token source](super::TokenSource) gave
+    /// no bearer token for the call's first attempt (it failed, or did not
+    /// answer while the budget still allowed the call; see
+    /// [`TokenUnavailable`](super::TokenUnavailable) in the source chain).
+    Auth,
     /// Anything else (TLS, protocol).
     Other,
 }
@@ -99,6 +104,7 @@ impl CallErrorKind {
             CallErrorKind::Status => "status",
             CallErrorKind::Decode => "decode",
             CallErrorKind::Request => "request",
+            CallErrorKind::Auth => "auth",
             CallErrorKind::Other => "other",
         }
     }
@@ -204,6 +210,7 @@ impl fmt::Display for Summary<'_> {
                 return f.write_str("not made: no concurrency permit within the budget");
             }
             CallErrorKind::Request => return f.write_str("not made: the request is invalid"),
+            CallErrorKind::Auth => return f.write_str("not made: no bearer token"),
             CallErrorKind::Decode => return f.write_str("answered a body that does not decode"),
             CallErrorKind::Status => {
                 let status = e.status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -138,6 +138,7 @@
 //! ```
 
 mod attempt;
+pub mod auth;
 mod budget_client;
 mod call;
 mod config;
@@ -145,7 +146,9 @@ mod error;
 mod permits;
 mod request;
 mod response;
+pub mod stale;
 
+pub use auth::{AUTH_SUFFIX, InvalidToken, Token, TokenSource, TokenUnavailable};
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use call::QUEUE_SUFFIX;
 pub use config::{
@@ -157,3 +160,6 @@ pub use error::{
 };
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;
+pub use stale::{
+    DEFAULT_MAX_STALE, DEFAULT_STALE_MAX_BYTES, DEFAULT_STALE_MAX_ENTRIES, StaleCacheConfig,
+};

@@ -5,17 +5,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
+use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use reqwest::Url;
 use serde::Serialize;
 
 use super::attempt::{self, Prepared};
-use super::budget_client::BudgetClient;
+use super::auth;
+use super::budget_client::{BudgetClient, Inner};
 use super::call::{self, Plan, Timing};
 use super::config::{Mode, OnUnavailable};
 use super::error::{BoxError, CallError, CallErrorKind};
 use super::response::BudgetResponse;
+use super::stale::StaleCache;
 use crate::admission::{Criticality, REQUEST_CRITICALITY};
 use crate::budget::Budget;
 use crate::context::{self, RequestContext};
@@ -282,7 +284,8 @@ impl RequestBuilder {
     /// `on_unavailable = "skip"`: a call that could not be made (below the
     /// floor, circuit open, no concurrency permit in time) is `Ok(None)`,
     /// and the caller serves its fallback. With `on_unavailable = "fail"`
-    /// those are errors, as with `send`.
+    /// those are errors, as with `send`; with `"stale"`, `send`'s stale
+    /// answer is `Some`, and a call with none is an error.
     ///
     /// ```no_run
     /// # #[derive(serde::Deserialize, Default)] struct Recs(Vec<String>);
@@ -363,31 +366,87 @@ impl RequestBuilder {
             // Forwarded beside the budget (CONTRACT section 3, criticality).
             headers.insert(REQUEST_CRITICALITY, criticality.header_value());
         }
-        let plan = Plan {
+        let may_retry = is_idempotent(&self.method, &headers);
+        let plan = |ledger: Option<Ledger>| Plan {
             timing,
             ledger,
-            may_retry: is_idempotent(&self.method, &headers),
+            may_retry,
             method: self.method.clone(),
             criticality,
         };
+        let stale_key = settings
+            .stale
+            .as_ref()
+            .and_then(|_| StaleCache::key(&self.method, &self.url));
+        let own_credentials = auth::has_own(&headers);
         let prepared = Prepared {
-            method: self.method,
+            method: self.method.clone(),
             url: self.url,
             headers,
             body: self.body,
             trace_query: settings.trace_query,
             inbound_trace: cx.as_ref().and_then(|cx| cx.inbound_trace().cloned()),
         };
-        call::run(settings, &*inner.clock, plan, |spec| {
-            attempt::send_once(
-                &inner.http,
-                &prepared,
-                spec,
-                settings.grpc_timeout,
-                settings.max_body,
-            )
-        })
-        .await
+        // The token (and its refresh on a 401) around the engine, the
+        // stale fallback around both: see the `auth` and `stale` modules.
+        let settle_in = stale_key.as_ref().and_then(|_| ledger.clone());
+        let result = match &inner.auth {
+            Some(auth) if !own_credentials => {
+                let floor = settings.floor.current().floor;
+                auth::send_with_token(
+                    auth,
+                    &settings.name,
+                    timing,
+                    floor,
+                    ledger.as_ref(),
+                    |token| {
+                        let prepared = with_authorization(&prepared, token);
+                        engine(inner, plan(ledger.clone()), prepared)
+                    },
+                )
+                .await
+            }
+            _ => engine(inner, plan(ledger), prepared).await,
+        };
+        match (&settings.stale, &stale_key) {
+            (Some(cache), Some(key)) => {
+                cache.settle(key, result, &settings.name, settle_in.as_ref())
+            }
+            _ => result,
+        }
+    }
+}
+
+/// One pass of the call engine over reqwest.
+async fn engine(
+    inner: &Inner,
+    plan: Plan,
+    prepared: Prepared,
+) -> Result<BudgetResponse, CallError> {
+    let settings = &inner.settings;
+    call::run(settings, &*inner.clock, plan, |spec| {
+        attempt::send_once(
+            &inner.http,
+            &prepared,
+            spec,
+            settings.grpc_timeout,
+            settings.max_body,
+        )
+    })
+    .await
+}
+
+/// `prepared` with `Authorization: <value>`.
+fn with_authorization(prepared: &Prepared, value: HeaderValue) -> Prepared {
+    let mut headers = prepared.headers.clone();
+    headers.insert(AUTHORIZATION, value);
+    Prepared {
+        method: prepared.method.clone(),
+        url: prepared.url.clone(),
+        headers,
+        body: prepared.body.clone(),
+        trace_query: prepared.trace_query,
+        inbound_trace: prepared.inbound_trace.clone(),
     }
 }
 

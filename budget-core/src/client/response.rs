@@ -45,6 +45,7 @@ pub struct BudgetResponse {
     attempts: u32,
     retry_after: Option<Duration>,
     passes_up: bool,
+    stale: Option<Duration>,
 }
 
 impl BudgetResponse {
@@ -61,7 +62,46 @@ impl BudgetResponse {
             attempts,
             retry_after,
             passes_up,
+            stale: None,
         }
+    }
+
+    /// An answer from the stale cache, `age` old, standing in for a call
+    /// that made `attempts` attempts (0: not made).
+    pub(crate) fn from_stale(
+        inner: http::Response<Bytes>,
+        dependency: Arc<str>,
+        attempts: u32,
+        age: Duration,
+    ) -> Self {
+        Self {
+            stale: Some(age),
+            ..Self::new(inner, dependency, attempts, None, false)
+        }
+    }
+
+    /// The answer as received, for the stale cache to keep.
+    pub(crate) fn as_http(&self) -> &http::Response<Bytes> {
+        &self.inner
+    }
+
+    /// `Some(age)` when this is not the dependency's answer to this call
+    /// but the last good one, `age` old, served because the call was not
+    /// made or failed (`on_unavailable = "stale"`, see
+    /// [`DependencyConfig::max_stale`](super::DependencyConfig::max_stale));
+    /// `None` for an answer to this call. The caller should say its answer
+    /// is degraded; the ledger already says `inventory;desc="stale 12s"`.
+    ///
+    /// ```
+    /// # async fn run(c: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
+    /// let res = c.get("/stock/7").send().await?;
+    /// if let Some(age) = res.stale() {
+    ///     println!("stock as of {}s ago", age.as_secs());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn stale(&self) -> Option<Duration> {
+        self.stale
     }
 
     /// The status of the last attempt's answer.
@@ -137,7 +177,9 @@ impl BudgetResponse {
         })
     }
 
-    /// Attempts made for this answer, the first included.
+    /// Attempts made for this answer, the first included (for a
+    /// [`stale`](Self::stale) answer: the attempts of the call it stands in
+    /// for, 0 when that call was not made).
     ///
     /// ```
     /// # async fn run(c: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {

@@ -97,6 +97,10 @@ pub fn describe_metrics() {
         METRIC_BREAKER_TRANSITIONS_TOTAL,
         "Circuit breaker state changes."
     );
+    describe_counter!(
+        METRIC_STALE_SERVED_TOTAL,
+        "Dependency calls answered from the client's stale cache: the call was not made or failed."
+    );
 }
 
 /// Registers the server's counters at 0 (shed, expired, malformed,
@@ -122,7 +126,8 @@ pub fn register_server_metrics() {
 }
 
 /// Registers `dependency`'s counters at 0 (retries, below floor, no permit
-/// by reason, retry budget refusals): called when its client is built.
+/// by reason, retry budget refusals, stale answers served): called when
+/// its client is built.
 #[cfg(feature = "client")]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn register_dependency(dependency: &Arc<str>) {
@@ -132,6 +137,7 @@ pub(crate) fn register_dependency(dependency: &Arc<str>) {
             METRIC_RETRIES_TOTAL,
             METRIC_BELOW_FLOOR_TOTAL,
             METRIC_RETRY_BUDGET_REFUSALS_TOTAL,
+            METRIC_STALE_SERVED_TOTAL,
         ] {
             metrics::counter!(name, LABEL_DEPENDENCY => Arc::clone(dependency)).increment(0);
         }
@@ -316,6 +322,16 @@ pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
 pub(crate) fn below_floor(dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]
     metrics::counter!(METRIC_BELOW_FLOOR_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency))
+        .increment(1);
+}
+
+/// A call to `dependency` answered from its stale cache.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn stale_served(dependency: &Arc<str>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_STALE_SERVED_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency))
         .increment(1);
 }
 

@@ -14,6 +14,7 @@
 //! | [`SERVER_SPAN`]: one per request, opened by the server layer | server | [`HTTP_REQUEST_METHOD`], [`URL_PATH`], [`HTTP_ROUTE`] (axum's matched path, when the layer is added with `Router::layer`), [`HTTP_RESPONSE_STATUS_CODE`], [`ERROR_TYPE`] (5xx), [`BUDGET_INGRESS_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_OUTCOME`], [`BUDGET_LEDGER`] |
 //! | [`ATTEMPT_SPAN`]: one per attempt of a dependency call | client | [`HTTP_REQUEST_METHOD`], [`URL_FULL`] (userinfo removed), [`SERVER_ADDRESS`], [`SERVER_PORT`], [`HTTP_RESPONSE_STATUS_CODE`], [`HTTP_REQUEST_RESEND_COUNT`] (retries only), [`ERROR_TYPE`], [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_WAIT_MS`], [`BUDGET_OUTCOME`], [`BUDGET_DECISION`] |
 //! | [`REFUSED_SPAN`]: a dependency call not made (floor, circuit, permit) | client | [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_FLOOR_SOURCE`], [`BUDGET_OUTCOME`], [`ERROR_TYPE`] |
+//! | [`STALE_SPAN`]: a dependency's last good answer served in place of a call not made or failed | internal | [`BUDGET_DEPENDENCY`], [`BUDGET_STALE_AGE_MS`], [`BUDGET_OUTCOME`] ([`OUTCOME_STALE`]) |
 //!
 //! The OpenTelemetry span name (`otel.name`) is `{method} {route}` (or
 //! `{method}`) for a server span, as the conventions say, and
@@ -43,6 +44,9 @@ pub const SERVER_SPAN: &str = "budget.server";
 pub const ATTEMPT_SPAN: &str = "budget.attempt";
 /// The `tracing` name of the span of a dependency call that was not made.
 pub const REFUSED_SPAN: &str = "budget.refused";
+/// The `tracing` name of the span of a stale answer served for a
+/// dependency call that was not made or failed (`on_unavailable = "stale"`).
+pub const STALE_SPAN: &str = "budget.stale";
 
 // ------------------------------------------- tracing-opentelemetry fields
 
@@ -123,6 +127,9 @@ pub const BUDGET_LEDGER: &str = "budget.ledger";
 /// The retry policy's decision after the attempt (`retry after 20ms`,
 /// `stop: succeeded`).
 pub const BUDGET_DECISION: &str = "budget.decision";
+/// How old the stale answer served for a dependency call was, in
+/// milliseconds (stale span).
+pub const BUDGET_STALE_AGE_MS: &str = "budget.stale_age_ms";
 
 // -------------------------------------------------- budget.outcome values
 
@@ -142,6 +149,9 @@ pub const OUTCOME_RETRY_AFTER_TOO_LONG: &str = "retry_after_too_long";
 pub const OUTCOME_CIRCUIT_OPEN: &str = "circuit_open";
 /// No concurrency permit came free within the budget: the call was not made.
 pub const OUTCOME_NO_PERMIT: &str = "no_permit";
+/// The call was not made or failed, and the dependency's last good answer
+/// was served in its place (stale span).
+pub const OUTCOME_STALE: &str = "stale";
 /// A malformed budget header: `400`.
 pub const OUTCOME_MALFORMED: &str = "malformed";
 /// The service was at its in-flight limit: `503` with `Retry-After`.
@@ -199,6 +209,10 @@ pub const METRIC_RETRIES_TOTAL: &str = "budget_retries_total";
 /// Counter: retries the per-client retry budget refused; label
 /// [`LABEL_DEPENDENCY`].
 pub const METRIC_RETRY_BUDGET_REFUSALS_TOTAL: &str = "budget_retry_budget_refusals_total";
+/// Counter: dependency calls answered from the client's stale cache (the
+/// call was not made or failed, `on_unavailable = "stale"`); label
+/// [`LABEL_DEPENDENCY`].
+pub const METRIC_STALE_SERVED_TOTAL: &str = "budget_stale_served_total";
 /// Counter: circuit breaker state changes; labels [`LABEL_ENDPOINT`],
 /// [`LABEL_FROM`], [`LABEL_TO`].
 pub const METRIC_BREAKER_TRANSITIONS_TOTAL: &str = "budget_breaker_transitions_total";

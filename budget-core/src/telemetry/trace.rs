@@ -367,3 +367,22 @@ pub(crate) fn refused(
     );
     drop(span);
 }
+
+#[cfg(feature = "client")]
+/// A stale answer `age` old served for a call to `dependency` that was not
+/// made or failed: a span of its own beside the call's attempt or refused
+/// spans, so the trace shows that the answer was old.
+pub(crate) fn stale(dependency: &str, age: Duration) {
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        STALE_SPAN,
+        { OTEL_NAME } = field::display(format_args!("{dependency} stale")),
+        { BUDGET_DEPENDENCY } = dependency,
+        { BUDGET_STALE_AGE_MS } = ms(age),
+        { BUDGET_OUTCOME } = OUTCOME_STALE,
+    );
+    drop(span);
+}

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use budget_core::Floor;
 use budget_core::client::{
-    BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, Mode, OnUnavailable,
+    BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, Mode, OnUnavailable, StaleCacheConfig,
 };
 use budget_core::config::ConfigError;
 use budget_core::grpc::GrpcBudgetLayer;
@@ -159,6 +159,9 @@ service_kit::client_settings! {
     /// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
     /// | `retry_budget` | a 20 % retry budget (`budget_mode = on` only) |
     /// | `grpc_timeout` | `false` |
+    /// | `on_unavailable` | `fail` for inventory and pricing (`"stale"`: answer with the last good answer, at most `max_stale` old, when a call is not made or fails, and mark the answer degraded; not for a `grpc://` inventory), `skip` for recommendations |
+    /// | `max_stale` | `30s` (with `on_unavailable = "stale"`) |
+    /// | `stale_cache` | `{ max_entries = 1024, max_bytes = 8388608 }` (with `on_unavailable = "stale"`; [`StaleCacheConfig`](budget_core::client::StaleCacheConfig)) |
     ///
     /// ```
     /// let s: checkout::DependencySettings = toml::from_str(r#"
@@ -175,6 +178,13 @@ service_kit::client_settings! {
         pub retry_budget: Option<RetryBudgetConfig>,
         /// Also send `grpc-timeout`.
         pub grpc_timeout: Option<bool>,
+        /// `fail`, `skip` (recommendations only) or `stale`.
+        pub on_unavailable: Option<OnUnavailable>,
+        /// The oldest answer served with `on_unavailable = "stale"`.
+        #[serde(with = "humantime_serde")]
+        pub max_stale: Option<Duration>,
+        /// How much the stale fallback keeps: `max_entries`, `max_bytes`.
+        pub stale_cache: Option<StaleCacheConfig>,
     }
 }
 
@@ -240,6 +250,14 @@ impl CheckoutConfig {
     /// client's floor, attempts, breaker and retry budget.
     fn grpc_inventory(&self) -> Result<GrpcInventory, ConfigError> {
         let within = |e: ConfigError| e.within(grpc_inventory::INVENTORY);
+        if let Some(on_unavailable) = self.inventory.on_unavailable
+            && on_unavailable != OnUnavailable::Fail
+        {
+            return Err(within(ConfigError::new(
+                "on_unavailable",
+                "must be `fail` with a grpc:// inventory_url (no stale fallback over gRPC)",
+            )));
+        }
         let floor = self.inventory.floor.unwrap_or(DEFAULT_DEPENDENCY_FLOOR);
         let attempts = self
             .inventory
@@ -297,6 +315,12 @@ impl CheckoutConfig {
             c.mode = Mode::Fixed;
         }
         settings.apply(&mut c);
+        if dep != Dep::Recommendations && c.on_unavailable == OnUnavailable::Skip {
+            return Err(ConfigError::new(
+                format!("{name}.on_unavailable"),
+                "must be `fail` or `stale`: `skip` is for an optional dependency",
+            ));
+        }
         // An attempt longer than any budget this service grants is a typo.
         c.retry
             .check_within(self.max_budget)
@@ -312,6 +336,9 @@ impl DependencySettings {
         overlay(&mut c.retry, self.retry.clone());
         overlay(&mut c.retry_budget, self.retry_budget.map(Some));
         overlay(&mut c.grpc_timeout, self.grpc_timeout);
+        overlay(&mut c.on_unavailable, self.on_unavailable);
+        overlay(&mut c.max_stale, self.max_stale);
+        overlay(&mut c.stale_cache, self.stale_cache);
     }
 }
 
@@ -492,6 +519,44 @@ mod tests {
         let text = service_kit::error_chain(&err);
         assert!(text.starts_with("invalid config file <inline>"), "{text}");
         assert!(text.contains("recommendations_floor"), "{text}");
+    }
+
+    #[test]
+    fn a_dependency_table_takes_the_stale_fallback_and_checks_it() {
+        let config = CheckoutConfig::from_toml(
+            "[inventory]\non_unavailable = \"stale\"\nmax_stale = \"5s\"\n\
+             stale_cache = { max_entries = 10 }",
+        )
+        .unwrap();
+        assert_eq!(config.inventory.on_unavailable, Some(OnUnavailable::Stale));
+        assert_eq!(config.inventory.max_stale, Some(Duration::from_secs(5)));
+        assert_eq!(config.inventory.stale_cache.unwrap().max_entries, 10);
+        assert!(config.validate().is_ok());
+        assert_eq!(CheckoutConfig::default().inventory.on_unavailable, None);
+
+        let field = |text: &str| {
+            let config: CheckoutConfig = toml::from_str(text).unwrap();
+            config.validate().unwrap_err().field().to_owned()
+        };
+        assert_eq!(field("[pricing]\nmax_stale = \"0s\""), "pricing.max_stale");
+        assert_eq!(
+            field("[inventory]\nstale_cache = { max_bytes = 0 }"),
+            "inventory.stale_cache.max_bytes"
+        );
+        assert_eq!(
+            field("[pricing]\non_unavailable = \"skip\""),
+            "pricing.on_unavailable"
+        );
+        assert_eq!(
+            field(
+                "inventory_url = \"grpc://127.0.0.1:9000/inventory\"\n\
+                 [inventory]\non_unavailable = \"stale\""
+            ),
+            "inventory.on_unavailable"
+        );
+        // Recommendations may be answered stale too.
+        let config = CheckoutConfig::from_toml("[recommendations]\non_unavailable = \"stale\"");
+        assert!(config.unwrap().validate().is_ok());
     }
 
     #[test]

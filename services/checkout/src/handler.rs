@@ -2,12 +2,13 @@
 //! one after the other, each spending what the previous ones left.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use budget_core::client::{BudgetClient, CallError, RequestBuilder};
-use budget_core::ledger::{Entry, Ledger};
+use budget_core::ledger::{Entry, Ledger, parse_server_timing};
 use budget_core::problem::Problem;
 use budget_core::retry::IDEMPOTENCY_KEY;
 use bytes::Bytes;
@@ -81,8 +82,9 @@ async fn run(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<CheckoutAnswer, Problem> {
+    let mut degraded = Vec::new();
     let inventory = match &app.inventory {
-        Inventory::Http(client) => required(call.prepare(client.get(""))).await?,
+        Inventory::Http(client) => required(call.prepare(client.get("")), &mut degraded).await?,
         Inventory::Grpc(client) => client.call(call.request_id.as_ref()).await?,
     };
 
@@ -99,9 +101,9 @@ async fn run(
     } else {
         app.pricing.get("")
     };
-    let pricing = required(call.prepare(pricing)).await?;
+    let pricing = required(call.prepare(pricing), &mut degraded).await?;
 
-    let (recommendations, degraded) = optional(
+    let (recommendations, recommendations_degraded) = optional(
         call.prepare(app.recommendations.get("")),
         app.recommendations.name(),
         &call.ledger,
@@ -117,7 +119,10 @@ async fn run(
         inventory,
         pricing,
         recommendations,
-        degraded: degraded.into_iter().collect(),
+        degraded: degraded
+            .into_iter()
+            .chain(recommendations_degraded)
+            .collect(),
     })
 }
 
@@ -126,10 +131,16 @@ async fn run(
 /// be called in budget, the budget ran out or no usable answer came, its
 /// own `429`/`503` with `Retry-After` when that wait did not fit, `503` with
 /// `Retry-After` for an open circuit, `502` for an error status or a body
-/// that is not JSON.
-async fn required(req: RequestBuilder) -> Result<Value, Problem> {
+/// that is not JSON. A stale answer (`on_unavailable = "stale"`) is used,
+/// and `degraded` says so.
+async fn required(req: RequestBuilder, degraded: &mut Vec<Degraded>) -> Result<Value, Problem> {
     let result = match req.send().await {
-        Ok(res) => res.error_for_status().and_then(|res| res.json()),
+        Ok(res) => {
+            if let Some(age) = res.stale() {
+                degraded.push(stale(res.dependency(), age));
+            }
+            res.error_for_status().and_then(|res| res.json())
+        }
         Err(e) => Err(e),
     };
     result.map_err(|e| {
@@ -153,10 +164,13 @@ async fn optional(
         }
     };
     match req.send_optional().await {
-        Ok(Some(res)) => match res.error_for_status().and_then(|res| res.json()) {
-            Ok(value) => (Some(value), None),
-            Err(e) => (None, Some(failed(e))),
-        },
+        Ok(Some(res)) => {
+            let old = res.stale().map(|age| stale(res.dependency(), age));
+            match res.error_for_status().and_then(|res| res.json()) {
+                Ok(value) => (Some(value), old),
+                Err(e) => (None, Some(failed(e))),
+            }
+        }
         // Not made (below its floor, circuit open): the client wrote why in
         // the ledger; the answer says the same.
         Ok(None) => {
@@ -174,6 +188,21 @@ async fn optional(
     }
 }
 
+/// A dependency answered from a stale value `age` old: the reason is the
+/// ledger's note (`stale 12s`).
+fn stale(dependency: &str, age: Duration) -> Degraded {
+    let note = Entry::stale(dependency, age).to_string();
+    let reason = parse_server_timing(&note)
+        .pop()
+        .and_then(|metric| metric.desc)
+        .unwrap_or_else(|| "stale".to_owned());
+    tracing::info!(dependency, %reason, "dependency answered from a stale value: degraded");
+    Degraded {
+        dependency: dependency.to_owned(),
+        reason,
+    }
+}
+
 /// The reason of the last skip of `dependency` in `ledger`.
 fn last_skip(ledger: &Ledger, dependency: &str) -> Option<String> {
     ledger.entries().into_iter().rev().find_map(|e| match e {
@@ -187,9 +216,20 @@ fn last_skip(ledger: &Ledger, dependency: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    #[test]
+    fn the_stale_reason_is_the_ledger_s_note() {
+        let d = stale("inventory", Duration::from_millis(12_400));
+        assert_eq!(
+            (d.dependency.as_str(), d.reason.as_str()),
+            ("inventory", "stale 12s")
+        );
+        assert_eq!(
+            stale("pricing", Duration::from_millis(40)).reason,
+            "stale 40ms"
+        );
+    }
 
     #[test]
     fn the_degraded_reason_is_the_ledger_s_last_skip_of_that_dependency() {

@@ -15,6 +15,11 @@
 //!   every call (made up here when none arrived).
 //! - `GET /healthz`: `200 ok`, outside the budget layer.
 //!
+//! With `on_unavailable = "stale"` in `[inventory]` or `[pricing]` (off by
+//! default), a call that is not made or fails is answered with that
+//! dependency's last good answer, at most `max_stale` old, and the answer
+//! lists it under `degraded` with its age (`stale 12s`, as the ledger says).
+//!
 //! The answer is a [`CheckoutAnswer`]:
 //!
 //! ```json
@@ -120,17 +125,21 @@ pub struct CheckoutAnswer {
     pub pricing: Value,
     /// Recommendations' answer, or `null` when it was skipped or failed.
     pub recommendations: Option<Value>,
-    /// The optional dependencies the answer lacks, and why.
+    /// The optional dependencies the answer lacks, and the dependencies it
+    /// has only from a stale value, and why.
     pub degraded: Vec<Degraded>,
 }
 
-/// An optional dependency missing from an answer.
+/// An optional dependency missing from an answer, or a dependency whose
+/// part of it is a stale value (`on_unavailable = "stale"`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Degraded {
     /// Its name (`recommendations`).
     pub dependency: String,
-    /// `skipped: 850ms < floor 1000ms`, `skipped: circuit open`, or
-    /// `failed: ...` with the error.
+    /// `skipped: 850ms < floor 1000ms`, `skipped: circuit open`,
+    /// `failed: ...` with the error, or `stale 12s`: the age of the last
+    /// good answer used in place of a call that was not made or failed
+    /// (the ledger's note).
     pub reason: String,
 }
 

@@ -1,0 +1,753 @@
+//! The stale fallback: the third answer when a dependency cannot be called
+//! in budget (beside failing and skipping an optional dependency).
+//!
+//! With `on_unavailable = "stale"`, a [`BudgetClient`](super::BudgetClient)
+//! keeps the last good answer of each `GET` and `HEAD` URL it called, and
+//! when a later call of the same URL ends without a usable answer, returns
+//! that answer instead, if it is at most `max_stale` old:
+//! [`BudgetResponse::stale`] is its age, the request's ledger says
+//! `inventory;desc="stale 12s"` after the call's own attempts or skip note,
+//! `budget_stale_served_total{dependency}` counts it, and a `budget.stale`
+//! span records it. An answer older than `max_stale` is never served: the
+//! call ends as it would have without the cache.
+//!
+//! # When a stale answer stands in
+//!
+//! | the call ended with | stale answer served |
+//! | --- | --- |
+//! | not made: below the floor, circuit open, no concurrency permit in time, no bearer token | yes |
+//! | no usable answer: connect failure or timeout, timeout (the budget ran out), reset, body failure, other transport error | yes |
+//! | `500`, `502`, `503`, `504` after the retries (a passed-up `503` included) | yes |
+//! | any other status (`4xx`, `429` included, `501`, ...) | no: the dependency answered |
+//! | no budget (a call outside a request), an invalid request | no: a bug in the caller |
+//!
+//! The statuses are those HTTP's `stale-if-error` (RFC 5861) treats as
+//! errors. A `429` is passed up as before: the dependency asks its callers
+//! to slow down, and an old answer would hide that.
+//!
+//! # What is kept
+//!
+//! - Only the answers to `GET` and `HEAD` (safe methods: their answer is
+//!   the resource at the URL; a `PUT` that failed must not look as if it
+//!   had succeeded), and only `2xx` answers. An answer with
+//!   `Cache-Control: no-store` is not kept, and drops the one kept before.
+//!   Error answers leave the last good one in place.
+//! - The key is the method and the full URL, query included. Request
+//!   headers are not part of it: do not use the stale fallback for a
+//!   dependency whose answer depends on who asks (a per-user
+//!   `Authorization`).
+//! - The cache is per client (clones share it), bounded by
+//!   `stale_cache.max_entries` (default 1024) and `stale_cache.max_bytes`
+//!   (default 8 MiB, counting each entry's URL, header names and values
+//!   and body). The body is copied when kept, so a small answer does not
+//!   hold a larger read buffer alive. Past either bound the oldest entry
+//!   goes first: all entries share one `max_stale`, so the oldest is the
+//!   nearest to being useless. An entry past `max_stale` is dropped when it
+//!   is next looked up or reaches the front. An answer larger than
+//!   `max_bytes` is not kept.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use budget_core::client::{DependencyConfig, OnUnavailable};
+//!
+//! let config: DependencyConfig = toml::from_str(r#"
+//!     name = "inventory"
+//!     url = "http://127.0.0.1:9000/inventory"
+//!     on_unavailable = "stale"
+//!     max_stale = "30s"
+//!     stale_cache = { max_entries = 512, max_bytes = 1048576 }
+//! "#).unwrap();
+//! assert_eq!(config.on_unavailable, OnUnavailable::Stale);
+//! assert_eq!(config.max_stale, Duration::from_secs(30));
+//! assert!(config.build().is_ok());
+//! ```
+//!
+//! and in a handler:
+//!
+//! ```no_run
+//! # async fn run(inventory: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
+//! let res = inventory.get("/stock/7").send().await?.error_for_status()?;
+//! let degraded = res.stale().is_some(); // say so in the answer
+//! # Ok(()) }
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::CACHE_CONTROL;
+use http::{HeaderMap, Method, StatusCode, Version};
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::config::OnUnavailable;
+use super::error::{CallError, CallErrorKind};
+use super::response::BudgetResponse;
+use crate::config::ConfigError;
+use crate::ledger::{Entry, Ledger};
+use crate::telemetry::{meter, trace};
+
+/// The oldest answer served when the config does not say: 30 s, longer
+/// than a circuit breaker's open period and a rolling restart's gap, short
+/// enough that what a caller sees is still about now.
+///
+/// ```
+/// use budget_core::client::{DependencyConfig, DEFAULT_MAX_STALE};
+/// assert_eq!(DependencyConfig::new("a", "http://a").max_stale, DEFAULT_MAX_STALE);
+/// ```
+pub const DEFAULT_MAX_STALE: Duration = Duration::from_secs(30);
+
+/// The default [`StaleCacheConfig::max_entries`]: 1024.
+///
+/// ```
+/// use budget_core::client::{StaleCacheConfig, DEFAULT_STALE_MAX_ENTRIES};
+/// assert_eq!(StaleCacheConfig::default().max_entries, DEFAULT_STALE_MAX_ENTRIES);
+/// ```
+pub const DEFAULT_STALE_MAX_ENTRIES: usize = 1024;
+
+/// The default [`StaleCacheConfig::max_bytes`]: 8 MiB.
+///
+/// ```
+/// use budget_core::client::{StaleCacheConfig, DEFAULT_STALE_MAX_BYTES};
+/// assert_eq!(StaleCacheConfig::default().max_bytes, DEFAULT_STALE_MAX_BYTES);
+/// ```
+pub const DEFAULT_STALE_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+/// How much a client's stale cache keeps (the `stale_cache` table of a
+/// [`DependencyConfig`](super::DependencyConfig); used with
+/// `on_unavailable = "stale"`). See the [module docs](self).
+///
+/// ```
+/// use budget_core::client::StaleCacheConfig;
+/// let c: StaleCacheConfig = toml::from_str("max_entries = 16").unwrap();
+/// assert_eq!((c.max_entries, c.max_bytes), (16, 8 * 1024 * 1024));
+/// let err = StaleCacheConfig { max_bytes: 0, ..c }.validate().unwrap_err();
+/// assert_eq!(err.field(), "max_bytes");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StaleCacheConfig {
+    /// URLs kept at most; at least 1. Default 1024.
+    pub max_entries: usize,
+    /// Bytes kept at most (each entry's URL, header names and values, and
+    /// body); at least 1. Default 8 MiB.
+    pub max_bytes: u64,
+}
+
+impl Default for StaleCacheConfig {
+    fn default() -> Self {
+        Self {
+            max_entries: DEFAULT_STALE_MAX_ENTRIES,
+            max_bytes: DEFAULT_STALE_MAX_BYTES,
+        }
+    }
+}
+
+impl StaleCacheConfig {
+    /// Checks both bounds.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `max_entries` or `max_bytes` when it is 0.
+    ///
+    /// ```
+    /// use budget_core::client::StaleCacheConfig;
+    /// assert!(StaleCacheConfig::default().validate().is_ok());
+    /// let err = StaleCacheConfig { max_entries: 0, ..Default::default() }.validate().unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid config: `max_entries` must be at least 1");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_entries == 0 {
+            return Err(ConfigError::new("max_entries", "must be at least 1"));
+        }
+        if self.max_bytes == 0 {
+            return Err(ConfigError::new("max_bytes", "must be at least 1 byte"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks `max_stale` and `stale_cache` (always, so that a bad value does
+/// not wait for the day someone turns the fallback on) and builds the
+/// cache when `on_unavailable` is `stale`.
+pub(crate) fn build(
+    on_unavailable: OnUnavailable,
+    max_stale: Duration,
+    cache: &StaleCacheConfig,
+) -> Result<Option<Arc<StaleCache>>, ConfigError> {
+    if max_stale.is_zero() {
+        return Err(ConfigError::new("max_stale", "must be more than zero"));
+    }
+    cache.validate().map_err(|e| e.within("stale_cache"))?;
+    Ok((on_unavailable == OnUnavailable::Stale).then(|| {
+        Arc::new(StaleCache {
+            max_stale,
+            limits: *cache,
+            store: Mutex::new(Store::default()),
+        })
+    }))
+}
+
+/// A client's last good answers, by method and URL.
+pub(crate) struct StaleCache {
+    max_stale: Duration,
+    limits: StaleCacheConfig,
+    store: Mutex<Store>,
+}
+
+/// What a call is kept and looked up under: `GET http://...`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct StaleKey(Arc<str>);
+
+#[derive(Default)]
+struct Store {
+    entries: HashMap<StaleKey, Kept>,
+    /// The keys by when they were kept, oldest first.
+    order: BTreeMap<u64, StaleKey>,
+    next: u64,
+    bytes: u64,
+}
+
+/// One kept answer.
+struct Kept {
+    seq: u64,
+    at: Instant,
+    size: u64,
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl StaleCache {
+    /// The key of a call, or `None` for a method whose answers are not kept.
+    pub(crate) fn key(method: &Method, url: &Url) -> Option<StaleKey> {
+        (*method == Method::GET || *method == Method::HEAD)
+            .then(|| StaleKey(Arc::from(format!("{method} {url}"))))
+    }
+
+    /// The call's answer, or a stale one in its place: keeps a good
+    /// answer; for a call that ended without one (see the
+    /// [module docs](self)), serves the kept answer if it is young enough,
+    /// and says so in `ledger`, the metrics and the trace.
+    pub(crate) fn settle(
+        &self,
+        key: &StaleKey,
+        result: Result<BudgetResponse, CallError>,
+        dependency: &Arc<str>,
+        ledger: Option<&Ledger>,
+    ) -> Result<BudgetResponse, CallError> {
+        let attempts = match &result {
+            Ok(res) if res.status().is_success() => {
+                self.keep(key, res.as_http());
+                return result;
+            }
+            Ok(res) if stands_in_for_status(res.status()) => res.attempts(),
+            Err(e) if stands_in_for_error(e.kind()) => e.attempts(),
+            _ => return result,
+        };
+        let Some((answer, age)) = self.serve(key) else {
+            return result;
+        };
+        tracing::debug!(
+            dependency = %dependency,
+            age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+            "dependency answered from its stale cache"
+        );
+        if let Some(ledger) = ledger {
+            ledger.record(Entry::stale(&**dependency, age));
+        }
+        meter::stale_served(dependency);
+        trace::stale(dependency, age);
+        Ok(BudgetResponse::from_stale(
+            answer,
+            Arc::clone(dependency),
+            attempts,
+            age,
+        ))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Store> {
+        // No user code runs under the lock: a poisoned one is consistent.
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `res` under `key`, replacing what was there; evicts the
+    /// oldest entries to stay within the bounds.
+    fn keep(&self, key: &StaleKey, res: &http::Response<Bytes>) {
+        if no_store(res.headers()) {
+            self.lock().remove(key);
+            return;
+        }
+        let header_bytes = res
+            .headers()
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len())
+            .fold(0u64, |sum, len| sum.saturating_add(len as u64));
+        let size = (key.0.len() as u64)
+            .saturating_add(header_bytes)
+            .saturating_add(res.body().len() as u64);
+        if size > self.limits.max_bytes {
+            // Not kept, and the older answer is not the latest any more.
+            self.lock().remove(key);
+            return;
+        }
+        // Copied outside the lock.
+        let headers = res.headers().clone();
+        let body = Bytes::copy_from_slice(res.body());
+        let now = Instant::now();
+        let mut store = self.lock();
+        store.remove(key);
+        store.drop_expired(now, self.max_stale);
+        while store.entries.len() >= self.limits.max_entries
+            || store.bytes.saturating_add(size) > self.limits.max_bytes
+        {
+            if !store.pop_oldest() {
+                break;
+            }
+        }
+        let seq = store.next;
+        store.next = seq.wrapping_add(1);
+        store.order.insert(seq, key.clone());
+        store.bytes = store.bytes.saturating_add(size);
+        store.entries.insert(
+            key.clone(),
+            Kept {
+                seq,
+                at: now,
+                size,
+                status: res.status(),
+                version: res.version(),
+                headers,
+                body,
+            },
+        );
+    }
+
+    /// The answer kept under `key` and its age, if it is at most
+    /// `max_stale` old (an older one is dropped).
+    fn serve(&self, key: &StaleKey) -> Option<(http::Response<Bytes>, Duration)> {
+        let now = Instant::now();
+        let mut store = self.lock();
+        let kept = store.entries.get(key)?;
+        let age = now.saturating_duration_since(kept.at);
+        if age > self.max_stale {
+            store.remove(key);
+            return None;
+        }
+        let mut res = http::Response::new(kept.body.clone());
+        *res.status_mut() = kept.status;
+        *res.version_mut() = kept.version;
+        *res.headers_mut() = kept.headers.clone();
+        Some((res, age))
+    }
+
+    #[cfg(test)]
+    fn usage(&self) -> (usize, u64) {
+        let store = self.lock();
+        (store.entries.len(), store.bytes)
+    }
+}
+
+impl Store {
+    fn remove(&mut self, key: &StaleKey) {
+        if let Some(kept) = self.entries.remove(key) {
+            self.order.remove(&kept.seq);
+            self.bytes = self.bytes.saturating_sub(kept.size);
+        }
+    }
+
+    /// Drops the oldest entry; false when there is none.
+    fn pop_oldest(&mut self) -> bool {
+        let Some((_, key)) = self.order.pop_first() else {
+            return false;
+        };
+        if let Some(kept) = self.entries.remove(&key) {
+            self.bytes = self.bytes.saturating_sub(kept.size);
+        }
+        true
+    }
+
+    /// Drops the entries past `max_stale`: the oldest ones, at the front.
+    fn drop_expired(&mut self, now: Instant, max_stale: Duration) {
+        while let Some((_, key)) = self.order.first_key_value() {
+            let expired = self
+                .entries
+                .get(key)
+                .is_none_or(|kept| now.saturating_duration_since(kept.at) > max_stale);
+            if !expired {
+                break;
+            }
+            self.pop_oldest();
+        }
+    }
+}
+
+impl fmt::Debug for StaleCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // No keys: URLs may carry credentials.
+        let store = self.lock();
+        f.debug_struct("StaleCache")
+            .field("max_stale", &self.max_stale)
+            .field("limits", &self.limits)
+            .field("entries", &store.entries.len())
+            .field("bytes", &store.bytes)
+            .finish()
+    }
+}
+
+/// The statuses a stale answer stands in for: HTTP's `stale-if-error` set.
+fn stands_in_for_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}
+
+/// The errors a stale answer stands in for: a call not made or with no
+/// usable answer, not a caller's bug.
+fn stands_in_for_error(kind: CallErrorKind) -> bool {
+    match kind {
+        CallErrorKind::BelowFloor
+        | CallErrorKind::CircuitOpen
+        | CallErrorKind::NoPermit
+        | CallErrorKind::Auth
+        | CallErrorKind::Timeout
+        | CallErrorKind::ConnectTimeout
+        | CallErrorKind::Connect
+        | CallErrorKind::Reset
+        | CallErrorKind::Body
+        | CallErrorKind::Other => true,
+        CallErrorKind::NoBudget
+        | CallErrorKind::Status
+        | CallErrorKind::Decode
+        | CallErrorKind::Request => false,
+    }
+}
+
+/// `Cache-Control: no-store` (any case, among other directives).
+fn no_store(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|directive| directive.trim().eq_ignore_ascii_case("no-store"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn cache(max_stale: Duration, max_entries: usize, max_bytes: u64) -> Arc<StaleCache> {
+        let limits = StaleCacheConfig {
+            max_entries,
+            max_bytes,
+        };
+        build(OnUnavailable::Stale, max_stale, &limits)
+            .unwrap()
+            .unwrap()
+    }
+
+    fn dep() -> Arc<str> {
+        Arc::from("inventory")
+    }
+
+    fn key(url: &str) -> StaleKey {
+        StaleCache::key(&Method::GET, &Url::parse(url).unwrap()).unwrap()
+    }
+
+    fn answer(status: u16, body: &'static str) -> Result<BudgetResponse, CallError> {
+        let mut res = http::Response::new(Bytes::from_static(body.as_bytes()));
+        *res.status_mut() = StatusCode::from_u16(status).unwrap();
+        Ok(BudgetResponse::new(res, dep(), 1, None, false))
+    }
+
+    fn failed(kind: CallErrorKind, attempts: u32) -> Result<BudgetResponse, CallError> {
+        Err(CallError::new(dep(), kind).with_attempts(attempts))
+    }
+
+    /// Settles `result` for `key` with a fresh ledger: the outcome and
+    /// what the ledger says.
+    fn settle(
+        cache: &StaleCache,
+        key: &StaleKey,
+        result: Result<BudgetResponse, CallError>,
+    ) -> (Result<BudgetResponse, CallError>, String) {
+        let ledger = Ledger::new();
+        let out = cache.settle(key, result, &dep(), Some(&ledger));
+        (out, ledger.server_timing())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_call_gets_the_last_good_answer_with_its_age_in_the_ledger() {
+        let cache = cache(ms(30_000), 16, 1 << 20);
+        let k = key("http://inv/stock?sku=7");
+        let (first, timing) = settle(&cache, &k, answer(200, "{\"stock\":3}"));
+        assert_eq!(first.unwrap().stale(), None, "a call's own answer");
+        assert_eq!(timing, "", "nothing to say about a good answer");
+
+        tokio::time::advance(ms(12_400)).await;
+        let (res, timing) = settle(&cache, &k, failed(CallErrorKind::Timeout, 2));
+        let res = res.unwrap();
+        assert_eq!(res.stale(), Some(ms(12_400)));
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.text(), "{\"stock\":3}");
+        assert_eq!(res.attempts(), 2, "the attempts of the call it stands for");
+        assert_eq!(res.dependency(), "inventory");
+        assert!(!res.passes_up() && res.error_for_status().is_ok());
+        assert_eq!(timing, "inventory;desc=\"stale 12s\"");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_refusal_and_transport_failure_and_5xx_gets_it_and_nothing_else_does() {
+        let cache = cache(ms(30_000), 16, 1 << 20);
+        let k = key("http://inv/stock");
+        settle(&cache, &k, answer(200, "good")).0.unwrap();
+        for kind in [
+            CallErrorKind::BelowFloor,
+            CallErrorKind::CircuitOpen,
+            CallErrorKind::NoPermit,
+            CallErrorKind::Auth,
+            CallErrorKind::Timeout,
+            CallErrorKind::ConnectTimeout,
+            CallErrorKind::Connect,
+            CallErrorKind::Reset,
+            CallErrorKind::Body,
+            CallErrorKind::Other,
+        ] {
+            let res = settle(&cache, &k, failed(kind, 0)).0;
+            assert_eq!(res.unwrap().stale(), Some(Duration::ZERO), "{kind}");
+        }
+        for kind in [
+            CallErrorKind::NoBudget,
+            CallErrorKind::Request,
+            CallErrorKind::Decode,
+            CallErrorKind::Status,
+        ] {
+            let (res, timing) = settle(&cache, &k, failed(kind, 0));
+            assert_eq!(res.unwrap_err().kind(), kind);
+            assert_eq!(timing, "", "{kind}");
+        }
+        for status in [500, 502, 503, 504] {
+            let res = settle(&cache, &k, answer(status, "oops")).0.unwrap();
+            assert_eq!(
+                (res.status().as_u16(), res.stale()),
+                (200, Some(Duration::ZERO))
+            );
+        }
+        for status in [404, 401, 429, 501, 304] {
+            let res = settle(&cache, &k, answer(status, "theirs")).0.unwrap();
+            assert_eq!((res.status().as_u16(), res.stale()), (status, None));
+        }
+        // Error answers left the good one in place.
+        let res = settle(&cache, &k, failed(CallErrorKind::Reset, 1))
+            .0
+            .unwrap();
+        assert_eq!(res.text(), "good");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_older_than_max_stale_is_never_served() {
+        let cache = cache(ms(5000), 16, 1 << 20);
+        let k = key("http://inv/stock");
+        settle(&cache, &k, answer(200, "good")).0.unwrap();
+        tokio::time::advance(ms(5000)).await;
+        let res = settle(&cache, &k, failed(CallErrorKind::Connect, 3)).0;
+        assert_eq!(
+            res.unwrap().stale(),
+            Some(ms(5000)),
+            "max_stale itself is fine"
+        );
+        tokio::time::advance(ms(1)).await;
+        let (res, timing) = settle(&cache, &k, failed(CallErrorKind::Connect, 3));
+        let err = res.unwrap_err();
+        assert_eq!((err.kind(), err.attempts()), (CallErrorKind::Connect, 3));
+        assert_eq!(timing, "");
+        assert_eq!(cache.usage().0, 0, "dropped once found too old");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_non_2xx_answer_is_never_kept() {
+        let cache = cache(ms(30_000), 16, 1 << 20);
+        let k = key("http://inv/stock");
+        for status in [500, 404, 301, 429] {
+            settle(&cache, &k, answer(status, "bad")).0.unwrap();
+        }
+        assert_eq!(cache.usage(), (0, 0));
+        let err = settle(&cache, &k, failed(CallErrorKind::Timeout, 1)).0;
+        assert!(err.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_key_is_the_method_and_the_whole_url() {
+        let cache = cache(ms(30_000), 16, 1 << 20);
+        let (a, b) = (key("http://inv/stock?sku=1"), key("http://inv/stock?sku=2"));
+        settle(&cache, &a, answer(200, "one")).0.unwrap();
+        settle(&cache, &b, answer(200, "two")).0.unwrap();
+        let res = settle(&cache, &a, failed(CallErrorKind::Timeout, 1)).0;
+        assert_eq!(res.unwrap().text(), "one");
+        let res = settle(&cache, &b, failed(CallErrorKind::Timeout, 1)).0;
+        assert_eq!(res.unwrap().text(), "two");
+        let url = Url::parse("http://inv/stock?sku=1").unwrap();
+        let head = StaleCache::key(&Method::HEAD, &url).unwrap();
+        assert_ne!(head, a);
+        for method in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
+            assert_eq!(StaleCache::key(&method, &url), None, "{method}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_max_entries_the_oldest_goes_first() {
+        let cache = cache(ms(30_000), 2, 1 << 20);
+        let keys: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .map(|p| key(&format!("http://inv/{p}")))
+            .collect();
+        for k in &keys {
+            settle(&cache, k, answer(200, "x")).0.unwrap();
+            tokio::time::advance(ms(10)).await;
+        }
+        assert_eq!(cache.usage().0, 2);
+        assert!(
+            settle(&cache, &keys[0], failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_err()
+        );
+        for k in &keys[1..] {
+            assert!(
+                settle(&cache, k, failed(CallErrorKind::Timeout, 1))
+                    .0
+                    .is_ok()
+            );
+        }
+        // Keeping a key again makes it the newest: `b` goes next, not `c`.
+        settle(&cache, &keys[1], answer(200, "y")).0.unwrap();
+        settle(&cache, &keys[0], answer(200, "z")).0.unwrap();
+        assert!(
+            settle(&cache, &keys[2], failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_err()
+        );
+        assert!(
+            settle(&cache, &keys[1], failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_ok()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_max_bytes_the_oldest_goes_first_and_a_too_large_answer_is_not_kept() {
+        let one = key("http://inv/1"); // "GET http://inv/1" = 16 bytes
+        let two = key("http://inv/2");
+        let body = "0123456789012345678901234567890123456789"; // 40 bytes: 56 an entry
+        let cache = cache(ms(30_000), 100, 100);
+        settle(&cache, &one, answer(200, body)).0.unwrap();
+        assert_eq!(cache.usage(), (1, 56));
+        settle(&cache, &two, answer(200, body)).0.unwrap();
+        assert_eq!(cache.usage(), (1, 56), "both do not fit in 100 bytes");
+        assert!(
+            settle(&cache, &one, failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_err()
+        );
+        assert!(
+            settle(&cache, &two, failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_ok()
+        );
+
+        let small = cache_with_room_for(40);
+        settle(&small, &one, answer(200, "ok")).0.unwrap();
+        assert_eq!(small.usage(), (1, 18));
+        // A newer answer too large to keep drops the older one too.
+        settle(&small, &one, answer(200, body)).0.unwrap();
+        assert_eq!(small.usage(), (0, 0));
+        assert!(
+            settle(&small, &one, failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_err()
+        );
+    }
+
+    fn cache_with_room_for(bytes: u64) -> Arc<StaleCache> {
+        cache(ms(30_000), 100, bytes)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_entries_make_room_before_live_ones_are_evicted() {
+        let cache = cache(ms(1000), 2, 1 << 20);
+        let (a, b, c) = (
+            key("http://inv/a"),
+            key("http://inv/b"),
+            key("http://inv/c"),
+        );
+        settle(&cache, &a, answer(200, "a")).0.unwrap();
+        tokio::time::advance(ms(1500)).await;
+        settle(&cache, &b, answer(200, "b")).0.unwrap();
+        settle(&cache, &c, answer(200, "c")).0.unwrap();
+        assert_eq!(cache.usage().0, 2);
+        assert!(
+            settle(&cache, &b, failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_ok()
+        );
+        assert!(
+            settle(&cache, &c, failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_ok()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_store_is_not_kept_and_drops_the_answer_kept_before() {
+        let cache = cache(ms(30_000), 16, 1 << 20);
+        let k = key("http://inv/stock");
+        settle(&cache, &k, answer(200, "good")).0.unwrap();
+        let mut res = http::Response::new(Bytes::from_static(b"secret"));
+        res.headers_mut().insert(
+            CACHE_CONTROL,
+            http::HeaderValue::from_static("private, No-Store"),
+        );
+        let res = Ok(BudgetResponse::new(res, dep(), 1, None, false));
+        settle(&cache, &k, res).0.unwrap();
+        assert_eq!(cache.usage(), (0, 0));
+        assert!(
+            settle(&cache, &k, failed(CallErrorKind::Timeout, 1))
+                .0
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn max_stale_and_the_bounds_are_checked_with_their_field_names() {
+        let ok = StaleCacheConfig::default();
+        let err = |on, max_stale, c: StaleCacheConfig| {
+            build(on, max_stale, &c).unwrap_err().field().to_owned()
+        };
+        assert_eq!(err(OnUnavailable::Stale, Duration::ZERO, ok), "max_stale");
+        // Checked whatever on_unavailable says.
+        assert_eq!(err(OnUnavailable::Fail, Duration::ZERO, ok), "max_stale");
+        let no_entries = StaleCacheConfig {
+            max_entries: 0,
+            ..ok
+        };
+        assert_eq!(
+            err(OnUnavailable::Stale, ms(1), no_entries),
+            "stale_cache.max_entries"
+        );
+        let no_bytes = StaleCacheConfig { max_bytes: 0, ..ok };
+        assert_eq!(
+            err(OnUnavailable::Skip, ms(1), no_bytes),
+            "stale_cache.max_bytes"
+        );
+        assert!(build(OnUnavailable::Fail, ms(1), &ok).unwrap().is_none());
+        assert!(build(OnUnavailable::Stale, ms(1), &ok).unwrap().is_some());
+    }
+}
