@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
+use crate::html::write_html;
 use crate::plot::write_svg;
 use crate::report::{RunReport, scenario_markdown};
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
@@ -151,6 +152,11 @@ pub struct Args {
     /// Also write the p99-latency and goodput plot to this SVG file.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Also write one self-contained HTML page to this file: the tables,
+    /// the budget tables and the charts of every scenario, with what they
+    /// mean; it loads nothing from the network.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// No progress bar (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
@@ -220,6 +226,31 @@ impl Invocation {
     }
 }
 
+/// Refuses an output file that cannot be made before a run spends its
+/// time: a directory, or a file in a directory that does not exist. (What
+/// only writing shows, such as a read-only directory, is said after the
+/// run, with exit code 1.)
+fn check_output(name: &'static str, path: &std::path::Path) -> Result<(), CliError> {
+    if path.is_dir() {
+        return Err(flag(name, format!("{} is a directory", path.display())));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(flag(
+            name,
+            format!(
+                "cannot write {}: directory {} does not exist",
+                path.display(),
+                parent.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn flag(flag: &'static str, problem: impl Into<String>) -> CliError {
     CliError::Flag {
         flag,
@@ -245,6 +276,15 @@ impl Args {
     /// assert!(err.to_string().starts_with("--target: refusing http://10.1.2.3:8080/checkout"));
     /// ```
     pub fn invocation(&self) -> Result<Invocation, CliError> {
+        for (name, path) in [
+            ("json", &self.json),
+            ("svg", &self.svg),
+            ("html", &self.html),
+        ] {
+            if let Some(path) = path {
+                check_output(name, path)?;
+            }
+        }
         let settings = self.chain_settings()?;
         let plan = self.plan(&settings)?;
         if let Some(target) = &self.target {
@@ -630,6 +670,12 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
         eprintln!("load-tests: --svg {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
+    if let Some(path) = &args.html
+        && let Err(e) = write_html(path, &invocation, command, &reports)
+    {
+        eprintln!("load-tests: --html: {e}");
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
 }
 
@@ -792,5 +838,26 @@ mod tests {
         assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
         assert_eq!(modes, [ChainMode::Naive]);
         assert_eq!(plan.patience, Patience::Budget);
+    }
+
+    #[test]
+    fn an_output_file_that_cannot_be_made_is_refused_before_the_run() {
+        let dir = std::env::temp_dir();
+        let dir_text = dir.to_str().expect("a UTF-8 temp dir");
+        for name in ["html", "json", "svg"] {
+            assert_eq!(
+                refusal(&[&format!("--{name}"), dir_text]),
+                format!("--{name}: {dir_text} is a directory")
+            );
+        }
+        assert_eq!(
+            refusal(&["--html", "/no/such/dir/report.html"]),
+            "--html: cannot write /no/such/dir/report.html: directory /no/such/dir does not exist"
+        );
+        // A bare file name is in the current directory.
+        assert!(matches!(
+            accepted(&["--html", "report.html"]),
+            Invocation::Scenarios { .. }
+        ));
     }
 }

@@ -15,7 +15,8 @@
 //! outcome of every request, goodput (`2xx` within the client's budget,
 //! per second), latency percentiles, the partner's late work, and the
 //! budget table aggregated from every answer's `Server-Timing` ledger
-//! ([`budget_table`]); as markdown, JSON and an SVG plot ([`plot`]).
+//! ([`budget_table`]); as markdown, JSON, an SVG plot ([`plot`]) and one
+//! self-contained HTML page with the tables and charts ([`html`]).
 //!
 //! Beyond the partner shapes, scenarios vary the callers and the chain:
 //! `mixed-budgets` gives each request its own budget ([`budgets`]),
@@ -27,6 +28,7 @@
 //!
 //! ```text
 //! cargo run --release -p load-tests -- --scenario slow --json slow.json --svg slow.svg
+//! cargo run --release -p load-tests -- --scenario slow --duration 10s --html slow.html
 //! cargo run --release -p load-tests -- --target http://127.0.0.1:8080/checkout --rate 50 --duration 10s
 //! ```
 //!
@@ -74,6 +76,7 @@ pub mod client;
 pub mod criticality;
 pub mod gauges;
 pub mod generator;
+pub mod html;
 pub mod middle;
 pub mod outage;
 pub mod peer;
