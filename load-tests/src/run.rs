@@ -1,6 +1,7 @@
 //! Running loads: one against a URL ([`run_load`]), or a scenario in each
 //! budget mode against chains this process starts ([`run_scenario`]).
 
+use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -352,8 +353,11 @@ pub fn mode_name(mode: BudgetMode) -> &'static str {
     }
 }
 
+/// The run's progress bar on stderr: answers so far of those expected.
+/// Hidden unless the plan asks for one and stderr is a terminal, so that
+/// logs, pipes and tests get only the run's own lines.
 fn progress_bar(plan: &LoadPlan, message: &str) -> ProgressBar {
-    if !plan.progress {
+    if !plan.progress || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(
