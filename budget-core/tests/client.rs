@@ -14,7 +14,8 @@ use axum::Router;
 use axum::routing::get;
 use budget_core::breaker::{BreakerConfig, BreakerState};
 use budget_core::client::{
-    BodyTooLarge, BudgetClient, CallError, CallErrorKind, DependencyConfig, Mode, OnUnavailable,
+    BodyTooLarge, BudgetClient, CallError, CallErrorKind, DependencyConfig, HedgeConfig, Mode,
+    OnUnavailable,
 };
 use budget_core::clock::FixedClock;
 use budget_core::header::parse_grpc_timeout;
@@ -938,6 +939,54 @@ async fn a_handler_questions_a_call_error_into_the_contract_problem() {
         assert_eq!(res.status(), 503);
         assert_eq!(res.headers()["retry-after"], "30");
         assert_eq!(partner.hits(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_hedge_answers_for_a_slow_first_attempt_on_a_real_socket() {
+    bounded(async {
+        let partner = Partner::start(vec![
+            Answer::status(200).body("slow").after(ms(3000)),
+            Answer::status(200).body("fast").after(ms(20)),
+        ])
+        .await;
+        let mut config = dep("pricing", &partner.url("/pricing"));
+        config.hedge = Some(HedgeConfig {
+            ratio: 1.0,
+            ..HedgeConfig::after(ms(100))
+        });
+        let client = config.build().unwrap();
+        let ledger = Ledger::new();
+        let start = Instant::now();
+        let res = client
+            .get("")
+            .budget(Budget::new(ms(2000)))
+            .ledger(ledger.clone())
+            .send()
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        assert_eq!((res.status(), res.text()), (StatusCode::OK, "fast".into()));
+        assert!(took >= ms(120) && took < ms(1000), "{took:?}");
+        let seen = partner.seen();
+        assert_eq!(seen.len(), 2);
+        let (first, second) = (seen[0].budget_ms.unwrap(), seen[1].budget_ms.unwrap());
+        assert!(
+            second + 100 <= first,
+            "the hedge carries what is left: {first} -> {second}"
+        );
+        let names: Vec<_> = parse_server_timing(&ledger.server_timing())
+            .into_iter()
+            .map(|m| (m.name, m.desc))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("pricing".to_owned(), Some("cancelled".to_owned())),
+                ("pricing-hedge".to_owned(), None)
+            ]
+        );
     })
     .await;
 }

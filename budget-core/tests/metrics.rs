@@ -273,3 +273,49 @@ fn the_floor_gauge_is_set_when_a_client_is_built() {
         "cold start: min; {rendered}"
     );
 }
+
+#[test]
+fn hedges_are_counted_by_result_from_zero() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (before, after) = metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let partner = Partner::start(vec![
+                Answer::status(200).after(ms(2000)),
+                Answer::status(200),
+            ])
+            .await;
+            let mut config = dependency("pricing", partner.url("/"));
+            config.hedge = Some(budget_core::client::HedgeConfig {
+                ratio: 1.0,
+                ..budget_core::client::HedgeConfig::after(ms(50))
+            });
+            let client = config.build().unwrap();
+            let before = handle.render();
+            let res = client
+                .get("")
+                .budget(budget_core::Budget::new(ms(1500)))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            (before, handle.render())
+        })
+    });
+    let series = |result: &str| {
+        format!(
+            "{METRIC_HEDGES_TOTAL}{{{LABEL_DEPENDENCY}=\"pricing\",{LABEL_RESULT}=\"{result}\"}}"
+        )
+    };
+    let declined = format!(
+        "{METRIC_HEDGES_DECLINED_TOTAL}{{{LABEL_DEPENDENCY}=\"pricing\",{LABEL_REASON}=\"hedge_budget\"}}"
+    );
+    assert_eq!(value(&before, &series("won")), Some(0.0), "{before}");
+    assert_eq!(value(&before, &declined), Some(0.0), "{before}");
+    assert_eq!(value(&after, &series("won")), Some(1.0), "{after}");
+    assert_eq!(value(&after, &series("lost")), Some(0.0), "{after}");
+}

@@ -17,6 +17,7 @@ use super::config::Settings;
 use super::error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
+use super::hedge::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
 use super::permits::{Permit, Permits};
 use super::response::BudgetResponse;
 use crate::admission::{Criticality, RefusalReason, Sample};
@@ -171,6 +172,15 @@ where
     if let Some(retry_budget) = retry_budget {
         retry_budget.deposit();
     }
+    // Only a call that may be sent twice is hedged, in budget mode, on its
+    // first attempt (README, "Hedged requests").
+    let hedging = match (&settings.hedge, timing) {
+        (Some(hedging), Timing::Budget(_)) if plan.may_retry => {
+            hedging.deposit();
+            Some(&**hedging)
+        }
+        _ => None,
+    };
 
     let mut number = 0;
     let mut waited = None;
@@ -185,23 +195,42 @@ where
             .permits
             .as_ref()
             .and_then(Permits::adaptive_in_flight);
-        let sent = attempt(AttemptSpec { number, budget }).instrument(span.clone());
-        let result = tokio::time::timeout_at(window.deadline, sent)
-            .await
-            .unwrap_or_else(|_| Err(AttemptError::timed_out(window.limit)));
-        let took = started.elapsed();
-
-        let outcome = match &result {
-            Ok(res) => Outcome::from_response(res.status(), res.headers(), clock),
-            Err(e) => Outcome::Transport(e.kind),
+        let sent = bounded(
+            window,
+            attempt(AttemptSpec { number, budget }).instrument(span.clone()),
+        );
+        let hedge_delay = hedging.filter(|_| number == 1).and_then(Hedging::delay);
+        let (result, took, hedge_won) = match (hedging, hedge_delay) {
+            (Some(hedging), Some(delay)) => {
+                let race = Race {
+                    settings,
+                    clock,
+                    plan: &plan,
+                    timing,
+                    hedging,
+                    started,
+                };
+                let primary_breaker = breaker_permit.take();
+                let raced = race.run(delay, sent, primary_breaker, &mut attempt).await;
+                (raced.result, raced.took, raced.hedge_won)
+            }
+            _ => (sent.await, started.elapsed(), false),
         };
-        record(Entry::attempt(&**name, number, took, outcome.to_string()));
+
+        let outcome = outcome_of(&result, clock);
+        if hedge_won {
+            record(Entry::attempt(
+                format!("{name}{HEDGE_SUFFIX}"),
+                number,
+                took,
+                outcome.to_string(),
+            ));
+        } else {
+            record(Entry::attempt(&**name, number, took, outcome.to_string()));
+        }
         meter::attempt_done(name, &plan.method, &outcome, took);
         if let Some(permit) = breaker_permit.take() {
-            permit.record(match &result {
-                Ok(res) => Verdict::from_status(res.status()),
-                Err(e) => e.verdict,
-            });
+            permit.record(verdict_of(&result));
         }
 
         let floor = settings.floor.current();
@@ -222,6 +251,9 @@ where
             // Rule 10: a learned floor learns from successful attempts,
             // and from timed-out ones (their latency is at least `took`).
             settings.floor.observe(took);
+            if let Some(hedging) = &settings.hedge {
+                hedging.observe(took);
+            }
         }
         if let (Some(permits), Some(in_flight)) = (&settings.permits, in_flight) {
             permits.sample(name, took, in_flight, limit_sample(&outcome, &decision));
@@ -272,6 +304,206 @@ where
                 return finish(name, timing, result, outcome, number, stop);
             }
         }
+    }
+}
+
+/// An attempt bounded by its window: past its deadline it is dropped and
+/// reads as a timeout.
+async fn bounded<F>(window: AttemptWindow, sent: F) -> AttemptResult
+where
+    F: Future<Output = AttemptResult>,
+{
+    tokio::time::timeout_at(window.deadline, sent)
+        .await
+        .unwrap_or_else(|_| Err(AttemptError::timed_out(window.limit)))
+}
+
+/// What the retry policy and the ledger read of an attempt's result.
+fn outcome_of(result: &AttemptResult, clock: &dyn WallClock) -> Outcome {
+    match result {
+        Ok(res) => Outcome::from_response(res.status(), res.headers(), clock),
+        Err(e) => Outcome::Transport(e.kind),
+    }
+}
+
+/// What the breaker hears of an attempt's result.
+fn verdict_of(result: &AttemptResult) -> Verdict {
+    match result {
+        Ok(res) => Verdict::from_status(res.status()),
+        Err(e) => e.verdict,
+    }
+}
+
+/// A first attempt that may be hedged.
+struct Race<'a> {
+    settings: &'a Settings,
+    clock: &'a dyn WallClock,
+    plan: &'a Plan,
+    timing: Timing,
+    hedging: &'a Hedging,
+    /// When the first attempt started.
+    started: Instant,
+}
+
+/// The answer of a [`Race`]: the result that won, its attempt's own
+/// duration, and whether it was the hedge's.
+struct Raced {
+    result: AttemptResult,
+    took: Duration,
+    hedge_won: bool,
+}
+
+impl Race<'_> {
+    /// Waits for `first` until `delay` after its start; then, if a hedge
+    /// is admitted ([`Race::admit`]), sends one and takes the first answer
+    /// (a response, whatever its status). A failed attempt (no response)
+    /// waits for the other; when both fail, the later failure is the
+    /// answer. The loser is dropped (cancelled) and leaves its own ledger
+    /// entry: its outcome, or `cancelled` with how long it ran.
+    /// `first_breaker` is the first attempt's breaker permit: it hears the
+    /// first attempt's own result, or nothing when it was cancelled.
+    async fn run<A, F, P>(
+        &self,
+        delay: Duration,
+        first: P,
+        first_breaker: Option<BreakerPermit>,
+        attempt: &mut A,
+    ) -> Raced
+    where
+        A: FnMut(AttemptSpec) -> F,
+        F: Future<Output = AttemptResult>,
+        P: Future<Output = AttemptResult>,
+    {
+        let name = &self.settings.name;
+        let started = self.started;
+        let mut first = std::pin::pin!(first);
+        let settle_first = |breaker: Option<BreakerPermit>, result: &AttemptResult| {
+            if let Some(permit) = breaker {
+                permit.record(verdict_of(result));
+            }
+        };
+        let due = started.checked_add(delay).unwrap_or(started);
+        tokio::select! {
+            biased;
+            result = &mut first => {
+                settle_first(first_breaker, &result);
+                return Raced { result, took: started.elapsed(), hedge_won: false };
+            }
+            () = tokio::time::sleep_until(due) => {}
+        }
+        let (_permit, hedge_breaker) = match self.admit() {
+            Ok(admitted) => admitted,
+            Err(declined) => {
+                tracing::debug!(dependency = %name, reason = declined.label(), "hedge not sent");
+                meter::hedge_declined_by(name, declined.label(), 1);
+                let result = first.await;
+                settle_first(first_breaker, &result);
+                return Raced {
+                    result,
+                    took: started.elapsed(),
+                    hedge_won: false,
+                };
+            }
+        };
+
+        let hedge_started = Instant::now();
+        let window = self
+            .timing
+            .attempt(hedge_started, self.settings.policy.attempt_timeout());
+        tracing::debug!(
+            dependency = %name,
+            after_ms = delay.as_millis() as u64,
+            budget_sent_ms = window.budget.map(|b| b.as_millis() as u64),
+            "hedge sent"
+        );
+        let span = trace::attempt_span(name, &self.plan.method, 1, window.budget, None);
+        meter::attempt(name, 1, window.budget);
+        let spec = AttemptSpec {
+            number: 1,
+            budget: window.budget,
+        };
+        let mut second = std::pin::pin!(bounded(window, attempt(spec).instrument(span)));
+
+        let hedge_name = format!("{name}{HEDGE_SUFFIX}");
+        let record = |entry: Entry| {
+            if let Some(ledger) = &self.plan.ledger {
+                ledger.record(entry);
+            }
+        };
+        let mut first_breaker = first_breaker;
+        let mut first_failed: Option<(AttemptResult, Duration)> = None;
+        let mut second_failed: Option<(AttemptResult, Duration)> = None;
+        loop {
+            tokio::select! {
+                result = &mut first, if first_failed.is_none() => {
+                    let took = started.elapsed();
+                    settle_first(first_breaker.take(), &result);
+                    if result.is_err() && second_failed.is_none() {
+                        first_failed = Some((result, took));
+                        continue;
+                    }
+                    match second_failed.take() {
+                        Some((failed, ran)) => {
+                            record(Entry::attempt(&*hedge_name, 1, ran, outcome_of(&failed, self.clock).to_string()));
+                            if let Some(permit) = hedge_breaker {
+                                permit.record(verdict_of(&failed));
+                            }
+                        }
+                        // The hedge is cancelled: its breaker permit is
+                        // dropped unheard (neutral).
+                        None => record(Entry::attempt(&*hedge_name, 1, hedge_started.elapsed(), CANCELLED)),
+                    }
+                    meter::hedge(name, false, 1);
+                    return Raced { result, took, hedge_won: false };
+                }
+                result = &mut second, if second_failed.is_none() => {
+                    let took = hedge_started.elapsed();
+                    if result.is_err() && first_failed.is_none() {
+                        second_failed = Some((result, took));
+                        continue;
+                    }
+                    if let Some(permit) = hedge_breaker {
+                        permit.record(verdict_of(&result));
+                    }
+                    match first_failed.take() {
+                        Some((failed, ran)) => {
+                            record(Entry::attempt(&**name, 1, ran, outcome_of(&failed, self.clock).to_string()));
+                        }
+                        None => {
+                            let ran = started.elapsed();
+                            // The first attempt's latency is at least this.
+                            self.hedging.observe(ran);
+                            record(Entry::attempt(&**name, 1, ran, CANCELLED));
+                        }
+                    }
+                    meter::hedge(name, true, 1);
+                    return Raced { result, took, hedge_won: true };
+                }
+            }
+        }
+    }
+
+    /// A hedge may be sent when what is left covers the floor, the circuit
+    /// lets another call through, a concurrency permit is free at once, and
+    /// the hedge budget has one; the permits are held until the race ends.
+    fn admit(&self) -> Result<(Option<Permit>, Option<BreakerPermit>), Declined> {
+        let settings = self.settings;
+        if self.timing.check_floor(&settings.floor.current()).is_err() {
+            return Err(Declined::Floor);
+        }
+        let breaker = acquire_breaker(settings).map_err(|_| Declined::Circuit)?;
+        let permit = match &settings.permits {
+            Some(permits) => Some(
+                permits
+                    .try_acquire(self.plan.criticality)
+                    .ok_or(Declined::Permit)?,
+            ),
+            None => None,
+        };
+        if !self.hedging.withdraw() {
+            return Err(Declined::HedgeBudget);
+        }
+        Ok((permit, breaker))
     }
 }
 
@@ -648,6 +880,266 @@ mod tests {
         fn seen(&self) -> Vec<AttemptSpec> {
             self.seen.lock().unwrap().clone()
         }
+    }
+
+    /// A fake dependency whose attempt N takes `shape[N].1` and answers
+    /// `shape[N].0` (0: a connection error); the last entry repeats.
+    struct Shaped {
+        shape: Vec<(u16, Duration)>,
+        seen: Mutex<Vec<(Instant, AttemptSpec)>>,
+    }
+
+    impl Shaped {
+        fn new(shape: &[(u16, u64)]) -> Self {
+            Self {
+                shape: shape.iter().map(|(s, t)| (*s, ms(*t))).collect(),
+                seen: Mutex::new(Vec::new()),
+            }
+        }
+
+        async fn attempt(&self, spec: AttemptSpec) -> AttemptResult {
+            let i = {
+                let mut seen = self.seen.lock().unwrap();
+                seen.push((Instant::now(), spec));
+                seen.len() - 1
+            };
+            let (status, took) = self.shape[i.min(self.shape.len() - 1)];
+            tokio::time::sleep(took).await;
+            if status == 0 {
+                return Err(AttemptError::new(TransportKind::Connect, "refused"));
+            }
+            response(status)
+        }
+
+        fn sent(&self) -> usize {
+            self.seen.lock().unwrap().len()
+        }
+
+        /// When each attempt started, from `origin`, and the budget it was sent.
+        fn starts(&self, origin: Instant) -> Vec<(Duration, Option<Duration>)> {
+            self.seen
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(at, spec)| (*at - origin, spec.budget))
+                .collect()
+        }
+    }
+
+    /// `config()` with hedging after a fixed `delay`, one hedge per call
+    /// allowed (the ratio's own test is separate).
+    fn hedged(delay: u64) -> DependencyConfig {
+        let mut c = config();
+        c.hedge = Some(HedgeConfig {
+            ratio: 1.0,
+            ..HedgeConfig::after(ms(delay))
+        });
+        c
+    }
+
+    use crate::client::HedgeConfig;
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_a_slow_first_attempt_is_hedged_after_the_delay_and_the_first_answer_wins() {
+        let settings = hedged(40).settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(200, 1000), (200, 30)]);
+        let start = Instant::now();
+        let budget = Budget::new(ms(2000));
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(budget), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(
+            start.elapsed(),
+            ms(70),
+            "the hedge's answer, not the first's"
+        );
+        // The hedge is sent 40 ms in, with what is left then.
+        assert_eq!(
+            fake.starts(start),
+            [(ms(0), Some(ms(2000))), (ms(40), Some(ms(1960)))]
+        );
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;dur=70;desc=\"cancelled\", pricing-hedge;dur=30"
+        );
+        // Dropped, the first attempt makes no more progress.
+        tokio::time::advance(ms(2000)).await;
+        assert_eq!(fake.sent(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_a_first_attempt_that_answers_first_cancels_the_hedge() {
+        let settings = hedged(40).settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(200, 100), (200, 1000)]);
+        let start = Instant::now();
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(100)));
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing-hedge;dur=60;desc=\"cancelled\", pricing;dur=100"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_an_attempt_answering_before_the_delay_sends_no_hedge() {
+        let settings = hedged(40).settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(503, 30), (200, 30)]);
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        // A 503 is an answer: no hedge, the retry policy's retry.
+        assert_eq!((res.status(), res.attempts()), (StatusCode::OK, 2));
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;dur=30;desc=\"503\", pricing-wait;dur=100, pricing;dur=30"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_a_failed_attempt_waits_for_the_other_one() {
+        let settings = hedged(40).settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(0, 50), (200, 100)]);
+        let start = Instant::now();
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(140)));
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;dur=50;desc=\"connect\", pricing-hedge;dur=100"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_not_sent_when_what_is_left_would_not_cover_the_floor() {
+        let mut c = hedged(40);
+        c.floor = crate::floor::FloorConfig::fixed(ms(500));
+        let settings = c.settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(200, 300), (200, 10)]);
+        let start = Instant::now();
+        let res = run(
+            &settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(530))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        // 40 ms in, 490 ms are left: below the 500 ms floor.
+        assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(300)));
+        assert_eq!(fake.sent(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_never_for_a_call_that_may_not_be_sent_twice_nor_in_fixed_mode() {
+        let settings = hedged(40).settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(200, 300), (200, 10)]);
+        let mut once = plan(Timing::Budget(Budget::new(ms(2000))), &ledger);
+        once.may_retry = false;
+        run(&settings, &clock(), once, |s| fake.attempt(s))
+            .await
+            .unwrap();
+        assert_eq!(fake.sent(), 1, "a POST without a key is sent once");
+
+        let fake = Shaped::new(&[(200, 300), (200, 10)]);
+        run(
+            &settings,
+            &clock(),
+            plan(Timing::Fixed(ms(2000)), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            fake.sent(),
+            1,
+            "fixed mode (budget mode off) does not hedge"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_the_hedge_budget_caps_hedges_at_its_ratio_of_calls() {
+        let mut c = config();
+        c.hedge = Some(HedgeConfig::after(ms(40))); // ratio 0.1
+        let settings = c.settings(None).unwrap();
+        let fake = Shaped::new(&[(200, 100)]);
+        for _ in 0..100 {
+            run(
+                &settings,
+                &clock(),
+                plan(Timing::Budget(Budget::new(ms(2000))), &Ledger::new()),
+                |s| fake.attempt(s),
+            )
+            .await
+            .unwrap();
+        }
+        // Every call was slow enough for a hedge; the budget allowed 10.
+        assert_eq!(fake.sent(), 110);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedge_a_learned_delay_hedges_only_once_it_has_samples() {
+        let mut c = config();
+        c.hedge = Some(HedgeConfig {
+            ratio: 1.0,
+            min_samples: 5,
+            ..HedgeConfig::default()
+        });
+        let settings = c.settings(None).unwrap();
+        async fn go(settings: &Settings, fake: &Shaped) {
+            run(
+                settings,
+                &clock(),
+                plan(Timing::Budget(Budget::new(ms(2000))), &Ledger::new()),
+                |s| fake.attempt(s),
+            )
+            .await
+            .unwrap();
+        }
+        let slow = Shaped::new(&[(200, 300), (200, 20)]);
+        go(&settings, &slow).await;
+        assert_eq!(slow.sent(), 1, "cold: no latency known, no hedge");
+        let fast = Shaped::new(&[(200, 20)]);
+        for _ in 0..30 {
+            go(&settings, &fast).await;
+        }
+        tokio::time::advance(ms(200)).await;
+        let slow = Shaped::new(&[(200, 300), (200, 20)]);
+        let start = Instant::now();
+        go(&settings, &slow).await;
+        assert_eq!(slow.sent(), 2);
+        // The p95 of 30 samples of 20 ms and one of 300 ms: hedged at 20 ms.
+        let hedge_at = slow.starts(start)[1].0;
+        assert!(hedge_at >= ms(19) && hedge_at <= ms(21), "{hedge_at:?}");
     }
 
     #[tokio::test(start_paused = true)]

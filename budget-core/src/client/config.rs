@@ -8,6 +8,7 @@ use std::time::Duration;
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
+use super::hedge::{HedgeConfig, Hedging};
 use super::permits::Permits;
 use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
 use crate::admission::{LimitConfig, QueueConfig};
@@ -131,6 +132,7 @@ pub enum OnUnavailable {
 /// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
 /// | `breaker` | a [`BreakerConfig`]; absent: no breaker | none |
 /// | `concurrency` | in-flight calls at most (waits are paid from the budget): `8`, `"auto"` or a table ([`LimitConfig`]) | unlimited |
+/// | `hedge` | hedged requests: `"auto"`, `"40ms"` or a table ([`HedgeConfig`]); idempotent calls, budget mode | none |
 /// | `queue` | how calls wait for a permit ([`QueueConfig`]: `order`, `target`, `interval`) | adaptive LIFO, 5 ms / 100 ms |
 /// | `on_unavailable` | `fail`, `skip` or `stale` ([`OnUnavailable`]) | `fail` |
 /// | `max_stale` | with `on_unavailable = "stale"`: the oldest answer served in place of a failed call | `30s` |
@@ -216,6 +218,11 @@ pub struct DependencyConfig {
     /// from its budget, and holds it through its retries and backoff.
     #[serde(default)]
     pub concurrency: Option<LimitConfig>,
+    /// Hedged requests: `"auto"`, a delay (`"40ms"`) or a table
+    /// ([`HedgeConfig`]); absent: none. Only idempotent (or keyed) calls
+    /// are hedged, and only in budget mode.
+    #[serde(default)]
+    pub hedge: Option<HedgeConfig>,
     /// How calls wait for a permit in budget mode: order (`adaptive`,
     /// `fifo`, `lifo`) and the standing-queue `target` and `interval`
     /// ([`QueueConfig`]).
@@ -293,6 +300,7 @@ impl DependencyConfig {
             retry_budget: None,
             breaker: None,
             concurrency: None,
+            hedge: None,
             queue: QueueConfig::default(),
             on_unavailable: OnUnavailable::default(),
             max_stale: DEFAULT_MAX_STALE,
@@ -371,6 +379,10 @@ impl DependencyConfig {
             .breaker
             .map(|c| breaker_for(&c, &base, registry))
             .transpose()?;
+        let hedge = self
+            .hedge
+            .map(|c| c.build().map(Arc::new).map_err(|e| e.within("hedge")))
+            .transpose()?;
         // Every field is valid: the client's gauges start now, and its
         // counters at 0.
         let name: Arc<str> = Arc::from(self.name.as_str());
@@ -379,6 +391,9 @@ impl DependencyConfig {
             crate::telemetry::meter::concurrency_limit(&name, permits.limit());
         }
         floor.report_as(Arc::clone(&name));
+        if hedge.is_some() {
+            crate::telemetry::meter::register_hedging(&name);
+        }
         Ok(Settings {
             name,
             base,
@@ -389,6 +404,7 @@ impl DependencyConfig {
             retry_budget,
             breaker,
             permits,
+            hedge,
             on_unavailable: self.on_unavailable,
             stale,
             grpc_timeout: self.grpc_timeout,
@@ -412,6 +428,7 @@ pub(crate) struct Settings {
     pub(crate) retry_budget: Option<RetryBudget>,
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
     pub(crate) permits: Option<Permits>,
+    pub(crate) hedge: Option<Arc<Hedging>>,
     pub(crate) on_unavailable: OnUnavailable,
     /// The last good answers, with `on_unavailable = "stale"`.
     pub(crate) stale: Option<Arc<StaleCache>>,

@@ -143,6 +143,7 @@ mod budget_client;
 mod call;
 mod config;
 mod error;
+mod hedge;
 mod permits;
 mod request;
 mod response;
@@ -158,6 +159,8 @@ pub use config::{
 pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
+pub(crate) use hedge::Declined as HedgeDeclined;
+pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;
 pub use stale::{

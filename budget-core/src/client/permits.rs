@@ -114,6 +114,19 @@ impl Permits {
         }
     }
 
+    /// A permit if one is free now, without waiting (a hedge never waits).
+    pub(crate) fn try_acquire(&self, criticality: Criticality) -> Option<Permit> {
+        match self {
+            Permits::Fifo(semaphore, _) => Arc::clone(semaphore)
+                .try_acquire_owned()
+                .ok()
+                .map(|permit| Permit::fifo(permit, None)),
+            Permits::Queue { queue, .. } => queue
+                .try_acquire(criticality)
+                .map(|permit| Permit::queued(permit, None)),
+        }
+    }
+
     /// Tells the adaptive limit how an attempt went (it started with
     /// `in_flight` permits in use and took `took`), and resizes the queue.
     pub(crate) fn sample(&self, name: &Arc<str>, took: Duration, in_flight: usize, sample: Sample) {

@@ -98,6 +98,14 @@ pub fn describe_metrics() {
         "Circuit breaker state changes."
     );
     describe_counter!(
+        METRIC_HEDGES_TOTAL,
+        "Hedged attempts sent, by whether the hedge answered first (won) or was cancelled (lost)."
+    );
+    describe_counter!(
+        METRIC_HEDGES_DECLINED_TOTAL,
+        "Hedges that were due and not sent, by reason (hedge budget, floor, circuit, permit)."
+    );
+    describe_counter!(
         METRIC_STALE_SERVED_TOTAL,
         "Dependency calls answered from the client's stale cache: the call was not made or failed."
     );
@@ -313,6 +321,50 @@ pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
         )
         .increment(1);
     }
+}
+
+/// Registers `dependency`'s hedge counters at 0: called when a client
+/// with hedging is built.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn register_hedging(dependency: &Arc<str>) {
+    #[cfg(feature = "metrics")]
+    {
+        for result in [true, false] {
+            hedge(dependency, result, 0);
+        }
+        for reason in crate::client::HedgeDeclined::ALL {
+            hedge_declined_by(dependency, reason.label(), 0);
+        }
+    }
+}
+
+/// A hedge sent to `dependency`: `won` when it answered first.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn hedge(dependency: &Arc<str>, won: bool, count: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        METRIC_HEDGES_TOTAL,
+        LABEL_DEPENDENCY => Arc::clone(dependency),
+        LABEL_RESULT => if won { "won" } else { "lost" }
+    )
+    .increment(count);
+}
+
+/// A hedge to `dependency` that was due and not sent, for `reason`.
+#[cfg(feature = "client")]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn hedge_declined_by(dependency: &Arc<str>, reason: &'static str, count: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        METRIC_HEDGES_DECLINED_TOTAL,
+        LABEL_DEPENDENCY => Arc::clone(dependency),
+        LABEL_REASON => reason
+    )
+    .increment(count);
 }
 
 /// A call to `dependency` not made below its floor.

@@ -213,6 +213,15 @@ pub const METRIC_RETRY_BUDGET_REFUSALS_TOTAL: &str = "budget_retry_budget_refusa
 /// call was not made or failed, `on_unavailable = "stale"`); label
 /// [`LABEL_DEPENDENCY`].
 pub const METRIC_STALE_SERVED_TOTAL: &str = "budget_stale_served_total";
+/// Counter: hedges sent (`hedge` on a dependency); labels
+/// [`LABEL_DEPENDENCY`] and [`LABEL_RESULT`] (`won`: the hedge answered
+/// first; `lost`: the first attempt did, and the hedge was cancelled).
+pub const METRIC_HEDGES_TOTAL: &str = "budget_hedges_total";
+/// Counter: hedges that were due and not sent; labels [`LABEL_DEPENDENCY`]
+/// and [`LABEL_REASON`] (`hedge_budget`, `floor`, `circuit`, `permit`).
+pub const METRIC_HEDGES_DECLINED_TOTAL: &str = "budget_hedges_declined_total";
+/// Metric label of [`METRIC_HEDGES_TOTAL`]: `won` or `lost`.
+pub const LABEL_RESULT: &str = "result";
 /// Counter: circuit breaker state changes; labels [`LABEL_ENDPOINT`],
 /// [`LABEL_FROM`], [`LABEL_TO`].
 pub const METRIC_BREAKER_TRANSITIONS_TOTAL: &str = "budget_breaker_transitions_total";

@@ -150,10 +150,10 @@ service_kit::client_settings! {
     /// | --- | --- |
     /// | `connect_cap` | `1s` (the budget caps it further) |
     /// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
-/// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
     /// | `floor` | `auto` (learned from latency); recommendations: `recommendations_floor` (set that instead) |
     /// | `breaker` | 20 consecutive failures open it for 1 s (`budget_mode = on` only; [`DEFAULT_DEPENDENCY_BREAKER`](service_kit::DEFAULT_DEPENDENCY_BREAKER)) |
     /// | `concurrency` | `auto` (an adaptive limit; ignored with `budget_mode = off`) |
+    /// | `hedge` | none; `"auto"` sends one more attempt after the learned p95 (idempotent calls only: inventory's `GET`, pricing's `GET`, or its `POST` when the caller sent an `idempotency-key`), `budget_mode = on` only ([`HedgeConfig`](budget_core::client::HedgeConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     /// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
@@ -511,6 +511,36 @@ mod tests {
             field(&|c| c.pricing.pool_idle_timeout = Some(Duration::ZERO)),
             "pricing.pool_idle_timeout"
         );
+        assert_eq!(
+            field(
+                &|c| c.pricing.hedge = Some(budget_core::client::HedgeConfig {
+                    ratio: 2.0,
+                    ..Default::default()
+                })
+            ),
+            "pricing.hedge.ratio"
+        );
+    }
+
+    #[test]
+    fn a_dependency_table_takes_a_hedge() {
+        let config = CheckoutConfig::from_toml(
+            "[pricing]\nhedge = \"auto\"\n[inventory]\nhedge = { delay = \"30ms\", ratio = 0.05 }",
+        )
+        .unwrap();
+        assert_eq!(
+            config.pricing.hedge,
+            Some(budget_core::client::HedgeConfig::default())
+        );
+        let inventory = config.inventory.hedge.unwrap();
+        assert_eq!(
+            (inventory.delay, inventory.ratio),
+            (
+                budget_core::client::HedgeDelay::Fixed(Duration::from_millis(30)),
+                0.05
+            )
+        );
+        assert_eq!(CheckoutConfig::default().pricing.hedge, None, "opt-in");
     }
 
     #[test]

@@ -96,6 +96,7 @@ service_kit::service_config! {
 /// | `floor` | `10ms` (below it, checkout is not called) |
 /// | `breaker` | none |
 /// | `concurrency` | unlimited |
+/// | `hedge` | none (a `POST /checkout` is hedged only with an `idempotency-key`) |
 /// | `max_body` | 4 MiB |
 /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
 ///

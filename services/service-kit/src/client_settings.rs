@@ -16,6 +16,7 @@ crate::client_settings! {
     /// | `floor` | `"250ms"` (fixed), `"auto"` or a table (learned); the service's default, [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) (`auto`), unless it says |
     /// | `breaker` | none |
     /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::LimitConfig)) |
+    /// | `hedge` | none: `"auto"` (after the learned p95), `"40ms"` or a table ([`HedgeConfig`](budget_core::client::HedgeConfig)); idempotent calls only |
     /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms" }` ([`QueueConfig`](budget_core::admission::QueueConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
@@ -52,6 +53,7 @@ impl ClientSettings {
         overlay(&mut c.breaker, self.breaker.map(Some));
         overlay(&mut c.concurrency, self.concurrency.map(Some));
         overlay(&mut c.queue, self.queue);
+        overlay(&mut c.hedge, self.hedge.map(Some));
         overlay(&mut c.max_body, self.max_body);
         overlay(&mut c.fixed_timeout, self.fixed_timeout);
     }
@@ -118,6 +120,9 @@ macro_rules! client_settings {
             /// How calls wait for a permit: `order`, `target`, `interval`.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub queue: ::std::option::Option<$crate::__private::QueueConfig>,
+            /// Hedged requests: `"auto"`, a delay or a table.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub hedge: ::std::option::Option<$crate::__private::HedgeConfig>,
             /// The largest response body buffered, in bytes.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub max_body: ::std::option::Option<u64>,
@@ -142,6 +147,7 @@ macro_rules! client_settings {
                     breaker: self.breaker,
                     concurrency: self.concurrency,
                     queue: self.queue,
+                    hedge: self.hedge,
                     max_body: self.max_body,
                     fixed_timeout: self.fixed_timeout,
                 }

@@ -88,6 +88,7 @@ pub use start_error::StartError;
 pub mod __private {
     pub use budget_core::admission::{LimitConfig, QueueConfig};
     pub use budget_core::breaker::BreakerConfig;
+    pub use budget_core::client::HedgeConfig;
     pub use budget_core::config::ConfigError;
     pub use budget_core::floor::FloorConfig;
     pub use budget_core::ledger::LedgerLimits;

@@ -175,7 +175,12 @@ impl FromStr for Tail {
 
 impl fmt::Display for Tail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}", self.share(), humantime::format_duration(self.delay))
+        write!(
+            f,
+            "{}@{}",
+            self.share(),
+            humantime::format_duration(self.delay)
+        )
     }
 }
 

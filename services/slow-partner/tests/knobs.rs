@@ -65,7 +65,11 @@ async fn a_tail_slows_its_share_of_the_requests_and_only_those() {
         });
         let delays = futures_util::future::join_all(calls).await;
         let slow = delays.iter().filter(|d| **d == 30).count();
-        assert_eq!(slow + delays.iter().filter(|d| **d == 1).count(), 200, "{delays:?}");
+        assert_eq!(
+            slow + delays.iter().filter(|d| **d == 1).count(),
+            200,
+            "{delays:?}"
+        );
         // 200 draws of 20 %: 40 expected, sd 5.7; outside 10..=80 is a bug.
         assert!((10..=80).contains(&slow), "{slow} of 200 in the tail");
         partner.shutdown().await;
