@@ -78,7 +78,7 @@ impl Modes {
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all eleven].
+    /// Scenarios to run, comma-separated [default: all twelve].
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
     /// Requests per second [default: 80% of the chain's capacity: 128;
@@ -470,7 +470,8 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
                     humantime::format_duration(plan.spec.duration()),
                     modes.len()
                 );
-                let runs = run_scenario(name, settings, plan, modes, &partners).await;
+                let modes = ChainMode::for_scenario(modes, name);
+                let runs = run_scenario(name, settings, plan, &modes, &partners).await;
                 match runs {
                     Ok(runs) => reports.extend(runs),
                     Err(e) => {

@@ -171,7 +171,7 @@ impl Middle {
                         .timeout(PEER_TIMEOUT)
                         .service(http_call(http.clone(), url)),
                 )),
-                ChainMode::Budget | ChainMode::Naive => {
+                ChainMode::Budget | ChainMode::Hedged | ChainMode::Naive => {
                     let mut c = DependencyConfig::new(path, url);
                     // One attempt: checkout retries.
                     c.retry = RetryConfig {
@@ -201,7 +201,7 @@ impl Middle {
         let mut router = router
             .with_state(app)
             .route("/healthz", get(|| async { "ok" }));
-        if mode == ChainMode::Budget {
+        if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
             router = router.layer(ServerConfig::default().layer()?);
         }
         let (addr, server) = serve(SocketAddr::from(([127, 0, 0, 1], 0)), router, shutdown).await?;

@@ -881,6 +881,15 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
                 .as_ref()
                 .map_or("-".into(), |p| p.requests.to_string())
         }),
+        row("partner calls per request sent", &|r| {
+            r.partner.as_ref().map_or("-".into(), |p| {
+                if r.sent == 0 {
+                    "-".to_owned()
+                } else {
+                    format!("{:.3}", p.requests as f64 / r.sent as f64)
+                }
+            })
+        }),
         row("partner late (its /stats)", &|r| {
             r.partner
                 .as_ref()

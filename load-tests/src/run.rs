@@ -284,7 +284,7 @@ pub async fn run_scenario(
         let stats = PartnerStats::InProcess(&partners.main);
         // The services' gauges, in budget mode only: the registry is the
         // process's, and the other modes would show what budget mode left.
-        let metrics = if mode == ChainMode::Budget {
+        let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
             Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
         } else {
             None

@@ -104,6 +104,13 @@ pub const RAMP_FACTORS: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 1.0, 0.5];
 /// not given.
 pub const RAMP_STEP: Duration = Duration::from_secs(10);
 
+/// The `tail` scenario's share of slow partner calls, percent.
+pub const TAIL_PERCENT: u8 = 5;
+
+/// The `tail` scenario's offered load, as a share of the capacity: a
+/// tail call holds a partner worker `slowdown` times longer.
+pub const TAIL_RATE: f64 = 0.5;
+
 /// The ramp's steps: `factors` times `capacity` (or times the plan's rate,
 /// when it was asked for), each [`RAMP_STEP`] long (or an equal share of
 /// the plan's duration, when it was asked for).
@@ -187,11 +194,15 @@ pub enum ScenarioName {
     /// The healthy partner; a quarter into the run `/pricing` answers
     /// `503` for half of it, then recovers.
     Outage,
+    /// The healthy partner, except that 5 % of its calls on every path are
+    /// `slowdown` times slower (a latency tail), at half the capacity; run
+    /// in budget mode with and without hedging ([`ChainMode::Hedged`]).
+    Tail,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 11] = [
+    pub const ALL: [ScenarioName; 12] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -203,6 +214,7 @@ impl ScenarioName {
         ScenarioName::Ramp,
         ScenarioName::Deep,
         ScenarioName::Outage,
+        ScenarioName::Tail,
     ];
 
     /// The name as on the command line.
@@ -219,6 +231,7 @@ impl ScenarioName {
             ScenarioName::Ramp => "ramp",
             ScenarioName::Deep => "deep",
             ScenarioName::Outage => "outage",
+            ScenarioName::Tail => "tail",
         }
     }
 }
@@ -234,11 +247,41 @@ pub enum ChainMode {
     /// Edge in budget mode with its default config, checkout swapped for
     /// [`PeerCheckout`]: plain tower, no budget.
     Peer,
+    /// Budget mode, with checkout's three dependencies hedged
+    /// (`hedge = "auto"`, opt-in): only the `tail` scenario runs it, beside
+    /// [`ChainMode::Budget`].
+    Hedged,
 }
 
 impl ChainMode {
-    /// The three, in the order they run.
+    /// The three every scenario runs, in the order they run.
     pub const ALL: [ChainMode; 3] = [ChainMode::Budget, ChainMode::Naive, ChainMode::Peer];
+
+    /// The modes `scenario` runs of `asked`: `asked`, and for `tail`
+    /// [`ChainMode::Hedged`] right after [`ChainMode::Budget`], so that
+    /// hedging is compared with budget mode without it in the same run.
+    ///
+    /// ```
+    /// use load_tests::scenario::{ChainMode, ScenarioName};
+    ///
+    /// let tail = ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Tail);
+    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer]);
+    /// assert_eq!(ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Slow), ChainMode::ALL);
+    /// assert_eq!(ChainMode::for_scenario(&[ChainMode::Naive], ScenarioName::Tail), [ChainMode::Naive]);
+    /// ```
+    pub fn for_scenario(asked: &[ChainMode], scenario: ScenarioName) -> Vec<ChainMode> {
+        let mut modes = Vec::with_capacity(asked.len() + 1);
+        for &mode in asked {
+            modes.push(mode);
+            if mode == ChainMode::Budget
+                && scenario == ScenarioName::Tail
+                && !asked.contains(&ChainMode::Hedged)
+            {
+                modes.push(ChainMode::Hedged);
+            }
+        }
+        modes
+    }
 
     /// `budget`, `naive` or `peer`: the report's `mode`.
     ///
@@ -250,13 +293,14 @@ impl ChainMode {
             ChainMode::Budget => "budget",
             ChainMode::Naive => "naive",
             ChainMode::Peer => "peer",
+            ChainMode::Hedged => "hedged",
         }
     }
 
     /// The budget mode of edge (and of checkout, where it runs).
     pub fn budget_mode(self) -> BudgetMode {
         match self {
-            ChainMode::Budget | ChainMode::Peer => BudgetMode::On,
+            ChainMode::Budget | ChainMode::Peer | ChainMode::Hedged => BudgetMode::On,
             ChainMode::Naive => BudgetMode::Off,
         }
     }
@@ -282,6 +326,17 @@ impl Shape {
     /// The mean latency, ms.
     fn mean_ms(self) -> f64 {
         self.delay_ms as f64 + self.jitter_ms as f64 / 2.0
+    }
+
+    /// The healthy query string, with [`TAIL_PERCENT`] of the calls
+    /// waiting `factor` times the delay instead.
+    fn with_tail(self, factor: u64) -> String {
+        format!(
+            "{}&tail={}@{}ms",
+            self.query(1),
+            f64::from(TAIL_PERCENT) / 100.0,
+            self.delay_ms * factor
+        )
     }
 
     /// The query string, `factor` times slower.
@@ -604,6 +659,18 @@ impl Scenario {
                     .into();
                 s.outage = true;
             }
+            ScenarioName::Tail => {
+                let capacity = settings.capacity();
+                s.description = format!(
+                    "healthy partner, but {TAIL_PERCENT} % of its calls on every path are {f}x \
+                     slower; at half the capacity ({:.0} req/s)",
+                    TAIL_RATE * capacity
+                );
+                s.inventory = INVENTORY.with_tail(f);
+                s.pricing = PRICING.with_tail(f);
+                s.recommendations = RECOMMENDATIONS.with_tail(f);
+                s.rate = Some(TAIL_RATE * capacity);
+            }
         }
         s
     }
@@ -796,6 +863,17 @@ impl Chain {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
         let mut checkout = checkout_config(scenario, settings, mode.budget_mode(), partners)?;
+        if mode == ChainMode::Hedged {
+            // The opt-in under test, with every default: after the learned
+            // p95, at most 10 % more calls.
+            for dep in [
+                &mut checkout.inventory,
+                &mut checkout.pricing,
+                &mut checkout.recommendations,
+            ] {
+                dep.hedge = Some(budget_core::client::HedgeConfig::default());
+            }
+        }
         let middle = if scenario.deep {
             let (stop, stopped) = oneshot::channel::<()>();
             let middle = Middle::spawn(

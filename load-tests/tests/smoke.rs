@@ -392,3 +392,43 @@ async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery
     let md = markdown(&invocation, "load-tests --scenario outage", &reports);
     assert!(md.contains("attempts per client request"), "{md}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_tail_runs_hedged_beside_budget_mode_within_the_hedge_budget() {
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "tail",
+        "--rate",
+        "40",
+        "--duration",
+        "3s",
+        "--modes",
+        "on",
+    ])
+    .await;
+    let modes: Vec<_> = reports.iter().map(|r| r.mode.as_str()).collect();
+    assert_eq!(modes, ["budget", "hedged"]);
+    let calls = |r: &load_tests::report::RunReport| r.partner.as_ref().unwrap().requests;
+    let (plain, hedged) = (&reports[0], &reports[1]);
+    for r in &reports {
+        assert_eq!(r.sent, 120, "{} mode", r.mode);
+        assert!(r.good >= 115, "{} mode: {:?}", r.mode, r.outcomes);
+    }
+    assert_eq!(calls(plain), 3 * plain.sent, "no hedge without the opt-in");
+    // 5 % of ~360 calls are in the tail: some are hedged, and hedges stay
+    // within 10 % of the calls.
+    assert!(calls(hedged) > 3 * hedged.sent, "{}", calls(hedged));
+    assert!(
+        calls(hedged) as f64 <= 3.0 * hedged.sent as f64 * 1.1,
+        "{}",
+        calls(hedged)
+    );
+    assert!(
+        hedged.steps.iter().any(|s| s.name.ends_with("-hedge")),
+        "{:?}",
+        hedged.steps
+    );
+    let md = markdown(&invocation, "load-tests --scenario tail", &reports);
+    assert!(md.contains("| partner calls per request sent"), "{md}");
+    assert!(md.contains("hedged mode"), "{md}");
+}
