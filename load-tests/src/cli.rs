@@ -1,4 +1,6 @@
-//! The command line: flags, their checks, and what a run prints and writes.
+//! The command line: flags, their checks, running what they ask for
+//! ([`execute`]) and the program around it ([`main_with`]); what a run
+//! prints and writes is [`crate::output`]'s.
 //!
 //! Every value is checked before anything starts, and a refusal is a
 //! message naming the flag and exit code 2: a target that is not loopback,
@@ -7,19 +9,18 @@
 //! [`MAX_REQUESTS`](crate::generator::MAX_REQUESTS), a client timeout over
 //! [`MAX_CLIENT_TIMEOUT`].
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use serde::Serialize;
 
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
 use crate::html::write_html;
+use crate::output::{markdown, write_json};
 use crate::plot::write_svg;
-use crate::report::{RunReport, scenario_markdown};
+use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
 use crate::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
 use crate::target::{LoopbackUrl, NotLoopback};
@@ -486,145 +487,6 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
     }
 }
 
-/// The markdown on stdout: the setup, then per scenario the side-by-side
-/// summary and the budget tables.
-pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -> String {
-    let mut out = String::new();
-    out.push_str("## Load tests: budget mode vs generous timeouts vs plain tower\n\n");
-    out.push_str(&format!("Command: `{command}`\n\n"));
-    out.push_str(&format!("Machine: {}\n\n", machine().describe()));
-    if let Invocation::Scenarios { settings, .. } = invocation {
-        out.push_str(&chain_line(settings));
-    }
-    let mut groups: Vec<Vec<RunReport>> = Vec::new();
-    for r in reports {
-        match groups.iter_mut().find(|g| g[0].scenario == r.scenario) {
-            Some(g) => g.push(r.clone()),
-            None => groups.push(vec![r.clone()]),
-        }
-    }
-    for g in &groups {
-        out.push_str(&scenario_markdown(g));
-    }
-    out
-}
-
-/// The markdown's "Chain:" line: the partner's workers per path,
-/// checkout's client limit, the capacity, the floors, the slowdown.
-///
-/// ```
-/// use load_tests::cli::chain_line;
-/// use load_tests::scenario::ChainSettings;
-///
-/// let line = chain_line(&ChainSettings::default());
-/// assert!(line.contains("at most 8 calls at once per path"), "{line}");
-/// assert!(line.contains("checkout's default (adaptive)"), "{line}");
-/// ```
-pub fn chain_line(settings: &ChainSettings) -> String {
-    format!(
-        "Chain: the slow partner works on at most {} calls at once per path (FIFO queue beyond); \
-         checkout's client limit per dependency: {}; healthy capacity {:.0} req/s \
-         (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s; \
-         slowdown {}x.\n\n",
-        settings.partner_workers,
-        settings.concurrency.map_or_else(
-            || "checkout's default (adaptive)".to_owned(),
-            |n| format!("{n} (fixed, a comparison row)")
-        ),
-        settings.capacity(),
-        floor_text(settings.inventory_floor),
-        floor_text(settings.pricing_floor),
-        settings.slowdown,
-    )
-}
-
-/// A floor as the markdown says it: the duration, or that checkout's
-/// default applies.
-fn floor_text(floor: Option<Duration>) -> String {
-    floor.map_or_else(
-        || "checkout's default".to_owned(),
-        |f| humantime::format_duration(f).to_string(),
-    )
-}
-
-/// What the JSON file holds.
-#[derive(Debug, Serialize)]
-struct JsonOut<'a> {
-    command: &'a str,
-    machine: Machine,
-    settings: Option<&'a ChainSettings>,
-    runs: &'a [RunReport],
-}
-
-/// The machine a run was measured on.
-#[derive(Debug, Serialize)]
-pub struct Machine {
-    /// Logical CPUs.
-    pub cpus: usize,
-    /// `model name` from /proc/cpuinfo.
-    pub cpu_model: Option<String>,
-}
-
-impl Machine {
-    /// `2 logical CPUs, <model>`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} logical CPUs, {}",
-            self.cpus,
-            self.cpu_model.as_deref().unwrap_or("unknown CPU")
-        )
-    }
-}
-
-/// This machine.
-pub fn machine() -> Machine {
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
-        t.lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split(':').nth(1))
-            .map(|m| m.trim().to_owned())
-    });
-    Machine {
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_model,
-    }
-}
-
-/// Writes the JSON file.
-///
-/// # Errors
-///
-/// When the file cannot be written.
-pub fn write_json(
-    path: &std::path::Path,
-    invocation: &Invocation,
-    command: &str,
-    reports: &[RunReport],
-) -> std::io::Result<()> {
-    let settings = match invocation {
-        Invocation::Scenarios { settings, .. } => Some(settings),
-        Invocation::Target { .. } => None,
-    };
-    let out = JsonOut {
-        command,
-        machine: machine(),
-        settings,
-        runs: reports,
-    };
-    write_json_file(path, &out)
-}
-
-/// Writes `value` as pretty JSON and a newline to `path`.
-pub(crate) fn write_json_file(
-    path: &std::path::Path,
-    value: &impl Serialize,
-) -> std::io::Result<()> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    serde_json::to_writer_pretty(&mut file, value)?;
-    file.write_all(b"\n")?;
-    file.flush()
-}
-
 /// A multi-thread runtime; when it cannot start, says so as `program` and
 /// gives exit code 1.
 pub(crate) fn start_runtime(program: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -684,6 +546,7 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
 mod tests {
     use super::*;
     use crate::budgets::BudgetDistribution;
+    use crate::output::chain_line;
 
     fn refusal(args: &[&str]) -> String {
         let mut full = vec!["load-tests"];

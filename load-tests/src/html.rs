@@ -17,7 +17,7 @@
 //! run read them, [`crate::report::ServiceSeries`]) and the budget tables
 //! of its modes side by side, as far as the page is wide enough.
 //!
-//! The tables are the markdown report's own ([`crate::cli::markdown`],
+//! The tables are the markdown report's own ([`crate::output::markdown`],
 //! [`crate::report::scenario_markdown`]), turned into HTML here, so the
 //! page and stdout cannot disagree and a row added to the markdown shows
 //! on the page too. Every piece of text goes through [`escape`].
@@ -37,7 +37,8 @@ use std::time::SystemTime;
 
 use budget_core::clock::{SystemClock, WallClock};
 
-use crate::cli::{Invocation, markdown};
+use crate::cli::Invocation;
+use crate::output::markdown;
 use crate::plot::{PlotError, by_scenario, scenario_charts};
 use crate::report::{RunReport, scenario_markdown};
 

@@ -15,7 +15,7 @@
 //! outcome of every request, goodput (`2xx` within the client's budget,
 //! per second), latency percentiles, the partner's late work, and the
 //! budget table aggregated from every answer's `Server-Timing` ledger
-//! ([`budget_table`]); as markdown, JSON, an SVG plot ([`plot`]) and one
+//! ([`budget_table`]); as markdown and JSON ([`output`]), an SVG plot ([`plot`]) and one
 //! self-contained HTML page with the tables and charts ([`html`]).
 //!
 //! Beyond the partner shapes, scenarios vary the callers and the chain:
@@ -79,6 +79,7 @@ pub mod generator;
 pub mod html;
 pub mod middle;
 pub mod outage;
+pub mod output;
 pub mod peer;
 pub mod plot;
 pub mod report;

@@ -17,8 +17,9 @@ use clap::Parser;
 use service_kit::BudgetMode;
 use slow_partner::Mode;
 
-use crate::cli::{MAX_BUDGET, machine, start_runtime, write_json_file};
+use crate::cli::{MAX_BUDGET, start_runtime};
 use crate::generator::{LoadSpec, SpecError};
+use crate::output::{machine, write_json_file};
 use crate::soak::{DEFAULT_FAULTS, SoakPlan, SoakReport, run_soak};
 
 /// The most phases a soak runs.

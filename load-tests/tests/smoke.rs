@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use clap::Parser;
-use load_tests::cli::{Args, Invocation, execute, markdown, write_json};
+use load_tests::cli::{Args, Invocation, execute};
+use load_tests::output::{markdown, write_json};
 use load_tests::plot::write_svg;
 
 /// One smoke run at a time: each starts its own chains and load, and the
