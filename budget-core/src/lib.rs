@@ -13,7 +13,17 @@
 //! [bounded fan-out](fan_out), [single-flight refresh](single_flight), the
 //! [ledger], [admission] to a dependency's concurrency permits and the
 //! [configuration](config). None of it depends on a web
-//! framework. The wire behaviour follows the project's `CONTRACT.md`.
+//! framework.
+//!
+//! # Documentation
+//!
+//! The wire behaviour (headers, statuses, the problem body, the
+//! `Server-Timing` ledger, the slow partner's knobs, the services' flags)
+//! is the [wire contract](docs::contract), `docs/contract.md` in the
+//! repository; the code cites it as `docs/contract.md §2 rule 4`. The path
+//! of one request through the layer, the handler, the client, the call
+//! engine, the attempt and the ledger, with the file behind each step, is
+//! the [architecture](docs::architecture) page, `docs/architecture.md`.
 //!
 //! # Example
 //!
@@ -45,6 +55,7 @@ pub mod clock;
 pub mod config;
 pub mod context;
 mod decimal;
+pub mod docs;
 pub mod fan_out;
 pub mod floor;
 pub mod grpc;
