@@ -3,7 +3,7 @@
 # (scripts/docker-build.sh, then compose build), brings the chain up, breaks
 # the slow partner in several ways, sends a fixed number of requests through
 # edge for each, prints the budget table (edge's Server-Timing header) and
-# checks that every answer came within its budget with the CONTRACT's status.
+# checks that every answer came within its budget with the status docs/contract.md §3 gives.
 # Tears everything down at the end, whatever happened. Exit code: 0 when every
 # check passed, 1 when one failed, 2 on a usage or setup error.
 #

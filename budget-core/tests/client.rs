@@ -1,4 +1,4 @@
-//! The client side against CONTRACT section 2, one failure shape per test,
+//! The client side against docs/contract.md §2, one failure shape per test,
 //! over real sockets on 127.0.0.1 (see `support`): each test checks the
 //! outcome, what the server saw, and the elapsed time against the budget
 //! with generous bounds (real clock; reqwest over sockets does not mix with
@@ -844,7 +844,7 @@ async fn a_handler_making_a_thousand_calls_answers_a_bounded_server_timing() {
     .await;
 }
 
-/// CONTRACT section 3, criticality: read at ingress, forwarded on every
+/// docs/contract.md §3, criticality: read at ingress, forwarded on every
 /// downstream call; absent or unknown is `default`.
 #[tokio::test]
 async fn the_request_criticality_is_read_at_ingress_and_forwarded() {

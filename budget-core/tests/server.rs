@@ -1,4 +1,4 @@
-//! The server side against CONTRACT sections 1, 3 and 4: a real axum
+//! The server side against docs/contract.md §§1, 3 and 4: a real axum
 //! `Router` driven through `oneshot` (paused clock) and through a real
 //! server on 127.0.0.1:0 with a real reqwest client.
 
@@ -579,7 +579,7 @@ async fn an_adaptive_in_flight_limit_follows_the_answers() {
     assert_eq!(bad.layer().unwrap_err().field(), "max_in_flight.min");
 }
 
-/// CONTRACT section 2 rule 11 at the server: at the in-flight limit the
+/// docs/contract.md §2 rule 11 at the server: at the in-flight limit the
 /// least critical are refused first (sheddable stop at 3/4 of it).
 #[tokio::test(start_paused = true)]
 async fn sheddable_requests_are_refused_before_the_limit_is_full() {

@@ -1,8 +1,8 @@
 //! The budget table of a run: every answer's `Server-Timing` ledger,
 //! aggregated per step.
 //!
-//! Edge's answer carries one ledger for both hops (the project's
-//! `CONTRACT.md`, section 4): edge's `budget` (ingress) and `checkout` (its
+//! Edge's answer carries one ledger for both hops (`docs/contract.md`
+//! §4): edge's `budget` (ingress) and `checkout` (its
 //! attempt), then checkout's metrics prefixed `checkout.`:
 //! `checkout.budget` (ingress), `checkout.inventory`, `checkout.pricing`
 //! (one metric per attempt, `desc` = the status when not `2xx`),

@@ -1,7 +1,7 @@
 //! Admission: how much work is let through to a partner at once, who gets
 //! one of its limited concurrency permits, in what order, and who is
 //! refused early, so that overload fails fast and the requests that can
-//! still finish are the ones served (CONTRACT section 2 rule 11).
+//! still finish are the ones served (docs/contract.md §2 rule 11).
 //!
 //! - [`criticality`]: how much a request matters ([`Criticality`]) and its
 //!   `request-criticality` header.

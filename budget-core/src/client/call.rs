@@ -1,4 +1,4 @@
-//! The call engine: CONTRACT section 2 for one dependency call, from the
+//! The call engine: docs/contract.md §2 for one dependency call, from the
 //! floor check to the last attempt.
 //!
 //! It is generic over the attempt (a function from [`AttemptSpec`] to a
@@ -618,7 +618,7 @@ impl Refusal {
         }
     }
 
-    /// The ledger's skip note (CONTRACT section 4).
+    /// The ledger's skip note (docs/contract.md §4).
     fn note(&self) -> String {
         match self {
             Refusal::BelowFloor(below) => format!("skipped: {below}"),

@@ -68,7 +68,7 @@ pub const DEFAULT_MAX_BODY: u64 = 4 * 1024 * 1024;
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Mode {
-    /// Every rule of CONTRACT section 2: the budget is read from the
+    /// Every rule of docs/contract.md §2: the budget is read from the
     /// request (or given), forwarded, and pays for attempts, waits and
     /// queueing; calls below the floor are not made.
     #[default]
@@ -184,7 +184,7 @@ pub struct DependencyConfig {
     /// call; a call's path is appended to the URL's path.
     pub url: String,
     /// The longest a TCP (and TLS) connect may take; the budget caps it
-    /// further (CONTRACT section 2 rule 1).
+    /// further (docs/contract.md §2 rule 1).
     #[serde(default = "default_connect_cap", with = "humantime_serde")]
     pub connect_cap: Duration,
     /// How long an idle keep-alive connection may be reused. hyper's pool

@@ -452,7 +452,7 @@ impl CallError {
         self.status
     }
 
-    /// The problem body (CONTRACT section 3) a handler answers with:
+    /// The problem body (docs/contract.md §3) a handler answers with:
     ///
     /// | error | status |
     /// | --- | --- |
@@ -482,7 +482,7 @@ impl CallError {
                 status: self.status.map_or(503, |s| s.as_u16()),
             },
             // No answer came through: the caller sees a gateway timeout, as
-            // for a hang (CONTRACT section 3; issue 5's fault shapes).
+            // for a hang (docs/contract.md §3; issue 5's fault shapes).
             CallErrorKind::Connect
             | CallErrorKind::ConnectTimeout
             | CallErrorKind::Reset

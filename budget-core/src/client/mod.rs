@@ -6,7 +6,7 @@
 //! [server layer](crate::server), a call needs no budget argument: it reads
 //! the request's budget, ledger and per-hop reserve from the
 //! [`context`](crate::context) the layer set, and for each call
-//! (CONTRACT section 2):
+//! (docs/contract.md §2):
 //!
 //! 1. refuses it before any I/O when `remaining - reserve` is below the
 //!    dependency's floor ([`CallError::is_below_floor`]; the ledger says

@@ -1,5 +1,5 @@
 //! A dependency's concurrency permits: which queue a call waits in, and
-//! how an adaptive limit hears about the attempts (CONTRACT section 2
+//! how an adaptive limit hears about the attempts (docs/contract.md §2
 //! rules 8 and 11).
 //!
 //! In budget mode a call waits in a [`PermitQueue`]: it never gets a

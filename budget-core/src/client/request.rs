@@ -363,7 +363,7 @@ impl RequestBuilder {
             .map_or(Criticality::Default, RequestContext::criticality);
         let mut headers = self.headers;
         if settings.mode == Mode::Budget && !headers.contains_key(REQUEST_CRITICALITY) {
-            // Forwarded beside the budget (CONTRACT section 3, criticality).
+            // Forwarded beside the budget (docs/contract.md §3, criticality).
             headers.insert(REQUEST_CRITICALITY, criticality.header_value());
         }
         let may_retry = is_idempotent(&self.method, &headers);

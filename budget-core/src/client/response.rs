@@ -24,7 +24,7 @@ use crate::problem::{Problem, ProblemKind};
 /// is, with [`passes_up`](Self::passes_up) true: the handler answers its own
 /// caller with the same status and `Retry-After`
 /// ([`deferred`](Self::deferred) builds that problem), so the backoff
-/// happens where the time is (CONTRACT section 2 rule 6).
+/// happens where the time is (docs/contract.md §2 rule 6).
 ///
 /// # Example
 ///
@@ -218,7 +218,7 @@ impl BudgetResponse {
     }
 
     /// When [`passes_up`](Self::passes_up): the problem to answer with, the
-    /// dependency's own status and its `Retry-After` (CONTRACT section 3).
+    /// dependency's own status and its `Retry-After` (docs/contract.md §3).
     ///
     /// ```
     /// # async fn run(c: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {

@@ -1,5 +1,5 @@
 //! A learned floor: the dependency's observed latency quantile times a
-//! margin, clamped to configured bounds (CONTRACT section 2 rule 10).
+//! margin, clamped to configured bounds (docs/contract.md §2 rule 10).
 //!
 //! The estimate is a decaying window of the latencies of the dependency's
 //! successful attempts, kept in two [`hdrhistogram`] histograms that take

@@ -2,7 +2,7 @@
 //!
 //! A call whose remaining budget is below the floor cannot succeed in time,
 //! so it is refused before any I/O: no connection is opened, no partner
-//! does work nobody will wait for (CONTRACT section 2 rule 2).
+//! does work nobody will wait for (docs/contract.md §2 rule 2).
 //!
 //! A floor is either fixed ([`Floor`], `floor = "250ms"`) or learned
 //! ([`LearnedFloor`], `floor = "auto"` or a table, rule 10): the

@@ -1,5 +1,5 @@
 //! Backoff: how long to wait before the next attempt when the server did not
-//! say (CONTRACT section 2 rule 7).
+//! say (docs/contract.md §2 rule 7).
 //!
 //! Exponential with "full jitter" (AWS Architecture Blog, "Exponential
 //! Backoff and Jitter"): before retry `n` (1 for the first retry) the wait is

@@ -1,5 +1,5 @@
 //! The retry budget: a per-client cap on retries as a ratio of requests
-//! (CONTRACT section 2 rule 9).
+//! (docs/contract.md §2 rule 9).
 //!
 //! This is **not** the request time budget [`crate::Budget`]. That one
 //! limits *how long* one request may take; this one limits *how many*

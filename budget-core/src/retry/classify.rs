@@ -5,7 +5,7 @@
 //! keeps its `RetryableStrategy` apart from its `RetryPolicy`): what a
 //! failure *means* does not depend on how long one waits before trying again.
 //!
-//! Rules (CONTRACT section 2):
+//! Rules (docs/contract.md §2):
 //!
 //! - rule 5: retryable outcomes are a connect failure (including a connect
 //!   timeout), an attempt timeout, a connection reset, and the statuses
@@ -55,7 +55,7 @@ use crate::clock::WallClock;
 /// ```
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
-/// The statuses retried by default (CONTRACT section 2 rule 5): 408, 429,
+/// The statuses retried by default (docs/contract.md §2 rule 5): 408, 429,
 /// 500, 502, 503, 504.
 ///
 /// # Example
@@ -221,7 +221,7 @@ pub enum TransportKind {
 
 impl TransportKind {
     /// True for connect failures, connect timeouts, attempt timeouts and
-    /// resets (CONTRACT section 2 rule 5).
+    /// resets (docs/contract.md §2 rule 5).
     ///
     /// ```
     /// use budget_core::retry::TransportKind;
@@ -371,7 +371,7 @@ impl Default for Classifier {
 }
 
 /// True when a request with `method` and `headers` may be sent more than
-/// once (CONTRACT section 2 rule 4).
+/// once (docs/contract.md §2 rule 4).
 ///
 /// GET, HEAD, OPTIONS, PUT, DELETE and TRACE are idempotent (RFC 9110
 /// section 9.2.2). POST and PATCH are only when the request carries a

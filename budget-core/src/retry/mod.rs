@@ -1,5 +1,5 @@
 //! Retry rules: when a failed attempt is tried again, after how long, and
-//! when it is not (CONTRACT section 2, rules 3 to 9).
+//! when it is not (docs/contract.md §2, rules 3 to 9).
 //!
 //! Everything here is a pure decision that tests without sockets; the HTTP
 //! client does the I/O and asks:

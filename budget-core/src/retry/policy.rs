@@ -2,7 +2,7 @@
 //! (and why).
 //!
 //! [`RetryPolicy::decide`] is pure: no clock, no socket, randomness passed
-//! in. It applies CONTRACT section 2 in this order:
+//! in. It applies docs/contract.md §2 in this order:
 //!
 //! 1. the outcome's [`Class`]: a success stops with
 //!    [`StopReason::Succeeded`], a final failure with
@@ -111,8 +111,8 @@ pub struct RetryConfig {
     pub retryable_statuses: Vec<u16>,
     /// The longest one attempt may take, whatever the budget allows; absent
     /// (the default): an attempt may take all that is left. With it, an
-    /// attempt that times out with budget left is retried (CONTRACT section
-    /// 2 rule 5) while the budget still holds the backoff and the floor.
+    /// attempt that times out with budget left is retried (docs/contract.md
+    /// §2 rule 5) while the budget still holds the backoff and the floor.
     #[serde(default, with = "humantime_serde")]
     pub attempt_timeout: Option<Duration>,
 }
@@ -364,7 +364,7 @@ impl Decision {
     /// 429 or 503 whose `Retry-After` asked for a wait that did not fit (above
     /// `retry_after_max`, or beyond the budget). The caller then answers its
     /// own caller with the same status and `Retry-After`, so that the
-    /// backoff happens where the time is (CONTRACT section 2 rule 6,
+    /// backoff happens where the time is (docs/contract.md §2 rule 6,
     /// section 3).
     ///
     /// ```
@@ -649,7 +649,7 @@ impl RetryPolicy {
 }
 
 /// True when, after waiting `wait`, what remains still reaches `floor`
-/// (CONTRACT section 2 rule 3). A wait that uses up the whole budget never
+/// (docs/contract.md §2 rule 3). A wait that uses up the whole budget never
 /// fits, even with a zero floor: the deadline wins a tie.
 fn fits(wait: Duration, remaining: Duration, floor: Floor) -> bool {
     remaining

@@ -2,7 +2,7 @@
 //!
 //! [`RetryPolicy::decide`](super::RetryPolicy::decide) only asks for waits
 //! that fit; [`sleep_within`] is the safety net that makes "never sleep past
-//! the deadline" (CONTRACT section 2 rule 3) hold even when time passed
+//! the deadline" (docs/contract.md §2 rule 3) hold even when time passed
 //! between the decision and the sleep. It runs on tokio's clock, so the
 //! paused clock governs it in tests.
 //!

@@ -4,7 +4,7 @@
 //! (`max_in_flight = "auto"`: an [`AdaptiveLimit`] fed with every answered
 //! request's latency, see [`crate::admission::limit`]). A `sheddable`
 //! request is admitted only below three quarters of the limit, so that
-//! at the limit the least critical are refused first (CONTRACT section 2
+//! at the limit the least critical are refused first (docs/contract.md §2
 //! rule 11) and the last quarter is kept for `default` and `critical` work.
 
 use std::sync::Arc;

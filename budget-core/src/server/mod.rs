@@ -6,7 +6,7 @@
 //!
 //! 1. decodes the inbound budget from every known header (the smallest
 //!    wins), applies the default when there is none and clamps to the
-//!    maximum (CONTRACT section 1);
+//!    maximum (docs/contract.md §1);
 //! 2. answers `400` problem+json for a malformed budget header (or ignores
 //!    it, if so configured);
 //! 3. sheds with `504` at once when the budget is already below the

@@ -262,7 +262,7 @@ pub(crate) fn expired() {
 
 #[cfg(feature = "server")]
 /// A request whose `request-criticality` was not a known value (read as
-/// `default`, CONTRACT section 3).
+/// `default`, docs/contract.md §3).
 #[inline]
 pub(crate) fn unknown_criticality() {
     #[cfg(feature = "metrics")]

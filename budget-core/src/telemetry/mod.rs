@@ -8,7 +8,7 @@
 //! semantic conventions plus the budget's own `budget.*` attributes: the
 //! budget at ingress, what was left at each attempt, the backoff charged,
 //! what the budget did (`budget.outcome`), and at the end the request's
-//! ledger (`budget.ledger`, the `Server-Timing` value; CONTRACT section 4).
+//! ledger (`budget.ledger`, the `Server-Timing` value; docs/contract.md §4).
 //! All names are in [`semconv`].
 //!
 //! These are plain `tracing` spans at `INFO`: with no subscriber (or none

@@ -122,7 +122,7 @@ pub const BUDGET_WAIT_MS: &str = "budget.wait_ms";
 /// The dependency's configured name (client spans).
 pub const BUDGET_DEPENDENCY: &str = "budget.dependency";
 /// The request's ledger as its `Server-Timing` header value (server span,
-/// at the end; CONTRACT section 4).
+/// at the end; docs/contract.md §4).
 pub const BUDGET_LEDGER: &str = "budget.ledger";
 /// The retry policy's decision after the attempt (`retry after 20ms`,
 /// `stop: succeeded`).

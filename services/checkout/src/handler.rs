@@ -90,7 +90,7 @@ async fn run(
 
     let pricing = if method == Method::POST {
         // The inbound body and key go to pricing: without a key the POST is
-        // not retried (CONTRACT section 2 rule 4), so it is sent once.
+        // not retried (docs/contract.md §2 rule 4), so it is sent once.
         let mut req = app.pricing.post("").body(body);
         for name in [CONTENT_TYPE, IDEMPOTENCY_KEY] {
             if let Some(value) = headers.get(&name) {
@@ -126,8 +126,8 @@ async fn run(
     })
 }
 
-/// A required dependency's JSON, or the problem to answer with (CONTRACT
-/// section 3, as [`CallError::problem`] maps it): `504` when it could not
+/// A required dependency's JSON, or the problem to answer with (docs/contract.md
+/// §3, as [`CallError::problem`] maps it): `504` when it could not
 /// be called in budget, the budget ran out or no usable answer came, its
 /// own `429`/`503` with `Retry-After` when that wait did not fit, `503` with
 /// `Retry-After` for an open circuit, `502` for an error status or a body

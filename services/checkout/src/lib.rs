@@ -1,7 +1,7 @@
 //! # checkout
 //!
-//! The middle hop of the example chain (the project's `CONTRACT.md`,
-//! section 6): `client -> edge -> checkout -> inventory, pricing,
+//! The middle hop of the example chain (`docs/contract.md`
+//! §6): `client -> edge -> checkout -> inventory, pricing,
 //! recommendations`. Every dependency is a URL (the slow partner, in demos
 //! and tests) called through a [`BudgetClient`](budget_core::client::BudgetClient),
 //! so the three calls share the one budget the request arrived with.
@@ -27,7 +27,7 @@
 //!   "degraded": [{ "dependency": "recommendations", "reason": "skipped: 850ms < floor 1000ms" }] }
 //! ```
 //!
-//! # Statuses (CONTRACT section 3)
+//! # Statuses (docs/contract.md §3)
 //!
 //! | situation | answer |
 //! | --- | --- |

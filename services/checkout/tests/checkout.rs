@@ -1,6 +1,6 @@
 //! Checkout against real slow partners on loopback, called with a real
 //! client: the three dependencies, the degraded answer, retries, and the
-//! status of every way a required dependency fails (CONTRACT sections 2-4
+//! status of every way a required dependency fails (docs/contract.md §§2-4
 //! and 6). Timing bounds are generous; every test runs under an outer
 //! bound.
 
@@ -12,7 +12,7 @@ use common::*;
 use slow_partner::Mode;
 use tokio::time::Instant;
 
-/// CONTRACT section 6: inventory, pricing, recommendations in that order,
+/// docs/contract.md §6: inventory, pricing, recommendations in that order,
 /// each answer in the body, the ledger in the same order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_healthy_call_returns_all_three_answers_and_the_ledger_in_call_order() {
@@ -55,7 +55,7 @@ async fn a_healthy_call_returns_all_three_answers_and_the_ledger_in_call_order()
     .await;
 }
 
-/// CONTRACT section 6: recommendations below its floor is skipped, and the
+/// docs/contract.md §6: recommendations below its floor is skipped, and the
 /// answer says degraded instead of failing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recommendations_below_its_floor_is_skipped_and_the_answer_degraded() {
@@ -113,7 +113,7 @@ async fn a_failing_recommendations_degrades_the_answer() {
     .await;
 }
 
-/// CONTRACT sections 2 and 4: pricing is retried within the budget, and the
+/// docs/contract.md §§2 and 4: pricing is retried within the budget, and the
 /// ledger shows the failed attempt, the wait and the retry; the URL's query
 /// string is kept on every attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -153,7 +153,7 @@ async fn a_pricing_503_is_retried_and_the_retry_shows_in_server_timing() {
     .await;
 }
 
-/// CONTRACT section 3: a required dependency that hangs or cannot be
+/// docs/contract.md §3: a required dependency that hangs or cannot be
 /// connected to within the budget is a `504`, at the budget, naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hanging_or_blackholed_required_dependency_is_a_504_within_the_budget() {
@@ -231,7 +231,7 @@ async fn a_refusing_or_resetting_required_dependency_is_a_fast_504() {
     .await;
 }
 
-/// CONTRACT section 3: a 429 whose Retry-After does not fit the budget is
+/// docs/contract.md §3: a 429 whose Retry-After does not fit the budget is
 /// passed up with its Retry-After, at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pricing_429_with_a_long_retry_after_is_passed_up_fast() {
@@ -290,7 +290,7 @@ async fn a_retry_after_beyond_any_integer_is_passed_up_at_once() {
     .await;
 }
 
-/// CONTRACT section 3: an open circuit on a required dependency is a 503
+/// docs/contract.md §3: an open circuit on a required dependency is a 503
 /// with Retry-After, and the dependency is not called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_open_circuit_is_a_503_with_retry_after() {
@@ -326,7 +326,7 @@ async fn an_open_circuit_is_a_503_with_retry_after() {
     .await;
 }
 
-/// CONTRACT section 2 rule 4: a POST is retried only with an
+/// docs/contract.md §2 rule 4: a POST is retried only with an
 /// Idempotency-Key; without one, a failing pricing sees it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_post_is_retried_only_with_an_idempotency_key() {

@@ -1,7 +1,7 @@
 //! # edge
 //!
-//! The public entry of the example chain (the project's `CONTRACT.md`,
-//! section 6): `client -> edge -> checkout -> inventory, pricing,
+//! The public entry of the example chain (`docs/contract.md`
+//! §6): `client -> edge -> checkout -> inventory, pricing,
 //! recommendations`.
 //!
 //! - Its budget layer gives every request a budget: the caller's (any known

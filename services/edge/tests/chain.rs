@@ -1,5 +1,5 @@
 //! The whole chain over loopback, in-process: a real client -> edge ->
-//! checkout -> slow partners (CONTRACT sections 1, 3, 4 and 6). Timing
+//! checkout -> slow partners (docs/contract.md §§1, 3, 4 and 6). Timing
 //! bounds are generous; every test runs under an outer bound.
 
 use std::future::Future;
@@ -99,7 +99,7 @@ fn dur(metrics: &[Metric], name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} with a duration in {metrics:?}"))
 }
 
-/// CONTRACT sections 4 and 6: one Server-Timing header shows where the
+/// docs/contract.md §§4 and 6: one Server-Timing header shows where the
 /// time went at both hops, checkout's metrics prefixed `checkout.`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_healthy_chain_answers_200_with_both_hops_in_one_server_timing() {
@@ -138,7 +138,7 @@ async fn a_healthy_chain_answers_200_with_both_hops_in_one_server_timing() {
     .await;
 }
 
-/// CONTRACT section 1: the budget shrinks hop by hop; every hop forwards
+/// docs/contract.md §1: the budget shrinks hop by hop; every hop forwards
 /// what is left, so the partner sees less than edge got.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_budget_header_shrinks_hop_by_hop() {
@@ -173,7 +173,7 @@ async fn the_budget_header_shrinks_hop_by_hop() {
     .await;
 }
 
-/// CONTRACT section 1: the default applies when the caller sends nothing,
+/// docs/contract.md §1: the default applies when the caller sends nothing,
 /// the maximum clamps what it sends; x-request-id is made up at edge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn edge_clamps_the_budget_and_makes_up_a_request_id() {
@@ -202,7 +202,7 @@ async fn edge_clamps_the_budget_and_makes_up_a_request_id() {
     .await;
 }
 
-/// CONTRACT section 6: below recommendations' floor the answer is a 200,
+/// docs/contract.md §6: below recommendations' floor the answer is a 200,
 /// degraded, and the skip shows in edge's header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recommendations_is_skipped_below_its_floor_through_edge() {
@@ -231,7 +231,7 @@ async fn recommendations_is_skipped_below_its_floor_through_edge() {
     .await;
 }
 
-/// CONTRACT section 4: checkout's retry of pricing reads in edge's header.
+/// docs/contract.md §4: checkout's retry of pricing reads in edge's header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pricing_retry_is_visible_at_edge() {
     bounded(async {
@@ -253,7 +253,7 @@ async fn a_pricing_retry_is_visible_at_edge() {
     .await;
 }
 
-/// CONTRACT section 3: a dependency's 429 whose Retry-After does not fit
+/// docs/contract.md §3: a dependency's 429 whose Retry-After does not fit
 /// reaches the caller through both hops, with its Retry-After, fast.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_429_with_retry_after_reaches_the_caller_through_edge() {
@@ -281,7 +281,7 @@ async fn a_429_with_retry_after_reaches_the_caller_through_edge() {
     .await;
 }
 
-/// CONTRACT section 3: a hanging required dependency is a 504 at the
+/// docs/contract.md §3: a hanging required dependency is a 504 at the
 /// caller, at its budget, not later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hanging_dependency_is_a_504_within_the_caller_s_budget() {
@@ -310,7 +310,7 @@ async fn a_hanging_dependency_is_a_504_within_the_caller_s_budget() {
     .await;
 }
 
-/// CONTRACT section 3: below edge's floor the request is shed with a 504;
+/// docs/contract.md §3: below edge's floor the request is shed with a 504;
 /// nothing downstream is called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_budget_below_edge_s_floor_is_a_504_and_no_call_is_made() {
@@ -337,7 +337,7 @@ async fn a_budget_below_edge_s_floor_is_a_504_and_no_call_is_made() {
     .await;
 }
 
-/// CONTRACT section 1: a malformed budget header is a 400 naming it.
+/// docs/contract.md §1: a malformed budget header is a 400 naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_malformed_budget_header_is_a_400_naming_the_header() {
     bounded(async {
@@ -358,7 +358,7 @@ async fn a_malformed_budget_header_is_a_400_naming_the_header() {
     .await;
 }
 
-/// CONTRACT section 2 rule 4, across hops: edge forwards the POST's body
+/// docs/contract.md §2 rule 4, across hops: edge forwards the POST's body
 /// and Idempotency-Key; without a key the failing pricing sees it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_post_through_edge_is_retried_only_with_its_idempotency_key() {

@@ -4,7 +4,7 @@
 //! fails, asks callers to come back later, sends its body slowly, or takes
 //! its whole port down in one of five ways; and it counts the work it did
 //! that nobody was waiting for any more. For demos, tests and load tests of
-//! the budget framework (the project's `CONTRACT.md`, section 5).
+//! the budget framework (`docs/contract.md` §5).
 //!
 //! - **Per request**, the query string shapes the answer: `delay`, `jitter`,
 //!   `status`, `retry_after`, `script` (per-attempt plans keyed by

@@ -1,5 +1,5 @@
 //! The budget as the partner sees it (read like any budget-aware service,
-//! never enforced) and the `/stats` counters of CONTRACT section 5: a real
+//! never enforced) and the `/stats` counters of docs/contract.md §5: a real
 //! partner on 127.0.0.1:0 and a real reqwest client.
 
 mod common;

@@ -1,4 +1,4 @@
-//! The per-request knobs of CONTRACT section 5 on the wire: a real partner on
+//! The per-request knobs of docs/contract.md §5 on the wire: a real partner on
 //! 127.0.0.1:0 and a real reqwest client. Timing bounds are generous: they
 //! check "at least the asked delay", never an exact duration.
 

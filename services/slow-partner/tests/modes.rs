@@ -1,4 +1,4 @@
-//! The whole-listener fault modes of CONTRACT section 5, seen by a real
+//! The whole-listener fault modes of docs/contract.md §5, seen by a real
 //! reqwest client on loopback: each mode produces its own kind of failure,
 //! and switching modes (through the handle, the admin listener or the main
 //! port) rebinds the same port and leaves nothing behind.

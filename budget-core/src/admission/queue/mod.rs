@@ -47,7 +47,7 @@
 //!    holds for every [`QueueOrder`]. A `Critical` waiter's standing
 //!    target is `interval` instead of `target`: the less critical are
 //!    refused first, and a critical waiter only when critical work alone
-//!    has kept the queue standing (CONTRACT section 2 rule 11). While not
+//!    has kept the queue standing (docs/contract.md §2 rule 11). While not
 //!    overloaded, a waiter waits until its `give_up_at`.
 //! 4. **No lost permit.** A returned permit goes to the next live waiter
 //!    (by rules 1 to 3) or back to the pool. A waiter whose `acquire` future

@@ -259,7 +259,7 @@ impl State {
 
 /// How long a waiter of `class` may stand in an overloaded queue: `target`,
 /// and `interval` for critical waiters. The less critical are refused
-/// first (CONTRACT section 2 rule 11): critical waiters are served first
+/// first (docs/contract.md §2 rule 11): critical waiters are served first
 /// and refused only when even they have stood a whole interval, that is
 /// when critical work alone overloads the dependency.
 fn standing_target(config: &QueueConfig, class: usize) -> std::time::Duration {
