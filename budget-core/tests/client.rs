@@ -14,8 +14,8 @@ use axum::Router;
 use axum::routing::get;
 use budget_core::breaker::{BreakerConfig, BreakerState};
 use budget_core::client::{
-    BodyTooLarge, BudgetClient, CallError, CallErrorKind, DependencyConfig, HedgeConfig, Mode,
-    OnUnavailable,
+    BodyTooLarge, BudgetClient, CallError, CallErrorKind, DependencyConfig, HedgeConfig,
+    OnUnavailable, TimeoutMode,
 };
 use budget_core::clock::FixedClock;
 use budget_core::header::parse_grpc_timeout;
@@ -736,7 +736,7 @@ async fn fixed_mode_sends_no_budget_and_times_each_attempt_out_on_its_own() {
     bounded(async {
         let server = Raw::start(Behaviour::Silent).await;
         let mut config = dep("inventory", &server.url());
-        config.mode = Mode::Fixed;
+        config.mode = TimeoutMode::Fixed;
         config.fixed_timeout = ms(300);
         config.retry.max_attempts = 2;
         let client = config.build().unwrap();
@@ -751,7 +751,7 @@ async fn fixed_mode_sends_no_budget_and_times_each_attempt_out_on_its_own() {
 
         let partner = Partner::start(vec![Answer::status(200)]).await;
         let mut config = dep("inventory", &partner.url("/"));
-        config.mode = Mode::Fixed;
+        config.mode = TimeoutMode::Fixed;
         config.build().unwrap().get("").send().await.unwrap();
         assert_eq!(partner.seen()[0].budget_ms, None, "nothing forwarded");
     })

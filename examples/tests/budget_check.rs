@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio::time::Instant;
@@ -28,7 +28,7 @@ async fn partner_with(config: PartnerConfig) -> PartnerHandle {
         .expect("the slow partner starts on loopback")
 }
 
-async fn partner(mode: Mode) -> PartnerHandle {
+async fn partner(mode: FaultMode) -> PartnerHandle {
     partner_with(PartnerConfig::new(loopback()).with_mode(mode)).await
 }
 
@@ -156,7 +156,7 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 
 #[tokio::test]
 async fn healthy_urls_exit_0_with_one_line_each_in_input_order_even_when_earlier_ones_are_slower() {
-    let p = partner(Mode::Normal).await;
+    let p = partner(FaultMode::Normal).await;
     let urls = [
         p.url("/a?delay=600ms"),
         p.url("/b"),
@@ -196,7 +196,7 @@ async fn healthy_urls_exit_0_with_one_line_each_in_input_order_even_when_earlier
 
 #[tokio::test]
 async fn a_script_503_then_200_succeeds_on_the_retry_and_other_statuses_fail_with_their_code() {
-    let p = partner(Mode::Normal).await;
+    let p = partner(FaultMode::Normal).await;
     let script = p.url("/s?script=503@0ms,200@0ms");
     let not_found = p.url("/n?status=404");
     let down = p.url("/u?status=503");
@@ -249,7 +249,7 @@ async fn a_script_503_then_200_succeeds_on_the_retry_and_other_statuses_fail_wit
 
 #[tokio::test]
 async fn expect_status_decides_what_counts_as_up() {
-    let p = partner(Mode::Normal).await;
+    let p = partner(FaultMode::Normal).await;
     let ok = p.url("/a");
     let gone = p.url("/n?status=404");
     let run = check(&["--expect-status", "4xx", &ok, &gone]).await;
@@ -265,8 +265,8 @@ async fn expect_status_decides_what_counts_as_up() {
 
 #[tokio::test]
 async fn hang_and_blackhole_time_out_per_attempt_and_the_retry_is_paid_from_the_deadline() {
-    let hang = partner(Mode::Hang).await;
-    let blackhole = partner(Mode::Blackhole).await;
+    let hang = partner(FaultMode::Hang).await;
+    let blackhole = partner(FaultMode::Blackhole).await;
     let hung = hang.url("/h");
     let dark = blackhole.url("/b");
     let run = check(&[
@@ -310,8 +310,8 @@ async fn hang_and_blackhole_time_out_per_attempt_and_the_retry_is_paid_from_the_
 
 #[tokio::test]
 async fn refused_and_reset_fail_fast_with_their_kind() {
-    let refuse = partner(Mode::Refuse).await;
-    let reset = partner(Mode::Reset).await;
+    let refuse = partner(FaultMode::Refuse).await;
+    let reset = partner(FaultMode::Reset).await;
     let refused = refuse.url("/r");
     let cut = reset.url("/x");
     let run = check(&["--retries", "2", &refused, &cut]).await;
@@ -336,7 +336,7 @@ async fn refused_and_reset_fail_fast_with_their_kind() {
 
 #[tokio::test]
 async fn a_deadline_shorter_than_the_work_reports_the_rest_not_checked_and_ends_on_time() {
-    let p = partner(Mode::Normal).await;
+    let p = partner(FaultMode::Normal).await;
     let urls = [
         p.url("/d1?delay=600ms"),
         p.url("/d2?delay=600ms"),
@@ -401,7 +401,7 @@ async fn at_most_concurrency_checks_are_in_flight() {
 
 #[tokio::test]
 async fn bad_arguments_exit_2_with_a_message_naming_the_problem_and_send_nothing() {
-    let p = partner(Mode::Normal).await;
+    let p = partner(FaultMode::Normal).await;
     let good = p.url("/a");
     let bad_list = temp_file(
         "budget-check-bad-list.txt",
@@ -476,7 +476,7 @@ async fn bad_arguments_exit_2_with_a_message_naming_the_problem_and_send_nothing
 
 #[tokio::test]
 async fn urls_come_from_the_arguments_then_the_file_skipping_comments_and_blank_lines() {
-    let p = partner(Mode::Normal).await;
+    let p = partner(FaultMode::Normal).await;
     let (arg, one, two) = (p.url("/arg"), p.url("/f1"), p.url("/f2"));
     let list = format!("# endpoints\n\n{one}\r\n   # indented comment\n  {two}  \n\n");
     let file = temp_file("budget-check-list.txt", &list);

@@ -56,7 +56,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use budget_core::Budget;
-use budget_core::client::{BudgetClient, DependencyConfig, Mode};
+use budget_core::client::{BudgetClient, DependencyConfig, TimeoutMode};
 use budget_core::retry::RetryConfig;
 use budget_core::server::ServerConfig;
 use bytes::Bytes;
@@ -179,7 +179,7 @@ impl Middle {
                         ..RetryConfig::default()
                     };
                     if mode == ChainMode::Naive {
-                        c.mode = Mode::Fixed;
+                        c.mode = TimeoutMode::Fixed;
                     }
                     if let Some(idle) = pool_idle_timeout {
                         c.pool_idle_timeout = idle;

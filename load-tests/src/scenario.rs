@@ -79,7 +79,7 @@ use checkout::CheckoutConfig;
 use edge::EdgeConfig;
 use serde::{Deserialize, Serialize};
 use service_kit::BudgetMode;
-use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -708,7 +708,7 @@ impl Partners {
         partners.blackhole = Some(
             slow_partner::spawn(
                 PartnerConfig::new(loopback())
-                    .with_mode(Mode::Blackhole)
+                    .with_mode(FaultMode::Blackhole)
                     .with_shutdown_grace(Duration::from_secs(1)),
             )
             .await?,

@@ -12,7 +12,7 @@
 //! 1. **Warm-up**: [`SoakPlan::warmup`] of healthy load, then the drain
 //!    below; what the process holds then is the **baseline** (the tasks of
 //!    the listeners and pools, no connection).
-//! 2. **Each phase**: the partner switches to the phase's [`Mode`]
+//! 2. **Each phase**: the partner switches to the phase's [`FaultMode`]
 //!    (`normal`, `hang`, `reset`, `blackhole`, `refuse`), the open-loop
 //!    generator sends [`SoakPlan::rate`] requests per second for
 //!    [`SoakPlan::phase`] and waits for every answer ([`run_load`]), while
@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use service_kit::BudgetMode;
-use slow_partner::{Mode, PartnerHandle};
+use slow_partner::{FaultMode, PartnerHandle};
 use tokio::time::Instant;
 
 use crate::client::Patience;
@@ -56,17 +56,17 @@ use crate::target::LoopbackUrl;
 
 /// The faults of the default soak: each of the partner's modes, twice, in
 /// ten phases (ten minutes with one-minute phases).
-pub const DEFAULT_FAULTS: [Mode; 10] = [
-    Mode::Normal,
-    Mode::Hang,
-    Mode::Reset,
-    Mode::Blackhole,
-    Mode::Refuse,
-    Mode::Normal,
-    Mode::Hang,
-    Mode::Reset,
-    Mode::Blackhole,
-    Mode::Refuse,
+pub const DEFAULT_FAULTS: [FaultMode; 10] = [
+    FaultMode::Normal,
+    FaultMode::Hang,
+    FaultMode::Reset,
+    FaultMode::Blackhole,
+    FaultMode::Refuse,
+    FaultMode::Normal,
+    FaultMode::Hang,
+    FaultMode::Reset,
+    FaultMode::Blackhole,
+    FaultMode::Refuse,
 ];
 
 /// How long the client waits for an answer (edge answers by the budget in
@@ -77,7 +77,7 @@ pub const SOAK_PATIENCE: Duration = Duration::from_secs(35);
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SoakPlan {
     /// The partner's mode in each phase, in order.
-    pub faults: Vec<Mode>,
+    pub faults: Vec<FaultMode>,
     /// How long each phase sends.
     #[serde(with = "crate::report::millis")]
     pub phase: Duration,
@@ -159,7 +159,7 @@ pub struct PhaseReport {
     /// 1-based.
     pub index: usize,
     /// The partner's mode while it ran.
-    pub fault: Mode,
+    pub fault: FaultMode,
     /// The load and its answers.
     pub run: RunReport,
     /// The most seen while it ran.
@@ -215,7 +215,7 @@ pub enum SoakError {
     #[error("the slow partner could not switch to {mode} mode")]
     Mode {
         /// The mode.
-        mode: Mode,
+        mode: FaultMode,
         /// Why.
         #[source]
         source: slow_partner::PartnerError,
@@ -334,7 +334,7 @@ async fn soak_chain(
         .await;
         stop.store(true, Ordering::Release);
         let peak = sampler.await.unwrap_or_default();
-        switch(partner, Mode::Normal).await?;
+        switch(partner, FaultMode::Normal).await?;
         let run = run?;
         let drain = drain(&runtime, partner, Some(baseline_tasks), plan.drain_deadline).await?;
         phases.push(PhaseReport {
@@ -348,7 +348,7 @@ async fn soak_chain(
     Ok((baseline, phases))
 }
 
-async fn switch(partner: &PartnerHandle, mode: Mode) -> Result<(), SoakError> {
+async fn switch(partner: &PartnerHandle, mode: FaultMode) -> Result<(), SoakError> {
     partner
         .set_mode(mode)
         .await

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use service_kit::BudgetMode;
-use slow_partner::Mode;
+use slow_partner::FaultMode;
 
 use crate::cli::{MAX_BUDGET, start_runtime};
 use crate::generator::{LoadSpec, SpecError};
@@ -39,7 +39,7 @@ pub struct SoakArgs {
     /// The partner's mode in each phase, comma-separated (normal, hang,
     /// reset, blackhole, refuse) [default: normal,hang,reset,blackhole,refuse, twice].
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub faults: Vec<Mode>,
+    pub faults: Vec<FaultMode>,
     /// How long each phase sends (humantime: 1m, 5s).
     #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub phase: Duration,
@@ -392,7 +392,7 @@ mod tests {
             },
             SoakPlan::default()
         );
-        for mode in Mode::ALL {
+        for mode in FaultMode::ALL {
             assert_eq!(
                 plan.faults.iter().filter(|&&m| m == mode).count(),
                 2,
@@ -403,7 +403,7 @@ mod tests {
             .unwrap()
             .plan()
             .unwrap();
-        assert_eq!(plan.faults, [Mode::Hang, Mode::Normal]);
+        assert_eq!(plan.faults, [FaultMode::Hang, FaultMode::Normal]);
         assert_eq!(plan.phase, Duration::from_secs(3));
     }
 }

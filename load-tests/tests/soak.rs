@@ -9,18 +9,18 @@ use std::time::Duration;
 
 use load_tests::soak::{SoakPlan, run_soak};
 use service_kit::BudgetMode;
-use slow_partner::Mode;
+use slow_partner::FaultMode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_every_fault_phase_nothing_is_left_in_flight_or_open() {
     let plan = SoakPlan {
         faults: vec![
-            Mode::Normal,
-            Mode::Hang,
-            Mode::Reset,
-            Mode::Blackhole,
-            Mode::Refuse,
-            Mode::Normal,
+            FaultMode::Normal,
+            FaultMode::Hang,
+            FaultMode::Reset,
+            FaultMode::Blackhole,
+            FaultMode::Refuse,
+            FaultMode::Normal,
         ],
         phase: Duration::from_secs(2),
         rate: 25.0,
@@ -57,7 +57,7 @@ async fn after_every_fault_phase_nothing_is_left_in_flight_or_open() {
         assert!(p.peak.connections > 0, "{what}");
         assert!(p.peak.tasks > baseline.after.tasks, "{what}");
         match p.fault {
-            Mode::Normal => assert!(o.ok + o.degraded >= 45, "{what}"),
+            FaultMode::Normal => assert!(o.ok + o.degraded >= 45, "{what}"),
             // A failing partner is an honest 5xx, never a success, and in
             // budget mode never later than the budget (generous bound).
             _ => {

@@ -7,7 +7,7 @@ use http::Method;
 use reqwest::Url;
 
 use super::auth::{Auth, TokenSource};
-use super::config::{DependencyConfig, Mode, Settings};
+use super::config::{DependencyConfig, Settings, TimeoutMode};
 use super::error::error_chain;
 use super::permits::Permits;
 use super::request::RequestBuilder;
@@ -164,10 +164,10 @@ impl BudgetClient {
     /// Budget or fixed mode.
     ///
     /// ```
-    /// # use budget_core::client::{DependencyConfig, Mode};
-    /// assert_eq!(DependencyConfig::new("a", "http://a").build().unwrap().mode(), Mode::Budget);
+    /// # use budget_core::client::{DependencyConfig, TimeoutMode};
+    /// assert_eq!(DependencyConfig::new("a", "http://a").build().unwrap().mode(), TimeoutMode::Budget);
     /// ```
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> TimeoutMode {
         self.inner.settings.mode
     }
 

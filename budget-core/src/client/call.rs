@@ -1591,7 +1591,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn fixed_mode_sends_no_budget_and_gives_each_attempt_the_fixed_timeout() {
         let mut c = config();
-        c.mode = crate::client::Mode::Fixed;
+        c.mode = crate::client::TimeoutMode::Fixed;
         c.fixed_timeout = ms(1000);
         c.floor = Floor::new(ms(60_000)).into(); // ignored in fixed mode
         let settings = c.settings(None).unwrap();

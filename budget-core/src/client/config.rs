@@ -36,7 +36,7 @@ pub const DEFAULT_CONNECT_CAP: Duration = Duration::from_secs(1);
 /// ```
 pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The per-attempt timeout of [`Mode::Fixed`] when the config does not say:
+/// The per-attempt timeout of [`TimeoutMode::Fixed`] when the config does not say:
 /// 30 s, the "generous fixed timeout" of the usual setup.
 ///
 /// ```
@@ -59,15 +59,15 @@ pub const DEFAULT_MAX_BODY: u64 = 4 * 1024 * 1024;
 /// Serialises as `"budget"` or `"fixed"`.
 ///
 /// ```
-/// use budget_core::client::Mode;
-/// let m: Mode = serde_json::from_str("\"fixed\"").unwrap();
-/// assert_eq!(m, Mode::Fixed);
-/// assert_eq!(Mode::default(), Mode::Budget);
+/// use budget_core::client::TimeoutMode;
+/// let m: TimeoutMode = serde_json::from_str("\"fixed\"").unwrap();
+/// assert_eq!(m, TimeoutMode::Fixed);
+/// assert_eq!(TimeoutMode::default(), TimeoutMode::Budget);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
-pub enum Mode {
+pub enum TimeoutMode {
     /// Every rule of docs/contract.md §2: the budget is read from the
     /// request (or given), forwarded, and pays for attempts, waits and
     /// queueing; calls below the floor are not made.
@@ -140,14 +140,14 @@ pub enum OnUnavailable {
 /// | `grpc_timeout` | also send `grpc-timeout` | `false` |
 /// | `max_body` | the largest response body buffered, in bytes | 4 MiB |
 /// | `trace_query` | `url.full` on the attempt span keeps the query's values (else `REDACTED`) | `false` |
-/// | `mode` | `budget` or `fixed` ([`Mode`]) | `budget` |
+/// | `mode` | `budget` or `fixed` ([`TimeoutMode`]) | `budget` |
 /// | `fixed_timeout` | each attempt's timeout in `fixed` mode | `30s` |
 ///
 /// # Example
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::client::{DependencyConfig, Mode, OnUnavailable};
+/// use budget_core::client::{DependencyConfig, TimeoutMode, OnUnavailable};
 ///
 /// let config: DependencyConfig = toml::from_str(r#"
 ///     name = "pricing"
@@ -165,7 +165,7 @@ pub enum OnUnavailable {
 /// "#).unwrap();
 /// assert_eq!(config.connect_cap, Duration::from_millis(200));
 /// assert_eq!(config.on_unavailable, OnUnavailable::Skip);
-/// assert_eq!(config.mode, Mode::Budget);
+/// assert_eq!(config.mode, TimeoutMode::Budget);
 /// let client = config.build().unwrap();
 /// assert_eq!(client.name(), "pricing");
 ///
@@ -254,8 +254,8 @@ pub struct DependencyConfig {
     pub trace_query: bool,
     /// `budget` (default) or `fixed`.
     #[serde(default)]
-    pub mode: Mode,
-    /// Each attempt's timeout in [`Mode::Fixed`]; ignored in budget mode.
+    pub mode: TimeoutMode,
+    /// Each attempt's timeout in [`TimeoutMode::Fixed`]; ignored in budget mode.
     #[serde(default = "default_fixed_timeout", with = "humantime_serde")]
     pub fixed_timeout: Duration,
 }
@@ -308,7 +308,7 @@ impl DependencyConfig {
             grpc_timeout: false,
             max_body: DEFAULT_MAX_BODY,
             trace_query: false,
-            mode: Mode::default(),
+            mode: TimeoutMode::default(),
             fixed_timeout: DEFAULT_FIXED_TIMEOUT,
         }
     }
@@ -435,7 +435,7 @@ pub(crate) struct Settings {
     pub(crate) grpc_timeout: bool,
     pub(crate) max_body: u64,
     pub(crate) trace_query: bool,
-    pub(crate) mode: Mode,
+    pub(crate) mode: TimeoutMode,
     pub(crate) fixed_timeout: Duration,
 }
 

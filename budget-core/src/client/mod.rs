@@ -154,8 +154,19 @@ pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use call::QUEUE_SUFFIX;
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
-    DependencyConfig, Mode, OnUnavailable,
+    DependencyConfig, OnUnavailable, TimeoutMode,
 };
+
+/// The old name of [`TimeoutMode`] (how a client spends time: from the
+/// budget or with a fixed timeout).
+///
+/// ```
+/// #[allow(deprecated)]
+/// let mode = budget_core::client::Mode::Fixed;
+/// assert_eq!(mode, budget_core::client::TimeoutMode::Fixed);
+/// ```
+#[deprecated(note = "renamed to `TimeoutMode`")]
+pub type Mode = TimeoutMode;
 pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };

@@ -24,7 +24,7 @@ use crate::admission::{
 use crate::config::ConfigError;
 use crate::telemetry::meter;
 
-use super::config::Mode;
+use super::config::TimeoutMode;
 
 /// The permits of one dependency, shared by every clone of its client.
 #[derive(Clone, Debug)]
@@ -45,7 +45,7 @@ impl Permits {
     pub(crate) fn new(
         concurrency: &LimitConfig,
         queue: QueueConfig,
-        mode: Mode,
+        mode: TimeoutMode,
     ) -> Result<Option<Self>, ConfigError> {
         concurrency
             .validate()
@@ -54,7 +54,7 @@ impl Permits {
             LimitConfig::Fixed(n) => (*n, None),
             LimitConfig::Adaptive(c) => (c.initial_limit(), Some(*c)),
         };
-        if mode == Mode::Fixed {
+        if mode == TimeoutMode::Fixed {
             return Ok(match adaptive {
                 None => Some(Permits::Fifo(Arc::new(Semaphore::new(initial)), initial)),
                 Some(_) => None,

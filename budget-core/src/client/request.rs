@@ -14,7 +14,7 @@ use super::attempt::{self, Prepared};
 use super::auth;
 use super::budget_client::{BudgetClient, Inner};
 use super::call::{self, Plan, Timing};
-use super::config::{Mode, OnUnavailable};
+use super::config::{OnUnavailable, TimeoutMode};
 use super::error::{BoxError, CallError, CallErrorKind};
 use super::response::BudgetResponse;
 use super::stale::StaleCache;
@@ -337,8 +337,8 @@ impl RequestBuilder {
             );
         }
         let timing = match settings.mode {
-            Mode::Fixed => Timing::Fixed(settings.fixed_timeout),
-            Mode::Budget => {
+            TimeoutMode::Fixed => Timing::Fixed(settings.fixed_timeout),
+            TimeoutMode::Budget => {
                 let Some(budget) = self
                     .budget
                     .or_else(|| cx.as_ref().map(RequestContext::budget))
@@ -362,7 +362,7 @@ impl RequestBuilder {
             .as_ref()
             .map_or(Criticality::Default, RequestContext::criticality);
         let mut headers = self.headers;
-        if settings.mode == Mode::Budget && !headers.contains_key(REQUEST_CRITICALITY) {
+        if settings.mode == TimeoutMode::Budget && !headers.contains_key(REQUEST_CRITICALITY) {
             // Forwarded beside the budget (docs/contract.md §3, criticality).
             headers.insert(REQUEST_CRITICALITY, criticality.header_value());
         }

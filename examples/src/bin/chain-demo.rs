@@ -16,7 +16,7 @@ use budget_examples::table::budget_table;
 use checkout::CheckoutConfig;
 use edge::EdgeConfig;
 use service_kit::BudgetMode;
-use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 use tokio::time::Instant;
 
 /// One scenario: how the partner behaves for each dependency, the budget
@@ -142,7 +142,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let loopback: SocketAddr = "127.0.0.1:0".parse()?;
     let partner = slow_partner::spawn(PartnerConfig::new(loopback)).await?;
     let blackhole =
-        slow_partner::spawn(PartnerConfig::new(loopback).with_mode(Mode::Blackhole)).await?;
+        slow_partner::spawn(PartnerConfig::new(loopback).with_mode(FaultMode::Blackhole)).await?;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;

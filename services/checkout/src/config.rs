@@ -39,7 +39,8 @@ use std::time::Duration;
 
 use budget_core::Floor;
 use budget_core::client::{
-    BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, Mode, OnUnavailable, StaleCacheConfig,
+    BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, OnUnavailable, StaleCacheConfig,
+    TimeoutMode,
 };
 use budget_core::config::ConfigError;
 use budget_core::grpc::GrpcBudgetLayer;
@@ -312,7 +313,7 @@ impl CheckoutConfig {
             c.retry_budget = Some(RetryBudgetConfig::default());
             c.breaker = Some(service_kit::DEFAULT_DEPENDENCY_BREAKER);
         } else {
-            c.mode = Mode::Fixed;
+            c.mode = TimeoutMode::Fixed;
         }
         settings.apply(&mut c);
         if dep != Dep::Recommendations && c.on_unavailable == OnUnavailable::Skip {
@@ -450,7 +451,7 @@ mod tests {
             grpc.build().unwrap().inventory,
             Inventory::Grpc(_)
         ));
-        assert_eq!(built.pricing.mode(), Mode::Budget);
+        assert_eq!(built.pricing.mode(), TimeoutMode::Budget);
         assert!(built.pricing.retry_budget().is_some());
         let off = CheckoutConfig {
             budget_mode: BudgetMode::Off,
@@ -458,8 +459,8 @@ mod tests {
         }
         .build()
         .unwrap();
-        assert_eq!(off.pricing.mode(), Mode::Fixed);
-        assert_eq!(off.recommendations.mode(), Mode::Fixed);
+        assert_eq!(off.pricing.mode(), TimeoutMode::Fixed);
+        assert_eq!(off.recommendations.mode(), TimeoutMode::Fixed);
     }
 
     #[test]

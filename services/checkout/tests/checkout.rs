@@ -9,7 +9,7 @@ mod common;
 use budget_core::problem::Problem;
 use checkout::CheckoutAnswer;
 use common::*;
-use slow_partner::Mode;
+use slow_partner::FaultMode;
 use tokio::time::Instant;
 
 /// docs/contract.md §6: inventory, pricing, recommendations in that order,
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_healthy_call_returns_all_three_answers_and_the_ledger_in_call_order() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "", "")).await;
         let res = client()
             .get(&url)
@@ -60,7 +60,7 @@ async fn a_healthy_call_returns_all_three_answers_and_the_ledger_in_call_order()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recommendations_below_its_floor_is_skipped_and_the_answer_degraded() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "", "")).await;
         let res = client()
             .get(&url)
@@ -96,7 +96,7 @@ async fn recommendations_below_its_floor_is_skipped_and_the_answer_degraded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_recommendations_degrades_the_answer() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "", "?status=500")).await;
         let res = client().get(&url).send().await.unwrap();
         assert_eq!(res.status(), 200);
@@ -119,7 +119,7 @@ async fn a_failing_recommendations_degrades_the_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pricing_503_is_retried_and_the_retry_shows_in_server_timing() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "?script=503@50ms,200@50ms", "")).await;
         let res = client()
             .get(&url)
@@ -158,8 +158,8 @@ async fn a_pricing_503_is_retried_and_the_retry_shows_in_server_timing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hanging_or_blackholed_required_dependency_is_a_504_within_the_budget() {
     bounded(async {
-        let healthy = partner(Mode::Normal).await;
-        for mode in [Mode::Hang, Mode::Blackhole] {
+        let healthy = partner(FaultMode::Normal).await;
+        for mode in [FaultMode::Hang, FaultMode::Blackhole] {
             let broken = partner(mode).await;
             let mut config = config(&healthy, "", "", "");
             config.inventory_url = broken.url("/inventory");
@@ -197,8 +197,8 @@ async fn a_hanging_or_blackholed_required_dependency_is_a_504_within_the_budget(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusing_or_resetting_required_dependency_is_a_fast_504() {
     bounded(async {
-        let healthy = partner(Mode::Normal).await;
-        for mode in [Mode::Refuse, Mode::Reset] {
+        let healthy = partner(FaultMode::Normal).await;
+        for mode in [FaultMode::Refuse, FaultMode::Reset] {
             let broken = partner(mode).await;
             let mut config = config(&healthy, "", "", "");
             config.pricing_url = broken.url("/pricing");
@@ -236,7 +236,7 @@ async fn a_refusing_or_resetting_required_dependency_is_a_fast_504() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pricing_429_with_a_long_retry_after_is_passed_up_fast() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "?status=429&retry_after=30", "")).await;
         let start = Instant::now();
         let res = client()
@@ -262,7 +262,7 @@ async fn a_pricing_429_with_a_long_retry_after_is_passed_up_fast() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retry_after_beyond_any_integer_is_passed_up_at_once() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let cases = [
             ("429", "18446744073709551616".to_owned()),
             ("503", "9".repeat(100)),
@@ -295,7 +295,7 @@ async fn a_retry_after_beyond_any_integer_is_passed_up_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_open_circuit_is_a_503_with_retry_after() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut config = config(&partner, "", "?status=500", "");
         config.pricing = toml::from_str(
             "[retry]\nmax_attempts = 1\n[breaker]\nfailure_threshold = 2\nopen_for = \"30s\"",
@@ -331,7 +331,7 @@ async fn an_open_circuit_is_a_503_with_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_post_is_retried_only_with_an_idempotency_key() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "?status=503", "")).await;
         let res = client()
             .post(&url)
@@ -371,7 +371,7 @@ async fn a_post_is_retried_only_with_an_idempotency_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_budget_layer_guards_checkout_and_healthz_answers() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut config = config(&partner, "", "", "");
         config.floor = ms(100);
         let url = start(&config).await;
@@ -409,7 +409,7 @@ async fn the_budget_layer_guards_checkout_and_healthz_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn budget_mode_off_forwards_nothing_and_always_calls_recommendations() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut config = config(&partner, "", "", "");
         config.budget_mode = service_kit::BudgetMode::Off;
         let url = start(&config).await;

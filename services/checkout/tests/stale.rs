@@ -8,12 +8,12 @@ mod common;
 
 use checkout::CheckoutAnswer;
 use common::*;
-use slow_partner::Mode;
+use slow_partner::FaultMode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stale_inventory_keeps_checkout_answering_and_marks_the_answer_degraded() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut config = config(&partner, "?sku=7", "", "");
         config.inventory =
             toml::from_str("on_unavailable = \"stale\"\nmax_stale = \"30s\"").unwrap();
@@ -68,7 +68,7 @@ async fn a_stale_inventory_keeps_checkout_answering_and_marks_the_answer_degrade
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_the_stale_fallback_the_same_outage_is_a_502() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = start(&config(&partner, "", "", "")).await;
         let res = client().get(&url).send().await.unwrap();
         assert_eq!(res.status(), 200);

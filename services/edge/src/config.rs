@@ -31,7 +31,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use budget_core::client::{BudgetClient, DependencyConfig, Mode};
+use budget_core::client::{BudgetClient, DependencyConfig, TimeoutMode};
 use budget_core::config::ConfigError;
 use budget_core::retry::RetryConfig;
 use service_kit::RequestLayer;
@@ -151,7 +151,7 @@ impl EdgeConfig {
         c.floor = DEFAULT_DEPENDENCY_FLOOR;
         self.checkout.apply(&mut c);
         if !self.budget_mode.is_on() {
-            c.mode = Mode::Fixed;
+            c.mode = TimeoutMode::Fixed;
         }
         Ok(Built {
             layer,
@@ -217,7 +217,7 @@ mod tests {
         assert_eq!(config.max_budget, Duration::from_secs(10));
         let built = config.build().unwrap();
         assert!(built.layer.is_budget());
-        assert_eq!(built.checkout.mode(), Mode::Budget);
+        assert_eq!(built.checkout.mode(), TimeoutMode::Budget);
         let off = EdgeConfig {
             budget_mode: BudgetMode::Off,
             ..EdgeConfig::default()
@@ -225,7 +225,7 @@ mod tests {
         .build()
         .unwrap();
         assert!(!off.layer.is_budget());
-        assert_eq!(off.checkout.mode(), Mode::Fixed);
+        assert_eq!(off.checkout.mode(), TimeoutMode::Fixed);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use budget_core::problem::Problem;
 use checkout::{CheckoutAnswer, CheckoutConfig};
 use edge::EdgeConfig;
 use service_kit::BudgetMode;
-use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 use tokio::time::Instant;
 
 /// Runs `test` with a 30 s limit, whatever goes wrong.
@@ -24,7 +24,7 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
-async fn partner(mode: Mode) -> PartnerHandle {
+async fn partner(mode: FaultMode) -> PartnerHandle {
     let config = PartnerConfig::new("127.0.0.1:0".parse().unwrap())
         .with_mode(mode)
         .with_shutdown_grace(ms(200));
@@ -104,7 +104,7 @@ fn dur(metrics: &[Metric], name: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_healthy_chain_answers_200_with_both_hops_in_one_server_timing() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "", "").start().await;
         let res = client()
             .get(&url)
@@ -143,7 +143,7 @@ async fn a_healthy_chain_answers_200_with_both_hops_in_one_server_timing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_budget_header_shrinks_hop_by_hop() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "?delay=50ms", "?delay=50ms", "")
             .start()
             .await;
@@ -178,7 +178,7 @@ async fn the_budget_header_shrinks_hop_by_hop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn edge_clamps_the_budget_and_makes_up_a_request_id() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "", "").start().await;
         let res = client()
             .get(&url)
@@ -207,7 +207,7 @@ async fn edge_clamps_the_budget_and_makes_up_a_request_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recommendations_is_skipped_below_its_floor_through_edge() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "", "").start().await;
         let res = client()
             .get(&url)
@@ -235,7 +235,7 @@ async fn recommendations_is_skipped_below_its_floor_through_edge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pricing_retry_is_visible_at_edge() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "?script=503@50ms,200@50ms", "")
             .start()
             .await;
@@ -258,7 +258,7 @@ async fn a_pricing_retry_is_visible_at_edge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_429_with_retry_after_reaches_the_caller_through_edge() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "?status=429&retry_after=30", "")
             .start()
             .await;
@@ -286,8 +286,8 @@ async fn a_429_with_retry_after_reaches_the_caller_through_edge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hanging_dependency_is_a_504_within_the_caller_s_budget() {
     bounded(async {
-        let healthy = partner(Mode::Normal).await;
-        let hanging = partner(Mode::Hang).await;
+        let healthy = partner(FaultMode::Normal).await;
+        let hanging = partner(FaultMode::Hang).await;
         let mut chain = Chain::new(&healthy, "", "", "");
         chain.checkout.pricing_url = hanging.url("/pricing");
         let url = chain.start().await;
@@ -315,7 +315,7 @@ async fn a_hanging_dependency_is_a_504_within_the_caller_s_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_budget_below_edge_s_floor_is_a_504_and_no_call_is_made() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut chain = Chain::new(&partner, "", "", "");
         chain.edge.floor = ms(100);
         let url = chain.start().await;
@@ -341,7 +341,7 @@ async fn a_budget_below_edge_s_floor_is_a_504_and_no_call_is_made() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_malformed_budget_header_is_a_400_naming_the_header() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "", "").start().await;
         let res = client()
             .get(&url)
@@ -363,7 +363,7 @@ async fn a_malformed_budget_header_is_a_400_naming_the_header() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_post_through_edge_is_retried_only_with_its_idempotency_key() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let url = Chain::new(&partner, "", "?status=503", "").start().await;
         let attempts = |id: &str| {
             partner.stats().ids[id]
@@ -400,7 +400,7 @@ async fn a_post_through_edge_is_retried_only_with_its_idempotency_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn checkout_down_is_edge_s_own_504_problem() {
     bounded(async {
-        let down = partner(Mode::Refuse).await;
+        let down = partner(FaultMode::Refuse).await;
         let mut config = EdgeConfig::new("127.0.0.1:0".parse().unwrap(), down.url(""));
         config.budget_mode = BudgetMode::On;
         let (addr, _) = edge::spawn(&config, std::future::pending()).await.unwrap();
@@ -423,7 +423,7 @@ async fn checkout_down_is_edge_s_own_504_problem() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn budget_mode_off_waits_for_a_slow_partner_and_budget_mode_does_not() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let off = Chain::new(&partner, "?delay=2s", "", "")
             .mode(BudgetMode::Off)
             .start()
@@ -486,14 +486,14 @@ async fn healthz_answers_ok() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_fault_shape_of_a_required_dependency_is_a_504_within_the_budget() {
     bounded(async {
-        let healthy = partner(Mode::Normal).await;
+        let healthy = partner(FaultMode::Normal).await;
         let budget = 800u64;
         for (shape, mode, query) in [
-            ("refuse", Mode::Refuse, ""),
-            ("blackhole", Mode::Blackhole, ""),
-            ("hang", Mode::Hang, ""),
-            ("reset", Mode::Reset, ""),
-            ("drip", Mode::Normal, "?drip=400ms&body_bytes=4096"),
+            ("refuse", FaultMode::Refuse, ""),
+            ("blackhole", FaultMode::Blackhole, ""),
+            ("hang", FaultMode::Hang, ""),
+            ("reset", FaultMode::Reset, ""),
+            ("drip", FaultMode::Normal, "?drip=400ms&body_bytes=4096"),
         ] {
             let broken = partner(mode).await;
             let mut chain = Chain::new(&healthy, "", "", "");
@@ -534,7 +534,7 @@ async fn every_fault_shape_of_a_required_dependency_is_a_504_within_the_budget()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_post_without_a_key_is_never_sent_twice_and_an_expired_one_is_never_a_success() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         for (n, (pricing, want)) in [
             ("?status=503", 502u16),
             ("?status=500", 502),
@@ -586,7 +586,7 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
         /// retry budget alone (the default breaker kept from opening);
         /// `None`: budget mode off.
         async fn amplification(retry_budget: Option<Option<f64>>) -> f64 {
-            let partner = partner(Mode::Normal).await;
+            let partner = partner(FaultMode::Normal).await;
             let mut chain = Chain::new(&partner, "", "?status=503", "");
             let mut defaults = false;
             match retry_budget {
@@ -656,7 +656,7 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn edge_can_distrust_inbound_budgets_and_strip_internal_headers() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut chain = Chain::new(&partner, "", "", "");
         chain.edge.trust_inbound_budget = false;
         chain.edge.strip_internal_headers = true;
@@ -701,7 +701,7 @@ async fn edge_can_distrust_inbound_budgets_and_strip_internal_headers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn edge_over_its_in_flight_limit_answers_503_with_retry_after_at_once() {
     bounded(async {
-        let partner = partner(Mode::Normal).await;
+        let partner = partner(FaultMode::Normal).await;
         let mut chain = Chain::new(&partner, "", "?delay=1500ms", "");
         chain.edge.max_in_flight = Some(2.into());
         let url = chain.start().await;

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::knobs::{QueryError, Reason};
-use crate::mode::Mode;
+use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::stats::Stats;
 use crate::supervisor::Control;
@@ -39,7 +39,7 @@ use crate::supervisor::Control;
 pub(crate) struct AppState {
     pub(crate) stats: Arc<Stats>,
     pub(crate) control: Control,
-    pub(crate) mode: watch::Receiver<Mode>,
+    pub(crate) mode: watch::Receiver<FaultMode>,
     pub(crate) overrides: Arc<Overrides>,
 }
 
@@ -91,9 +91,9 @@ async fn reset_stats(State(app): State<AppState>) -> StatusCode {
 /// The body of the admin endpoint's answers.
 #[derive(Debug, Serialize, Deserialize)]
 struct ModeBody {
-    mode: Mode,
+    mode: FaultMode,
     #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
-    previous: Option<Mode>,
+    previous: Option<FaultMode>,
 }
 
 async fn get_mode(State(app): State<AppState>) -> Json<ModeBody> {
@@ -131,7 +131,7 @@ async fn set_mode(State(app): State<AppState>, RawQuery(query): RawQuery, body: 
 }
 
 /// The mode asked for: the query's `mode`, else the body's.
-fn requested_mode(query: Option<&str>, body: &[u8]) -> Result<Mode, QueryError> {
+fn requested_mode(query: Option<&str>, body: &[u8]) -> Result<FaultMode, QueryError> {
     let from_query = query.and_then(|q| {
         form_urlencoded::parse(q.as_bytes())
             .find(|(k, _)| k == "mode")
@@ -337,18 +337,21 @@ mod tests {
 
     #[test]
     fn the_mode_comes_from_the_query_first() {
-        assert_eq!(requested_mode(Some("mode=hang"), b"reset"), Ok(Mode::Hang));
-        assert_eq!(requested_mode(Some("x=1"), b"reset"), Ok(Mode::Reset));
+        assert_eq!(
+            requested_mode(Some("mode=hang"), b"reset"),
+            Ok(FaultMode::Hang)
+        );
+        assert_eq!(requested_mode(Some("x=1"), b"reset"), Ok(FaultMode::Reset));
     }
 
     #[test]
     fn the_mode_body_may_be_a_form_json_or_a_bare_name() {
-        assert_eq!(requested_mode(None, b"mode=refuse"), Ok(Mode::Refuse));
+        assert_eq!(requested_mode(None, b"mode=refuse"), Ok(FaultMode::Refuse));
         assert_eq!(
             requested_mode(None, br#"{"mode":"blackhole"}"#),
-            Ok(Mode::Blackhole)
+            Ok(FaultMode::Blackhole)
         );
-        assert_eq!(requested_mode(None, b" normal\n"), Ok(Mode::Normal));
+        assert_eq!(requested_mode(None, b" normal\n"), Ok(FaultMode::Normal));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use slow_partner::{Mode, PartnerConfig};
+//! use slow_partner::{FaultMode, PartnerConfig};
 //!
 //! let config = PartnerConfig::from_toml(r#"
 //!     listen = "127.0.0.1:9000"
@@ -19,7 +19,7 @@
 //! "#).unwrap();
 //! assert_eq!(config.workers, Some(8));
 //! assert_eq!(config.path_workers["/pricing"], 2);
-//! assert_eq!(config.mode, Mode::Blackhole);
+//! assert_eq!(config.mode, FaultMode::Blackhole);
 //! assert_eq!(config.shutdown_grace, Duration::from_millis(500));
 //!
 //! let err = PartnerConfig::from_toml("mode = \"sleep\"").unwrap_err();
@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use service_kit::HttpLimits;
 
 use crate::error::PartnerError;
-use crate::mode::{BudgetMode, Mode};
+use crate::mode::{BudgetMode, FaultMode};
 use crate::stats::{DEFAULT_MAX_TRACKED_IDS, MAX_PATH_LEN};
 use crate::workers::{MAX_WORKER_POOLS, MAX_WORKERS, is_reserved_path};
 
@@ -64,7 +64,7 @@ pub struct PartnerConfig {
     /// `/healthz`, reachable whatever the main port's mode.
     pub admin_listen: Option<SocketAddr>,
     /// The mode at start.
-    pub mode: Mode,
+    pub mode: FaultMode,
     /// Accepted for symmetry with the other binaries; the partner never
     /// enforces budgets either way (see [`BudgetMode`]).
     pub budget_mode: BudgetMode,
@@ -96,7 +96,7 @@ impl Default for PartnerConfig {
         Self {
             listen: DEFAULT_LISTEN,
             admin_listen: None,
-            mode: Mode::Normal,
+            mode: FaultMode::Normal,
             budget_mode: BudgetMode::On,
             max_tracked_ids: DEFAULT_MAX_TRACKED_IDS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -125,10 +125,10 @@ impl PartnerConfig {
     /// The same config starting in `mode`.
     ///
     /// ```
-    /// # use slow_partner::{Mode, PartnerConfig};
-    /// assert_eq!(PartnerConfig::default().with_mode(Mode::Hang).mode, Mode::Hang);
+    /// # use slow_partner::{FaultMode, PartnerConfig};
+    /// assert_eq!(PartnerConfig::default().with_mode(FaultMode::Hang).mode, FaultMode::Hang);
     /// ```
-    pub fn with_mode(mut self, mode: Mode) -> Self {
+    pub fn with_mode(mut self, mode: FaultMode) -> Self {
         self.mode = mode;
         self
     }
@@ -316,7 +316,7 @@ mod tests {
         );
         assert_eq!(config.listen.port(), 9100);
         assert_eq!(config.admin_listen.unwrap().port(), 9101);
-        assert_eq!(config.mode, Mode::Hang);
+        assert_eq!(config.mode, FaultMode::Hang);
         assert_eq!(config.budget_mode, BudgetMode::Off);
         assert_eq!(config.max_tracked_ids, 5);
         assert_eq!(config.shutdown_grace, Duration::from_secs(2));
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn the_config_round_trips_through_toml() {
-        let config = PartnerConfig::default().with_mode(Mode::Reset);
+        let config = PartnerConfig::default().with_mode(FaultMode::Reset);
         let text = toml::to_string(&config).unwrap();
         assert_eq!(PartnerConfig::from_toml(&text).unwrap(), config);
         let config = config

@@ -12,7 +12,7 @@ use crate::app::{AppState, admin_router, main_router};
 use crate::config::PartnerConfig;
 use crate::error::PartnerError;
 use crate::listener::{self, Conns, Serve};
-use crate::mode::Mode;
+use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::supervisor::{self, Control, Supervisor};
@@ -38,13 +38,13 @@ const SHUTDOWN_SLACK: Duration = Duration::from_secs(1);
 /// # Example
 ///
 /// ```no_run
-/// use slow_partner::{Mode, PartnerConfig};
+/// use slow_partner::{FaultMode, PartnerConfig};
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let partner = slow_partner::spawn(PartnerConfig::new("127.0.0.1:0".parse()?)).await?;
 /// let url = partner.url("/pricing?script=503@250ms,200@400ms");
 /// // ... point a client at `url` ...
-/// partner.set_mode(Mode::Refuse).await?;
+/// partner.set_mode(FaultMode::Refuse).await?;
 /// assert_eq!(partner.stats().late, 0);
 /// partner.shutdown().await;
 /// # Ok(())
@@ -61,7 +61,7 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
     let stats = Arc::new(Stats::new(config.max_tracked_ids, workers));
     let overrides = Arc::new(Overrides::default());
     let (control, commands) = supervisor::control();
-    let (mode_tx, mode) = watch::channel(Mode::Refuse);
+    let (mode_tx, mode) = watch::channel(FaultMode::Refuse);
     let state = AppState {
         stats: Arc::clone(&stats),
         control: control.clone(),
@@ -132,7 +132,7 @@ pub struct PartnerHandle {
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
     control: Control,
-    mode: watch::Receiver<Mode>,
+    mode: watch::Receiver<FaultMode>,
     stats: Arc<Stats>,
     overrides: Arc<Overrides>,
     root: CancellationToken,
@@ -164,7 +164,7 @@ impl PartnerHandle {
     }
 
     /// The main port's current mode (`refuse` after a failed switch).
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> FaultMode {
         *self.mode.borrow()
     }
 
@@ -177,7 +177,7 @@ impl PartnerHandle {
     /// [`PartnerError::Bind`] or [`PartnerError::Blackhole`] when the port
     /// cannot be opened in the new mode (it is then closed, as in
     /// `refuse`); [`PartnerError::Stopped`] after shutdown.
-    pub async fn set_mode(&self, mode: Mode) -> Result<Mode, PartnerError> {
+    pub async fn set_mode(&self, mode: FaultMode) -> Result<FaultMode, PartnerError> {
         self.control.set_mode(mode).await
     }
 

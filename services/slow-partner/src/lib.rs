@@ -10,7 +10,7 @@
 //!   `status`, `retry_after`, `script` (per-attempt plans keyed by
 //!   `x-request-id` and path), `drip`, `body_bytes` and `tail` (a share of
 //!   the requests slower than the rest). See [`Knobs`].
-//! - **Per listener**, a [`Mode`]: `normal`, `refuse`, `blackhole`, `reset`,
+//! - **Per listener**, a [`FaultMode`]: `normal`, `refuse`, `blackhole`, `reset`,
 //!   `hang`; set at start and switched at run time through
 //!   [`PartnerHandle::set_mode`] or `PUT /admin/mode` (on the main port, and
 //!   on an optional admin listener that stays up whatever the mode).
@@ -39,7 +39,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use slow_partner::{Answer, Mode, PartnerConfig};
+//! use slow_partner::{Answer, FaultMode, PartnerConfig};
 //!
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -56,7 +56,7 @@
 //! assert_eq!((answer.attempt, answer.budget_ms), (1, Some(900)));
 //!
 //! // The whole port goes dark: connects are refused.
-//! partner.set_mode(Mode::Refuse).await?;
+//! partner.set_mode(FaultMode::Refuse).await?;
 //! assert!(client.get(&url).send().await.unwrap_err().is_connect());
 //!
 //! assert_eq!(partner.stats().ids["r-1"].budgets_ms(), vec![Some(900)]);
@@ -104,7 +104,17 @@ pub use knobs::{
     DRIP_CHUNKS, Knobs, MAX_BODY_BYTES, MAX_DURATION, MAX_SCRIPT_ENTRIES, Plan, QueryError, Reason,
     Script, ScriptEntry, Tail,
 };
-pub use mode::{BudgetMode, Mode, ParseModeError};
+pub use mode::{BudgetMode, FaultMode, ParseModeError};
+
+/// The old name of [`FaultMode`] (the listener's fault modes).
+///
+/// ```
+/// #[allow(deprecated)]
+/// let mode = slow_partner::Mode::Hang;
+/// assert_eq!(mode, slow_partner::FaultMode::Hang);
+/// ```
+#[deprecated(note = "renamed to `FaultMode`")]
+pub type Mode = FaultMode;
 pub use overrides::{MAX_PATH_OVERRIDES, OverrideError, PathOverride};
 pub use stats::{
     CallRecord, DEFAULT_MAX_TRACKED_IDS, IdStats, MAX_CALLS_PER_ID, MAX_ID_LEN, MAX_PATH_LEN,

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::PartnerError;
-use crate::mode::Mode;
+use crate::mode::FaultMode;
 
 /// The accept backlog of serving listeners.
 pub(crate) const BACKLOG: u32 = 1024;
@@ -87,7 +87,7 @@ pub(crate) struct Blackhole {
 pub(crate) async fn blackhole(addr: SocketAddr) -> Result<Blackhole, PartnerError> {
     let listener = bind(addr, BLACKHOLE_BACKLOG).map_err(|source| PartnerError::Bind {
         addr,
-        purpose: format!("mode {}", Mode::Blackhole),
+        purpose: format!("mode {}", FaultMode::Blackhole),
         source,
     })?;
     let target = SocketAddr::new(connectable(addr.ip()), addr.port());

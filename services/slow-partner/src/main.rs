@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use service_kit::overlay;
-use slow_partner::{BudgetMode, Mode, PartnerConfig, PartnerError};
+use slow_partner::{BudgetMode, FaultMode, PartnerConfig, PartnerError};
 
 /// A chaos HTTP server that plays a partner who ignores time budgets.
 ///
@@ -40,7 +40,7 @@ struct Cli {
     /// Fault mode of the main port at start (switch later with PUT
     /// /admin/mode?mode=...) [default: normal]
     #[arg(long, env = "MODE", value_enum)]
-    mode: Option<Mode>,
+    mode: Option<FaultMode>,
 
     /// TOML config file with the same fields as the flags (listen,
     /// admin_listen, mode, budget_mode, max_tracked_ids, shutdown_grace,
@@ -175,7 +175,7 @@ mod tests {
         ])
         .unwrap();
         let config = cli.config().unwrap();
-        assert_eq!(config.mode, Mode::Reset);
+        assert_eq!(config.mode, FaultMode::Reset);
         assert_eq!(config.listen.port(), 9100);
     }
 

@@ -1,4 +1,4 @@
-//! The whole-listener fault modes ([`Mode`]), and the `--budget-mode` switch
+//! The whole-listener fault modes ([`FaultMode`]), and the `--budget-mode` switch
 //! the partner accepts and ignores ([`BudgetMode`]).
 
 use std::fmt;
@@ -13,22 +13,22 @@ use serde::{Deserialize, Serialize};
 ///
 /// | mode | on the wire | what the client sees |
 /// | --- | --- | --- |
-/// | [`Normal`](Mode::Normal) | accepts and serves HTTP | answers shaped by the query string |
-/// | [`Refuse`](Mode::Refuse) | nothing listens on the port | connection refused, at once |
-/// | [`Blackhole`](Mode::Blackhole) | listens, never accepts, accept queue full | a connect timeout |
-/// | [`Reset`](Mode::Reset) | accepts, then closes with `SO_LINGER` 0 | a connection reset, at once |
-/// | [`Hang`](Mode::Hang) | accepts and reads, never answers | a read (request) timeout |
+/// | [`Normal`](FaultMode::Normal) | accepts and serves HTTP | answers shaped by the query string |
+/// | [`Refuse`](FaultMode::Refuse) | nothing listens on the port | connection refused, at once |
+/// | [`Blackhole`](FaultMode::Blackhole) | listens, never accepts, accept queue full | a connect timeout |
+/// | [`Reset`](FaultMode::Reset) | accepts, then closes with `SO_LINGER` 0 | a connection reset, at once |
+/// | [`Hang`](FaultMode::Hang) | accepts and reads, never answers | a read (request) timeout |
 ///
 /// # Example
 ///
 /// ```
-/// use slow_partner::Mode;
+/// use slow_partner::FaultMode;
 ///
-/// let mode: Mode = "blackhole".parse().unwrap();
-/// assert_eq!(mode, Mode::Blackhole);
+/// let mode: FaultMode = "blackhole".parse().unwrap();
+/// assert_eq!(mode, FaultMode::Blackhole);
 /// assert_eq!(mode.to_string(), "blackhole");
 /// assert_eq!(
-///     "sleep".parse::<Mode>().unwrap_err().to_string(),
+///     "sleep".parse::<FaultMode>().unwrap_err().to_string(),
 ///     "unknown mode `sleep`: expected one of normal, refuse, blackhole, reset, hang",
 /// );
 /// ```
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub enum FaultMode {
     /// Accept connections and serve HTTP.
     #[default]
     Normal,
@@ -52,47 +52,47 @@ pub enum Mode {
     Hang,
 }
 
-impl Mode {
+impl FaultMode {
     /// Every mode, in the order the docs list them.
     ///
     /// ```
-    /// assert_eq!(slow_partner::Mode::ALL.len(), 5);
+    /// assert_eq!(slow_partner::FaultMode::ALL.len(), 5);
     /// ```
-    pub const ALL: [Mode; 5] = [
-        Mode::Normal,
-        Mode::Refuse,
-        Mode::Blackhole,
-        Mode::Reset,
-        Mode::Hang,
+    pub const ALL: [FaultMode; 5] = [
+        FaultMode::Normal,
+        FaultMode::Refuse,
+        FaultMode::Blackhole,
+        FaultMode::Reset,
+        FaultMode::Hang,
     ];
 
     /// The mode's name on the wire, in flags and in config files.
     ///
     /// ```
-    /// assert_eq!(slow_partner::Mode::Hang.as_str(), "hang");
+    /// assert_eq!(slow_partner::FaultMode::Hang.as_str(), "hang");
     /// ```
     pub const fn as_str(&self) -> &'static str {
         match self {
-            Mode::Normal => "normal",
-            Mode::Refuse => "refuse",
-            Mode::Blackhole => "blackhole",
-            Mode::Reset => "reset",
-            Mode::Hang => "hang",
+            FaultMode::Normal => "normal",
+            FaultMode::Refuse => "refuse",
+            FaultMode::Blackhole => "blackhole",
+            FaultMode::Reset => "reset",
+            FaultMode::Hang => "hang",
         }
     }
 }
 
-impl fmt::Display for Mode {
+impl fmt::Display for FaultMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for Mode {
+impl FromStr for FaultMode {
     type Err = ParseModeError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
+        FaultMode::ALL
             .into_iter()
             .find(|mode| mode.as_str() == s)
             .ok_or_else(|| ParseModeError {
@@ -101,10 +101,10 @@ impl FromStr for Mode {
     }
 }
 
-/// A mode name that is not one of [`Mode::ALL`].
+/// A mode name that is not one of [`FaultMode::ALL`].
 ///
 /// ```
-/// let err = "HANG ".parse::<slow_partner::Mode>().unwrap_err();
+/// let err = "HANG ".parse::<slow_partner::FaultMode>().unwrap_err();
 /// assert_eq!(err.given(), "HANG ");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -117,7 +117,7 @@ impl ParseModeError {
     /// The name that was given (cut to a readable length).
     ///
     /// ```
-    /// assert_eq!("x".parse::<slow_partner::Mode>().unwrap_err().given(), "x");
+    /// assert_eq!("x".parse::<slow_partner::FaultMode>().unwrap_err().given(), "x");
     /// ```
     pub fn given(&self) -> &str {
         &self.given
@@ -144,18 +144,18 @@ mod tests {
 
     #[test]
     fn every_mode_round_trips_through_its_name() {
-        for mode in Mode::ALL {
-            assert_eq!(mode.as_str().parse::<Mode>(), Ok(mode));
+        for mode in FaultMode::ALL {
+            assert_eq!(mode.as_str().parse::<FaultMode>(), Ok(mode));
             let json = serde_json::to_string(&mode).unwrap();
             assert_eq!(json, format!("\"{mode}\""));
-            assert_eq!(serde_json::from_str::<Mode>(&json).unwrap(), mode);
+            assert_eq!(serde_json::from_str::<FaultMode>(&json).unwrap(), mode);
         }
     }
 
     #[test]
     fn mode_names_are_exact_not_case_folded() {
-        assert!("Normal".parse::<Mode>().is_err());
-        assert!(" hang".parse::<Mode>().is_err());
-        assert!("".parse::<Mode>().is_err());
+        assert!("Normal".parse::<FaultMode>().is_err());
+        assert!(" hang".parse::<FaultMode>().is_err());
+        assert!("".parse::<FaultMode>().is_err());
     }
 }

@@ -18,13 +18,13 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::PartnerError;
 use crate::listener::{self, Blackhole, Conns, Serve};
-use crate::mode::Mode;
+use crate::mode::FaultMode;
 
 /// A request to switch the main port to `mode`; the reply is the previous
 /// mode.
 struct Command {
-    mode: Mode,
-    reply: oneshot::Sender<Result<Mode, PartnerError>>,
+    mode: FaultMode,
+    reply: oneshot::Sender<Result<FaultMode, PartnerError>>,
 }
 
 /// The way to ask the supervisor for a mode switch (shared by the handle and
@@ -37,7 +37,7 @@ pub(crate) struct Control {
 impl Control {
     /// Switches the main port to `mode` and returns the previous mode, once
     /// the new one is in effect.
-    pub(crate) async fn set_mode(&self, mode: Mode) -> Result<Mode, PartnerError> {
+    pub(crate) async fn set_mode(&self, mode: FaultMode) -> Result<FaultMode, PartnerError> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command { mode, reply })
@@ -94,7 +94,7 @@ pub(crate) struct Supervisor {
     tracker: TaskTracker,
     root: CancellationToken,
     conns: Conns,
-    mode: watch::Sender<Mode>,
+    mode: watch::Sender<FaultMode>,
     active: Active,
     commands: Commands,
 }
@@ -108,7 +108,7 @@ impl Supervisor {
         tracker: TaskTracker,
         root: CancellationToken,
         conns: Conns,
-        mode: watch::Sender<Mode>,
+        mode: watch::Sender<FaultMode>,
         commands: Commands,
     ) -> Self {
         Self {
@@ -124,7 +124,7 @@ impl Supervisor {
     }
 
     /// Opens the port in `mode` (the mode at start).
-    pub(crate) async fn start(&mut self, mode: Mode) -> Result<(), PartnerError> {
+    pub(crate) async fn start(&mut self, mode: FaultMode) -> Result<(), PartnerError> {
         self.active = self.open(mode).await?;
         self.mode.send_replace(mode);
         Ok(())
@@ -150,7 +150,7 @@ impl Supervisor {
 
     /// Stops the current mode and opens `mode`. On failure the port stays
     /// closed, and the mode reads `refuse`, which is what it is.
-    async fn switch(&mut self, mode: Mode) -> Result<Mode, PartnerError> {
+    async fn switch(&mut self, mode: FaultMode) -> Result<FaultMode, PartnerError> {
         let previous = *self.mode.borrow();
         if mode == previous {
             return Ok(previous);
@@ -165,19 +165,21 @@ impl Supervisor {
                 Ok(previous)
             }
             Err(err) => {
-                self.mode.send_replace(Mode::Refuse);
+                self.mode.send_replace(FaultMode::Refuse);
                 Err(err)
             }
         }
     }
 
-    async fn open(&self, mode: Mode) -> Result<Active, PartnerError> {
+    async fn open(&self, mode: FaultMode) -> Result<Active, PartnerError> {
         let serve = match mode {
-            Mode::Refuse => return Ok(Active::Closed),
-            Mode::Blackhole => return listener::blackhole(self.addr).await.map(Active::Blackhole),
-            Mode::Normal => Serve::Http(self.router.clone()),
-            Mode::Reset => Serve::Reset,
-            Mode::Hang => Serve::Hang,
+            FaultMode::Refuse => return Ok(Active::Closed),
+            FaultMode::Blackhole => {
+                return listener::blackhole(self.addr).await.map(Active::Blackhole);
+            }
+            FaultMode::Normal => Serve::Http(self.router.clone()),
+            FaultMode::Reset => Serve::Reset,
+            FaultMode::Hang => Serve::Hang,
         };
         let socket =
             listener::bind(self.addr, listener::BACKLOG).map_err(|source| PartnerError::Bind {

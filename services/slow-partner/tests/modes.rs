@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{bounded, client, config, partner, stats_until};
 use reqwest::StatusCode;
-use slow_partner::{Mode, PartnerHandle};
+use slow_partner::{FaultMode, PartnerHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -40,10 +40,10 @@ async fn admin_switch(partner: &PartnerHandle, mode: &str) -> serde_json::Value 
 #[tokio::test]
 async fn refuse_makes_connects_fail_at_once() {
     bounded(async {
-        let partner = slow_partner::spawn(config().with_mode(Mode::Refuse))
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Refuse))
             .await
             .unwrap();
-        assert_eq!(partner.mode(), Mode::Refuse);
+        assert_eq!(partner.mode(), FaultMode::Refuse);
         assert_ne!(
             partner.addr().port(),
             0,
@@ -61,7 +61,7 @@ async fn refuse_makes_connects_fail_at_once() {
 #[tokio::test]
 async fn blackhole_makes_connects_time_out() {
     bounded(async {
-        let partner = slow_partner::spawn(config().with_mode(Mode::Blackhole))
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Blackhole))
             .await
             .unwrap();
         let client = reqwest::Client::builder()
@@ -90,7 +90,7 @@ async fn blackhole_makes_connects_time_out() {
 #[tokio::test]
 async fn hang_connects_then_never_answers() {
     bounded(async {
-        let partner = slow_partner::spawn(config().with_mode(Mode::Hang))
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Hang))
             .await
             .unwrap();
         let client = reqwest::Client::builder()
@@ -120,7 +120,7 @@ async fn hang_connects_then_never_answers() {
 #[tokio::test]
 async fn reset_fails_at_once_and_not_as_a_timeout() {
     bounded(async {
-        let partner = slow_partner::spawn(config().with_mode(Mode::Reset))
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Reset))
             .await
             .unwrap();
         let start = Instant::now();
@@ -169,7 +169,7 @@ async fn refuse_then_normal_through_the_admin_listener_serves_again() {
 
         admin_switch(&partner, "normal").await;
         get_ok(&partner).await;
-        assert_eq!(partner.mode(), Mode::Normal);
+        assert_eq!(partner.mode(), FaultMode::Normal);
         partner.shutdown().await;
     })
     .await;
@@ -190,7 +190,7 @@ async fn the_admin_endpoint_on_the_main_port_switches_the_main_port() {
             StatusCode::OK,
             "the switching request is answered"
         );
-        assert_eq!(partner.mode(), Mode::Reset);
+        assert_eq!(partner.mode(), FaultMode::Reset);
         let err = client().get(partner.url("/p")).send().await.unwrap_err();
         assert!(!err.is_timeout(), "{err:?}");
 
@@ -220,7 +220,7 @@ async fn an_unknown_mode_is_a_400_naming_mode() {
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         let problem: serde_json::Value = response.json().await.unwrap();
         assert_eq!(problem["parameter"], "mode");
-        assert_eq!(partner.mode(), Mode::Normal, "nothing changed");
+        assert_eq!(partner.mode(), FaultMode::Normal, "nothing changed");
         partner.shutdown().await;
     })
     .await;
@@ -232,15 +232,15 @@ async fn every_switch_rebinds_the_same_port() {
         let partner = partner().await;
         let addr = partner.addr();
         for mode in [
-            Mode::Blackhole,
-            Mode::Normal,
-            Mode::Hang,
-            Mode::Reset,
-            Mode::Refuse,
-            Mode::Blackhole,
-            Mode::Hang,
-            Mode::Refuse,
-            Mode::Normal,
+            FaultMode::Blackhole,
+            FaultMode::Normal,
+            FaultMode::Hang,
+            FaultMode::Reset,
+            FaultMode::Refuse,
+            FaultMode::Blackhole,
+            FaultMode::Hang,
+            FaultMode::Refuse,
+            FaultMode::Normal,
         ] {
             let previous = partner.mode();
             assert_eq!(partner.set_mode(mode).await.unwrap(), previous);
@@ -249,8 +249,8 @@ async fn every_switch_rebinds_the_same_port() {
         }
         get_ok(&partner).await;
         assert_eq!(
-            partner.set_mode(Mode::Normal).await.unwrap(),
-            Mode::Normal,
+            partner.set_mode(FaultMode::Normal).await.unwrap(),
+            FaultMode::Normal,
             "a no-op"
         );
         partner.shutdown().await;
@@ -261,7 +261,7 @@ async fn every_switch_rebinds_the_same_port() {
 #[tokio::test]
 async fn leaving_hang_closes_the_held_connections() {
     bounded(async {
-        let partner = slow_partner::spawn(config().with_mode(Mode::Hang))
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Hang))
             .await
             .unwrap();
         let mut held = TcpStream::connect(partner.addr()).await.unwrap();
@@ -270,7 +270,7 @@ async fn leaving_hang_closes_the_held_connections() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
 
-        partner.set_mode(Mode::Normal).await.unwrap();
+        partner.set_mode(FaultMode::Normal).await.unwrap();
         let mut buf = [0u8; 16];
         let read = tokio::time::timeout(QUICK, held.read(&mut buf)).await;
         assert!(
@@ -291,7 +291,7 @@ async fn leaving_normal_closes_kept_alive_connections_too() {
         let response = client.get(partner.url("/p")).send().await.unwrap();
         response.bytes().await.unwrap(); // the connection goes back to the pool
 
-        partner.set_mode(Mode::Refuse).await.unwrap();
+        partner.set_mode(FaultMode::Refuse).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         // Refused, or (had the client not yet seen the close) an incomplete
         // message on the stale connection; never an answer.
@@ -315,7 +315,7 @@ async fn a_request_in_flight_finishes_when_the_mode_switches() {
         // The handler has the request (not just the kernel's accept queue).
         let stats = stats_until(&partner, |s| s.requests == 1).await;
         assert_eq!(stats.requests, 1);
-        partner.set_mode(Mode::Refuse).await.unwrap();
+        partner.set_mode(FaultMode::Refuse).await.unwrap();
         let response = in_flight.await.unwrap().unwrap();
         assert_eq!(
             response.status(),
@@ -330,7 +330,7 @@ async fn a_request_in_flight_finishes_when_the_mode_switches() {
 #[tokio::test]
 async fn shutdown_returns_promptly_and_closes_the_port() {
     bounded(async {
-        let partner = slow_partner::spawn(config().with_mode(Mode::Hang))
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Hang))
             .await
             .unwrap();
         let addr = partner.addr();

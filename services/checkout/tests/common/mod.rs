@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use budget_core::ledger::{Metric, parse_server_timing};
 use checkout::CheckoutConfig;
-use slow_partner::{Mode, PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 
 /// No test may take longer than this, whatever goes wrong.
 pub const TEST_BOUND: Duration = Duration::from_secs(30);
@@ -27,7 +27,7 @@ pub fn ms(v: u64) -> Duration {
 }
 
 /// A slow partner on a free loopback port, in `mode`.
-pub async fn partner(mode: Mode) -> PartnerHandle {
+pub async fn partner(mode: FaultMode) -> PartnerHandle {
     let config = PartnerConfig::new("127.0.0.1:0".parse().unwrap())
         .with_mode(mode)
         .with_shutdown_grace(ms(200));
