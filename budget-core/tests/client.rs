@@ -44,11 +44,11 @@ fn dep(name: &str, url: &str) -> DependencyConfig {
     let mut c = DependencyConfig::new(name, url);
     c.retry = RetryConfig {
         max_attempts: 3,
-        jitter: Jitter::None,
         backoff: BackoffConfig {
             initial: ms(20),
             max: ms(200),
             multiplier: 2.0,
+            jitter: Jitter::None,
         },
         ..RetryConfig::default()
     };

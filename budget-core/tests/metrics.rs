@@ -28,11 +28,11 @@ fn dependency(name: &str, url: String) -> DependencyConfig {
     let mut c = DependencyConfig::new(name, url);
     c.retry = RetryConfig {
         max_attempts: 2,
-        jitter: Jitter::None,
         backoff: BackoffConfig {
             initial: ms(5),
             max: ms(5),
             multiplier: 1.0,
+            jitter: Jitter::None,
         },
         ..RetryConfig::default()
     };

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use budget_core::Floor;
 use budget_core::retry::{
-    Decision, DecisionInput, Jitter, Outcome, RetryBudget, RetryBudgetConfig, RetryConfig,
-    RetryPolicy, StopReason, TransportKind,
+    BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryBudget, RetryBudgetConfig,
+    RetryConfig, RetryPolicy, StopReason, TransportKind,
 };
 use http::StatusCode;
 use proptest::prelude::*;
@@ -50,6 +50,14 @@ fn arb_step() -> impl Strategy<Value = Step> {
     })
 }
 
+/// The default backoff without jitter.
+fn exact_backoff() -> BackoffConfig {
+    BackoffConfig {
+        jitter: Jitter::None,
+        ..Default::default()
+    }
+}
+
 /// What one simulated call did.
 struct Run {
     attempts: u32,
@@ -69,6 +77,7 @@ fn run(
 ) -> Run {
     let mut spent = Duration::ZERO;
     let mut attempts = 0u32;
+    let mut previous_wait = None;
     if let Some(b) = retry_budget {
         b.deposit();
     }
@@ -97,9 +106,13 @@ fn run(
             may_retry: true,
             remaining: budget.saturating_sub(spent),
             floor,
+            previous_wait,
         };
         match policy.decide(&input, retry_budget, rng) {
-            Decision::Retry { after } => spent += after,
+            Decision::Retry { after } => {
+                spent += after;
+                previous_wait = Some(after);
+            }
             Decision::Stop(reason) => {
                 return Run {
                     attempts,
@@ -123,7 +136,10 @@ proptest! {
     ) {
         let policy = RetryConfig {
             max_attempts,
-            jitter: if jitter_free { Jitter::None } else { Jitter::Full },
+            backoff: BackoffConfig {
+                jitter: if jitter_free { Jitter::None } else { Jitter::Full },
+                ..Default::default()
+            },
             retry_after_max: Duration::from_secs(2),
             ..Default::default()
         }
@@ -154,7 +170,7 @@ proptest! {
         }
         .build()
         .unwrap();
-        let policy = RetryConfig { max_attempts, jitter: Jitter::None, ..Default::default() }
+        let policy = RetryConfig { max_attempts, backoff: exact_backoff(), ..Default::default() }
             .build()
             .unwrap();
         let down = [Step {
@@ -184,7 +200,7 @@ proptest! {
 fn rule9_without_a_retry_budget_a_down_dependency_gets_every_attempt() {
     // The contrast that motivates rule 9.
     let policy = RetryConfig {
-        jitter: Jitter::None,
+        backoff: exact_backoff(),
         ..Default::default()
     }
     .build()

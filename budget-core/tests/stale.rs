@@ -37,11 +37,11 @@ fn stale_dep(url: &str) -> DependencyConfig {
     c.max_stale = Duration::from_secs(10);
     c.retry = RetryConfig {
         max_attempts: 2,
-        jitter: Jitter::None,
         backoff: BackoffConfig {
             initial: ms(10),
             max: ms(10),
             multiplier: 1.0,
+            jitter: Jitter::None,
         },
         ..RetryConfig::default()
     };

@@ -183,11 +183,11 @@ fn dependency(name: &str, url: String) -> DependencyConfig {
     let mut c = DependencyConfig::new(name, url);
     c.retry = RetryConfig {
         max_attempts: 3,
-        jitter: Jitter::None,
         backoff: BackoffConfig {
             initial: ms(10),
             max: ms(10),
             multiplier: 1.0,
+            jitter: Jitter::None,
         },
         ..RetryConfig::default()
     };

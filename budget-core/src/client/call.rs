@@ -241,6 +241,7 @@ where
             may_retry: plan.may_retry,
             remaining,
             floor: keep,
+            previous_wait: waited,
         };
         let decision = settings
             .policy
@@ -815,11 +816,11 @@ mod tests {
         let mut c = DependencyConfig::new("pricing", "http://127.0.0.1:9/pricing");
         c.retry = RetryConfig {
             max_attempts: 3,
-            jitter: Jitter::None,
             backoff: BackoffConfig {
                 initial: ms(100),
                 max: ms(1000),
                 multiplier: 2.0,
+                jitter: Jitter::None,
             },
             ..RetryConfig::default()
         };
@@ -1196,7 +1197,7 @@ mod tests {
     async fn rule5_an_attempt_timeout_with_budget_left_is_retried_and_the_header_says_the_cap() {
         let mut c = config();
         c.retry.attempt_timeout = Some(ms(300));
-        c.retry.jitter = crate::retry::Jitter::None;
+        c.retry.backoff.jitter = crate::retry::Jitter::None;
         let settings = c.settings(None).unwrap();
         let ledger = Ledger::new();
         let fake = Fake::new(&[0, 200], ms(10)); // the first attempt hangs
@@ -1373,6 +1374,39 @@ mod tests {
             "our own backoff did not fit, not the server's wait"
         );
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule7_the_backoff_is_told_the_previous_wait() {
+        // The test-only decorrelated jitter draws the second wait from
+        // [100 ms, 3 x the first wait]; the first from [100, 300]. A second
+        // wait above 300 ms shows the loop handed the first one on.
+        let mut c = config();
+        c.retry.backoff.jitter = Jitter::Decorrelated;
+        let settings = c.settings(None).unwrap();
+        let mut longest_second = Duration::ZERO;
+        for _ in 0..30 {
+            let fake = Shaped::new(&[(503, 10)]);
+            let start = Instant::now();
+            let ledger = Ledger::new();
+            let timing = Timing::Fixed(ms(1000));
+            let res = run(&settings, &clock(), plan(timing, &ledger), |s| {
+                fake.attempt(s)
+            })
+            .await
+            .unwrap();
+            assert_eq!(res.attempts(), 3);
+            let starts: Vec<Duration> = fake.starts(start).into_iter().map(|(at, _)| at).collect();
+            let first = starts[1] - starts[0] - ms(10);
+            let second = starts[2] - starts[1] - ms(10);
+            assert!((ms(100)..=ms(300)).contains(&first), "{first:?}");
+            assert!(
+                second >= ms(100) && second <= first * 3,
+                "{first:?} {second:?}"
+            );
+            longest_second = longest_second.max(second);
+        }
+        assert!(longest_second > ms(300), "{longest_second:?}");
     }
 
     #[tokio::test(start_paused = true)]

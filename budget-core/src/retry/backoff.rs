@@ -14,6 +14,11 @@
 //!
 //! The random source is a parameter, so tests pass a seeded generator.
 //!
+//! [`Backoff::wait`] is also told the previous wait (the one before the
+//! attempt that just failed), so a jitter that grows from it, such as the
+//! same article's "decorrelated jitter", fits here without the retry
+//! decision or the client changing.
+//!
 //! # Example
 //!
 //! ```
@@ -23,9 +28,9 @@
 //! let b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1), 2.0, Jitter::None)
 //!     .unwrap();
 //! let mut rng = rand::rng();
-//! let waits: Vec<u128> = (1..=6).map(|n| b.wait(n, &mut rng).as_millis()).collect();
+//! let waits: Vec<u128> = (1..=6).map(|n| b.wait(n, None, &mut rng).as_millis()).collect();
 //! assert_eq!(waits, [50, 100, 200, 400, 800, 1000]);
-//! assert_eq!(b.wait(u32::MAX, &mut rng), Duration::from_secs(1));
+//! assert_eq!(b.wait(u32::MAX, None, &mut rng), Duration::from_secs(1));
 //! ```
 
 use std::time::Duration;
@@ -56,12 +61,20 @@ pub enum Jitter {
     Full,
     /// Exactly the ceiling: deterministic, for demos and tests.
     None,
+    /// Test only, not configurable: "decorrelated jitter" (uniform in
+    /// `[initial, min(max, 3 * previous wait)]`), the proof that a jitter
+    /// reading the previous wait needs no change outside this file.
+    #[cfg(test)]
+    #[serde(skip)]
+    Decorrelated,
 }
 
 /// A validated exponential backoff.
 ///
 /// Build it with [`Backoff::new`], or from configuration through
-/// [`RetryConfig::build`](super::RetryConfig::build).
+/// [`BackoffConfig::build`](super::BackoffConfig::build) (the `backoff`
+/// table of a [`RetryConfig`](super::RetryConfig)). It owns its
+/// [`Jitter`].
 ///
 /// # Example
 ///
@@ -73,7 +86,7 @@ pub enum Jitter {
 /// let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2), 2.0, Jitter::Full)
 ///     .unwrap();
 /// let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-/// let w = b.wait(3, &mut rng);
+/// let w = b.wait(3, None, &mut rng);
 /// assert!(w <= b.ceiling(3));
 /// assert_eq!(b.ceiling(3), Duration::from_millis(400));
 /// ```
@@ -167,6 +180,11 @@ impl Backoff {
     /// [`ceiling`](Self::ceiling) with the configured jitter, drawing from
     /// `rng`.
     ///
+    /// `previous` is how long the call waited before the attempt that just
+    /// failed (`None` before the first retry). Neither [`Jitter::Full`] nor
+    /// [`Jitter::None`] uses it; it is there for a jitter that grows from
+    /// the previous wait, so adding one changes only this type.
+    ///
     /// With [`Jitter::Full`] the wait is uniform in `[0, ceiling]` (a ceiling
     /// above `u64::MAX` ns, some 584 years, draws from `[0, u64::MAX ns]`).
     ///
@@ -178,15 +196,31 @@ impl Backoff {
     /// let b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1), 2.0, Jitter::Full)
     ///     .unwrap();
     /// let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-    /// assert!((0..100).all(|_| b.wait(10, &mut rng) <= Duration::from_secs(1)));
+    /// assert!((0..100).all(|_| b.wait(10, None, &mut rng) <= Duration::from_secs(1)));
+    /// let previous = Some(Duration::from_millis(30));
+    /// assert!(b.wait(2, previous, &mut rng) <= Duration::from_millis(100));
     /// ```
-    pub fn wait<R: Rng + ?Sized>(&self, retry: u32, rng: &mut R) -> Duration {
+    pub fn wait<R: Rng + ?Sized>(
+        &self,
+        retry: u32,
+        previous: Option<Duration>,
+        rng: &mut R,
+    ) -> Duration {
+        // Full and none jitter draw from the ceiling alone; so far only the
+        // test-only decorrelated jitter reads `previous`.
+        #[cfg(not(test))]
+        let _ = previous;
         let ceiling = self.ceiling(retry);
         match self.jitter {
             Jitter::None => ceiling,
-            Jitter::Full => {
-                let top = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
-                Duration::from_nanos(rng.random_range(0..=top))
+            Jitter::Full => uniform(Duration::ZERO, ceiling, rng),
+            #[cfg(test)]
+            Jitter::Decorrelated => {
+                let top = previous
+                    .unwrap_or(self.initial)
+                    .saturating_mul(3)
+                    .clamp(self.initial, self.max);
+                uniform(self.initial, top, rng)
             }
         }
     }
@@ -240,14 +274,23 @@ impl Backoff {
     }
 }
 
+/// A wait drawn uniformly from `[low, high]` (`low <= high`), in
+/// nanoseconds; a bound above `u64::MAX` ns is `u64::MAX` ns.
+fn uniform<R: Rng + ?Sized>(low: Duration, high: Duration, rng: &mut R) -> Duration {
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rng.random_range(ns(low)..=ns(high)))
+}
+
 impl Default for Backoff {
-    /// The contract defaults: 50 ms, doubling, capped at 1 s, full jitter.
+    /// The contract defaults: 50 ms, doubling, capped at 1 s, full jitter
+    /// ([`Jitter::default`]). [`BackoffConfig::default`](super::BackoffConfig)
+    /// reads them from here.
     fn default() -> Self {
         Self {
             initial: Duration::from_millis(50),
             max: Duration::from_secs(1),
             multiplier: 2.0,
-            jitter: Jitter::Full,
+            jitter: Jitter::default(),
         }
     }
 }
@@ -258,6 +301,10 @@ mod tests {
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
 
     fn exact(initial_ms: u64, max_ms: u64, multiplier: f64) -> Backoff {
         Backoff::new(
@@ -273,7 +320,7 @@ mod tests {
     fn rule7_jitter_free_backoff_grows_exponentially_then_is_capped() {
         let b = exact(50, 1000, 2.0);
         let mut rng = StdRng::seed_from_u64(0);
-        let waits: Vec<Duration> = (1..=7).map(|n| b.wait(n, &mut rng)).collect();
+        let waits: Vec<Duration> = (1..=7).map(|n| b.wait(n, None, &mut rng)).collect();
         let ms = |v: u64| Duration::from_millis(v);
         assert_eq!(
             waits,
@@ -312,7 +359,7 @@ mod tests {
             jitter: Jitter::Full,
             ..huge
         };
-        let _ = full.wait(u32::MAX, &mut rng); // no panic
+        let _ = full.wait(u32::MAX, Some(Duration::MAX), &mut rng); // no panic
     }
 
     #[test]
@@ -341,7 +388,9 @@ mod tests {
         let b = Backoff::default();
         let draw = |seed| {
             let mut rng = StdRng::seed_from_u64(seed);
-            (0..20).map(|_| b.wait(4, &mut rng)).collect::<Vec<_>>()
+            (0..20)
+                .map(|_| b.wait(4, None, &mut rng))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3), "the same seed gives the same waits");
         let waits = draw(3);
@@ -349,6 +398,30 @@ mod tests {
         assert!(
             waits.iter().any(|w| *w < Duration::from_millis(200)),
             "spread"
+        );
+    }
+
+    #[test]
+    fn rule7_a_jitter_can_grow_from_the_previous_wait() {
+        // Decorrelated jitter, test only: each wait is drawn up to three
+        // times the previous one, from `initial`, capped at `max`.
+        let b = Backoff {
+            jitter: Jitter::Decorrelated,
+            ..exact(50, 1000, 2.0)
+        };
+        let mut rng = StdRng::seed_from_u64(5);
+        for _ in 0..200 {
+            let first = b.wait(1, None, &mut rng);
+            assert!((ms(50)..=ms(150)).contains(&first), "{first:?}");
+            let next = b.wait(2, Some(ms(100)), &mut rng);
+            assert!((ms(50)..=ms(300)).contains(&next), "{next:?}");
+            let capped = b.wait(9, Some(ms(900)), &mut rng);
+            assert!((ms(50)..=ms(1000)).contains(&capped), "{capped:?}");
+        }
+        let spread = (0..50).map(|_| b.wait(2, Some(ms(900)), &mut rng));
+        assert!(
+            spread.max().unwrap() > ms(300),
+            "it reads the previous wait"
         );
     }
 
@@ -370,7 +443,7 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(seed);
             let ceiling = b.ceiling(retry);
             prop_assert!(ceiling <= b.max());
-            prop_assert!(b.wait(retry, &mut rng) <= ceiling);
+            prop_assert!(b.wait(retry, None, &mut rng) <= ceiling);
         }
 
         #[test]

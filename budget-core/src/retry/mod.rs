@@ -12,7 +12,8 @@
 //!   demos and tests);
 //! - [`parse_retry_after`]: how long the server said to wait;
 //! - [`RetryPolicy::decide`]: retry after how long, or stop and why
-//!   ([`Decision`], [`StopReason`]), from a [`RetryConfig`];
+//!   ([`Decision`], [`StopReason`]), from a [`RetryConfig`] (the
+//!   configuration, in [`config`], with the defaults stated once);
 //! - [`RetryBudget`]: the per-client ratio of retries to requests;
 //! - [`sleep_within`]: the backoff sleep, never past the deadline.
 //!
@@ -57,6 +58,7 @@
 //!
 //! retry_budget.deposit(); // once per request
 //! let mut attempts = 0;
+//! let mut previous_wait = None;
 //! let answers = [StatusCode::SERVICE_UNAVAILABLE, StatusCode::OK];
 //! let last = loop {
 //!     let outcome = Outcome::status(answers[attempts as usize]); // the attempt
@@ -67,12 +69,14 @@
 //!         may_retry,
 //!         remaining: budget.remaining(),
 //!         floor: Floor::new(Duration::from_millis(100)),
+//!         previous_wait,
 //!     };
 //!     match policy.decide(&input, Some(&retry_budget), &mut rand::rng()) {
 //!         Decision::Retry { after } => {
 //!             if sleep_within(after, &budget).await.is_err() {
 //!                 break outcome;
 //!             }
+//!             previous_wait = Some(after);
 //!         }
 //!         Decision::Stop(_reason) => break outcome,
 //!     }
@@ -88,6 +92,7 @@ pub mod backoff;
 #[path = "retry_budget.rs"]
 pub mod budget;
 pub mod classify;
+pub mod config;
 pub mod policy;
 pub mod retry_after;
 pub mod sleep;
@@ -98,6 +103,7 @@ pub use classify::{
     Class, Classifier, DEFAULT_RETRYABLE_STATUSES, IDEMPOTENCY_KEY, Outcome, TransportKind,
     is_idempotent,
 };
-pub use policy::{BackoffConfig, Decision, DecisionInput, RetryConfig, RetryPolicy, StopReason};
+pub use config::{BackoffConfig, RetryConfig};
+pub use policy::{Decision, DecisionInput, RetryPolicy, StopReason};
 pub use retry_after::{RetryAfterError, parse_retry_after};
 pub use sleep::sleep_within;

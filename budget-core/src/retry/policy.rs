@@ -28,18 +28,20 @@
 //! ```
 //! use std::time::Duration;
 //! use budget_core::Floor;
-//! use budget_core::retry::{Decision, DecisionInput, Outcome, RetryConfig, StopReason};
+//! use budget_core::retry::{
+//!     BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, StopReason,
+//! };
 //! use http::StatusCode;
 //!
-//! let policy = RetryConfig { jitter: budget_core::retry::Jitter::None, ..Default::default() }
-//!     .build()
-//!     .unwrap();
+//! let backoff = BackoffConfig { jitter: Jitter::None, ..Default::default() };
+//! let policy = RetryConfig { backoff, ..Default::default() }.build().unwrap();
 //! let mut input = DecisionInput {
 //!     outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
 //!     attempts: 1,
 //!     may_retry: true,
 //!     remaining: Duration::from_millis(800),
 //!     floor: Floor::new(Duration::from_millis(200)),
+//!     previous_wait: None,
 //! };
 //! let mut rng = rand::rng();
 //! assert_eq!(
@@ -58,210 +60,20 @@ use std::time::Duration;
 
 use http::StatusCode;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 
-use super::backoff::{Backoff, Jitter};
+use super::backoff::Backoff;
 use super::budget::RetryBudget;
-use super::classify::{Class, Classifier, DEFAULT_RETRYABLE_STATUSES, Outcome};
-use crate::config::ConfigError;
+use super::classify::{Class, Classifier, Outcome};
+use super::config::RetryConfig;
 use crate::floor::Floor;
 
-/// Retry configuration, as read from TOML or JSON (durations in humantime
-/// form). Every field has a default, the contract's; validate it with
-/// [`build`](Self::build).
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use budget_core::retry::{Jitter, RetryConfig};
-///
-/// let config: RetryConfig = toml::from_str(r#"
-///     max_attempts = 4
-///     jitter = "none"
-///     retry_after_max = "5s"
-///     retryable_statuses = [429, 503]
-///     [backoff]
-///     initial = "100ms"
-///     max = "2s"
-///     multiplier = 1.5
-/// "#).unwrap();
-/// let policy = config.build().unwrap();
-/// assert_eq!(policy.max_attempts(), 4);
-/// assert_eq!(policy.backoff().jitter(), Jitter::None);
-/// assert_eq!(policy.backoff().ceiling(2), Duration::from_millis(150));
-///
-/// let defaults: RetryConfig = toml::from_str("").unwrap();
-/// assert_eq!(defaults, RetryConfig::default());
-/// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RetryConfig {
-    /// Total attempts, the first included (1 = never retry). Default 3.
-    pub max_attempts: u32,
-    /// The exponential backoff.
-    pub backoff: BackoffConfig,
-    /// `"full"` (default) or `"none"`.
-    pub jitter: Jitter,
-    /// The longest `Retry-After` honoured by waiting; a longer one ends the
-    /// call and is passed up. Default 10 s.
-    #[serde(with = "humantime_serde")]
-    pub retry_after_max: Duration,
-    /// Statuses worth another attempt. Default `[408, 429, 500, 502, 503, 504]`.
-    pub retryable_statuses: Vec<u16>,
-    /// The longest one attempt may take, whatever the budget allows; absent
-    /// (the default): an attempt may take all that is left. With it, an
-    /// attempt that times out with budget left is retried (docs/contract.md
-    /// §2 rule 5) while the budget still holds the backoff and the floor.
-    #[serde(default, with = "humantime_serde")]
-    pub attempt_timeout: Option<Duration>,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        Self {
-            max_attempts: 3,
-            backoff: BackoffConfig::default(),
-            jitter: Jitter::Full,
-            retry_after_max: Duration::from_secs(10),
-            retryable_statuses: DEFAULT_RETRYABLE_STATUSES
-                .iter()
-                .map(StatusCode::as_u16)
-                .collect(),
-            attempt_timeout: None,
-        }
-    }
-}
-
-/// The `backoff` table of a [`RetryConfig`].
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use budget_core::retry::BackoffConfig;
-///
-/// let b: BackoffConfig = serde_json::from_str(r#"{"initial": "20ms"}"#).unwrap();
-/// assert_eq!(b.initial, Duration::from_millis(20));
-/// assert_eq!(b.max, Duration::from_secs(1));
-/// assert_eq!(b.multiplier, 2.0);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BackoffConfig {
-    /// The first retry's ceiling. Default 50 ms.
-    #[serde(with = "humantime_serde")]
-    pub initial: Duration,
-    /// The cap. Default 1 s.
-    #[serde(with = "humantime_serde")]
-    pub max: Duration,
-    /// The growth per retry, at least 1. Default 2.
-    pub multiplier: f64,
-}
-
-impl Default for BackoffConfig {
-    fn default() -> Self {
-        let b = Backoff::default();
-        Self {
-            initial: b.initial(),
-            max: b.max(),
-            multiplier: b.multiplier(),
-        }
-    }
-}
-
-impl RetryConfig {
-    /// Validates the configuration into a [`RetryPolicy`], or a
-    /// [`ConfigError`] naming the field: `max_attempts` of 0,
-    /// `backoff.initial` of zero, `backoff.max` below `backoff.initial`,
-    /// `backoff.multiplier` below 1 or not finite, a `retryable_statuses`
-    /// entry outside 100-599.
-    ///
-    /// ```
-    /// use budget_core::retry::RetryConfig;
-    ///
-    /// let err = RetryConfig { max_attempts: 0, ..Default::default() }.build().unwrap_err();
-    /// assert_eq!(err.to_string(), "invalid config: `max_attempts` must be at least 1");
-    /// let err = RetryConfig { retryable_statuses: vec![503, 600], ..Default::default() }
-    ///     .build()
-    ///     .unwrap_err();
-    /// assert_eq!(err.to_string(), "invalid config: `retryable_statuses` has 600, outside 100-599");
-    /// ```
-    pub fn build(&self) -> Result<RetryPolicy, ConfigError> {
-        if self.max_attempts == 0 {
-            return Err(ConfigError::new("max_attempts", "must be at least 1"));
-        }
-        if self.attempt_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ConfigError::new(
-                "attempt_timeout",
-                "must be more than zero",
-            ));
-        }
-        let backoff = Backoff::new(
-            self.backoff.initial,
-            self.backoff.max,
-            self.backoff.multiplier,
-            self.jitter,
-        )?;
-        let statuses = self
-            .retryable_statuses
-            .iter()
-            .map(|&code| {
-                (100..=599)
-                    .contains(&code)
-                    .then(|| StatusCode::from_u16(code).ok())
-                    .flatten()
-                    .ok_or_else(|| {
-                        ConfigError::new(
-                            "retryable_statuses",
-                            format!("has {code}, outside 100-599"),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RetryPolicy {
-            max_attempts: self.max_attempts,
-            backoff,
-            retry_after_max: self.retry_after_max,
-            classifier: Classifier::with_statuses(statuses),
-            attempt_timeout: self.attempt_timeout,
-        })
-    }
-
-    /// Checks that an attempt can fit in the largest budget the service
-    /// grants (its `max_budget`): an `attempt_timeout` longer than that
-    /// could never apply and is a mistake in the config.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use budget_core::retry::RetryConfig;
-    ///
-    /// let c = RetryConfig { attempt_timeout: Some(Duration::from_secs(5)), ..Default::default() };
-    /// assert!(c.check_within(Duration::from_secs(10)).is_ok());
-    /// let err = c.check_within(Duration::from_secs(2)).unwrap_err();
-    /// assert_eq!(err.to_string(), "invalid config: `attempt_timeout` is 5000ms, longer than the overall budget 2000ms");
-    /// ```
-    pub fn check_within(&self, overall: Duration) -> Result<(), ConfigError> {
-        match self.attempt_timeout {
-            Some(t) if t > overall => Err(ConfigError::new(
-                "attempt_timeout",
-                format!(
-                    "is {}ms, longer than the overall budget {}ms",
-                    t.as_millis(),
-                    overall.as_millis()
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-}
-
 /// A validated retry policy: classification, attempts, backoff and the
-/// `Retry-After` cap. Cheap to clone.
+/// `Retry-After` cap. Cheap to clone. Made by [`RetryConfig::build`].
 ///
-/// `RetryPolicy::default()` is the contract's: 3 attempts, backoff from
-/// 50 ms doubling to a 1 s cap with full jitter, `Retry-After` honoured up
-/// to 10 s, statuses 408, 429, 500, 502, 503, 504.
+/// `RetryPolicy::default()` is [`RetryConfig::default`] built, the
+/// contract's: 3 attempts, backoff from 50 ms doubling to a 1 s cap with
+/// full jitter, `Retry-After` honoured up to 10 s, statuses 408, 429, 500,
+/// 502, 503, 504.
 ///
 /// # Example
 ///
@@ -284,14 +96,11 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
+    /// [`RetryConfig::default`], built: the defaults are stated there once.
     fn default() -> Self {
-        Self {
-            max_attempts: 3,
-            backoff: Backoff::default(),
-            retry_after_max: Duration::from_secs(10),
-            classifier: Classifier::default(),
-            attempt_timeout: None,
-        }
+        RetryConfig::default()
+            .build()
+            .expect("the default retry config is valid")
     }
 }
 
@@ -310,6 +119,7 @@ impl Default for RetryPolicy {
 ///     may_retry: true,
 ///     remaining: Duration::from_millis(900),
 ///     floor: Floor::default(),
+///     previous_wait: None,
 /// };
 /// assert_eq!(input.attempts, 1);
 /// ```
@@ -327,6 +137,11 @@ pub struct DecisionInput {
     pub remaining: Duration,
     /// The dependency's floor: the least time the next attempt needs.
     pub floor: Floor,
+    /// How long the call waited before the last attempt: `None` after the
+    /// first attempt. The [backoff](Backoff::wait) sees it, so a jitter
+    /// that grows from the previous wait (decorrelated jitter) needs
+    /// nothing more from the caller.
+    pub previous_wait: Option<Duration>,
 }
 
 /// The answer of [`RetryPolicy::decide`].
@@ -537,6 +352,7 @@ impl RetryPolicy {
     ///     may_retry: true,
     ///     remaining: Duration::from_secs(1),
     ///     floor: Floor::default(),
+    ///     previous_wait: None,
     /// };
     /// assert_eq!(
     ///     policy.decide(&input, None, &mut rand::rng()),
@@ -568,7 +384,7 @@ impl RetryPolicy {
                 });
             }
             Some(retry_after) => retry_after,
-            None => self.backoff.wait(input.attempts, rng),
+            None => self.backoff.wait(input.attempts, input.previous_wait, rng),
         };
         if !fits(wait, input.remaining, input.floor) {
             return Decision::Stop(StopReason::WaitExceedsBudget {
@@ -648,6 +464,25 @@ impl RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The policy of validated parts; [`RetryConfig::build`] is the way in.
+    pub(super) fn from_parts(
+        max_attempts: u32,
+        backoff: Backoff,
+        retry_after_max: Duration,
+        classifier: Classifier,
+        attempt_timeout: Option<Duration>,
+    ) -> Self {
+        Self {
+            max_attempts,
+            backoff,
+            retry_after_max,
+            classifier,
+            attempt_timeout,
+        }
+    }
+}
+
 /// True when, after waiting `wait`, what remains still reaches `floor`
 /// (docs/contract.md §2 rule 3). A wait that uses up the whole budget never
 /// fits, even with a zero floor: the deadline wins a tie.
@@ -664,7 +499,7 @@ mod tests {
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
-    use crate::retry::{RetryBudgetConfig, TransportKind};
+    use crate::retry::{BackoffConfig, Jitter, RetryBudgetConfig, TransportKind};
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
@@ -673,7 +508,10 @@ mod tests {
     /// The contract defaults without jitter: waits 50, 100, 200 ms, ...
     fn exact() -> RetryPolicy {
         RetryConfig {
-            jitter: Jitter::None,
+            backoff: BackoffConfig {
+                jitter: Jitter::None,
+                ..Default::default()
+            },
             ..Default::default()
         }
         .build()
@@ -687,6 +525,7 @@ mod tests {
             may_retry: true,
             remaining: Duration::from_secs(2),
             floor: Floor::new(ms(100)),
+            previous_wait: None,
         }
     }
 
@@ -762,6 +601,37 @@ mod tests {
             decide(&exact(), &i, None),
             Decision::Retry { after: ms(50) }
         );
+    }
+
+    #[test]
+    fn rule7_the_backoff_sees_the_previous_wait() {
+        // With the test-only decorrelated jitter, a wait may reach three
+        // times the previous one: the decision hands the previous wait on.
+        let p = RetryConfig {
+            max_attempts: 5,
+            backoff: BackoffConfig {
+                jitter: Jitter::Decorrelated,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        let mut i = input(Outcome::Transport(TransportKind::Connect));
+        i.attempts = 2;
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut waits = |previous| {
+            i.previous_wait = previous;
+            (0..50)
+                .map(|_| match p.decide(&i, None, &mut rng) {
+                    Decision::Retry { after } => after,
+                    d => panic!("{d}"),
+                })
+                .max()
+                .unwrap()
+        };
+        assert!(waits(None) <= ms(150));
+        assert!(waits(Some(ms(300))) > ms(150));
     }
 
     #[test]
@@ -944,66 +814,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn config_validation_names_each_field() {
-        let field = |c: RetryConfig| c.build().unwrap_err().field().to_owned();
-        let d = RetryConfig::default;
-        assert_eq!(
-            field(RetryConfig {
-                max_attempts: 0,
-                ..d()
-            }),
-            "max_attempts"
-        );
-        let b = |initial, max, multiplier| RetryConfig {
-            backoff: BackoffConfig {
-                initial,
-                max,
-                multiplier,
-            },
-            ..d()
-        };
-        assert_eq!(field(b(Duration::ZERO, ms(1), 2.0)), "backoff.initial");
-        assert_eq!(field(b(ms(2), ms(1), 2.0)), "backoff.max");
-        assert_eq!(field(b(ms(1), ms(1), 0.99)), "backoff.multiplier");
-        assert_eq!(field(b(ms(1), ms(1), f64::INFINITY)), "backoff.multiplier");
-        for bad in [0, 99, 600, 1000, u16::MAX] {
-            assert_eq!(
-                field(RetryConfig {
-                    retryable_statuses: vec![bad],
-                    ..d()
-                }),
-                "retryable_statuses",
-                "{bad}"
-            );
-        }
-        let ok = RetryConfig {
-            retryable_statuses: vec![100, 599, 503, 503],
-            ..d()
-        }
-        .build()
-        .unwrap();
-        assert_eq!(ok.classifier().statuses().len(), 3);
-    }
-
-    #[test]
-    fn default_policy_is_the_built_default_config() {
-        assert_eq!(
-            RetryConfig::default().build().unwrap(),
-            RetryPolicy::default()
-        );
-    }
-
-    #[test]
-    fn config_round_trips_through_serde_and_rejects_unknown_fields() {
-        let c = RetryConfig::default();
-        let json = serde_json::to_string(&c).unwrap();
-        assert_eq!(serde_json::from_str::<RetryConfig>(&json).unwrap(), c);
-        assert!(json.contains("\"retry_after_max\":\"10s\""), "{json}");
-        assert!(serde_json::from_str::<RetryConfig>(r#"{"max_retries": 3}"#).is_err());
-        assert!(serde_json::from_str::<RetryConfig>(r#"{"jitter": "half"}"#).is_err());
-    }
-
     fn arb_outcome() -> impl Strategy<Value = Outcome> {
         prop_oneof![
             (100u16..=599, proptest::option::of(0u64..20_000)).prop_map(|(code, ra)| {
@@ -1037,7 +847,10 @@ mod tests {
         ) {
             let policy = RetryConfig {
                 max_attempts: 5,
-                jitter: if jitter_free { Jitter::None } else { Jitter::Full },
+                backoff: BackoffConfig {
+                    jitter: if jitter_free { Jitter::None } else { Jitter::Full },
+                    ..Default::default()
+                },
                 ..Default::default()
             }.build().unwrap();
             let input = DecisionInput {
@@ -1046,6 +859,7 @@ mod tests {
                 may_retry,
                 remaining: ms(remaining_ms),
                 floor: Floor::new(ms(floor_ms)),
+                previous_wait: None,
             };
             let d = policy.decide(&input, None, &mut StdRng::seed_from_u64(seed));
             if let Decision::Retry { after } = d {

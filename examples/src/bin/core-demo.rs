@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use budget_core::header::{self, Decoded};
 use budget_core::ledger::{Entry, Ledger};
-use budget_core::retry::{Decision, DecisionInput, Jitter, Outcome, RetryConfig, sleep_within};
+use budget_core::retry::{
+    BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, sleep_within,
+};
 use budget_core::{Budget, Floor};
 use budget_examples::table::budget_table;
 use http::{HeaderMap, StatusCode};
@@ -35,7 +37,10 @@ async fn main() {
     ledger.record(Entry::ingress(budget.original()));
     let reserve = Duration::from_millis(20);
     let policy = RetryConfig {
-        jitter: Jitter::None,
+        backoff: BackoffConfig {
+            jitter: Jitter::None,
+            ..BackoffConfig::default()
+        },
         ..RetryConfig::default()
     }
     .build()
@@ -84,6 +89,7 @@ async fn call(
 ) {
     let floor = Floor::new(dep.floor);
     let mut attempts = 0u32;
+    let mut previous_wait = None;
     loop {
         let remaining = budget.remaining().saturating_sub(reserve);
         if let Err(below) = floor.check(remaining) {
@@ -109,6 +115,7 @@ async fn call(
             may_retry: true,
             remaining: budget.remaining().saturating_sub(reserve),
             floor,
+            previous_wait,
         };
         match policy.decide(&input, None, &mut rand::rng()) {
             Decision::Retry { after } => {
@@ -116,6 +123,7 @@ async fn call(
                     return;
                 }
                 ledger.record(Entry::wait(dep.name, after));
+                previous_wait = Some(after);
             }
             Decision::Stop(_) => return,
         }
