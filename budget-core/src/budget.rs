@@ -42,7 +42,7 @@ pub const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 /// saturates; a budget never panics and never wraps.
 ///
 /// Not to be confused with tower's retry budget
-/// ([`tower::retry::budget`]), which limits *how many* retries a client makes;
+/// (`tower::retry::budget`), which limits *how many* retries a client makes;
 /// ours limits *how long* a request may take. The retry ratio of this crate is
 /// [`RetryBudget`](crate::retry::RetryBudget).
 ///

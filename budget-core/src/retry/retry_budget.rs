@@ -27,8 +27,8 @@
 //! panics on bad input. This one keeps the same design (10 sliding slots over
 //! `ttl`, a reserve of `min_per_sec * ttl`) but counts in millionths of a
 //! retry, so `retries <= ratio * requests + min_per_sec * ttl` holds as
-//! configured, and it implements tower's [`Budget`] trait so it still plugs
-//! into `tower::retry`.
+//! configured, and with the `tower` feature it implements tower's
+//! `tower::retry::budget::Budget` trait so it still plugs into `tower::retry`.
 //!
 //! # Example
 //!
@@ -46,8 +46,6 @@
 //! assert!(budget.withdraw());
 //! assert!(!budget.withdraw());
 //! ```
-//!
-//! [`Budget`]: tower::retry::budget::Budget
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -288,6 +286,22 @@ impl RetryBudget {
     }
 }
 
+/// With the `tower` feature: the same balance as tower's retry budget, for
+/// `tower::retry` policies.
+///
+/// ```
+/// use tower::retry::budget::Budget;
+/// use budget_core::retry::RetryBudgetConfig;
+///
+/// let budget = RetryBudgetConfig { min_per_sec: 0, ratio: 1.0, ..Default::default() }
+///     .build()
+///     .unwrap();
+/// Budget::deposit(&budget);
+/// assert!(Budget::withdraw(&budget));
+/// assert!(!Budget::withdraw(&budget));
+/// ```
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 impl tower::retry::budget::Budget for RetryBudget {
     fn deposit(&self) {
         RetryBudget::deposit(self)
@@ -408,6 +422,17 @@ mod tests {
         assert!(!b.withdraw());
     }
 
+    #[test]
+    fn rule9_clones_share_one_balance() {
+        let b = budget(10, 0, 1.0);
+        let c = b.clone();
+        c.deposit();
+        assert!(b.withdraw());
+        assert!(!c.withdraw());
+        assert!(format!("{b:?}").contains("available: 0"));
+    }
+
+    #[cfg(feature = "tower")]
     #[test]
     fn rule9_clones_share_one_balance_and_tower_can_use_it() {
         let b = budget(10, 0, 1.0);
