@@ -501,7 +501,9 @@ fn ingress_header_render(millis: &MillisText) -> Option<http::HeaderValue> {
     http::HeaderValue::from_bytes(&buf[..at]).ok()
 }
 
-fn is_tchar(c: char) -> bool {
+/// RFC 9110's `tchar`, for a `char`: the one rule for a token, here and in
+/// a dependency's name (which becomes a `Server-Timing` metric name).
+pub(crate) fn is_tchar(c: char) -> bool {
     u8::try_from(c).is_ok_and(is_tchar_byte)
 }
 

@@ -15,6 +15,7 @@ use crate::admission::{LimitConfig, QueueConfig};
 use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
 use crate::floor::{DependencyFloor, FloorConfig};
+use crate::ledger::is_tchar;
 use crate::retry::{RetryBudget, RetryBudgetConfig, RetryConfig, RetryPolicy};
 
 /// The connect cap when the config does not say: 1 s.
@@ -450,10 +451,6 @@ fn validate_name(name: &str) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
-}
-
-fn is_tchar(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
 fn parse_base(url: &str) -> Result<Url, ConfigError> {
