@@ -58,6 +58,7 @@ pub mod config;
 pub mod context;
 mod decimal;
 pub mod docs;
+mod error;
 pub mod fan_out;
 pub mod floor;
 pub mod grpc;
@@ -77,5 +78,6 @@ pub mod server;
 pub mod client;
 
 pub use budget::{Budget, Exhausted};
+pub use error::error_chain;
 pub use floor::{BelowFloor, Floor};
 pub use ledger::{Entry, Ledger};

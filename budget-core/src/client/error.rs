@@ -14,17 +14,7 @@ use crate::retry::TransportKind;
 /// A boxed error, as kept in a [`CallError`]'s source chain.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
-/// `e`'s message and every source's, joined by `: `.
-pub(crate) fn error_chain(e: &(dyn StdError + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+pub(crate) use crate::error_chain;
 
 /// What kind of failure a [`CallError`] is.
 ///

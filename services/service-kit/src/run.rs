@@ -1,4 +1,3 @@
-use std::error::Error as StdError;
 use std::io;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -9,22 +8,14 @@ use tracing_subscriber::EnvFilter;
 
 use crate::{StartError, exit_failure, exit_usage};
 
-/// An error and all its sources, joined by `: `, for one-line messages.
+/// An error and all its sources, joined by `: `, for one-line messages:
+/// budget-core's [`error_chain`](budget_core::error_chain), re-exported.
 ///
 /// ```
 /// let err = std::io::Error::other("disk on fire");
 /// assert_eq!(service_kit::error_chain(&err), "disk on fire");
 /// ```
-pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut next = err.source();
-    while let Some(source) = next {
-        out.push_str(": ");
-        out.push_str(&source.to_string());
-        next = source.source();
-    }
-    out
-}
+pub use budget_core::error_chain;
 
 /// Structured logs on stderr, filtered by `RUST_LOG` (default `info`); a
 /// malformed `RUST_LOG` is reported, not silently dropped.

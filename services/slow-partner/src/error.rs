@@ -1,6 +1,5 @@
 //! The partner's errors: starting it, switching its mode, reading its config.
 
-use std::error::Error as StdError;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,7 +65,9 @@ pub enum PartnerError {
     Stopped,
 }
 
-/// An error and its `source()` chain on one line: `a: b: c`.
+/// An error and its `source()` chain on one line: `a: b: c` (budget-core's
+/// [`error_chain`](budget_core::error_chain), re-exported as
+/// `slow_partner::error_chain`).
 ///
 /// ```
 /// # use slow_partner::PartnerError;
@@ -79,6 +80,4 @@ pub enum PartnerError {
 ///     "cannot fill the accept queue of 127.0.0.1:9 for mode blackhole: boom",
 /// );
 /// ```
-pub fn chain(err: &(dyn StdError + 'static)) -> String {
-    service_kit::error_chain(err)
-}
+pub use budget_core::error_chain as chain;
