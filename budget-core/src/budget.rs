@@ -36,6 +36,23 @@ use tokio::time::Instant;
 /// clock: about thirty years is "forever" for a request.
 pub const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
+/// `d` in whole milliseconds (rounded down), saturating at `u64::MAX`
+/// rather than wrapping: the one conversion for every millisecond count this
+/// crate writes (problem bodies, log fields, budgets cut to the millisecond).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::budget::whole_millis;
+///
+/// assert_eq!(whole_millis(Duration::from_micros(1999)), 1);
+/// assert_eq!(whole_millis(Duration::MAX), u64::MAX);
+/// ```
+pub fn whole_millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// One request's time budget: a deadline plus the duration it was made from.
 ///
 /// `Budget` is `Copy`: handing it to a sub-call costs nothing. All arithmetic

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::whole_millis;
+
 /// The media type of a problem body.
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
@@ -235,7 +237,7 @@ impl Problem {
     /// assert_eq!(p.remaining_ms, Some(3));
     /// ```
     pub fn with_remaining(mut self, remaining: Duration) -> Self {
-        self.remaining_ms = Some(millis(remaining));
+        self.remaining_ms = Some(whole_millis(remaining));
         self
     }
 
@@ -248,7 +250,7 @@ impl Problem {
     /// assert_eq!(p.floor_ms, Some(1000));
     /// ```
     pub fn with_floor(mut self, floor: Duration) -> Self {
-        self.floor_ms = Some(millis(floor));
+        self.floor_ms = Some(whole_millis(floor));
         self
     }
 
@@ -285,7 +287,7 @@ impl Problem {
     /// assert_eq!(p.retry_after_ms, Some(1500));
     /// ```
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
-        self.retry_after_ms = Some(millis(wait));
+        self.retry_after_ms = Some(whole_millis(wait));
         self
     }
 
@@ -322,8 +324,4 @@ impl Problem {
         // Serialising plain strings and integers cannot fail.
         serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -51,8 +51,7 @@ pub(crate) async fn send_once(
         headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
         if grpc {
             // The same value as request-budget-ms: whole milliseconds.
-            let whole_ms =
-                Duration::from_millis(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX));
+            let whole_ms = Duration::from_millis(crate::budget::whole_millis(budget));
             headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole_ms));
         }
     }

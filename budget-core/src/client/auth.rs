@@ -428,7 +428,7 @@ async fn wait_for(
             Some("failed")
         }
         Err(NoToken::Late) => {
-            tracing::debug!(dependency = %dependency, waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX), "no bearer token within the budget");
+            tracing::debug!(dependency = %dependency, waited_ms = crate::budget::whole_millis(waited), "no bearer token within the budget");
             Some("timeout")
         }
     };

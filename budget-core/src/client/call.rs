@@ -22,7 +22,7 @@ use super::permits::{Permit, Permits};
 use super::response::BudgetResponse;
 use crate::admission::{Criticality, RefusalReason, Sample};
 use crate::breaker::{BreakerPermit, CircuitOpen, Verdict};
-use crate::budget::Budget;
+use crate::budget::{Budget, whole_millis};
 use crate::clock::WallClock;
 use crate::floor::{BelowFloor, Effective, Floor};
 use crate::ledger::{Entry, Ledger};
@@ -263,9 +263,9 @@ where
             dependency = %name,
             attempt = number,
             outcome = %outcome,
-            duration_ms = took.as_millis() as u64,
-            budget_sent_ms = budget.map(|b| b.as_millis() as u64),
-            remaining_ms = (remaining != Duration::MAX).then_some(remaining.as_millis() as u64),
+            duration_ms = whole_millis(took),
+            budget_sent_ms = budget.map(whole_millis),
+            remaining_ms = (remaining != Duration::MAX).then_some(whole_millis(remaining)),
             %decision,
             "dependency attempt"
         );
@@ -413,8 +413,8 @@ impl Race<'_> {
             .attempt(hedge_started, self.settings.policy.attempt_timeout());
         tracing::debug!(
             dependency = %name,
-            after_ms = delay.as_millis() as u64,
-            budget_sent_ms = window.budget.map(|b| b.as_millis() as u64),
+            after_ms = whole_millis(delay),
+            budget_sent_ms = window.budget.map(whole_millis),
             "hedge sent"
         );
         let span = trace::attempt_span(name, &self.plan.method, 1, window.budget, None);

@@ -256,7 +256,7 @@ impl StaleCache {
         };
         tracing::debug!(
             dependency = %dependency,
-            age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+            age_ms = crate::budget::whole_millis(age),
             "dependency answered from its stale cache"
         );
         if let Some(ledger) = ledger {

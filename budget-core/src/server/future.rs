@@ -187,7 +187,7 @@ fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
     grpc: bool,
 ) -> Response<B> {
     tracing::debug!(
-        budget_ms = u64::try_from(budget.original().as_millis()).unwrap_or(u64::MAX),
+        budget_ms = crate::budget::whole_millis(budget.original()),
         "budget expired in the handler"
     );
     meter::expired();

@@ -27,7 +27,7 @@ use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 /// Whole milliseconds as an OpenTelemetry integer (`tracing-opentelemetry`
 /// records `u64` as text, `i64` as a number).
 fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+    i64::try_from(crate::budget::whole_millis(d)).unwrap_or(i64::MAX)
 }
 
 // ------------------------------------------------------------------ server

@@ -299,10 +299,8 @@ impl Stats {
     }
 }
 
-/// A duration in whole milliseconds, saturating.
-pub(crate) fn whole_millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
+/// A duration in whole milliseconds, saturating (budget-core's rule).
+pub(crate) use budget_core::budget::whole_millis;
 
 /// `s` cut to at most `max` bytes, at a character boundary.
 pub(crate) fn cut(s: &str, max: usize) -> &str {
