@@ -710,9 +710,22 @@ async fn send_optional_skips_an_unavailable_optional_dependency() {
             .send_optional()
             .await
             .unwrap();
-        assert!(got.is_none());
+        assert!(got.skipped().is_some());
+        // It says why, as the ledger does.
+        let skipped = got.skipped().unwrap();
+        let reason = skipped.reason();
+        assert!(
+            reason.starts_with("skipped: 4") || reason.starts_with("skipped: 500ms"),
+            "{reason}"
+        );
+        assert!(reason.ends_with("ms < floor 1000ms"), "{reason}");
+        assert_eq!(skipped.to_string(), skipped.reason());
+        assert!(skipped.error().is_below_floor());
         // The fallback value, served by the caller.
-        let recs: Vec<String> = got.and_then(|r| r.json().ok()).unwrap_or_default();
+        let recs: Vec<String> = got
+            .into_response()
+            .and_then(|r| r.json().ok())
+            .unwrap_or_default();
         assert!(recs.is_empty());
         assert_eq!(server.accepted(), 0);
 

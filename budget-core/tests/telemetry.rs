@@ -407,7 +407,13 @@ async fn a_malformed_header_an_expired_budget_and_a_call_below_its_floor_are_eac
             .route(
                 "/skip",
                 get(|State(recs): State<BudgetClient>| async move {
-                    let skipped = recs.get("").send_optional().await.unwrap().is_none();
+                    let skipped = recs
+                        .get("")
+                        .send_optional()
+                        .await
+                        .unwrap()
+                        .skipped()
+                        .is_some();
                     if skipped { "degraded" } else { "full" }
                 }),
             )

@@ -653,10 +653,10 @@ fn refuse(
     let note = refusal.note();
     tracing::debug!(dependency = %name, outcome = refusal.outcome(), %note, "dependency call not made");
     if let Some(ledger) = ledger {
-        ledger.record(Entry::skip(&**name, note));
+        ledger.record(Entry::skip(&**name, note.clone()));
     }
     let remaining = timing.remaining();
-    let error = CallError::new(Arc::clone(name), refusal_kind(&refusal));
+    let error = CallError::new(Arc::clone(name), refusal_kind(&refusal)).with_skip_note(note);
     match refusal {
         Refusal::BelowFloor(below) => {
             meter::below_floor(name);

@@ -104,7 +104,7 @@ pub enum OnUnavailable {
     /// open circuit, once turned into a problem).
     #[default]
     Fail,
-    /// An optional dependency: `send_optional` answers `Ok(None)` and the
+    /// An optional dependency: `send_optional` answers `Skipped` and the
     /// caller serves its fallback (a default, "degraded").
     Skip,
     /// The last good answer, at most `max_stale` old: the client keeps

@@ -102,7 +102,8 @@ impl CallErrorKind {
     /// True for the calls that were not made because the dependency could
     /// not be called in time ([`BelowFloor`](Self::BelowFloor),
     /// [`CircuitOpen`](Self::CircuitOpen), [`NoPermit`](Self::NoPermit)):
-    /// the cases `on_unavailable = "skip"` turns into `Ok(None)`.
+    /// the cases `on_unavailable = "skip"` turns into a
+    /// [`Skipped`](super::Skipped).
     ///
     /// ```
     /// use budget_core::client::CallErrorKind;
@@ -177,6 +178,8 @@ pub struct CallError {
     retry_after: Option<Duration>,
     status: Option<StatusCode>,
     passes_up: bool,
+    /// The ledger's skip note of a call that was not made.
+    skip_note: Option<String>,
     #[source]
     source: Option<BoxError>,
 }
@@ -241,6 +244,7 @@ impl CallError {
             retry_after: None,
             status: None,
             passes_up: false,
+            skip_note: None,
             source: None,
         }
     }
@@ -278,6 +282,18 @@ impl CallError {
     pub(crate) fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.retry_after = retry_after;
         self
+    }
+
+    /// Keeps `note`, the ledger's skip note of a call not made, for
+    /// [`Skipped::reason`](super::Skipped::reason).
+    pub(crate) fn with_skip_note(mut self, note: String) -> Self {
+        self.skip_note = Some(note);
+        self
+    }
+
+    /// The ledger's skip note, for a call that was not made.
+    pub(crate) fn skip_note(&self) -> Option<&str> {
+        self.skip_note.as_deref()
     }
 
     pub(crate) fn with_status(mut self, status: StatusCode, passes_up: bool) -> Self {

@@ -45,10 +45,13 @@
 //!   [`CallError::problem`] is the contract's answer (`504`, `503` +
 //!   `Retry-After`, `502`); with the `server` feature `CallError` is an
 //!   axum `IntoResponse`, so a handler can `?` it.
-//! - [`send_optional`](RequestBuilder::send_optional) gives `Ok(None)` for
-//!   a call that could not be made, when the dependency is configured with
-//!   `on_unavailable = "skip"`: the caller serves its fallback
-//!   (`.unwrap_or_default()`, a stale value, a "degraded" flag).
+//! - [`send_optional`](RequestBuilder::send_optional) gives
+//!   `Ok(`[`OptionalResponse::Skipped`]`)` for a call that could not be
+//!   made, when the dependency is configured with `on_unavailable = "skip"`:
+//!   the [`Skipped`] says why (the ledger's note, `skipped: 850ms < floor
+//!   1000ms`, and the refusal), and the caller serves its fallback
+//!   (`.unwrap_or_default()`, a stale value, a "degraded" flag with the
+//!   reason).
 //!
 //! Cancellation is structural: a call is one future polled by the caller's
 //! task, so when the server layer drops a handler at its deadline (or a
@@ -80,7 +83,7 @@
 //! ```no_run
 //! # #[cfg(feature = "server")] mod example {
 //! use axum::{Json, Router, extract::State, routing::get};
-//! use budget_core::client::{BudgetClient, CallError, DependencyConfig};
+//! use budget_core::client::{BudgetClient, CallError, DependencyConfig, OptionalResponse};
 //! use budget_core::server::ServerConfig;
 //! use serde::{Deserialize, Serialize};
 //!
@@ -102,8 +105,8 @@
 //!     let quote: Quote = deps.pricing.get("").send().await?.error_for_status()?.json()?;
 //!     // Optional: skipped below its floor (on_unavailable = "skip").
 //!     let recs: Option<Vec<String>> = match deps.recommendations.get("").send_optional().await {
-//!         Ok(Some(res)) => res.json().ok(),
-//!         Ok(None) | Err(_) => None,
+//!         Ok(OptionalResponse::Answered(res)) => res.json().ok(),
+//!         Ok(OptionalResponse::Skipped(_)) | Err(_) => None,
 //!     };
 //!     Ok(Json(Checkout {
 //!         price: quote.price,
@@ -144,6 +147,7 @@ mod call;
 mod config;
 mod error;
 mod hedge;
+mod optional;
 mod permits;
 mod request;
 mod response;
@@ -152,6 +156,7 @@ pub mod stale;
 pub use auth::{AUTH_SUFFIX, InvalidToken, Token, TokenSource, TokenUnavailable};
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use call::QUEUE_SUFFIX;
+pub use optional::{OptionalResponse, Skipped};
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     DependencyConfig, OnUnavailable, TimeoutMode,

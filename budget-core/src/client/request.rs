@@ -16,6 +16,7 @@ use super::budget_client::{BudgetClient, Inner};
 use super::call::{self, Plan, Timing};
 use super::config::{OnUnavailable, TimeoutMode};
 use super::error::{BoxError, CallError, CallErrorKind};
+use super::optional::{OptionalResponse, Skipped};
 use super::response::BudgetResponse;
 use super::stale::StaleCache;
 use crate::admission::{Criticality, REQUEST_CRITICALITY};
@@ -282,18 +283,26 @@ impl RequestBuilder {
 
     /// Like [`send`](Self::send), for a dependency configured with
     /// `on_unavailable = "skip"`: a call that could not be made (below the
-    /// floor, circuit open, no concurrency permit in time) is `Ok(None)`,
-    /// and the caller serves its fallback. With `on_unavailable = "fail"`
-    /// those are errors, as with `send`; with `"stale"`, `send`'s stale
-    /// answer is `Some`, and a call with none is an error.
+    /// floor, circuit open, no concurrency permit in time) is
+    /// `Ok(`[`OptionalResponse::Skipped`]`)`, which says why
+    /// ([`Skipped::reason`], the ledger's note), and the caller serves its
+    /// fallback. An answer is `Ok(`[`OptionalResponse::Answered`]`)`. With
+    /// `on_unavailable = "fail"` a call not made is an error, as with
+    /// `send`; with `"stale"`, `send`'s stale answer is `Answered`, and a
+    /// call with none is an error.
     ///
     /// ```no_run
     /// # #[derive(serde::Deserialize, Default)] struct Recs(Vec<String>);
     /// # async fn run(recommendations: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
+    /// use budget_core::client::OptionalResponse;
+    ///
     /// // An optional dependency: no time left means no recommendations.
     /// let recs: Recs = match recommendations.get("").send_optional().await? {
-    ///     Some(res) => res.error_for_status()?.json()?,
-    ///     None => Recs::default(), // skipped: the ledger says why
+    ///     OptionalResponse::Answered(res) => res.error_for_status()?.json()?,
+    ///     OptionalResponse::Skipped(skipped) => {
+    ///         println!("degraded: {}", skipped.reason()); // skipped: 850ms < floor 1000ms
+    ///         Recs::default()
+    ///     }
     /// };
     /// // or, forgiving every failure of an optional dependency:
     /// let recs: Recs = recommendations
@@ -301,20 +310,22 @@ impl RequestBuilder {
     ///     .send_optional()
     ///     .await
     ///     .ok()
-    ///     .flatten()
+    ///     .and_then(OptionalResponse::into_response)
     ///     .and_then(|res| res.json().ok())
     ///     .unwrap_or_default();
     /// # Ok(()) }
     /// ```
     pub fn send_optional(
         self,
-    ) -> impl Future<Output = Result<Option<BudgetResponse>, CallError>> + Send + 'static {
+    ) -> impl Future<Output = Result<OptionalResponse, CallError>> + Send + 'static {
         let skip = self.client.inner().settings.on_unavailable == OnUnavailable::Skip;
         let call = self.send();
         async move {
             match call.await {
-                Ok(res) => Ok(Some(res)),
-                Err(e) if skip && e.is_unavailable() => Ok(None),
+                Ok(res) => Ok(OptionalResponse::Answered(res)),
+                Err(e) if skip && e.is_unavailable() => {
+                    Ok(OptionalResponse::Skipped(Skipped::new(e)))
+                }
                 Err(e) => Err(e),
             }
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use budget_core::client::{BudgetClient, CallError, RequestBuilder};
+use budget_core::client::{BudgetClient, CallError, OptionalResponse, RequestBuilder};
 use budget_core::ledger::{Entry, Ledger, parse_server_timing};
 use budget_core::problem::Problem;
 use budget_core::retry::IDEMPOTENCY_KEY;
@@ -106,7 +106,6 @@ async fn run(
     let (recommendations, recommendations_degraded) = optional(
         call.prepare(app.recommendations.get("")),
         app.recommendations.name(),
-        &call.ledger,
     )
     .await;
 
@@ -151,11 +150,7 @@ async fn required(req: RequestBuilder, degraded: &mut Vec<Degraded>) -> Result<V
 
 /// An optional dependency's JSON, or why the answer is degraded without it.
 /// Nothing it does fails the request.
-async fn optional(
-    req: RequestBuilder,
-    name: &str,
-    ledger: &Ledger,
-) -> (Option<Value>, Option<Degraded>) {
+async fn optional(req: RequestBuilder, name: &str) -> (Option<Value>, Option<Degraded>) {
     let failed = |e: CallError| {
         tracing::info!(dependency = e.dependency(), error = %service_kit::error_chain(&e), "optional dependency failed: degraded");
         Degraded {
@@ -164,17 +159,17 @@ async fn optional(
         }
     };
     match req.send_optional().await {
-        Ok(Some(res)) => {
+        Ok(OptionalResponse::Answered(res)) => {
             let old = res.stale().map(|age| stale(res.dependency(), age));
             match res.error_for_status().and_then(|res| res.json()) {
                 Ok(value) => (Some(value), old),
                 Err(e) => (None, Some(failed(e))),
             }
         }
-        // Not made (below its floor, circuit open): the client wrote why in
-        // the ledger; the answer says the same.
-        Ok(None) => {
-            let reason = last_skip(ledger, name).unwrap_or_else(|| "skipped".to_owned());
+        // Not made (below its floor, circuit open): the skip says why, in
+        // the words the client wrote in the ledger; the answer says the same.
+        Ok(OptionalResponse::Skipped(skipped)) => {
+            let reason = skipped.reason().to_owned();
             tracing::debug!(dependency = name, %reason, "optional dependency skipped: degraded");
             (
                 None,
@@ -203,17 +198,6 @@ fn stale(dependency: &str, age: Duration) -> Degraded {
     }
 }
 
-/// The reason of the last skip of `dependency` in `ledger`.
-fn last_skip(ledger: &Ledger, dependency: &str) -> Option<String> {
-    ledger.entries().into_iter().rev().find_map(|e| match e {
-        Entry::Skip {
-            dependency: d,
-            reason,
-        } if d == dependency => Some(reason),
-        _ => None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,10 +215,12 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_degraded_reason_is_the_ledger_s_last_skip_of_that_dependency() {
+    #[tokio::test]
+    async fn the_degraded_reason_is_the_skip_of_that_call_whatever_the_ledger_holds() {
+        use budget_core::client::{DependencyConfig, OnUnavailable};
+        use budget_core::{Budget, Floor};
+
         let ledger = Ledger::new();
-        assert_eq!(last_skip(&ledger, "recommendations"), None);
         ledger.record(Entry::skip("recommendations", "skipped: circuit open"));
         ledger.record(Entry::attempt(
             "pricing",
@@ -243,13 +229,26 @@ mod tests {
             "200",
         ));
         ledger.record(Entry::skip("pricing", "skipped: 2ms < floor 10ms"));
-        ledger.record(Entry::skip(
-            "recommendations",
-            "skipped: 850ms < floor 1000ms",
-        ));
-        assert_eq!(
-            last_skip(&ledger, "recommendations").as_deref(),
-            Some("skipped: 850ms < floor 1000ms")
+        let mut c = DependencyConfig::new("recommendations", "http://127.0.0.1:9/recs");
+        c.floor = Floor::new(Duration::from_secs(1)).into();
+        c.on_unavailable = OnUnavailable::Skip;
+        let recommendations = BudgetClient::builder(c).build().unwrap();
+        let req = recommendations
+            .get("")
+            .budget(Budget::new(Duration::from_millis(850)))
+            .ledger(ledger.clone());
+        let (value, degraded) = optional(req, "recommendations").await;
+        assert_eq!(value, None);
+        let degraded = degraded.unwrap();
+        assert_eq!(degraded.dependency, "recommendations");
+        let reason = degraded.reason;
+        assert!(
+            reason.starts_with("skipped: 8") && reason.ends_with("ms < floor 1000ms"),
+            "{reason}"
         );
+        let Some(Entry::Skip { reason: noted, .. }) = ledger.entries().pop() else {
+            panic!("the call's skip is the ledger's last entry");
+        };
+        assert_eq!(reason, noted, "the body says what the ledger says");
     }
 }
