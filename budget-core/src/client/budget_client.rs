@@ -51,7 +51,9 @@ pub(crate) struct Inner {
 }
 
 impl BudgetClient {
-    /// A builder for a client of the dependency `config` describes.
+    /// A builder for a client of the dependency `config` describes: the one
+    /// way to build a client ([`DependencyConfig::build`] is its shorthand
+    /// for a client with its own HTTP client and breaker).
     ///
     /// ```
     /// use budget_core::client::{BudgetClient, DependencyConfig};
@@ -66,18 +68,6 @@ impl BudgetClient {
             clock: Arc::new(SystemClock),
             auth: None,
         }
-    }
-
-    /// A client with its own HTTP client and its own breaker: the same as
-    /// [`DependencyConfig::build`].
-    ///
-    /// ```
-    /// use budget_core::client::{BudgetClient, DependencyConfig};
-    /// let err = BudgetClient::new(&DependencyConfig::new("", "http://a")).unwrap_err();
-    /// assert_eq!(err.field(), "name");
-    /// ```
-    pub fn new(config: &DependencyConfig) -> Result<Self, ConfigError> {
-        Self::builder(config.clone()).build()
     }
 
     /// A `GET` of `path`, appended to the base URL's path (`""` calls the
@@ -347,17 +337,26 @@ impl BudgetClientBuilder {
         self
     }
 
-    /// Validates the config (errors name the field, see
-    /// [`DependencyConfig::build`]) and builds the client (with
-    /// `connect_cap` as its connect timeout and `pool_idle_timeout`). A
-    /// reqwest client that cannot be built (no TLS backend) is reported
-    /// against `connect_cap`.
+    /// Validates the config and builds the client (with `connect_cap` as
+    /// its connect timeout and `pool_idle_timeout`, unless given an
+    /// [`http_client`](Self::http_client)).
+    ///
+    /// Errors name the field: `name` empty or not a token; `url` not an
+    /// absolute `http`/`https` URL with a host, or with a `#fragment`;
+    /// `connect_cap`, `pool_idle_timeout`, `fixed_timeout`, `max_stale`
+    /// zero; `concurrency`, `max_body` zero; `stale_cache.max_entries`,
+    /// `stale_cache.max_bytes` zero; the nested `retry.*`, `retry_budget.*`,
+    /// `breaker.*` fields; `breaker` when a shared registry's policy is not
+    /// the config's. A reqwest client that cannot be built (no TLS backend)
+    /// is reported against `connect_cap`.
     ///
     /// ```
     /// use budget_core::client::{BudgetClient, DependencyConfig};
     /// let mut config = DependencyConfig::new("a", "http://a");
     /// config.concurrency = Some(0.into());
     /// assert_eq!(BudgetClient::builder(config).build().unwrap_err().field(), "concurrency");
+    /// let err = BudgetClient::builder(DependencyConfig::new("", "http://a")).build().unwrap_err();
+    /// assert_eq!(err.field(), "name");
     /// ```
     pub fn build(self) -> Result<BudgetClient, ConfigError> {
         let settings = self.config.settings(self.breakers.as_ref())?;

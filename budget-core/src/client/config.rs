@@ -314,16 +314,13 @@ impl DependencyConfig {
         }
     }
 
-    /// Validates the configuration and builds a
+    /// Shorthand for `BudgetClient::builder(self.clone()).build()`: a
     /// [`BudgetClient`](super::BudgetClient) with its own HTTP client and
-    /// its own breaker; [`BudgetClient::builder`](super::BudgetClient::builder)
-    /// shares a breaker registry or an HTTP client instead.
-    ///
-    /// Errors name the field: `name` empty or not a token; `url` not an
-    /// absolute `http`/`https` URL with a host, or with a `#fragment`;
-    /// `connect_cap`, `pool_idle_timeout`, `fixed_timeout`, `max_stale` zero; `concurrency`, `max_body` zero;
-    /// `stale_cache.max_entries`, `stale_cache.max_bytes` zero;
-    /// and the nested `retry.*`, `retry_budget.*`, `breaker.*` fields.
+    /// its own breaker. [`BudgetClient::builder`](super::BudgetClient::builder)
+    /// is the one way to build a client, and the way to share a breaker
+    /// registry or an HTTP client, inject a clock or give a token source;
+    /// the errors are [its `build`'s](super::BudgetClientBuilder::build),
+    /// naming the field.
     ///
     /// ```
     /// use std::time::Duration;
