@@ -313,23 +313,15 @@ fn plain(status: StatusCode, text: &str) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use slow_partner::PartnerConfig;
+    use slow_partner::FaultMode;
+    use test_support::partner;
     use tokio::time::Instant;
 
     use super::*;
 
-    async fn partner() -> slow_partner::PartnerHandle {
-        slow_partner::spawn(
-            PartnerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)))
-                .with_shutdown_grace(Duration::from_secs(1)),
-        )
-        .await
-        .unwrap()
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn budget_mode_forwards_path_query_and_what_is_left_and_counts_cut_work() {
-        let partner = partner().await;
+        let partner = partner(FaultMode::Normal).await;
         let middle = Middle::spawn(
             ChainMode::Budget,
             &partner.url(""),
@@ -401,7 +393,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn naive_and_peer_middles_forward_no_budget_and_pass_statuses_up() {
-        let partner = partner().await;
+        let partner = partner(FaultMode::Normal).await;
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
         for mode in [ChainMode::Naive, ChainMode::Peer] {
             partner.reset_stats();

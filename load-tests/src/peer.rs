@@ -623,18 +623,10 @@ async fn handle(
 
 #[cfg(test)]
 mod tests {
-    use slow_partner::PartnerConfig;
+    use slow_partner::FaultMode;
+    use test_support::partner;
 
     use super::*;
-
-    async fn partner() -> slow_partner::PartnerHandle {
-        slow_partner::spawn(
-            PartnerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)))
-                .with_shutdown_grace(Duration::from_secs(1)),
-        )
-        .await
-        .unwrap()
-    }
 
     async fn peer(config: PeerConfig) -> String {
         let (addr, _server) = PeerCheckout::spawn(&config, std::future::pending())
@@ -645,7 +637,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_ninth_concurrent_call_is_shed_at_once_and_the_limit_is_shared() {
-        let partner = partner().await;
+        let partner = partner(FaultMode::Normal).await;
         let mut config = PeerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
         // Inventory holds its permit 1.5 s; the others answer at once.
         config.inventory_url = partner.url("/inventory?delay=1500ms");
@@ -699,7 +691,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pricing_is_retried_on_5xx_and_a_timeout_is_a_504_problem() {
-        let partner = partner().await;
+        let partner = partner(FaultMode::Normal).await;
         let mut config = PeerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
         config.inventory_url = partner.url("/inventory");
         config.pricing_url = partner.url("/pricing?script=503,503,200");

@@ -2,36 +2,14 @@
 //! checkout -> slow partners (docs/contract.md §§1, 3, 4 and 6). Timing
 //! bounds are generous; every test runs under an outer bound.
 
-use std::future::Future;
-use std::time::Duration;
-
-use budget_core::ledger::{Metric, parse_server_timing};
+use budget_core::ledger::Metric;
 use budget_core::problem::Problem;
 use checkout::{CheckoutAnswer, CheckoutConfig};
 use edge::EdgeConfig;
 use service_kit::BudgetMode;
-use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerHandle};
+use test_support::{bounded, client, ms, names, partner, single_server_timing};
 use tokio::time::Instant;
-
-/// Runs `test` with a 30 s limit, whatever goes wrong.
-async fn bounded<T>(test: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), test)
-        .await
-        .expect("the test ran past its bound")
-}
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
-async fn partner(mode: FaultMode) -> PartnerHandle {
-    let config = PartnerConfig::new("127.0.0.1:0".parse().unwrap())
-        .with_mode(mode)
-        .with_shutdown_grace(ms(200));
-    slow_partner::spawn(config)
-        .await
-        .expect("the partner starts")
-}
 
 /// A chain to start: checkout's dependencies are paths of one partner.
 struct Chain {
@@ -73,24 +51,6 @@ impl Chain {
     }
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()
-        .unwrap()
-}
-
-/// The single `Server-Timing` field of `res`, parsed.
-fn server_timing(res: &reqwest::Response) -> Vec<Metric> {
-    let fields: Vec<_> = res.headers().get_all("server-timing").iter().collect();
-    assert_eq!(fields.len(), 1, "one header for both hops: {fields:?}");
-    parse_server_timing(fields[0].to_str().unwrap())
-}
-
-fn names(metrics: &[Metric]) -> Vec<&str> {
-    metrics.iter().map(|m| m.name.as_str()).collect()
-}
-
 fn dur(metrics: &[Metric], name: &str) -> f64 {
     metrics
         .iter()
@@ -115,7 +75,7 @@ async fn a_healthy_chain_answers_200_with_both_hops_in_one_server_timing() {
         assert_eq!(res.status(), 200);
         assert_eq!(res.headers()["content-type"], "application/json");
         assert_eq!(res.headers()["x-request-id"], "e2e-1");
-        let timing = server_timing(&res);
+        let timing = single_server_timing(&res);
         assert_eq!(
             names(&timing),
             [
@@ -155,7 +115,7 @@ async fn the_budget_header_shrinks_hop_by_hop() {
             .await
             .unwrap();
         assert_eq!(res.status(), 200);
-        let timing = server_timing(&res);
+        let timing = single_server_timing(&res);
         let at_edge = dur(&timing, "budget");
         let at_checkout = dur(&timing, "checkout.budget");
         assert_eq!(at_edge, 1500.0);
@@ -187,7 +147,11 @@ async fn edge_clamps_the_budget_and_makes_up_a_request_id() {
             .await
             .unwrap();
         assert_eq!(res.status(), 200);
-        assert_eq!(dur(&server_timing(&res), "budget"), 10_000.0, "clamped");
+        assert_eq!(
+            dur(&single_server_timing(&res), "budget"),
+            10_000.0,
+            "clamped"
+        );
         let id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
         assert_eq!(id.len(), 36, "a UUID: {id}");
         assert_eq!(id.matches('-').count(), 4, "a UUID: {id}");
@@ -217,7 +181,7 @@ async fn recommendations_is_skipped_below_its_floor_through_edge() {
             .await
             .unwrap();
         assert_eq!(res.status(), 200);
-        let timing = server_timing(&res);
+        let timing = single_server_timing(&res);
         let skip = timing.last().unwrap();
         assert_eq!(skip.name, "checkout.recommendations");
         assert!(
@@ -241,7 +205,7 @@ async fn a_pricing_retry_is_visible_at_edge() {
             .await;
         let res = client().get(&url).send().await.unwrap();
         assert_eq!(res.status(), 200);
-        let timing = server_timing(&res);
+        let timing = single_server_timing(&res);
         let pricing: Vec<&Metric> = timing
             .iter()
             .filter(|m| m.name == "checkout.pricing")
@@ -268,7 +232,7 @@ async fn a_429_with_retry_after_reaches_the_caller_through_edge() {
         assert_eq!(res.status(), 429);
         assert_eq!(res.headers()["retry-after"], "30");
         assert_eq!(res.headers()["content-type"], "application/problem+json");
-        let timing = server_timing(&res);
+        let timing = single_server_timing(&res);
         assert_eq!(
             timing.iter().filter(|m| m.name == "checkout").count(),
             1,
@@ -410,7 +374,7 @@ async fn checkout_down_is_edge_s_own_504_problem() {
             .await
             .unwrap();
         assert_eq!(res.status(), 504);
-        let timing = server_timing(&res);
+        let timing = single_server_timing(&res);
         assert_eq!(names(&timing), ["budget", "checkout"], "one attempt");
         let problem: Problem = res.json().await.unwrap();
         assert_eq!(problem.dependency.as_deref(), Some("checkout"));
@@ -441,7 +405,7 @@ async fn budget_mode_off_waits_for_a_slow_partner_and_budget_mode_does_not() {
         assert_eq!(res.status(), 200);
         assert!(off_elapsed >= ms(2000), "{off_elapsed:?}");
         assert!(
-            names(&server_timing(&res)).contains(&"checkout.inventory"),
+            names(&single_server_timing(&res)).contains(&"checkout.inventory"),
             "off mode still lists attempts"
         );
 
