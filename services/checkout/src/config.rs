@@ -97,19 +97,15 @@ service_kit::service_config! {
     /// | field | flag | default |
     /// | --- | --- | --- |
     /// | `listen` | `--listen` | `127.0.0.1:8081` |
-    /// | `budget_mode` | `--budget-mode` | `on` |
-    /// | `default_budget` | `--default-budget` | `2s` |
-    /// | `max_budget` | `--max-budget` | `10s` |
-    /// | `floor` | `--floor` | `10ms` (ingress: shed with `504` below it) |
+    /// | `budget_mode`, `default_budget`, `max_budget`, `floor`, `max_in_flight` | `--budget-mode`, `--default-budget`, `--max-budget`, `--floor`, `--max-in-flight` | every service's ([`ServiceSettings`'s defaults](ServiceSettings#defaults)); `floor` is the ingress floor (shed with `504` below it) |
     /// | `reserve` | `--reserve` | `5ms` (held back on every outbound call) |
-    /// | `max_in_flight` | `--max-in-flight` | none (`N`: past `N` requests at once, `503` with `Retry-After: 1`) |
     /// | `inventory_url` | `--inventory-url` | `http://127.0.0.1:9000/inventory` (`grpc://host:port/path?query`: over gRPC, the slow partner's `Partner/Call`, with the same floor, attempts, breaker and retry budget) |
     /// | `pricing_url` | `--pricing-url` | `http://127.0.0.1:9000/pricing` |
     /// | `recommendations_url` | `--recommendations-url` | `http://127.0.0.1:9000/recommendations` |
     /// | `recommendations_floor` | `--recommendations-floor` | `1s` |
     /// | `[inventory]`, `[pricing]`, `[recommendations]` | (file only) | see [`DependencySettings`] |
     ///
-    /// The first seven are every service's ([`ServiceSettings`]). With
+    /// The first three rows are every service's fields ([`ServiceSettings`]). With
     /// `budget_mode = off` there is no budget layer, nothing is forwarded,
     /// every attempt gets a fixed 30 s timeout, retries are the fixed
     /// attempt counts, and recommendations is always called.

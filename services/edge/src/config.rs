@@ -51,18 +51,14 @@ service_kit::service_config! {
     /// | field | flag | default |
     /// | --- | --- | --- |
     /// | `listen` | `--listen` | `127.0.0.1:8080` |
-    /// | `budget_mode` | `--budget-mode` | `on` |
-    /// | `default_budget` | `--default-budget` | `2s` (when the caller sends no budget) |
-    /// | `max_budget` | `--max-budget` | `10s` (clamp on what the caller sends) |
-    /// | `floor` | `--floor` | `10ms` (shed with `504` below it, and checkout is not called) |
+    /// | `budget_mode`, `default_budget`, `max_budget`, `floor`, `max_in_flight` | `--budget-mode`, `--default-budget`, `--max-budget`, `--floor`, `--max-in-flight` | every service's ([`ServiceSettings`'s defaults](ServiceSettings#defaults)); below `floor` a request is shed with `504` and checkout is not called |
     /// | `reserve` | `--reserve` | `10ms` (held back on the call to checkout for edge's reply) |
-    /// | `max_in_flight` | `--max-in-flight` | none (`N`: past `N` requests at once, `503` with `Retry-After: 1`) |
     /// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
     /// | `trust_inbound_budget` | `--trust-inbound-budget` | `true` (`false`: every request gets `default_budget`) |
     /// | `strip_internal_headers` | `--strip-internal-headers` | `false` (`true`: no `Server-Timing` to the public) |
     /// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
     ///
-    /// The first seven are every service's ([`ServiceSettings`]). With
+    /// The first three rows are every service's fields ([`ServiceSettings`]). With
     /// `budget_mode = off` there is no budget layer, no budget is forwarded
     /// and the call to checkout has a fixed 30 s timeout.
     pub struct EdgeConfig {

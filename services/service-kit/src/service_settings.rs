@@ -6,21 +6,24 @@ use budget_core::server::{LedgerLayer, ServerConfig};
 
 use crate::{BudgetMode, HttpLimits, RequestLayer};
 
-/// The default [`ServiceSettings::default_budget`]: 2 s.
+/// The default [`ServiceSettings::default_budget`]: 2 s, the library's
+/// own ([`ServerConfig`]'s default); see [the defaults](ServiceSettings#defaults).
 ///
 /// ```
 /// assert_eq!(service_kit::DEFAULT_BUDGET.as_secs(), 2);
 /// ```
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
 
-/// The default [`ServiceSettings::max_budget`]: 10 s.
+/// The default [`ServiceSettings::max_budget`]: 10 s, not the library's
+/// 30 s; see [the defaults](ServiceSettings#defaults) for why.
 ///
 /// ```
 /// assert_eq!(service_kit::DEFAULT_MAX_BUDGET.as_secs(), 10);
 /// ```
 pub const DEFAULT_MAX_BUDGET: Duration = Duration::from_secs(10);
 
-/// The default [`ServiceSettings::floor`]: 10 ms.
+/// The default [`ServiceSettings::floor`]: 10 ms, not the library's 0;
+/// see [the defaults](ServiceSettings#defaults) for why.
 ///
 /// ```
 /// assert_eq!(service_kit::DEFAULT_FLOOR.as_millis(), 10);
@@ -35,6 +38,39 @@ pub const DEFAULT_FLOOR: Duration = Duration::from_millis(10);
 /// [`BudgetFlags`](crate::BudgetFlags) set them.
 ///
 /// "Budget" here is the time budget of a request, not tower's retry budget.
+///
+/// # Defaults
+///
+/// The one place that says every service's defaults of the budget layer
+/// and why they differ from the library's ([`ServerConfig::default`]); a
+/// service's config and flags tables refer here. The budget layer's part
+/// is made from a [`ServerConfig`] and turned back into one
+/// ([`server_config`](Self::server_config)), so the fields a service does
+/// not set are the library's.
+///
+/// | field | a service | the library | why |
+/// | --- | --- | --- | --- |
+/// | `budget_mode` | `on` | (none) | the switch is the services' own |
+/// | `default_budget` | [`DEFAULT_BUDGET`] (`2s`) | `2s` | the same |
+/// | `max_budget` | [`DEFAULT_MAX_BUDGET`] (`10s`) | `30s` | a public edge clamps what a caller can ask for to 10 s, and every hop behind it clamps the same, so no request holds a service's work longer |
+/// | `floor` | [`DEFAULT_FLOOR`] (`10ms`) | `0s` | a request arriving with less than 10 ms is not worth starting: after the reserve, too little is left for a dependency call and the reply; the library sheds only an exhausted budget and leaves the choice to its user |
+/// | `reserve` | each service's (edge `10ms`, checkout `5ms`) | `5ms` | what a service needs for its own reply depends on the service |
+/// | `max_in_flight` | none | none | the same |
+/// | `[ledger]` | 64 entries, 4 KiB | 64 entries, 4 KiB | the same |
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::server::ServerConfig;
+/// use service_kit::ServiceSettings;
+///
+/// let service = ServiceSettings::new("127.0.0.1:8080".parse().unwrap(), Duration::from_millis(10));
+/// let library = ServerConfig::default();
+/// assert_eq!(service.default_budget, library.default_budget);
+/// assert_eq!((service.max_budget, library.max_budget), (Duration::from_secs(10), Duration::from_secs(30)));
+/// assert_eq!((service.floor, library.floor), (Duration::from_millis(10), Duration::ZERO));
+/// ```
+///
+/// # Example
 ///
 /// ```
 /// use std::time::Duration;
@@ -76,8 +112,9 @@ pub struct ServiceSettings {
 }
 
 impl ServiceSettings {
-    /// The defaults of every service (`budget_mode` on, [`DEFAULT_BUDGET`],
-    /// [`DEFAULT_MAX_BUDGET`], [`DEFAULT_FLOOR`]) with the two that differ
+    /// The defaults of every service ([the table](Self#defaults):
+    /// `budget_mode` on, [`DEFAULT_BUDGET`], [`DEFAULT_MAX_BUDGET`],
+    /// [`DEFAULT_FLOOR`], the rest the library's) with the two that differ
     /// from service to service.
     ///
     /// ```
@@ -86,16 +123,30 @@ impl ServiceSettings {
     /// assert_eq!(s.max_budget, Duration::from_secs(10));
     /// ```
     pub fn new(listen: SocketAddr, reserve: Duration) -> Self {
-        Self {
-            listen,
-            budget_mode: BudgetMode::On,
+        let budget = ServerConfig {
             default_budget: DEFAULT_BUDGET,
             max_budget: DEFAULT_MAX_BUDGET,
             floor: DEFAULT_FLOOR,
             reserve,
-            max_in_flight: None,
+            ..ServerConfig::default()
+        };
+        Self::from_server_config(listen, &budget)
+    }
+
+    /// Settings whose budget layer's part is `budget`'s (the inverse of
+    /// [`server_config`](Self::server_config) for the fields a service
+    /// has), with `budget_mode` on and the default [`HttpLimits`].
+    fn from_server_config(listen: SocketAddr, budget: &ServerConfig) -> Self {
+        Self {
+            listen,
+            budget_mode: BudgetMode::On,
+            default_budget: budget.default_budget,
+            max_budget: budget.max_budget,
+            floor: budget.floor,
+            reserve: budget.reserve,
+            max_in_flight: budget.max_in_flight,
             http: HttpLimits::default(),
-            ledger: budget_core::ledger::LedgerLimits::default(),
+            ledger: budget.ledger,
         }
     }
 
@@ -152,5 +203,33 @@ impl ServiceSettings {
         } else {
             RequestLayer::Ledger(LedgerLayer::new(self.ledger))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One set of defaults: a service's differ from the library's only
+    /// where the table of [`ServiceSettings`] says so.
+    #[test]
+    fn a_service_takes_the_library_defaults_but_the_documented_three() {
+        let reserve = Duration::from_millis(7);
+        let service = ServiceSettings::new("127.0.0.1:0".parse().unwrap(), reserve);
+        let library = ServerConfig::default();
+        assert_eq!(DEFAULT_BUDGET, library.default_budget);
+        assert_eq!(
+            service.server_config(),
+            ServerConfig {
+                max_budget: DEFAULT_MAX_BUDGET,
+                floor: DEFAULT_FLOOR,
+                reserve,
+                ..library
+            }
+        );
+        assert_eq!(
+            ServiceSettings::from_server_config(service.listen, &service.server_config()),
+            service
+        );
     }
 }
