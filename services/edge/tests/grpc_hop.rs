@@ -9,29 +9,18 @@ mod common;
 use std::time::Duration;
 
 use budget_core::problem::Problem;
-use slow_partner::{PartnerConfig, PartnerHandle};
+use slow_partner::{FaultMode, PartnerHandle};
+use test_support::{bounded, partner};
 use tokio::time::Instant;
-
-async fn partner() -> PartnerHandle {
-    slow_partner::spawn(PartnerConfig::new("127.0.0.1:0".parse().unwrap()))
-        .await
-        .expect("the partner starts")
-}
 
 fn grpc_url(partner: &PartnerHandle, path_and_query: &str) -> String {
     format!("grpc://{}{path_and_query}", partner.addr())
 }
 
-async fn bounded<T>(test: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), test)
-        .await
-        .expect("the test ran past its bound")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_budget_crosses_the_grpc_hop_as_grpc_timeout() {
     bounded(async {
-        let partner = partner().await;
+        let partner = partner(FaultMode::Normal).await;
         let (edge, _) = common::chain(
             grpc_url(&partner, "/inventory?delay=20ms"),
             partner.url("/pricing"),
@@ -64,7 +53,7 @@ async fn the_budget_crosses_the_grpc_hop_as_grpc_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_grpc_inventory_is_the_contract_s_504_within_the_budget() {
     bounded(async {
-        let partner = partner().await;
+        let partner = partner(FaultMode::Normal).await;
         let (edge, _) = common::chain(
             grpc_url(&partner, "/inventory?delay=5s"),
             partner.url("/pricing"),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use edge::EdgeConfig;
 use service_kit::HttpLimits;
+use test_support::ms;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
@@ -20,10 +21,6 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 
 const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
 
 /// Edge with a 1 s header timeout, a 4 s idle timeout and `max_connections`
 /// (its checkout is never called here).
