@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::{INBOUND, parse_grpc_timeout, parse_millis};
+use super::{FORMATS, INBOUND, format};
 
 /// At most this many characters of a malformed value are kept, so a hostile
 /// header cannot blow up a log line or an error body.
@@ -13,7 +13,7 @@ const MAX_VALUE_CHARS: usize = 64;
 
 /// [`INBOUND`] as a static, so the decoder hands out its names by reference
 /// and clones them without allocating.
-static NAMES: [HeaderName; 6] = INBOUND;
+static NAMES: [HeaderName; FORMATS] = INBOUND;
 
 /// What [`decode`] found in a request's headers.
 ///
@@ -142,27 +142,7 @@ pub(super) fn smallest<'a>(
 }
 
 /// A parser of one header value.
-type Parser = fn(&[u8]) -> Result<Duration, InvalidReason>;
-
-/// Where `header` stands in [`INBOUND`] and how its value is read; `None`
-/// for any other header.
-///
-/// A `match` on the name compiles to a switch on its length and at most one
-/// comparison, faster than comparing each header against the six names
-/// (1.2x on a typical request, 1.9x with all six present: see
-/// BENCHMARKS.md). The test `dispatch_follows_inbound` keeps it in step
-/// with [`INBOUND`].
-fn format(header: &HeaderName) -> Option<(usize, Parser)> {
-    Some(match header.as_str() {
-        "request-budget-ms" => (0, parse_millis),
-        "grpc-timeout" => (1, parse_grpc_timeout),
-        "x-envoy-expected-rq-timeout-ms" => (2, parse_millis),
-        "connect-timeout-ms" => (3, parse_millis),
-        "request-timeout-ms" => (4, parse_millis),
-        "x-request-timeout-ms" => (5, parse_millis),
-        _ => return None,
-    })
-}
+pub(super) type Parser = fn(&[u8]) -> Result<Duration, InvalidReason>;
 
 /// The inbound header of `rank`.
 pub(super) fn name(rank: usize) -> &'static HeaderName {
@@ -372,6 +352,22 @@ mod tests {
             Decoded::Invalid(err) => err,
             other => panic!("expected Invalid, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_inbound_formats_in_tie_order() {
+        assert_eq!(INBOUND.len(), 6);
+        assert_eq!(
+            INBOUND,
+            [
+                REQUEST_BUDGET_MS,
+                GRPC_TIMEOUT,
+                X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+                CONNECT_TIMEOUT_MS,
+                REQUEST_TIMEOUT_MS,
+                X_REQUEST_TIMEOUT_MS,
+            ]
+        );
     }
 
     #[test]
