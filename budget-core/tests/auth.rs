@@ -387,3 +387,45 @@ async fn no_first_token_is_an_auth_error_and_nothing_is_sent() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_401s_a_refresh_answers_do_not_open_the_circuit() {
+    bounded(async {
+        let s = setup(ms(50), |c| {
+            c.breaker = Some(budget_core::breaker::BreakerConfig {
+                failure_threshold: 3,
+                ..Default::default()
+            });
+        })
+        .await;
+        let first = s.client.get("").budget(Budget::new(ms(5000))).send().await;
+        assert_eq!(first.unwrap().status(), StatusCode::OK);
+        s.issuer.revoke();
+        // Twenty 401s at once (far over the breaker's threshold of 3),
+        // each answered by the one refresh and a retry.
+        let calls: Vec<_> = (0..20)
+            .map(|_| {
+                let client = s.client.clone();
+                tokio::spawn(async move {
+                    client
+                        .get("")
+                        .budget(Budget::new(ms(10_000)))
+                        .send()
+                        .await
+                        .map(|r| r.status())
+                })
+            })
+            .collect();
+        for call in calls {
+            assert_eq!(call.await.unwrap().unwrap(), StatusCode::OK);
+        }
+        assert_eq!(s.issuer.minted(), 2);
+        let after = s.client.get("").budget(Budget::new(ms(5000))).send().await;
+        assert_eq!(
+            after.unwrap().status(),
+            StatusCode::OK,
+            "the circuit is closed"
+        );
+    })
+    .await;
+}

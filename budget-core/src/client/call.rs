@@ -59,6 +59,10 @@ pub(crate) struct Plan {
     pub(crate) method: http::Method,
     /// The request's criticality: the permit queue's order.
     pub(crate) criticality: Criticality,
+    /// A `401` is answered by refreshing the client's token (the `auth`
+    /// module), not a sign of a failing dependency: the breaker hears it
+    /// as neutral.
+    pub(crate) refreshes_auth: bool,
 }
 
 /// What one attempt is told.
@@ -230,7 +234,7 @@ where
         }
         meter::attempt_done(name, &plan.method, &outcome, took);
         if let Some(permit) = breaker_permit.take() {
-            permit.record(verdict_of(&result));
+            permit.record(verdict_of(&result, &plan));
         }
 
         let floor = settings.floor.current();
@@ -327,9 +331,13 @@ fn outcome_of(result: &AttemptResult, clock: &dyn WallClock) -> Outcome {
     }
 }
 
-/// What the breaker hears of an attempt's result.
-fn verdict_of(result: &AttemptResult) -> Verdict {
+/// What the breaker hears of an attempt's result: a `401` the client
+/// answers with a token refresh is neutral.
+fn verdict_of(result: &AttemptResult, plan: &Plan) -> Verdict {
     match result {
+        Ok(res) if plan.refreshes_auth && res.status() == http::StatusCode::UNAUTHORIZED => {
+            Verdict::Neutral
+        }
         Ok(res) => Verdict::from_status(res.status()),
         Err(e) => e.verdict,
     }
@@ -380,7 +388,7 @@ impl Race<'_> {
         let mut first = std::pin::pin!(first);
         let settle_first = |breaker: Option<BreakerPermit>, result: &AttemptResult| {
             if let Some(permit) = breaker {
-                permit.record(verdict_of(result));
+                permit.record(verdict_of(result, self.plan));
             }
         };
         let due = started.checked_add(delay).unwrap_or(started);
@@ -447,7 +455,7 @@ impl Race<'_> {
                         Some((failed, ran)) => {
                             record(Entry::attempt(&*hedge_name, 1, ran, outcome_of(&failed, self.clock).to_string()));
                             if let Some(permit) = hedge_breaker {
-                                permit.record(verdict_of(&failed));
+                                permit.record(verdict_of(&failed, self.plan));
                             }
                         }
                         // The hedge is cancelled: its breaker permit is
@@ -464,7 +472,7 @@ impl Race<'_> {
                         continue;
                     }
                     if let Some(permit) = hedge_breaker {
-                        permit.record(verdict_of(&result));
+                        permit.record(verdict_of(&result, self.plan));
                     }
                     match first_failed.take() {
                         Some((failed, ran)) => {
@@ -844,6 +852,7 @@ mod tests {
             may_retry: true,
             method: http::Method::GET,
             criticality: Criticality::Default,
+            refreshes_auth: false,
         }
     }
 

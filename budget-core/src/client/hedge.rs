@@ -382,6 +382,7 @@ impl Declined {
     }
 
     /// Every label, for registering the counters at 0.
+    #[cfg(feature = "metrics")]
     pub(crate) const ALL: [Declined; 4] = [
         Declined::HedgeBudget,
         Declined::Floor,

@@ -156,11 +156,11 @@ pub mod stale;
 pub use auth::{AUTH_SUFFIX, InvalidToken, Token, TokenSource, TokenUnavailable};
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use call::QUEUE_SUFFIX;
-pub use optional::{OptionalResponse, Skipped};
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     DependencyConfig, OnUnavailable, TimeoutMode,
 };
+pub use optional::{OptionalResponse, Skipped};
 
 /// The old name of [`TimeoutMode`] (how a client spends time: from the
 /// budget or with a fixed timeout).
@@ -175,6 +175,7 @@ pub type Mode = TimeoutMode;
 pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
+#[cfg(feature = "metrics")]
 pub(crate) use hedge::Declined as HedgeDeclined;
 pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 pub use request::RequestBuilder;

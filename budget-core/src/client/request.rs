@@ -378,18 +378,20 @@ impl RequestBuilder {
             headers.insert(REQUEST_CRITICALITY, criticality.header_value());
         }
         let may_retry = is_idempotent(&self.method, &headers);
+        let own_credentials = auth::has_own(&headers);
+        let refreshes_auth = inner.auth.is_some() && !own_credentials;
         let plan = |ledger: Option<Ledger>| Plan {
             timing,
             ledger,
             may_retry,
             method: self.method.clone(),
             criticality,
+            refreshes_auth,
         };
         let stale_key = settings
             .stale
             .as_ref()
             .and_then(|_| StaleCache::key(&self.method, &self.url));
-        let own_credentials = auth::has_own(&headers);
         let prepared = Prepared {
             method: self.method.clone(),
             url: self.url,
