@@ -5,6 +5,8 @@
 //! are pinned with a paused clock in the module's unit tests. Every test
 //! runs under an outer timeout.
 
+mod support;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -20,17 +22,13 @@ use budget_core::client::{
 use budget_core::ledger::{Entry, Ledger};
 use budget_core::{Budget, Floor};
 use http::StatusCode;
+use support::ms;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
+/// Runs a test body under a 30 s outer timeout.
 async fn bounded<F: Future<Output = ()>>(body: F) {
-    tokio::time::timeout(Duration::from_secs(30), body)
-        .await
-        .expect("test took over 30 s");
+    support::bounded_by(30, body).await;
 }
 
 /// Who mints tokens and which one the server accepts: only the last one

@@ -25,18 +25,12 @@ use budget_core::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
 use budget_core::server::ServerConfig;
 use budget_core::{Budget, Floor};
 use http::StatusCode;
-use support::{Answer, Behaviour, Blackhole, Partner, Raw, eventually, refused_addr};
+use support::{Answer, Behaviour, Blackhole, Partner, Raw, eventually, ms, refused_addr};
 use tokio::time::Instant;
 
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
-/// Runs a test body under an outer timeout, so a bug hangs nothing.
+/// Runs a test body under a 20 s outer timeout.
 async fn bounded<F: Future<Output = ()>>(body: F) {
-    tokio::time::timeout(Duration::from_secs(20), body)
-        .await
-        .expect("test took over 20 s");
+    support::bounded_by(20, body).await;
 }
 
 /// A dependency with a deterministic 20 ms -> 200 ms backoff.

@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
@@ -17,12 +15,8 @@ use budget_core::telemetry::semconv::*;
 use budget_core::{Floor, telemetry};
 use http::{Request, StatusCode};
 use metrics_exporter_prometheus::PrometheusBuilder;
-use support::{Answer, Partner};
+use support::{Answer, Partner, ms};
 use tower::ServiceExt;
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
 
 fn dependency(name: &str, url: String) -> DependencyConfig {
     let mut c = DependencyConfig::new(name, url);

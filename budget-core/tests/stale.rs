@@ -17,17 +17,12 @@ use budget_core::ledger::{Entry, Ledger};
 use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
 use budget_core::{Budget, Floor};
 use http::StatusCode;
-use support::{Answer, Partner, refused_addr};
+use support::{Answer, Partner, ms, refused_addr};
 use tokio::time::Instant;
 
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
+/// Runs a test body under a 20 s outer timeout.
 async fn bounded<F: Future<Output = ()>>(body: F) {
-    tokio::time::timeout(Duration::from_secs(20), body)
-        .await
-        .expect("test took over 20 s");
+    support::bounded_by(20, body).await;
 }
 
 /// A dependency with the stale fallback, 2 attempts and a 10 ms backoff.

@@ -7,12 +7,13 @@
 //! subscriber is the thread's default, so every test runs on a
 //! current-thread runtime with its servers spawned on it.
 
+mod support;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -27,19 +28,14 @@ use budget_core::{Floor, ledger::parse_server_timing};
 use opentelemetry::trace::{SpanId, SpanKind, TraceId, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use support::ms;
 use tracing::Instrument;
 use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::layer::SubscriberExt;
 
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
-/// Runs a test body under an outer timeout, so a bug hangs nothing.
+/// Runs a test body under a 20 s outer timeout.
 async fn bounded<F: Future<Output = ()>>(body: F) {
-    tokio::time::timeout(Duration::from_secs(20), body)
-        .await
-        .expect("test took over 20 s");
+    support::bounded_by(20, body).await;
 }
 
 /// An in-memory span exporter behind a `tracing-opentelemetry` layer,

@@ -949,6 +949,23 @@ mod tests {
 
     use crate::client::HedgeConfig;
 
+    /// One call of `settings` to `fake` with a budget of `budget` ms.
+    async fn shaped(
+        settings: &Settings,
+        ledger: &Ledger,
+        budget: u64,
+        fake: &Shaped,
+    ) -> BudgetResponse {
+        run(
+            settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(budget))), ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn hedge_a_slow_first_attempt_is_hedged_after_the_delay_and_the_first_answer_wins() {
         let settings = hedged(40).settings(None).unwrap();
@@ -990,14 +1007,7 @@ mod tests {
         let ledger = Ledger::new();
         let fake = Shaped::new(&[(200, 100), (200, 1000)]);
         let start = Instant::now();
-        let res = run(
-            &settings,
-            &clock(),
-            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap();
+        let res = shaped(&settings, &ledger, 2000, &fake).await;
         assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(100)));
         assert_eq!(
             ledger.server_timing(),
@@ -1010,14 +1020,7 @@ mod tests {
         let settings = hedged(40).settings(None).unwrap();
         let ledger = Ledger::new();
         let fake = Shaped::new(&[(503, 30), (200, 30)]);
-        let res = run(
-            &settings,
-            &clock(),
-            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap();
+        let res = shaped(&settings, &ledger, 2000, &fake).await;
         // A 503 is an answer: no hedge, the retry policy's retry.
         assert_eq!((res.status(), res.attempts()), (StatusCode::OK, 2));
         assert_eq!(
@@ -1032,14 +1035,7 @@ mod tests {
         let ledger = Ledger::new();
         let fake = Shaped::new(&[(0, 50), (200, 100)]);
         let start = Instant::now();
-        let res = run(
-            &settings,
-            &clock(),
-            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap();
+        let res = shaped(&settings, &ledger, 2000, &fake).await;
         assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(140)));
         assert_eq!(
             ledger.server_timing(),
@@ -1055,14 +1051,7 @@ mod tests {
         let ledger = Ledger::new();
         let fake = Shaped::new(&[(200, 300), (200, 10)]);
         let start = Instant::now();
-        let res = run(
-            &settings,
-            &clock(),
-            plan(Timing::Budget(Budget::new(ms(530))), &ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap();
+        let res = shaped(&settings, &ledger, 530, &fake).await;
         // 40 ms in, 490 ms are left: below the 500 ms floor.
         assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(300)));
         assert_eq!(fake.sent(), 1);
@@ -1103,14 +1092,7 @@ mod tests {
         let settings = c.settings(None).unwrap();
         let fake = Shaped::new(&[(200, 100)]);
         for _ in 0..100 {
-            run(
-                &settings,
-                &clock(),
-                plan(Timing::Budget(Budget::new(ms(2000))), &Ledger::new()),
-                |s| fake.attempt(s),
-            )
-            .await
-            .unwrap();
+            shaped(&settings, &Ledger::new(), 2000, &fake).await;
         }
         // Every call was slow enough for a hedge; the budget allowed 10.
         assert_eq!(fake.sent(), 110);
@@ -1125,27 +1107,19 @@ mod tests {
             ..HedgeConfig::default()
         });
         let settings = c.settings(None).unwrap();
-        async fn go(settings: &Settings, fake: &Shaped) {
-            run(
-                settings,
-                &clock(),
-                plan(Timing::Budget(Budget::new(ms(2000))), &Ledger::new()),
-                |s| fake.attempt(s),
-            )
-            .await
-            .unwrap();
-        }
+        let ledger = Ledger::new();
+        let go = |fake| shaped(&settings, &ledger, 2000, fake);
         let slow = Shaped::new(&[(200, 300), (200, 20)]);
-        go(&settings, &slow).await;
+        go(&slow).await;
         assert_eq!(slow.sent(), 1, "cold: no latency known, no hedge");
         let fast = Shaped::new(&[(200, 20)]);
         for _ in 0..30 {
-            go(&settings, &fast).await;
+            go(&fast).await;
         }
         tokio::time::advance(ms(200)).await;
         let slow = Shaped::new(&[(200, 300), (200, 20)]);
         let start = Instant::now();
-        go(&settings, &slow).await;
+        go(&slow).await;
         assert_eq!(slow.sent(), 2);
         // The p95 of 30 samples of 20 ms and one of 300 ms: hedged at 20 ms.
         let hedge_at = slow.starts(start)[1].0;

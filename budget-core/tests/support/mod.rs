@@ -18,6 +18,19 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+/// `v` milliseconds.
+pub fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// Runs a test body under an outer timeout (`secs`), so a bug hangs
+/// nothing.
+pub async fn bounded_by<F: std::future::Future<Output = ()>>(secs: u64, body: F) {
+    tokio::time::timeout(Duration::from_secs(secs), body)
+        .await
+        .unwrap_or_else(|_| panic!("test took over {secs} s"));
+}
+
 /// One scripted answer of the [`Partner`].
 #[derive(Clone, Debug)]
 pub struct Answer {
