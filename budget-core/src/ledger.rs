@@ -330,12 +330,7 @@ impl Entry {
                 write_metric(out, dependency, "", None, Some(reason))
             }
             Entry::Stale { dependency, age } => {
-                let desc = if age.as_secs() == 0 {
-                    format!("stale {}ms", age.as_millis())
-                } else {
-                    format!("stale {}s", age.as_secs())
-                };
-                write_metric(out, dependency, "", None, Some(&desc))
+                write_metric(out, dependency, "", None, Some(&stale_note(*age)))
             }
             Entry::Local {
                 name,
@@ -499,6 +494,24 @@ fn ingress_header_render(millis: &MillisText) -> Option<http::HeaderValue> {
         at += part.len();
     }
     http::HeaderValue::from_bytes(&buf[..at]).ok()
+}
+
+/// The note of a stale answer `age` old, as its ledger entry's `desc`
+/// says it (and a caller that marks its answer degraded): `stale` and the
+/// age, in whole seconds from 1 s on, in milliseconds below.
+///
+/// ```
+/// # use std::time::Duration;
+/// use budget_core::ledger::stale_note;
+/// assert_eq!(stale_note(Duration::from_millis(12_700)), "stale 12s");
+/// assert_eq!(stale_note(Duration::from_millis(350)), "stale 350ms");
+/// ```
+pub fn stale_note(age: Duration) -> String {
+    if age.as_secs() == 0 {
+        format!("stale {}ms", age.as_millis())
+    } else {
+        format!("stale {}s", age.as_secs())
+    }
 }
 
 /// RFC 9110's `tchar`, for a `char`: the one rule for a token, here and in

@@ -18,7 +18,7 @@ use crate::telemetry::trace;
 
 /// A request ready to be sent any number of times (its body is `Bytes`, so
 /// every attempt replays it).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Prepared {
     pub(crate) method: Method,
     pub(crate) url: Url,

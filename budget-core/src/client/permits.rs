@@ -83,12 +83,12 @@ impl Permits {
         give_up_at: Instant,
         criticality: Criticality,
     ) -> Result<Permit, (Duration, Option<RefusalReason>)> {
+        if let Some(permit) = self.try_acquire(criticality) {
+            return Ok(permit);
+        }
         let start = Instant::now();
         match self {
             Permits::Fifo(semaphore, _) => {
-                if let Ok(permit) = Arc::clone(semaphore).try_acquire_owned() {
-                    return Ok(Permit::fifo(permit, None));
-                }
                 let acquired =
                     tokio::time::timeout_at(give_up_at, Arc::clone(semaphore).acquire_owned())
                         .await;
@@ -100,9 +100,6 @@ impl Permits {
                 }
             }
             Permits::Queue { queue, .. } => {
-                if let Some(permit) = queue.try_acquire(criticality) {
-                    return Ok(Permit::queued(permit, None));
-                }
                 match queue.acquire(Waiter::new(give_up_at, criticality)).await {
                     Ok(permit) => {
                         let waited = permit.waited();
@@ -114,7 +111,8 @@ impl Permits {
         }
     }
 
-    /// A permit if one is free now, without waiting (a hedge never waits).
+    /// A permit if one is free now, without waiting: the fast path of
+    /// [`acquire`](Self::acquire), and all a hedge asks (it never waits).
     pub(crate) fn try_acquire(&self, criticality: Criticality) -> Option<Permit> {
         match self {
             Permits::Fifo(semaphore, _) => Arc::clone(semaphore)

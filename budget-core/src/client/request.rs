@@ -378,8 +378,8 @@ impl RequestBuilder {
             headers.insert(REQUEST_CRITICALITY, criticality.header_value());
         }
         let may_retry = is_idempotent(&self.method, &headers);
-        let own_credentials = auth::has_own(&headers);
-        let refreshes_auth = inner.auth.is_some() && !own_credentials;
+        // A request with its own `Authorization` is sent as it is.
+        let refreshes_auth = inner.auth.is_some() && !auth::has_own(&headers);
         let plan = |ledger: Option<Ledger>| Plan {
             timing,
             ledger,
@@ -404,7 +404,7 @@ impl RequestBuilder {
         // stale fallback around both: see the `auth` and `stale` modules.
         let settle_in = stale_key.as_ref().and_then(|_| ledger.clone());
         let result = match &inner.auth {
-            Some(auth) if !own_credentials => {
+            Some(auth) if refreshes_auth => {
                 let floor = settings.floor.current().floor;
                 auth::send_with_token(
                     auth,
@@ -451,16 +451,9 @@ async fn engine(
 
 /// `prepared` with `Authorization: <value>`.
 fn with_authorization(prepared: &Prepared, value: HeaderValue) -> Prepared {
-    let mut headers = prepared.headers.clone();
-    headers.insert(AUTHORIZATION, value);
-    Prepared {
-        method: prepared.method.clone(),
-        url: prepared.url.clone(),
-        headers,
-        body: prepared.body.clone(),
-        trace_query: prepared.trace_query,
-        inbound_trace: prepared.inbound_trace.clone(),
-    }
+    let mut with = prepared.clone();
+    with.headers.insert(AUTHORIZATION, value);
+    with
 }
 
 /// `base` with `path` appended to its path and `path`'s query, if any,

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use budget_core::client::{BudgetClient, CallError, OptionalResponse, RequestBuilder};
-use budget_core::ledger::{Entry, Ledger, parse_server_timing};
+use budget_core::ledger::{Ledger, stale_note};
 use budget_core::problem::Problem;
 use budget_core::retry::IDEMPOTENCY_KEY;
 use bytes::Bytes;
@@ -186,11 +186,7 @@ async fn optional(req: RequestBuilder, name: &str) -> (Option<Value>, Option<Deg
 /// A dependency answered from a stale value `age` old: the reason is the
 /// ledger's note (`stale 12s`).
 fn stale(dependency: &str, age: Duration) -> Degraded {
-    let note = Entry::stale(dependency, age).to_string();
-    let reason = parse_server_timing(&note)
-        .pop()
-        .and_then(|metric| metric.desc)
-        .unwrap_or_else(|| "stale".to_owned());
+    let reason = stale_note(age);
     tracing::info!(dependency, %reason, "dependency answered from a stale value: degraded");
     Degraded {
         dependency: dependency.to_owned(),
@@ -200,6 +196,8 @@ fn stale(dependency: &str, age: Duration) -> Degraded {
 
 #[cfg(test)]
 mod tests {
+    use budget_core::ledger::{Entry, parse_server_timing};
+
     use super::*;
 
     #[test]
@@ -209,6 +207,9 @@ mod tests {
             (d.dependency.as_str(), d.reason.as_str()),
             ("inventory", "stale 12s")
         );
+        let entry = Entry::stale("inventory", Duration::from_millis(12_400)).to_string();
+        let desc = parse_server_timing(&entry).pop().and_then(|m| m.desc);
+        assert_eq!(desc.as_deref(), Some(d.reason.as_str()));
         assert_eq!(
             stale("pricing", Duration::from_millis(40)).reason,
             "stale 40ms"
