@@ -412,13 +412,7 @@ async fn wait_for(
         return Ok(current);
     }
     let start = Instant::now();
-    let until = match timing {
-        Timing::Budget(net) => net
-            .deadline()
-            .checked_sub(floor.get())
-            .map_or(start, |until| until.max(start)),
-        Timing::Fixed(timeout) => start.checked_add(timeout).unwrap_or(start),
-    };
+    let until = timing.wait_until(start, floor);
     let result = auth.refresh(replacing, until).await;
     let waited = start.elapsed();
     let desc = match &result {

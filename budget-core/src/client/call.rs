@@ -568,10 +568,10 @@ impl Timing {
         }
     }
 
-    /// Until when a call may wait for a concurrency permit: until only the
-    /// floor is left (later, the call could not be made anyway), or the
-    /// fixed timeout from `start`.
-    fn wait_until(self, start: Instant, floor: Floor) -> Instant {
+    /// Until when a call may wait for a concurrency permit (or a token
+    /// refresh): until only the floor is left (later, the call could not
+    /// be made anyway), or the fixed timeout from `start`.
+    pub(crate) fn wait_until(self, start: Instant, floor: Floor) -> Instant {
         match self {
             Timing::Budget(net) => net
                 .deadline()
