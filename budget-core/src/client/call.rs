@@ -6,6 +6,7 @@
 //! clock and no sockets; [`attempt`](super::attempt) is the reqwest one.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -199,10 +200,12 @@ where
             .permits
             .as_ref()
             .and_then(Permits::adaptive_in_flight);
-        let sent = bounded(
+        // Pinned where it is: awaiting it (or racing it) through the pin
+        // keeps one copy of the attempt's state in this future, not two.
+        let mut sent = std::pin::pin!(bounded(
             window,
             attempt(AttemptSpec { number, budget }).instrument(span.clone()),
-        );
+        ));
         let hedge_delay = hedging.filter(|_| number == 1).and_then(Hedging::delay);
         let (result, took, hedge_won) = match (hedging, hedge_delay) {
             (Some(hedging), Some(delay)) => {
@@ -215,10 +218,13 @@ where
                     started,
                 };
                 let primary_breaker = breaker_permit.take();
-                let raced = race.run(delay, sent, primary_breaker, &mut attempt).await;
+                // Boxed: a race holds a second attempt, and only hedged
+                // calls should carry its size.
+                let raced =
+                    Box::pin(race.run(delay, sent.as_mut(), primary_breaker, &mut attempt)).await;
                 (raced.result, raced.took, raced.hedge_won)
             }
-            _ => (sent.await, started.elapsed(), false),
+            _ => (sent.as_mut().await, started.elapsed(), false),
         };
 
         let outcome = outcome_of(&result, clock);
@@ -374,7 +380,7 @@ impl Race<'_> {
     async fn run<A, F, P>(
         &self,
         delay: Duration,
-        first: P,
+        mut first: Pin<&mut P>,
         first_breaker: Option<BreakerPermit>,
         attempt: &mut A,
     ) -> Raced
@@ -385,7 +391,6 @@ impl Race<'_> {
     {
         let name = &self.settings.name;
         let started = self.started;
-        let mut first = std::pin::pin!(first);
         let settle_first = |breaker: Option<BreakerPermit>, result: &AttemptResult| {
             if let Some(permit) = breaker {
                 permit.record(verdict_of(result, self.plan));

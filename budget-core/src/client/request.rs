@@ -278,7 +278,12 @@ impl RequestBuilder {
     /// # Ok(()) }
     /// ```
     pub fn send(self) -> impl Future<Output = Result<BudgetResponse, CallError>> + Send + 'static {
-        self.run(context::current())
+        // Boxed: the call's state (its attempt in flight, the retry loop)
+        // is several KB, and a future held inline is copied every time the
+        // caller's own future moves (into axum's box, into a spawned task):
+        // one allocation costs less than those copies (BENCHMARKS.md, "The
+        // server layer's cost in instructions").
+        Box::pin(self.run(context::current()))
     }
 
     /// Like [`send`](Self::send), for a dependency configured with
@@ -406,7 +411,9 @@ impl RequestBuilder {
         let result = match &inner.auth {
             Some(auth) if refreshes_auth => {
                 let floor = settings.floor.current().floor;
-                auth::send_with_token(
+                // Boxed: it may hold two passes of the engine, and only
+                // clients with a token source should carry their size.
+                Box::pin(auth::send_with_token(
                     auth,
                     &settings.name,
                     timing,
@@ -416,7 +423,7 @@ impl RequestBuilder {
                         let prepared = with_authorization(&prepared, token);
                         engine(inner, plan(ledger.clone()), prepared)
                     },
-                )
+                ))
                 .await
             }
             _ => engine(inner, plan(ledger), prepared).await,
@@ -488,6 +495,22 @@ mod tests {
 
     fn j(base: &str, path: &str) -> String {
         join(&Url::parse(base).unwrap(), path).to_string()
+    }
+
+    #[test]
+    fn a_call_future_is_one_pointer_and_its_state_stays_small() {
+        // Regression guard: a hedge's race and the token refresh once made
+        // the call's state about 15 KB, copied on every move of the
+        // caller's future (BENCHMARKS.md, "The server layer's cost in
+        // instructions": 32 000 instructions per call).
+        let client = crate::client::DependencyConfig::new("backend", "http://127.0.0.1:9/")
+            .build()
+            .unwrap();
+        let send = client.get("").send();
+        assert_eq!(std::mem::size_of_val(&send), std::mem::size_of::<usize>());
+        let state = client.get("").run(None);
+        let size = std::mem::size_of_val(&state);
+        assert!(size <= 8 * 1024, "the call's state is {size} bytes");
     }
 
     #[test]
