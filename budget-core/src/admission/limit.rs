@@ -21,12 +21,14 @@
 //!    `[min, max]`), the calls already in flight drain, and the mean latency
 //!    of `probe_samples` calls started during the probe, with at most that
 //!    many in flight, becomes `min_rtt`. Before the first probe, `min_rtt`
-//!    is the latency of the client's first successful call (it met a
-//!    partner this client had not queued yet), so that a client starting
-//!    under load does not first spend `probe_samples` round trips at 3 in
-//!    flight; the first probe follows `probe_interval` later, another every
-//!    `probe_interval` after it (plus up to `probe_jitter` of it, so that
-//!    many clients do not probe together).
+//!    is the mean latency of the client's first three calls (those sent
+//!    with at most the probe's limit in flight: they met a partner this
+//!    client had not queued yet), so that a client starting under load
+//!    does not first spend `probe_samples` round trips at 3 in flight. Not
+//!    the first answer alone: that is the fastest of a burst, below the
+//!    partner's mean. The first probe follows `probe_interval` later,
+//!    another every `probe_interval` after it (plus up to `probe_jitter` of
+//!    it, so that many clients do not probe together).
 //!    During a probe the limit the calls were running at is kept and comes
 //!    back when the probe ends.
 //! 2. **Sample windows.** Outside a probe, the latencies of successful calls
@@ -40,22 +42,41 @@
 //!    answers would never see the queue behind them.
 //! 3. **Gradient.** When a window closes,
 //!    `gradient = min_rtt * (1 + buffer) / mean_rtt`, clamped into
-//!    `[0.5, 2]`, and `limit = limit * gradient + sqrt(limit * gradient)`.
-//!    Where latency is at its no-queue level the gradient is `1 + buffer` and
-//!    the limit grows; once a queue forms at the partner the mean latency is
-//!    `limit / W * min_rtt` (Little's law), so the limit settles at
-//!    `(1 + buffer) * W + sqrt((1 + buffer) * W)`: `W` plus a queue of a
-//!    square root's size that keeps every worker busy. The mean is the
-//!    statistic used (not a percentile) because it sees a queue in proportion
-//!    to its length; the clamp at `0.5` bounds what one slow outlier can do
-//!    to one window.
-//! 4. **App-limited rule.** A window may raise the limit only if one of the
-//!    calls answered in it started with at least half the limit in flight
-//!    (Netflix's rule): a client that never uses its limit learns nothing
-//!    about whether more would be better, and must not ratchet it up to
-//!    `max`.
-//! 5. **Drops.** A [`Sample::Dropped`] (timeout, overload answer, connection
-//!    failure) multiplies the limit by `drop_factor`, at most once per round
+//!    `[0.5, 2]`, and `limit = limit * gradient + headroom`. Where latency
+//!    is at its no-queue level the gradient is `1 + buffer` and the limit
+//!    grows. The mean is the statistic used (not a percentile) because it
+//!    sees a queue in proportion to its length; the clamp at `0.5` bounds
+//!    what one slow outlier can do to one window.
+//! 4. **The knee.** A window whose mean is above `min_rtt * (1 + buffer)`
+//!    saw a queue: its `peak` calls in flight took `mean_rtt` where one
+//!    alone takes `min_rtt`, so the partner serves about
+//!    `peak * min_rtt / mean_rtt` at once (Little's law). A moving average
+//!    of that is the knee, `W`. After a queued window the limit is at most
+//!    `(1 + buffer) * W + headroom` (and at least half what it was); past
+//!    that, a window without a queue adds one call, not a square root.
+//! 5. **Headroom from the callers' budgets.** The headroom is a queue of
+//!    `h` calls at the partner: each call then waits about
+//!    `h / W * min_rtt`. It is a square root of the limit (Envoy's
+//!    headroom, which keeps every worker busy) when the calls carry no
+//!    budget ([`AdaptiveLimit::on_sample`]); when they do
+//!    ([`AdaptiveLimit::on_sample_within`], what the client does in budget
+//!    mode), it is at most what costs the callers 1/32 of their slack, their
+//!    mean budget beyond one `min_rtt`. Callers with 38 no-queue latencies
+//!    to spare (a 2 s budget, a 50 ms partner) keep the square root; callers
+//!    with half of one to spare (a partner 20 times slower) get a limit at
+//!    the knee, and the queue stands in the client, where the permit queue
+//!    knows their deadlines. So the limit settles near
+//!    `(1 + buffer) * W + sqrt(W)` for callers with time, near `W` for
+//!    callers without.
+//! 6. **App-limited rule.** A window may raise the limit only if one of the
+//!    calls answered in it started with the whole limit in flight: a client
+//!    that does not use its limit learns nothing about whether more would
+//!    be better, and must not ratchet it up to `max` (Netflix's rule, with
+//!    the whole limit rather than half: with budgets, a limit larger than
+//!    the demand is a queue waiting to form at the next burst).
+//! 7. **Drops.** A [`Sample::Dropped`] (overload answer, connection
+//!    failure) or [`Sample::TimedOut`] multiplies the limit by
+//!    `drop_factor`, at most once per round
 //!    trip: a drop cuts the limit only if its call started after the
 //!    previous cut, so a burst of timeouts from calls sent together is one
 //!    cut, not a collapse to `min` (as TCP halves its window once per round
@@ -63,12 +84,19 @@
 //!    failures come back in a millisecond (half its answers `503`, say) is
 //!    one signal per window, not a cut per answer that would leave the
 //!    limit below the partner's capacity for the answers that succeed.
-//! 6. **A slower partner.** If the partner becomes slower for good (say ten
+//!    A timed-out call's latency also counts in its window's mean: the
+//!    answers that came in time are those that met no queue, and a mean of
+//!    them alone would not see the queue the timeouts did.
+//! 8. **A slower partner.** If the partner becomes slower for good (say ten
 //!    times), every window's gradient hits the `0.5` clamp; after 5 such
 //!    windows in a row a probe re-measures `min_rtt` at once, and the limit
 //!    grows back towards `W` from there instead of staying at its floor until
-//!    the next periodic probe. A partner that becomes faster is seen at once:
-//!    a window whose mean is below `min_rtt` lowers `min_rtt` to it.
+//!    the next periodic probe (the probe forgets the knee). A partner that
+//!    becomes faster is seen at once: a window whose mean is more than the
+//!    buffer below `min_rtt` lowers `min_rtt` to it. Only by more than the
+//!    buffer: the lowest of many noisy window means is below the partner's
+//!    no-queue latency, and a `min_rtt` biased low reads every window as a
+//!    queue.
 //!
 //! ## Why not Gradient2?
 //!
@@ -133,6 +161,12 @@ const MIN_GRADIENT: f64 = 0.5;
 const MAX_GRADIENT: f64 = 2.0;
 /// Consecutive windows at [`MIN_GRADIENT`] that start a new probe.
 const FLOOR_WINDOWS: u32 = 5;
+/// The weight of a queued window in the moving average of the knee.
+const KNEE_WEIGHT: f64 = 0.3;
+/// The share of the callers' slack a standing partner queue may cost
+/// them. Small: a call does not know what the calls after it in its
+/// request still need of the same budget.
+const SLACK_SHARE: f64 = 1.0 / 32.0;
 
 /// A concurrency limit as a config file says it: a fixed number, or
 /// adaptive.
@@ -466,10 +500,15 @@ impl AdaptiveLimitConfig {
 pub enum Sample {
     /// An answer: its latency is a measurement of the partner.
     Success,
-    /// A sign of overload: a timeout, an overload answer (`503`, `429`), a
+    /// A sign of overload: an overload answer (`503`, `429`), a
     /// connection failure. Cuts the limit by `drop_factor`, at most once per
     /// round trip; its latency is not used.
     Dropped,
+    /// A call that ran out of time before its answer: a drop, and its
+    /// latency (the answer would have taken at least this) counts in the
+    /// window's mean, so that a queue the successful answers do not show
+    /// (only the calls that met none answered in time) is seen.
+    TimedOut,
     /// Says nothing about load (say a `404`): changes nothing.
     Ignore,
 }
@@ -528,13 +567,19 @@ struct State {
     last_cut: Option<Instant>,
     /// When the next periodic probe starts (`None`: never, or not yet set).
     next_probe: Option<Instant>,
+    /// The knee: how many calls the partner holds without a queue,
+    /// estimated from the windows that showed one since the last probe
+    /// (see [`AdaptiveLimit::close_window`]).
+    knee: Option<f64>,
 }
 
 /// Where the controller is.
 #[derive(Debug)]
 enum Phase {
-    /// No call has finished yet.
-    Unstarted,
+    /// Before the first `min_rtt`: the answers of calls started with at
+    /// most the probe's limit in flight (the client's first calls), and
+    /// every successful answer.
+    Unstarted { first: Mean, answers: usize },
     /// Measuring `min_rtt` at the probe limit.
     Probing { since: Instant, mean: Mean },
     /// Collecting a sample window.
@@ -542,6 +587,11 @@ enum Phase {
         since: Instant,
         mean: Mean,
         peak_in_flight: usize,
+        /// The most calls in flight when one of the calls in `mean`
+        /// started.
+        peak_in_mean: usize,
+        /// The budgets of the calls in `mean` that had one.
+        budgets: Mean,
     },
 }
 
@@ -551,8 +601,20 @@ enum Step {
     Continue,
     /// The probe, with this mean latency.
     ProbeDone(Duration),
-    /// The window, with this mean latency and peak in flight.
-    WindowDone(Duration, usize),
+    /// The window, with what it saw.
+    WindowDone(Round),
+}
+
+/// What a closed window saw.
+struct Round {
+    /// The mean latency of the calls started in it.
+    mean: Duration,
+    /// The most calls in flight when any answer in it started.
+    peak: usize,
+    /// The most calls in flight when one of the calls in `mean` started.
+    peak_in_mean: usize,
+    /// The mean budget of the calls in `mean` that had one.
+    budget: Option<Duration>,
 }
 
 /// A running mean of latencies, exact in nanoseconds.
@@ -593,10 +655,14 @@ impl AdaptiveLimit {
             state: Mutex::new(State {
                 estimate: config.initial_limit() as f64,
                 min_rtt: None,
-                phase: Phase::Unstarted,
+                phase: Phase::Unstarted {
+                    first: Mean::default(),
+                    answers: 0,
+                },
                 floor_windows: 0,
                 last_cut: None,
                 next_probe: None,
+                knee: None,
             }),
             config,
         })
@@ -654,21 +720,63 @@ impl AdaptiveLimit {
         in_flight: usize,
         outcome: Sample,
     ) -> usize {
+        self.on_sample_within(now, rtt, in_flight, outcome, None)
+    }
+
+    /// [`on_sample`](Self::on_sample) for a call that had `budget` to
+    /// answer in (`None`: no deadline known). The callers' budgets bound
+    /// the queue the limit lets stand at the partner: past the knee, the
+    /// headroom is what a small share of their slack pays for (see
+    /// [`AdaptiveLimit::close_window`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+    /// let now = tokio::time::Instant::now();
+    /// let budget = Some(Duration::from_millis(1500));
+    /// assert_eq!(limit.on_sample_within(now, Duration::from_millis(5), 1, Sample::Success, budget), 10);
+    /// # }
+    /// ```
+    pub fn on_sample_within(
+        &self,
+        now: Instant,
+        rtt: Duration,
+        in_flight: usize,
+        outcome: Sample,
+        budget: Option<Duration>,
+    ) -> usize {
         let mut state = self.lock();
         if outcome == Sample::Ignore {
             return self.limit_of(&state);
         }
-        if matches!(state.phase, Phase::Unstarted) && outcome == Sample::Success {
-            // The client's first answer met a partner it had not queued
-            // yet: its latency is the first no-queue latency. Probes from
+        if let Phase::Unstarted { first, answers } = &mut state.phase {
+            if outcome != Sample::Success {
+                return self.limit_of(&state);
+            }
+            // The client's first calls met a partner it had not queued yet:
+            // the mean latency of those sent with at most the probe's limit
+            // in flight is the first no-queue latency (the first answer
+            // alone is the fastest of a burst, below it). Probes from
             // `probe_interval` on measure it again.
-            state.min_rtt = Some(rtt);
-            state.next_probe = self.next_probe_after(now);
-            state.phase = new_window(now);
+            if in_flight <= self.probe_limit {
+                first.add(rtt);
+            }
+            *answers = answers.saturating_add(1);
+            let done = first.count >= PROBE_CONCURRENCY.min(self.probe_limit)
+                || (*answers >= self.config.probe_samples && first.count > 0);
+            if done {
+                state.min_rtt = Some(first.value());
+                state.next_probe = self.next_probe_after(now);
+                state.phase = new_window(now);
+            }
             return self.limit_of(&state);
         }
         let due = match state.phase {
-            Phase::Unstarted | Phase::Probing { .. } => false,
+            Phase::Unstarted { .. } | Phase::Probing { .. } => false,
             Phase::Window { .. } => state.next_probe.is_some_and(|at| now >= at),
         };
         if due {
@@ -680,7 +788,11 @@ impl AdaptiveLimit {
         let started = now.checked_sub(rtt);
         match outcome {
             Sample::Dropped => self.on_drop(&mut state, now, started),
-            Sample::Success => self.on_success(&mut state, now, rtt, started, in_flight),
+            Sample::TimedOut => {
+                self.on_drop(&mut state, now, started);
+                self.on_latency(&mut state, now, rtt, started, in_flight, budget);
+            }
+            Sample::Success => self.on_latency(&mut state, now, rtt, started, in_flight, budget),
             Sample::Ignore => {}
         }
         self.limit_of(&state)
@@ -702,18 +814,19 @@ impl AdaptiveLimit {
         }
     }
 
-    /// A successful call: a probe or window sample.
-    fn on_success(
+    /// A call's latency: a probe or window sample.
+    fn on_latency(
         &self,
         state: &mut State,
         now: Instant,
         rtt: Duration,
         started: Option<Instant>,
         in_flight: usize,
+        budget: Option<Duration>,
     ) {
         let limit = self.limit_of(state);
         let step = match &mut state.phase {
-            Phase::Unstarted => Step::Continue,
+            Phase::Unstarted { .. } => Step::Continue,
             Phase::Probing { since, mean } => {
                 if started.is_some_and(|s| s >= *since) && in_flight <= self.probe_limit {
                     mean.add(rtt);
@@ -728,9 +841,15 @@ impl AdaptiveLimit {
                 since,
                 mean,
                 peak_in_flight,
+                peak_in_mean,
+                budgets,
             } => {
                 if started.is_some_and(|s| s >= *since) {
                     mean.add(rtt);
+                    *peak_in_mean = (*peak_in_mean).max(in_flight);
+                    if let Some(budget) = budget {
+                        budgets.add(budget);
+                    }
                 }
                 // Any answer in the window shows how busy the client is, even
                 // one sent before it: calls sent together finish together,
@@ -739,7 +858,13 @@ impl AdaptiveLimit {
                 let needed = self.config.window_samples.min(limit);
                 let elapsed = now.saturating_duration_since(*since);
                 if elapsed >= self.config.window && mean.count >= needed {
-                    Step::WindowDone(mean.value(), *peak_in_flight)
+                    let budget = (budgets.count > 0).then(|| budgets.value());
+                    Step::WindowDone(Round {
+                        mean: mean.value(),
+                        peak: *peak_in_flight,
+                        peak_in_mean: *peak_in_mean,
+                        budget,
+                    })
                 } else {
                     Step::Continue
                 }
@@ -751,23 +876,32 @@ impl AdaptiveLimit {
                 state.min_rtt = Some(min_rtt);
                 state.floor_windows = 0;
                 state.next_probe = self.next_probe_after(now);
+                // A knee measured before belongs to the partner as it was.
+                state.knee = None;
                 state.phase = new_window(now);
             }
-            Step::WindowDone(mean, peak) => self.close_window(state, now, mean, peak, limit),
+            Step::WindowDone(round) => self.close_window(state, now, &round, limit),
         }
     }
 
     /// The gradient step at the end of a window.
-    fn close_window(
-        &self,
-        state: &mut State,
-        now: Instant,
-        mean: Duration,
-        peak: usize,
-        limit: usize,
-    ) {
+    fn close_window(&self, state: &mut State, now: Instant, round: &Round, limit: usize) {
+        let Round {
+            mean,
+            peak,
+            peak_in_mean,
+            budget,
+        } = *round;
+        // A window lowers `min_rtt` only when it is faster by more than the
+        // buffer: the lowest of many noisy window means is below the
+        // partner's no-queue latency, and a `min_rtt` biased low reads
+        // every window as a queue.
         let min_rtt = match state.min_rtt {
-            Some(min_rtt) if min_rtt <= mean => min_rtt,
+            Some(min_rtt)
+                if mean.as_secs_f64() >= min_rtt.as_secs_f64() * (1.0 - self.config.buffer) =>
+            {
+                min_rtt
+            }
             _ => {
                 state.min_rtt = Some(mean);
                 mean
@@ -786,8 +920,59 @@ impl AdaptiveLimit {
             1.0
         };
         let scaled = state.estimate * gradient;
-        let mut next = scaled + scaled.sqrt();
-        if peak.saturating_mul(2) < limit {
+        let queued = mean > tolerated;
+        if queued {
+            // A queue: up to `peak_in_mean` calls in flight took `mean`
+            // where one alone takes `min_rtt`, so the partner serves about
+            // `peak_in_mean * min_rtt / mean` at once (Little's law): the
+            // knee.
+            let sample = peak_in_mean as f64 * min_rtt / mean;
+            if sample.is_finite() {
+                state.knee = Some(match state.knee {
+                    Some(knee) => knee + KNEE_WEIGHT * (sample - knee),
+                    None => sample,
+                });
+            }
+        }
+        // The queue the callers can afford past the knee: `h` calls more
+        // than `knee` workers hold wait about `h / knee * min_rtt`; that
+        // may take [`SLACK_SHARE`] of the callers' slack (their budget
+        // beyond one no-queue latency), and at most a square root of the
+        // knee (Envoy's headroom), which is also what it is without a
+        // budget.
+        let headroom = |knee: f64| {
+            let most = knee.sqrt();
+            match budget {
+                Some(budget) if min_rtt > 0.0 => {
+                    let slack = (budget.as_secs_f64() / min_rtt - 1.0).max(0.0);
+                    (knee * slack * SLACK_SHARE).min(most)
+                }
+                _ => most,
+            }
+        };
+        let mut next = match state.knee {
+            // At the knee with no queue: one call more, once a window has
+            // used the whole limit (the calls waiting in the client are
+            // the ones that know their deadlines).
+            Some(knee) if !queued && scaled >= knee + headroom(knee) => {
+                if peak >= limit {
+                    state.estimate + 1.0
+                } else {
+                    state.estimate
+                }
+            }
+            // Below it, or not known yet: room to grow, as far as the
+            // callers' budgets allow a queue.
+            _ => scaled + headroom(scaled),
+        };
+        if let Some(knee) = state.knee.filter(|_| queued) {
+            // A queue: no more than the knee, plus the buffer and the
+            // headroom.
+            // One window at most halves the limit, as the gradient does.
+            let cap = knee * (1.0 + self.config.buffer) + headroom(knee);
+            next = next.min(cap.max(state.estimate * MIN_GRADIENT));
+        }
+        if peak < limit {
             // App-limited: this window says nothing about more.
             next = next.min(state.estimate);
         }
@@ -850,6 +1035,8 @@ fn new_window(now: Instant) -> Phase {
         since: now,
         mean: Mean::default(),
         peak_in_flight: 0,
+        peak_in_mean: 0,
+        budgets: Mean::default(),
     }
 }
 

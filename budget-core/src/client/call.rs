@@ -267,7 +267,8 @@ where
             }
         }
         if let (Some(permits), Some(in_flight)) = (&settings.permits, in_flight) {
-            permits.sample(name, took, in_flight, limit_sample(&outcome, &decision));
+            let sample = limit_sample(&outcome, &decision);
+            permits.sample(name, took, in_flight, sample, budget);
         }
         tracing::debug!(
             dependency = %name,
@@ -761,10 +762,12 @@ async fn acquire_permit(
 }
 
 /// What an attempt tells an adaptive limit: a success or an answer that
-/// is not about load is latency to learn from; a timeout, a failed
-/// connection or an overload answer (`429`, `503`) is a drop.
+/// is not about load is latency to learn from; a failed connection or an
+/// overload answer (`429`, `503`) is a drop; a timeout is a drop whose
+/// latency counts too.
 fn limit_sample(outcome: &Outcome, decision: &Decision) -> Sample {
     match outcome {
+        Outcome::Transport(TransportKind::Timeout) => Sample::TimedOut,
         Outcome::Transport(_) => Sample::Dropped,
         Outcome::Status { status, .. } if matches!(status.as_u16(), 429 | 503) => Sample::Dropped,
         _ if matches!(decision, Decision::Stop(StopReason::Succeeded)) => Sample::Success,

@@ -126,14 +126,22 @@ impl Permits {
     }
 
     /// Tells the adaptive limit how an attempt went (it started with
-    /// `in_flight` permits in use and took `took`), and resizes the queue.
-    pub(crate) fn sample(&self, name: &Arc<str>, took: Duration, in_flight: usize, sample: Sample) {
+    /// `in_flight` permits in use, had `budget` and took `took`), and
+    /// resizes the queue.
+    pub(crate) fn sample(
+        &self,
+        name: &Arc<str>,
+        took: Duration,
+        in_flight: usize,
+        sample: Sample,
+        budget: Option<Duration>,
+    ) {
         if let Permits::Queue {
             queue,
             limit: Some(limit),
         } = self
         {
-            let next = limit.on_sample(Instant::now(), took, in_flight, sample);
+            let next = limit.on_sample_within(Instant::now(), took, in_flight, sample, budget);
             if next != queue.limit() {
                 queue.set_limit(next);
                 meter::concurrency_limit(name, next);

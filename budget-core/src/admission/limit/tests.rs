@@ -14,16 +14,19 @@ fn config() -> AdaptiveLimitConfig {
     }
 }
 
-/// A limit past its first answer (`min_rtt` = [`RTT`]), and when it came.
+/// A limit past the answers of its first three calls (`min_rtt` =
+/// [`RTT`]), and when they came.
 fn measured(config: AdaptiveLimitConfig) -> (AdaptiveLimit, Instant) {
     let limit = AdaptiveLimit::new(config).unwrap();
     let t = Instant::now();
     let initial = limit.current();
-    assert_eq!(
-        limit.on_sample(t, RTT, 10, Sample::Success),
-        initial,
-        "no probe first"
-    );
+    for in_flight in 1..=3 {
+        assert_eq!(
+            limit.on_sample(t, RTT, in_flight, Sample::Success),
+            initial,
+            "no probe first"
+        );
+    }
     assert_eq!(limit.min_rtt(), Some(RTT));
     (limit, t)
 }
@@ -47,17 +50,35 @@ fn step(l: f64, rtt: Duration, buffer: f64) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_first_answer_is_the_first_min_rtt_and_the_first_probe_comes_an_interval_later() {
-    let limit = AdaptiveLimit::new(config()).unwrap();
+async fn the_first_three_calls_give_the_first_min_rtt_and_the_first_probe_comes_an_interval_later()
+{
+    let limit = AdaptiveLimit::new(AdaptiveLimitConfig {
+        probe_samples: 20,
+        ..config()
+    })
+    .unwrap();
     assert_eq!(limit.current(), 10);
     assert_eq!(limit.min_rtt(), None);
     let t0 = Instant::now();
-    // A drop before any answer teaches no latency.
+    // A drop or a timeout before any answer teaches no latency.
     limit.on_sample(t0, RTT * 3, 10, Sample::Dropped);
+    limit.on_sample(t0, RTT * 3, 1, Sample::TimedOut);
     assert_eq!(limit.min_rtt(), None);
     let initial = limit.current();
-    assert_eq!(limit.on_sample(t0, RTT, 10, Sample::Success), initial);
-    assert_eq!(limit.min_rtt(), Some(RTT), "the first answer's latency");
+    // The answers of calls sent with more than the probe's 3 in flight
+    // met a queue, maybe: not counted.
+    assert_eq!(limit.on_sample(t0, RTT * 5, 10, Sample::Success), initial);
+    // The first three calls (1, 2 and 3 in flight): their mean, not the
+    // fastest of them.
+    for (in_flight, ms) in [(1, 40), (2, 50), (3, 60)] {
+        assert_eq!(limit.min_rtt(), None, "not before the third");
+        let rtt = Duration::from_millis(ms);
+        assert_eq!(
+            limit.on_sample(t0, rtt, in_flight, Sample::Success),
+            initial
+        );
+    }
+    assert_eq!(limit.min_rtt(), Some(RTT), "the mean of the first three");
     // No probe until probe_interval has passed.
     let later = t0 + limit.config.probe_interval - Duration::from_millis(1);
     assert_eq!(limit.on_sample(later, RTT, 1, Sample::Success), initial);
@@ -117,7 +138,9 @@ async fn latency_above_the_buffer_shrinks_the_limit_by_the_gradient() {
         ..config()
     });
     let (_, now) = window(&limit, t, RTT * 100, 100);
-    assert_eq!(now, 57, "100 * 0.5 + sqrt(50)");
+    // The knee the window reads (100 calls at 100 times the no-queue
+    // latency: 1) would cut to 2; the cut stops at half.
+    assert_eq!(now, 50, "the knee's cap at most halves too");
 }
 
 #[tokio::test(start_paused = true)]
@@ -130,15 +153,44 @@ async fn against_a_modelled_queue_the_limit_settles_at_w_plus_a_square_root() {
             let queued = RTT.mul_f64((now as f64 / workers as f64).max(1.0));
             (t, now) = window(&limit, t, queued, now);
         }
-        // The fixed point of `1.1 W + sqrt(1.1 W)`, give or take the
-        // rounding down of the limit the queue is modelled from.
-        let w = workers as f64 * 1.1;
-        let settled = (w + w.sqrt()).floor() as usize;
+        // Past the knee (W) by the buffer and a square root of it: `1.1 W
+        // + sqrt(W)`, give or take the rounding down of the limit the
+        // queue is modelled from.
+        let w = workers as f64;
+        let settled = (1.1 * w + w.sqrt()).floor() as usize;
         assert!(
-            (settled..=settled + 1).contains(&now),
+            (settled - 1..=settled + 1).contains(&now),
             "W = {workers}: {now}"
         );
         assert!((workers..=2 * workers).contains(&now));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_budgets_that_leave_little_slack_the_limit_settles_at_the_knee() {
+    for workers in [4_usize, 8, 32, 100] {
+        let (limit, mut t) = measured(config());
+        let mut now = limit.current();
+        let mut seen = Vec::new();
+        for i in 0..60 {
+            let queued = RTT.mul_f64((now as f64 / workers as f64).max(1.0));
+            // Every call had 1.5 no-queue latencies to answer in: a queue
+            // of a square root's size would cost a caller most of that.
+            let end = t + limit.config.window.max(queued);
+            for _ in 0..limit.config.window_samples {
+                now = limit.on_sample_within(end, queued, now, Sample::Success, Some(RTT * 3 / 2));
+            }
+            t = end;
+            if i >= 40 {
+                seen.push(now);
+            }
+        }
+        let (low, high) = (*seen.iter().min().unwrap(), *seen.iter().max().unwrap());
+        // At the workers, or one call past them while it probes for more.
+        assert!(
+            low >= workers && high <= workers + 1 + workers / 10,
+            "W = {workers}: {seen:?}"
+        );
     }
 }
 
@@ -280,17 +332,20 @@ async fn fast_failures_cut_at_most_once_per_window() {
 async fn an_idle_client_does_not_ratchet_the_limit_up() {
     let (limit, mut t) = measured(config());
     for _ in 0..100 {
-        // Four in flight of ten: less than half, latency at its best.
+        // Four in flight of ten: less than the limit, latency at its best.
         let now;
         (t, now) = window(&limit, t, RTT, 4);
         assert_eq!(now, 10);
     }
     // It may still come down when latency says so.
-    let (t, mut now) = window(&limit, t, RTT * 3, 4);
+    let (t, now) = window(&limit, t, RTT * 3, 4);
     assert!(now < 10, "{now}");
-    // Half the limit in flight is busy enough to grow.
+    // Half the limit in flight is not busy enough to grow, the whole
+    // limit is.
     let before = now;
-    (_, now) = window(&limit, t, RTT, before.div_ceil(2));
+    let (t, now) = window(&limit, t, RTT, before.div_ceil(2));
+    assert_eq!(now, before);
+    let (_, now) = window(&limit, t, RTT, before);
     assert!(now > before, "{now} after {before}");
 }
 
@@ -303,7 +358,7 @@ async fn a_partner_ten_times_slower_for_good_is_re_measured_and_the_limit_regrow
         let before = now;
         (t, now) = window(&limit, t, slow, now);
         assert!(
-            now < before || now == limit.probe_limit,
+            now < before || now == limit.config.min || now == limit.probe_limit,
             "window {i}: {now} after {before}"
         );
         let probing = matches!(limit.lock().phase, Phase::Probing { .. });
@@ -623,7 +678,9 @@ fn an_absent_initial_is_ten_clamped_a_given_one_is_kept() {
     assert_eq!(limit.current(), 20);
     // A probe at a min above 3 runs at min.
     let t0 = Instant::now();
-    assert_eq!(limit.on_sample(t0, RTT, 1, Sample::Success), 20);
+    for in_flight in 1..=3 {
+        assert_eq!(limit.on_sample(t0, RTT, in_flight, Sample::Success), 20);
+    }
     let due = t0 + limit.config.probe_interval * 2;
     assert_eq!(limit.on_sample(due, RTT, 1, Sample::Success), 20);
     assert!(matches!(limit.lock().phase, Phase::Probing { .. }));
