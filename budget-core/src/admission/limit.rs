@@ -755,6 +755,9 @@ impl AdaptiveLimit {
         }
         if let Phase::Unstarted { first, answers } = &mut state.phase {
             if outcome != Sample::Success {
+                // A drop cuts the limit already; it teaches no latency.
+                let started = now.checked_sub(rtt);
+                self.on_drop(&mut state, now, started);
                 return self.limit_of(&state);
             }
             // The client's first calls met a partner it had not queued yet:
