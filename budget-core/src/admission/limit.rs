@@ -970,8 +970,8 @@ impl AdaptiveLimit {
         };
         if let Some(knee) = state.knee.filter(|_| queued) {
             // A queue: no more than the knee, plus the buffer and the
-            // headroom.
-            // One window at most halves the limit, as the gradient does.
+            // headroom; but one window at most halves the limit, as the
+            // gradient does.
             let cap = knee * (1.0 + self.config.buffer) + headroom(knee);
             next = next.min(cap.max(state.estimate * MIN_GRADIENT));
         }
