@@ -200,31 +200,37 @@ where
             .permits
             .as_ref()
             .and_then(Permits::adaptive_in_flight);
-        // Pinned where it is: awaiting it (or racing it) through the pin
-        // keeps one copy of the attempt's state in this future, not two.
-        let mut sent = std::pin::pin!(bounded(
-            window,
-            attempt(AttemptSpec { number, budget }).instrument(span.clone()),
-        ));
         let hedge_delay = hedging.filter(|_| number == 1).and_then(Hedging::delay);
-        let (result, took, hedge_won) = match (hedging, hedge_delay) {
-            (Some(hedging), Some(delay)) => {
-                let race = Race {
-                    settings,
-                    clock,
-                    plan: &plan,
-                    timing,
-                    hedging,
-                    started,
-                };
-                let primary_breaker = breaker_permit.take();
-                // Boxed: a race holds a second attempt, and only hedged
-                // calls should carry its size.
-                let raced =
-                    Box::pin(race.run(delay, sent.as_mut(), primary_breaker, &mut attempt)).await;
-                (raced.result, raced.took, raced.hedge_won)
+        // The attempt lives in this block only: a race's loser is dropped
+        // (cancelled) as soon as the race ends.
+        let (result, took, hedge_won) = {
+            // Pinned where it is: awaiting it (or racing it) through the
+            // pin keeps one copy of the attempt's state in this future,
+            // not two.
+            let mut sent = std::pin::pin!(bounded(
+                window,
+                attempt(AttemptSpec { number, budget }).instrument(span.clone()),
+            ));
+            match (hedging, hedge_delay) {
+                (Some(hedging), Some(delay)) => {
+                    let race = Race {
+                        settings,
+                        clock,
+                        plan: &plan,
+                        timing,
+                        hedging,
+                        started,
+                    };
+                    let primary_breaker = breaker_permit.take();
+                    // Boxed: a race holds a second attempt, and only hedged
+                    // calls should carry its size.
+                    let raced =
+                        Box::pin(race.run(delay, sent.as_mut(), primary_breaker, &mut attempt))
+                            .await;
+                    (raced.result, raced.took, raced.hedge_won)
+                }
+                _ => (sent.as_mut().await, started.elapsed(), false),
             }
-            _ => (sent.as_mut().await, started.elapsed(), false),
         };
 
         let outcome = outcome_of(&result, clock);
