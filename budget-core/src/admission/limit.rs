@@ -48,9 +48,10 @@
 //!    sees a queue in proportion to its length; the clamp at `0.5` bounds
 //!    what one slow outlier can do to one window.
 //! 4. **The knee.** A window whose mean is above `min_rtt * (1 + buffer)`
-//!    saw a queue: its `peak` calls in flight took `mean_rtt` where one
-//!    alone takes `min_rtt`, so the partner serves about
-//!    `peak * min_rtt / mean_rtt` at once (Little's law). A moving average
+//!    saw a queue: its calls, with up to `peak` in flight when one of them
+//!    started, took `mean_rtt` where one alone takes `min_rtt`, so the
+//!    partner serves about `peak * min_rtt / mean_rtt` at once (Little's
+//!    law). A moving average
 //!    of that is the knee, `W`. After a queued window the limit is at most
 //!    `(1 + buffer) * W + headroom` (and at least half what it was); past
 //!    that, a window without a queue adds one call, not a square root.
