@@ -326,4 +326,15 @@ mod tests {
         assert!(!spawned);
         assert!(current().is_none());
     }
+
+    /// The server layer moves the context into every request's future and
+    /// the task-local swaps it in and out on every poll: a ledger that
+    /// holds only the ingress budget keeps it small (BENCHMARKS.md, "The
+    /// server layer's cost in instructions").
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn the_context_and_its_ingress_only_ledger_stay_small() {
+        assert!(std::mem::size_of::<Ledger>() <= 48);
+        assert!(std::mem::size_of::<RequestContext>() <= 128);
+    }
 }

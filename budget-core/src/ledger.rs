@@ -565,27 +565,33 @@ fn is_tchar_byte(b: u8) -> bool {
 /// ```
 #[derive(Default)]
 pub struct Ledger {
-    /// The entries once shared: every clone and every record after the
-    /// first entry goes here.
+    /// The entries once shared: every clone, every record and every first
+    /// entry other than the ingress budget goes here.
     shared: OnceLock<Arc<Mutex<Entries>>>,
-    /// The entries until then (never changed once `shared` is set, and not
-    /// read after it).
-    inline: Entries,
+    /// The limits until then (not read once `shared` is set).
+    limits: LedgerLimits,
+    /// The ingress budget held inline until then: the one entry of most
+    /// server ledgers, kept in 16 bytes rather than an [`Entry`], so the
+    /// request context the layer moves stays small (BENCHMARKS.md, "The
+    /// server layer's cost in instructions").
+    ingress: Option<Duration>,
 }
 
 impl Clone for Ledger {
     fn clone(&self) -> Self {
         Self {
             shared: OnceLock::from(Arc::clone(self.share())),
-            inline: Entries::default(),
+            limits: LedgerLimits::default(),
+            ingress: None,
         }
     }
 }
 
-/// A ledger's entries, read: behind the lock once shared, inline before.
+/// A ledger's entries, read: behind the lock once shared, made from the
+/// inline ingress budget before.
 enum Read<'a> {
     Shared(MutexGuard<'a, Entries>),
-    Inline(&'a Entries),
+    Inline(Entries),
 }
 
 impl std::ops::Deref for Read<'_> {
@@ -604,8 +610,7 @@ impl std::ops::Deref for Read<'_> {
 #[derive(Clone, Debug, Default)]
 struct Entries {
     limits: LedgerLimits,
-    /// The first entry (the ingress budget, on a server), kept inline: a
-    /// ledger that holds one entry allocates nothing for it.
+    /// The first entry (the ingress budget, on a server).
     first: Option<Entry>,
     /// The next entries, up to `max_entries - max_entries / 2` with `first`.
     head: Vec<Entry>,
@@ -691,12 +696,25 @@ impl Ledger {
             max_entries: limits.max_entries.max(2),
             max_bytes: limits.max_bytes.max(DROPPED_ROOM),
         };
-        Self {
-            shared: OnceLock::new(),
-            inline: Entries {
+        match first {
+            None => Self {
+                shared: OnceLock::new(),
                 limits,
-                first,
-                ..Entries::default()
+                ingress: None,
+            },
+            Some(Entry::Ingress { budget }) => Self {
+                shared: OnceLock::new(),
+                limits,
+                ingress: Some(budget),
+            },
+            Some(first) => Self {
+                shared: OnceLock::from(Arc::new(Mutex::new(Entries {
+                    limits,
+                    first: Some(first),
+                    ..Entries::default()
+                }))),
+                limits,
+                ingress: None,
             },
         }
     }
@@ -815,6 +833,9 @@ impl Ledger {
     /// responses) is rendered on the stack and copied once.
     #[cfg(feature = "server")]
     pub(crate) fn header_value(&self) -> Option<http::HeaderValue> {
+        if self.shared.get().is_none() {
+            return self.ingress.and_then(ingress_header_value);
+        }
         let entries = self.read();
         if let (Some(Entry::Ingress { budget }), true, true, 0) = (
             &entries.first,
@@ -834,7 +855,7 @@ impl Ledger {
     /// The shared entries, made from the inline ones on first use.
     fn share(&self) -> &Arc<Mutex<Entries>> {
         self.shared
-            .get_or_init(|| Arc::new(Mutex::new(self.inline.clone())))
+            .get_or_init(|| Arc::new(Mutex::new(self.inline())))
     }
 
     /// The shared entries, locked for a write.
@@ -846,7 +867,16 @@ impl Ledger {
     fn read(&self) -> Read<'_> {
         match self.shared.get() {
             Some(shared) => Read::Shared(lock(shared)),
-            None => Read::Inline(&self.inline),
+            None => Read::Inline(self.inline()),
+        }
+    }
+
+    /// The entries held inline: the ingress budget, if any.
+    fn inline(&self) -> Entries {
+        Entries {
+            limits: self.limits,
+            first: self.ingress.map(Entry::ingress),
+            ..Entries::default()
         }
     }
 }
@@ -1318,6 +1348,11 @@ mod tests {
         let clone_of_clone = clone.clone();
         clone_of_clone.record_dropped(2);
         assert_eq!(inline.dropped(), 2);
+
+        let skip = Entry::skip(INGRESS_METRIC, "rejected: malformed");
+        let other = Ledger::from_first(LedgerLimits::default(), Some(skip.clone()));
+        assert!(other.shared.get().is_some(), "only the ingress is inline");
+        assert_eq!(other.entries(), vec![skip]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Response;
@@ -8,7 +9,6 @@ use pin_project_lite::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Sleep};
 
-use crate::budget::Budget;
 use crate::context::RequestContext;
 use crate::ledger::Ledger;
 use crate::problem::{Problem, ProblemKind};
@@ -45,7 +45,11 @@ pin_project! {
             // (its ledger) is taken back out of it for the answer.
             #[pin]
             inner: TaskLocalFuture<RequestContext, F>,
-            budget: Budget,
+            // The budget's deadline and the budget it arrived with (the
+            // context's whole `Budget` is in `inner`, out of reach until
+            // taken back).
+            deadline: Instant,
+            original: Duration,
             // Armed only once the inner future is pending: a handler that
             // answers on its first poll never touches the timer wheel (or
             // allocates it).
@@ -90,7 +94,8 @@ impl<F, E> ResponseFuture<F, E> {
     {
         Self {
             kind: Kind::Running {
-                budget: cx.budget(),
+                deadline: cx.budget().deadline(),
+                original: cx.budget().original(),
                 inner: cx.scope(inner),
                 timer: None,
                 on_event,
@@ -121,7 +126,8 @@ where
             }
             KindProj::Running {
                 mut inner,
-                budget,
+                deadline,
+                original,
                 timer,
                 on_event,
                 slot,
@@ -130,7 +136,7 @@ where
                 // The deadline is checked first: on a tie, it wins.
                 let passed = match timer.as_mut() {
                     Some(sleep) => sleep.as_mut().poll(task).is_ready(),
-                    None => Instant::now() >= budget.deadline(),
+                    None => Instant::now() >= *deadline,
                 };
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
@@ -152,9 +158,8 @@ where
                             res
                         }));
                     }
-                    let sleep = timer.get_or_insert_with(|| {
-                        Box::pin(tokio::time::sleep_until(budget.deadline()))
-                    });
+                    let sleep =
+                        timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
                     // Registers the waker; a deadline that passed meanwhile
                     // fires on the spot.
                     if sleep.as_mut().poll(task).is_pending() {
@@ -163,7 +168,7 @@ where
                 }
                 let cx = inner.take_value();
                 let ledger = cx.as_ref().map(RequestContext::ledger);
-                let expired = expired_response::<B, E>(*budget, ledger, on_event, *grpc);
+                let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
                 trace::record_response(
                     this.span,
                     expired.status(),
@@ -181,24 +186,22 @@ where
 
 /// The `504` for a budget that ran out while the handler worked.
 fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
-    budget: Budget,
+    budget: Duration,
     ledger: Option<&Ledger>,
     on_event: &E,
     grpc: bool,
 ) -> Response<B> {
     tracing::debug!(
-        budget_ms = crate::budget::whole_millis(budget.original()),
+        budget_ms = crate::budget::whole_millis(budget),
         "budget expired in the handler"
     );
     meter::expired();
-    on_event.on_event(&BudgetEvent::Expired {
-        budget: budget.original(),
-    });
+    on_event.on_event(&BudgetEvent::Expired { budget });
     let problem = Problem::new(
         ProblemKind::Expired,
         format!(
             "the budget of {}ms ran out before the answer was ready",
-            budget.original().as_millis()
+            budget.as_millis()
         ),
     )
     .with_remaining(std::time::Duration::ZERO);

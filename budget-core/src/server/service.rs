@@ -206,7 +206,13 @@ where
         // is polled (the module docs): lending it to `call` as well would
         // mean a clone, and with it a shared (allocated) ledger.
         let grpc = scanned.grpc;
-        let fut = span.in_scope(|| inner.call(req));
+        // A disabled span (no subscriber wants it) is not entered: the
+        // request is moved once, into the inner call.
+        let fut = if span.is_disabled() {
+            inner.call(req)
+        } else {
+            span.in_scope(|| inner.call(req))
+        };
         ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard, grpc)
     }
 }
