@@ -54,7 +54,11 @@
 //!    law). A moving average
 //!    of that is the knee, `W`. After a queued window the limit is at most
 //!    `(1 + buffer) * W + headroom` (and at least half what it was); past
-//!    that, a window without a queue adds one call, not a square root.
+//!    that, a window without a queue adds one call, not a square root, and
+//!    for callers who cannot afford the whole headroom (item 5) only when
+//!    its mean is within their share of the buffer: a queue of one call at
+//!    eight workers adds an eighth to every latency, which the buffer's
+//!    tenth does not see, and such callers cannot pay for it.
 //! 5. **Headroom from the callers' budgets.** The headroom is a queue of
 //!    `h` calls at the partner: each call then waits about
 //!    `h / W * min_rtt`. It is a square root of the limit (Envoy's
@@ -958,8 +962,21 @@ impl AdaptiveLimit {
             // At the knee with no queue: one call more, once a window has
             // used the whole limit (the calls waiting in the client are
             // the ones that know their deadlines).
+            //
+            // And, for callers who cannot afford the whole headroom, a mean
+            // within the share of the buffer they can: a queue of one call
+            // at eight workers adds an eighth to every call's latency,
+            // inside the buffer's tenth, and such a queue costs a caller
+            // with half a no-queue latency to spare a quarter of its slack.
             Some(knee) if !queued && scaled >= knee + headroom(knee) => {
-                if peak >= limit {
+                let most = knee.sqrt();
+                let share = if most > 0.0 {
+                    (headroom(knee) / most).clamp(0.0, 1.0)
+                } else {
+                    1.0
+                };
+                let affordable = min_rtt * (1.0 + self.config.buffer * share);
+                if peak >= limit && mean <= affordable {
                     state.estimate + 1.0
                 } else {
                     state.estimate
