@@ -195,6 +195,43 @@ async fn with_budgets_that_leave_little_slack_the_limit_settles_at_the_knee() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn past_the_knee_a_queue_inside_the_buffer_grows_the_limit_only_for_callers_with_time() {
+    // One window from `t` with every call `rtt` long and the whole limit
+    // in flight, each call with `budget`.
+    let round = |limit: &AdaptiveLimit, t: Instant, rtt: Duration, budget: Option<Duration>| {
+        let end = t + limit.config.window.max(rtt);
+        let mut now = limit.current();
+        let in_flight = now;
+        for _ in 0..limit.config.window_samples {
+            now = limit.on_sample_within(end, rtt, in_flight, Sample::Success, budget);
+        }
+        (end, now)
+    };
+    let workers = 8_usize;
+    for (budget, grows) in [(Some(RTT * 3 / 2), false), (None, true)] {
+        let (limit, mut t) = measured(config());
+        let mut now = limit.current();
+        // The knee, from a queue of the modelled size (Little's law).
+        for _ in 0..30 {
+            let queued = RTT.mul_f64((now as f64 / workers as f64).max(1.0));
+            (t, now) = round(&limit, t, queued, budget);
+        }
+        let settled = now;
+        // Then latencies 5 % above the no-queue one: inside the buffer's
+        // 10 %, so no window reads as queued.
+        for _ in 0..5 {
+            (t, now) = round(&limit, t, RTT.mul_f64(1.05), budget);
+        }
+        if grows {
+            assert!(now > settled, "no budget: {settled} -> {now}");
+        } else {
+            assert!(now <= settled, "tight budgets: {settled} -> {now}");
+            assert!(now >= workers, "{now}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_window_waits_for_a_round_of_answers_as_many_as_the_limit() {
     let (limit, t) = measured(AdaptiveLimitConfig {
         window_samples: 1000,
