@@ -547,10 +547,10 @@ fn is_tchar_byte(b: u8) -> bool {
 /// Clones share the same entries, so the server layer, the handler and the
 /// client can all write to one ledger.
 ///
-/// A ledger that is never cloned and holds at most its first entry (the
-/// ingress budget of a request whose handler recorded nothing, most
-/// requests) keeps it inline and allocates nothing; the first clone or the
-/// second entry moves the entries behind a shared lock.
+/// A ledger that is never cloned and holds at most the ingress budget (a
+/// request whose handler recorded nothing, most requests) keeps it inline
+/// and allocates nothing; the first clone, any record, or a first entry of
+/// another kind puts the entries behind a shared lock.
 ///
 /// # Example
 ///
