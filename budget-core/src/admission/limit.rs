@@ -942,22 +942,20 @@ impl AdaptiveLimit {
                 });
             }
         }
-        // The queue the callers can afford past the knee: `h` calls more
-        // than `knee` workers hold wait about `h / knee * min_rtt`; that
-        // may take [`SLACK_SHARE`] of the callers' slack (their budget
-        // beyond one no-queue latency), and at most a square root of the
-        // knee (Envoy's headroom), which is also what it is without a
-        // budget.
-        let headroom = |knee: f64| {
-            let most = knee.sqrt();
-            match budget {
-                Some(budget) if min_rtt > 0.0 => {
-                    let slack = (budget.as_secs_f64() / min_rtt - 1.0).max(0.0);
-                    (knee * slack * SLACK_SHARE).min(most)
-                }
-                _ => most,
+        // The share of Envoy's headroom (a square root of the knee) the
+        // callers can afford: `h` calls more than `knee` workers hold wait
+        // about `h / knee * min_rtt`, and that may take [`SLACK_SHARE`] of
+        // the callers' slack (their budget beyond one no-queue latency).
+        // The whole of it without a budget.
+        let affordable = |knee: f64| match budget {
+            Some(budget) if min_rtt > 0.0 => {
+                let slack = (budget.as_secs_f64() / min_rtt - 1.0).max(0.0);
+                (knee.sqrt() * slack * SLACK_SHARE).min(1.0)
             }
+            _ => 1.0,
         };
+        // The queue the callers can afford past the knee.
+        let headroom = |knee: f64| knee.sqrt() * affordable(knee);
         let mut next = match state.knee {
             // At the knee with no queue: one call more, once a window has
             // used the whole limit (the calls waiting in the client are
@@ -969,14 +967,8 @@ impl AdaptiveLimit {
             // inside the buffer's tenth, and such a queue costs a caller
             // with half a no-queue latency to spare a quarter of its slack.
             Some(knee) if !queued && scaled >= knee + headroom(knee) => {
-                let most = knee.sqrt();
-                let share = if most > 0.0 {
-                    (headroom(knee) / most).clamp(0.0, 1.0)
-                } else {
-                    1.0
-                };
-                let affordable = min_rtt * (1.0 + self.config.buffer * share);
-                if peak >= limit && mean <= affordable {
+                let within = min_rtt * (1.0 + self.config.buffer * affordable(knee));
+                if peak >= limit && mean <= within {
                     state.estimate + 1.0
                 } else {
                     state.estimate
