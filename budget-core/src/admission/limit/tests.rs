@@ -35,10 +35,21 @@ fn measured(config: AdaptiveLimitConfig) -> (AdaptiveLimit, Instant) {
 /// `t`, each `rtt` long with `in_flight` in flight. Returns when it ended
 /// and the limit then.
 fn window(limit: &AdaptiveLimit, t: Instant, rtt: Duration, in_flight: usize) -> (Instant, usize) {
+    window_within(limit, t, rtt, in_flight, None)
+}
+
+/// [`window`] with each call having had `budget` to answer in.
+fn window_within(
+    limit: &AdaptiveLimit,
+    t: Instant,
+    rtt: Duration,
+    in_flight: usize,
+    budget: Option<Duration>,
+) -> (Instant, usize) {
     let end = t + limit.config.window.max(rtt);
     let mut now = limit.current();
     for _ in 0..limit.config.window_samples {
-        now = limit.on_sample(end, rtt, in_flight, Sample::Success);
+        now = limit.on_sample_within(end, rtt, in_flight, Sample::Success, budget);
     }
     (end, now)
 }
@@ -176,11 +187,7 @@ async fn with_budgets_that_leave_little_slack_the_limit_settles_at_the_knee() {
             let queued = RTT.mul_f64((now as f64 / workers as f64).max(1.0));
             // Every call had 1.5 no-queue latencies to answer in: a queue
             // of a square root's size would cost a caller most of that.
-            let end = t + limit.config.window.max(queued);
-            for _ in 0..limit.config.window_samples {
-                now = limit.on_sample_within(end, queued, now, Sample::Success, Some(RTT * 3 / 2));
-            }
-            t = end;
+            (t, now) = window_within(&limit, t, queued, now, Some(RTT * 3 / 2));
             if i >= 40 {
                 seen.push(now);
             }
@@ -196,17 +203,6 @@ async fn with_budgets_that_leave_little_slack_the_limit_settles_at_the_knee() {
 
 #[tokio::test(start_paused = true)]
 async fn past_the_knee_a_queue_inside_the_buffer_grows_the_limit_only_for_callers_with_time() {
-    // One window from `t` with every call `rtt` long and the whole limit
-    // in flight, each call with `budget`.
-    let round = |limit: &AdaptiveLimit, t: Instant, rtt: Duration, budget: Option<Duration>| {
-        let end = t + limit.config.window.max(rtt);
-        let mut now = limit.current();
-        let in_flight = now;
-        for _ in 0..limit.config.window_samples {
-            now = limit.on_sample_within(end, rtt, in_flight, Sample::Success, budget);
-        }
-        (end, now)
-    };
     let workers = 8_usize;
     for (budget, grows) in [(Some(RTT * 3 / 2), false), (None, true)] {
         let (limit, mut t) = measured(config());
@@ -214,13 +210,13 @@ async fn past_the_knee_a_queue_inside_the_buffer_grows_the_limit_only_for_caller
         // The knee, from a queue of the modelled size (Little's law).
         for _ in 0..30 {
             let queued = RTT.mul_f64((now as f64 / workers as f64).max(1.0));
-            (t, now) = round(&limit, t, queued, budget);
+            (t, now) = window_within(&limit, t, queued, now, budget);
         }
         let settled = now;
         // Then latencies 5 % above the no-queue one: inside the buffer's
         // 10 %, so no window reads as queued.
         for _ in 0..5 {
-            (t, now) = round(&limit, t, RTT.mul_f64(1.05), budget);
+            (t, now) = window_within(&limit, t, RTT.mul_f64(1.05), now, budget);
         }
         if grows {
             assert!(now > settled, "no budget: {settled} -> {now}");
