@@ -6,17 +6,18 @@
 //! bounds; the age and eviction rules are pinned with a paused clock in the
 //! module's unit tests. Every test runs under an outer timeout.
 
+mod stale_common;
 mod support;
 
 use std::future::Future;
 use std::time::Duration;
 
 use budget_core::breaker::BreakerConfig;
-use budget_core::client::{CallErrorKind, DependencyConfig, OnUnavailable, StaleCacheConfig};
+use budget_core::client::{CallErrorKind, StaleCacheConfig};
 use budget_core::ledger::{Entry, Ledger};
-use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
 use budget_core::{Budget, Floor};
 use http::StatusCode;
+use stale_common::{GOOD, stale_dep};
 use support::{Answer, Partner, ms, refused_addr};
 use tokio::time::Instant;
 
@@ -24,26 +25,6 @@ use tokio::time::Instant;
 async fn bounded<F: Future<Output = ()>>(body: F) {
     support::bounded_by(20, body).await;
 }
-
-/// A dependency with the stale fallback, 2 attempts and a 10 ms backoff.
-fn stale_dep(url: &str) -> DependencyConfig {
-    let mut c = DependencyConfig::new("inventory", url);
-    c.on_unavailable = OnUnavailable::Stale;
-    c.max_stale = Duration::from_secs(10);
-    c.retry = RetryConfig {
-        max_attempts: 2,
-        backoff: BackoffConfig {
-            initial: ms(10),
-            max: ms(10),
-            multiplier: 1.0,
-            jitter: Jitter::None,
-        },
-        ..RetryConfig::default()
-    };
-    c
-}
-
-const GOOD: &str = r#"{"stock":3}"#;
 
 /// The age in the ledger's stale note (`stale 153ms`, `stale 2s`).
 fn stale_note(ledger: &Ledger) -> Option<Duration> {

@@ -7,25 +7,12 @@
 //! this test alone in its binary, no other thread reaches the callsite
 //! first. The rest of the stale fallback is tested in `stale.rs`.
 
+mod stale_common;
 mod support;
 
-use std::time::Duration;
-
 use budget_core::Budget;
-use budget_core::client::{DependencyConfig, OnUnavailable};
+use stale_common::{GOOD, stale_dep};
 use support::{Answer, Partner, ms};
-
-/// A dependency with the stale fallback and one attempt per call, so the
-/// partner's `503` is served stale at once.
-fn stale_dep(url: &str) -> DependencyConfig {
-    let mut c = DependencyConfig::new("inventory", url);
-    c.on_unavailable = OnUnavailable::Stale;
-    c.max_stale = Duration::from_secs(10);
-    c.retry.max_attempts = 1;
-    c
-}
-
-const GOOD: &str = r#"{"stock":3}"#;
 
 /// The fields of every span opened, by span name.
 #[derive(Clone, Default)]
