@@ -57,8 +57,9 @@
 //!    that, a window without a queue adds one call, not a square root, and
 //!    for callers who cannot afford the whole headroom (item 5) only when
 //!    its mean is within their share of the buffer: a queue of one call at
-//!    eight workers adds an eighth to every latency, which the buffer's
-//!    tenth does not see, and such callers cannot pay for it.
+//!    eight workers adds at most an eighth to the mean, near enough the
+//!    buffer's tenth that a noisy window, or one whose limit was not full
+//!    all along, reads it as no queue, and such callers cannot pay for it.
 //! 5. **Headroom from the callers' budgets.** The headroom is a queue of
 //!    `h` calls at the partner: each call then waits about
 //!    `h / W * min_rtt`. It is a square root of the limit (Envoy's
@@ -963,9 +964,10 @@ impl AdaptiveLimit {
             //
             // And, for callers who cannot afford the whole headroom, a mean
             // within the share of the buffer they can: a queue of one call
-            // at eight workers adds an eighth to every call's latency,
-            // inside the buffer's tenth, and such a queue costs a caller
-            // with half a no-queue latency to spare a quarter of its slack.
+            // at eight workers adds at most an eighth to the mean, which a
+            // noisy window reads as within the buffer's tenth, and such a
+            // queue costs a caller with half a no-queue latency to spare a
+            // quarter of its slack.
             Some(knee) if !queued && scaled >= knee + headroom(knee) => {
                 let within = min_rtt * (1.0 + self.config.buffer * affordable(knee));
                 if peak >= limit && mean <= within {
