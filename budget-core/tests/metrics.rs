@@ -9,27 +9,18 @@ use axum::body::Body;
 use axum::routing::get;
 use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig};
-use budget_core::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
+use budget_core::retry::RetryBudgetConfig;
 use budget_core::server::ServerConfig;
 use budget_core::telemetry::semconv::*;
 use budget_core::{Floor, telemetry};
 use http::{Request, StatusCode};
 use metrics_exporter_prometheus::PrometheusBuilder;
-use support::{Answer, Partner, ms};
+use support::{Answer, Partner, constant_retry, ms};
 use tower::ServiceExt;
 
 fn dependency(name: &str, url: String) -> DependencyConfig {
     let mut c = DependencyConfig::new(name, url);
-    c.retry = RetryConfig {
-        max_attempts: 2,
-        backoff: BackoffConfig {
-            initial: ms(5),
-            max: ms(5),
-            multiplier: 1.0,
-            jitter: Jitter::None,
-        },
-        ..RetryConfig::default()
-    };
+    c.retry = constant_retry(2, ms(5));
     c
 }
 

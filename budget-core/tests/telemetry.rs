@@ -21,14 +21,13 @@ use axum::routing::get;
 use axum::{Json, Router};
 use budget_core::Budget;
 use budget_core::client::{BudgetClient, CallError, DependencyConfig, OnUnavailable};
-use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
 use budget_core::server::ServerConfig;
 use budget_core::telemetry::semconv::*;
 use budget_core::{Floor, ledger::parse_server_timing};
 use opentelemetry::trace::{SpanId, SpanKind, TraceId, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use support::ms;
+use support::{constant_retry, ms};
 use tracing::Instrument;
 use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::layer::SubscriberExt;
@@ -177,16 +176,7 @@ async fn serve(app: Router) -> SocketAddr {
 /// A dependency retried at once (no jitter, 10 ms backoff).
 fn dependency(name: &str, url: String) -> DependencyConfig {
     let mut c = DependencyConfig::new(name, url);
-    c.retry = RetryConfig {
-        max_attempts: 3,
-        backoff: BackoffConfig {
-            initial: ms(10),
-            max: ms(10),
-            multiplier: 1.0,
-            jitter: Jitter::None,
-        },
-        ..RetryConfig::default()
-    };
+    c.retry = constant_retry(3, ms(10));
     c
 }
 

@@ -3,28 +3,20 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use budget_core::client::{DependencyConfig, OnUnavailable};
-use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
 use std::time::Duration;
 
-use crate::support::ms;
+use budget_core::client::{DependencyConfig, OnUnavailable};
+
+use crate::support::{constant_retry, ms};
 
 /// A dependency with the stale fallback, 2 attempts and a 10 ms backoff.
 pub fn stale_dep(url: &str) -> DependencyConfig {
     let mut c = DependencyConfig::new("inventory", url);
     c.on_unavailable = OnUnavailable::Stale;
     c.max_stale = Duration::from_secs(10);
-    c.retry = RetryConfig {
-        max_attempts: 2,
-        backoff: BackoffConfig {
-            initial: ms(10),
-            max: ms(10),
-            multiplier: 1.0,
-            jitter: Jitter::None,
-        },
-        ..RetryConfig::default()
-    };
+    c.retry = constant_retry(2, ms(10));
     c
 }
 
+/// The good answer the partner gives first.
 pub const GOOD: &str = r#"{"stock":3}"#;

@@ -23,6 +23,22 @@ pub fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
+/// `max_attempts` attempts with a constant `backoff` between them and no
+/// jitter: retries at known times.
+pub fn constant_retry(max_attempts: u32, backoff: Duration) -> budget_core::retry::RetryConfig {
+    use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
+    RetryConfig {
+        max_attempts,
+        backoff: BackoffConfig {
+            initial: backoff,
+            max: backoff,
+            multiplier: 1.0,
+            jitter: Jitter::None,
+        },
+        ..RetryConfig::default()
+    }
+}
+
 /// Runs a test body under an outer timeout (`secs`), so a bug hangs
 /// nothing.
 pub async fn bounded_by<F: std::future::Future<Output = ()>>(secs: u64, body: F) {
