@@ -12,8 +12,9 @@
 //!
 //! - [`FLOOR_GAUGE`] (`budget_floor_seconds`): the floor in force when a
 //!   call to the dependency starts, set on every call (learned, or fixed);
-//! - [`LIMIT_GAUGE`] (`budget_concurrency_limit`): the adaptive
-//!   concurrency limit, set only when it changes.
+//! - [`LIMIT_GAUGE`] (`budget_concurrency_limit`): the concurrency
+//!   limit, set when the dependency's client is built and each time the
+//!   adaptive limit changes.
 //!
 //! Every other line is ignored, and so is a line that does not parse (a
 //! value that is not a finite number, no `dependency` label, a broken
@@ -21,11 +22,12 @@
 //!
 //! The registry is per process, and every chain this process starts
 //! writes to it: a gauge keeps the value an earlier run left until it is
-//! set again. The floors are set on every call, so they are fresh from a
-//! run's first call; a limit is only set when it changes, so
-//! [`drop_stale_limits`] removes the values the run found already there
-//! until they first change. The run samples only in budget mode (naive and
-//! peer mode do not set these gauges, and would only show stale ones).
+//! set again. Both are set again before a run's first request (the floor
+//! when the client is built and on every call, the limit when the client
+//! is built and on each change), so a run that starts after its chain is
+//! up reads only its own values, a limit that never changes included. The
+//! run samples only in budget mode (naive and peer mode do not set these
+//! gauges, and would only show stale ones).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -221,38 +223,6 @@ async fn each_second<T, F: Future<Output = T>>(
     }
 }
 
-/// Removes from `samples`, per dependency, the limits equal to the one
-/// `before` (read before the run) had, until that dependency's limit first
-/// differs from it: a value an earlier chain left in the registry, not
-/// this run's (the gauge is set only when a limit changes).
-///
-/// ```
-/// use load_tests::gauges::{Gauges, drop_stale_limits};
-///
-/// let with = |limit: f64| Some(Gauges {
-///     concurrency_limit: [("pricing".to_owned(), limit)].into(),
-///     ..Gauges::default()
-/// });
-/// let before = with(20.0).unwrap();
-/// let mut samples = vec![with(20.0), with(14.0), with(20.0)];
-/// drop_stale_limits(&before, &mut samples);
-/// assert!(samples[0].as_ref().unwrap().concurrency_limit.is_empty());
-/// assert_eq!(samples[2].as_ref().unwrap().concurrency_limit["pricing"], 20.0);
-/// ```
-pub fn drop_stale_limits(before: &Gauges, samples: &mut [Option<Gauges>]) {
-    for (dependency, stale) in &before.concurrency_limit {
-        for sample in samples.iter_mut().flatten() {
-            match sample.concurrency_limit.get(dependency) {
-                Some(v) if v == stale => {
-                    sample.concurrency_limit.remove(dependency);
-                }
-                Some(_) => break,
-                None => {}
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,76 +280,5 @@ budget_concurrency_limit{dependency="broken" 5
         // A label value's escapes.
         let g = parse_gauges("budget_floor_seconds{dependency=\"a\\\\b\\\"c\\nd\"} 2\n");
         assert_eq!(g.floor_seconds["a\\b\"c\nd"], 2.0);
-    }
-
-    #[test]
-    fn a_limit_left_by_an_earlier_run_is_dropped_until_it_changes() {
-        let limits = |pairs: &[(&str, f64)]| {
-            Some(Gauges {
-                concurrency_limit: pairs.iter().map(|(d, v)| ((*d).to_owned(), *v)).collect(),
-                ..Gauges::default()
-            })
-        };
-        let before = limits(&[("pricing", 20.0), ("inventory", 5.0)]).unwrap();
-        let mut samples = vec![
-            limits(&[("pricing", 20.0), ("inventory", 5.0)]),
-            None,
-            limits(&[("pricing", 20.0), ("inventory", 6.0)]),
-            limits(&[("pricing", 11.0), ("inventory", 5.0)]),
-            limits(&[("pricing", 20.0), ("recommendations", 3.0)]),
-        ];
-        drop_stale_limits(&before, &mut samples);
-        let got: Vec<Option<Vec<(String, f64)>>> = samples
-            .iter()
-            .map(|s| {
-                s.as_ref()
-                    .map(|g| g.concurrency_limit.clone().into_iter().collect())
-            })
-            .collect();
-        let own = |pairs: &[(&str, f64)]| {
-            Some(
-                pairs
-                    .iter()
-                    .map(|(d, v)| ((*d).to_owned(), *v))
-                    .collect::<Vec<_>>(),
-            )
-        };
-        assert_eq!(
-            got,
-            [
-                own(&[]),
-                None,
-                own(&[("inventory", 6.0)]),
-                own(&[("inventory", 5.0), ("pricing", 11.0)]),
-                own(&[("pricing", 20.0), ("recommendations", 3.0)]),
-            ]
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn one_sample_at_the_end_of_each_second_then_one_when_the_run_ends() {
-        let start = Instant::now();
-        let samples = each_second(
-            start,
-            tokio::time::sleep(Duration::from_millis(3500)),
-            || async move { start.elapsed() },
-        )
-        .await;
-        // Ticks at 1, 2 and 3 s, and the end at 3.5 s.
-        assert_eq!(samples, [1000, 2000, 3000, 3500].map(Duration::from_millis));
-        // A slow sample does not shift the ticks: the next one is still due
-        // at the next whole second.
-        let start = Instant::now();
-        let samples = each_second(
-            start,
-            tokio::time::sleep(Duration::from_millis(2100)),
-            || async move {
-                let at = start.elapsed();
-                tokio::time::sleep(Duration::from_millis(600)).await;
-                at
-            },
-        )
-        .await;
-        assert_eq!(samples, [1000, 2000, 2600].map(Duration::from_millis));
     }
 }

@@ -11,7 +11,7 @@ use slow_partner::{PartnerHandle, StatsSnapshot};
 use crate::budgets::BudgetDistribution;
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::criticality::CriticalitySplit;
-use crate::gauges::{drop_stale_limits, sample_per_second, scrape};
+use crate::gauges::sample_per_second;
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
 use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
@@ -204,11 +204,6 @@ pub async fn run_load_with(
     };
     let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
     let mut recorder = Recorder::for_spec(&plan.spec);
-    // What an earlier chain left in the process's registry.
-    let before = match metrics {
-        Some(url) => scrape(&http, url).await,
-        None => None,
-    };
     let (ended, end) = tokio::sync::oneshot::channel::<()>();
     on_start();
     let start = tokio::time::Instant::now();
@@ -245,10 +240,7 @@ pub async fn run_load_with(
     settle(&partner, &http).await?;
     let stats = read(&partner, &http).await?;
     let mut report = recorder.finish(info, totals, stats.as_ref());
-    if let Some(mut samples) = samples {
-        if let Some(before) = &before {
-            drop_stale_limits(before, &mut samples);
-        }
+    if let Some(samples) = samples {
         let seconds = report.timeline.len();
         report.set_services(ServiceSeries::from_samples(&samples, seconds));
     }
