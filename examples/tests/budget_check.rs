@@ -368,7 +368,10 @@ async fn a_deadline_shorter_than_the_work_reports_the_rest_not_checked_and_ends_
     // The run ends at its deadline, not after the work.
     let total = run.total_ms();
     assert!((1000..1150).contains(&total), "{}", run.stdout);
-    assert!(run.wall < Duration::from_millis(2500), "{:?}", run.wall);
+    // Only a guard against a hang: the on-time end is the run's own total
+    // above; the process's start on a loaded machine (2.7 s once in CI)
+    // is not the checker's to answer for.
+    assert!(run.wall < Duration::from_secs(10), "{:?}", run.wall);
     // The URLs not checked were never sent.
     assert_eq!(p.stats().requests, 2);
 }
