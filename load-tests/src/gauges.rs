@@ -281,4 +281,31 @@ budget_concurrency_limit{dependency="broken" 5
         let g = parse_gauges("budget_floor_seconds{dependency=\"a\\\\b\\\"c\\nd\"} 2\n");
         assert_eq!(g.floor_seconds["a\\b\"c\nd"], 2.0);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_sample_at_the_end_of_each_second_then_one_when_the_run_ends() {
+        let start = Instant::now();
+        let samples = each_second(
+            start,
+            tokio::time::sleep(Duration::from_millis(3500)),
+            || async move { start.elapsed() },
+        )
+        .await;
+        // Ticks at 1, 2 and 3 s, and the end at 3.5 s.
+        assert_eq!(samples, [1000, 2000, 3000, 3500].map(Duration::from_millis));
+        // A slow sample does not shift the ticks: the next one is still due
+        // at the next whole second.
+        let start = Instant::now();
+        let samples = each_second(
+            start,
+            tokio::time::sleep(Duration::from_millis(2100)),
+            || async move {
+                let at = start.elapsed();
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                at
+            },
+        )
+        .await;
+        assert_eq!(samples, [1000, 2000, 2600].map(Duration::from_millis));
+    }
 }
