@@ -1293,7 +1293,7 @@ mod tests {
             ledger.entries(),
             [Entry::skip(
                 "pricing",
-                "skipped: 300ms < floor 400ms (p99 400ms x 1)"
+                "skipped: 300ms < floor 400ms (p95 400ms x 1)"
             )]
         );
         assert_eq!(err.problem().floor_ms, Some(400));
@@ -1339,7 +1339,7 @@ mod tests {
         assert_eq!(
             ledger.server_timing(),
             "pricing;dur=10;desc=\"503\", pricing-wait;dur=100, \
-             pricing;desc=\"skipped: 890ms < floor 900ms (p99 900ms x 1)\""
+             pricing;desc=\"skipped: 890ms < floor 900ms (p95 900ms x 1)\""
         );
     }
 

@@ -114,7 +114,7 @@ impl GrpcBudgetLayer {
     }
 
     /// The floor as the HTTP client takes it: fixed, or learned from this
-    /// dependency's answers (`FloorConfig::auto()`: the p99 of its
+    /// dependency's answers (`FloorConfig::auto()`: the p95 of its
     /// successful attempts, timed-out ones counting as at least their
     /// duration).
     ///

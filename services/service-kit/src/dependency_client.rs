@@ -5,7 +5,7 @@ use budget_core::config::ConfigError;
 use budget_core::floor::FloorConfig;
 
 /// The floor of a dependency whose table does not say: learned from its
-/// latency (`floor = "auto"`: the p99 of its successful attempts, at
+/// latency (`floor = "auto"`: the p95 of its successful attempts, at
 /// least 5 ms and at most 2 s; see
 /// [`LearnedFloorConfig`](budget_core::floor::LearnedFloorConfig)).
 ///
