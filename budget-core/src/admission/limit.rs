@@ -21,12 +21,20 @@
 //!    `[min, max]`), the calls already in flight drain, and the mean latency
 //!    of `probe_samples` calls started during the probe, with at most that
 //!    many in flight, becomes `min_rtt`. Before the first probe, `min_rtt`
-//!    is the mean latency of the client's first three calls (those sent
-//!    with at most the probe's limit in flight: they met a partner this
-//!    client had not queued yet), so that a client starting under load
-//!    does not first spend `probe_samples` round trips at 3 in flight. Not
-//!    the first answer alone: that is the fastest of a burst, below the
-//!    partner's mean. The first probe follows `probe_interval` later,
+//!    is the mean latency of the client's first three calls, made at the
+//!    probe's limit (as Envoy measures its first min-RTT at
+//!    `min_concurrency`): they met a partner this client had not queued,
+//!    and no call of its own started behind them. One round trip, not
+//!    `probe_samples`, so that a client starting under load does not
+//!    spend long at 3 in flight; and at the probe's limit rather than at
+//!    `initial`, since ten calls sent together reach a partner in an order
+//!    of their own, and the first three sent may be the ones it queued (a
+//!    `min_rtt` three times too long for a partner of four workers read
+//!    a limit of 13 as no queue). Not the first answer alone: that is the
+//!    fastest of a burst, below the partner's mean. Should `probe_samples`
+//!    answers come without a success (a partner failing every call), the
+//!    limit leaves the probe's for the estimate until one succeeds. The
+//!    first probe follows `probe_interval` later,
 //!    another every `probe_interval` after it (plus up to `probe_jitter` of
 //!    it, so that many clients do not probe together).
 //!    During a probe the limit the calls were running at is kept and comes
@@ -643,14 +651,25 @@ impl Mean {
 }
 
 impl AdaptiveLimit {
-    /// A limit at `config`'s initial value, or the [`ConfigError`] of
-    /// [`AdaptiveLimitConfig::validate`].
+    /// A limit that runs its first calls at the probe's limit (3, clamped
+    /// into `[min, max]`) and is at `config`'s initial value once three of
+    /// them have answered (item 1 of the [module docs](self)); or the
+    /// [`ConfigError`] of [`AdaptiveLimitConfig::validate`].
     ///
     /// ```
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    /// use std::time::Duration;
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
     ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { initial: Some(16), ..Default::default() }).unwrap();
+    /// assert_eq!(limit.current(), 3);
+    /// let now = tokio::time::Instant::now();
+    /// for in_flight in 1..=3 {
+    ///     limit.on_sample(now, Duration::from_millis(50), in_flight, Sample::Success);
+    /// }
     /// assert_eq!(limit.current(), 16);
+    /// # }
     /// let err = AdaptiveLimit::new(AdaptiveLimitConfig { min: 0, ..Default::default() }).unwrap_err();
     /// assert_eq!(err.field(), "min");
     /// ```
@@ -675,12 +694,13 @@ impl AdaptiveLimit {
     }
 
     /// The limit now: within `[min, max]`, never 0. During a min-RTT probe,
-    /// the probe's limit (3, clamped into `[min, max]`).
+    /// and for the first calls, the probe's limit (3, clamped into
+    /// `[min, max]`).
     ///
     /// ```
     /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
-    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { max: 4, ..Default::default() }).unwrap();
-    /// assert_eq!(limit.current(), 4);
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { max: 2, ..Default::default() }).unwrap();
+    /// assert_eq!(limit.current(), 2);
     /// ```
     pub fn current(&self) -> usize {
         let state = self.lock();
@@ -716,7 +736,7 @@ impl AdaptiveLimit {
     /// # async fn main() {
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
     /// let now = tokio::time::Instant::now();
-    /// assert_eq!(limit.on_sample(now, Duration::from_millis(5), 1, Sample::Ignore), 10);
+    /// assert_eq!(limit.on_sample(now, Duration::from_millis(5), 1, Sample::Ignore), 3);
     /// # }
     /// ```
     pub fn on_sample(
@@ -744,7 +764,7 @@ impl AdaptiveLimit {
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
     /// let now = tokio::time::Instant::now();
     /// let budget = Some(Duration::from_millis(1500));
-    /// assert_eq!(limit.on_sample_within(now, Duration::from_millis(5), 1, Sample::Success, budget), 10);
+    /// assert_eq!(limit.on_sample_within(now, Duration::from_millis(5), 1, Sample::Success, budget), 3);
     /// # }
     /// ```
     pub fn on_sample_within(
@@ -760,21 +780,22 @@ impl AdaptiveLimit {
             return self.limit_of(&state);
         }
         if let Phase::Unstarted { first, answers } = &mut state.phase {
+            *answers = answers.saturating_add(1);
             if outcome != Sample::Success {
                 // A drop cuts the limit already; it teaches no latency.
                 let started = now.checked_sub(rtt);
                 self.on_drop(&mut state, now, started);
                 return self.limit_of(&state);
             }
-            // The client's first calls met a partner it had not queued yet:
-            // the mean latency of those sent with at most the probe's limit
-            // in flight is the first no-queue latency (the first answer
+            // The client's first calls run at the probe's limit (item 1):
+            // they met a partner this client had not queued, and no call
+            // of its own started behind them, so the mean of their
+            // latencies is the first no-queue latency (the first answer
             // alone is the fastest of a burst, below it). Probes from
             // `probe_interval` on measure it again.
             if in_flight <= self.probe_limit {
                 first.add(rtt);
             }
-            *answers = answers.saturating_add(1);
             let done = first.count >= PROBE_CONCURRENCY.min(self.probe_limit)
                 || (*answers >= self.config.probe_samples && first.count > 0);
             if done {
@@ -1033,6 +1054,12 @@ impl AdaptiveLimit {
     fn limit_of(&self, state: &State) -> usize {
         match state.phase {
             Phase::Probing { .. } => self.probe_limit,
+            // The first calls, at the probe's limit until the first
+            // `min_rtt`; after `probe_samples` answers without one (a
+            // partner that fails every call) at the estimate.
+            Phase::Unstarted { answers, .. } if answers < self.config.probe_samples => {
+                self.probe_limit
+            }
             _ => (state.estimate.floor() as usize).clamp(self.config.min, self.config.max),
         }
     }

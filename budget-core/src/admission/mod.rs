@@ -39,6 +39,12 @@
 //! assert_eq!(permit.waited(), Duration::ZERO);
 //!
 //! let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+//! // The first three calls, at the min-RTT probe's limit, measure the
+//! // partner's no-queue latency; then the limit is its initial 10.
+//! assert_eq!(limit.current(), 3);
+//! for in_flight in 1..=3 {
+//!     limit.on_sample(Instant::now(), Duration::from_millis(50), in_flight, Sample::Success);
+//! }
 //! assert_eq!(limit.current(), 10);
 //! // A call dropped (timed out, or answered 503) cuts the limit by 10 %.
 //! let now = limit.on_sample(Instant::now(), Duration::from_millis(50), 4, Sample::Dropped);

@@ -60,11 +60,14 @@ impl Permits {
                 Some(_) => None,
             });
         }
-        let queue = PermitQueue::new(initial, queue).map_err(|e| e.within("queue"))?;
         let limit = adaptive
             .map(|c| AdaptiveLimit::new(c).map(Arc::new))
             .transpose()
             .map_err(|e| e.within("concurrency"))?;
+        // An adaptive limit starts at its own first value (its first calls
+        // run at the probe's limit), not at `initial`.
+        let size = limit.as_ref().map_or(initial, |l| l.current());
+        let queue = PermitQueue::new(size, queue).map_err(|e| e.within("queue"))?;
         Ok(Some(Permits::Queue { queue, limit }))
     }
 

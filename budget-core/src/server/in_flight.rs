@@ -172,18 +172,22 @@ mod tests {
             ..Default::default()
         };
         let in_flight = InFlight::adaptive(AdaptiveLimit::new(config).unwrap());
-        assert_eq!(in_flight.limit(), 10);
+        // The first requests run at the probe's limit (3), as Envoy
+        // measures its first min-RTT at `min_concurrency`; their answers
+        // are the no-queue latency, and then the limit is `initial`.
+        assert_eq!(in_flight.limit(), 3);
+        for answered in 1..=3 {
+            let mut guard = in_flight.try_acquire(Criticality::Default).unwrap();
+            tokio::time::advance(Duration::from_millis(20)).await;
+            guard.answered(StatusCode::OK);
+            drop(guard);
+            let expected = if answered < 3 { 3 } else { 10 };
+            assert_eq!(in_flight.limit(), expected, "after {answered} answers");
+        }
         // A request dropped unanswered (at its deadline) is a drop: the
         // limit is cut by the drop factor (0.9).
         let guard = in_flight.try_acquire(Criticality::Default).unwrap();
         tokio::time::advance(Duration::from_millis(20)).await;
-        drop(guard);
-        assert_eq!(in_flight.limit(), 9);
-        // An answer is latency to learn from: the first one is the
-        // no-queue latency, and leaves the limit where it is.
-        let mut guard = in_flight.try_acquire(Criticality::Default).unwrap();
-        tokio::time::advance(Duration::from_millis(20)).await;
-        guard.answered(StatusCode::OK);
         drop(guard);
         assert_eq!(in_flight.limit(), 9);
         assert_eq!(in_flight.current(), 0);

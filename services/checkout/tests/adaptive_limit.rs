@@ -66,8 +66,11 @@ async fn an_auto_limit_settles_near_the_partner_s_workers_from_latency_alone() {
             path.queued_max,
             path.in_work_max,
         );
+        // Near the workers: `1.1 W + sqrt(1.1 W)` is 6.5 for 4 (it read
+        // 12-13 when the first min-RTT came from calls sent together with
+        // seven others, some of which the partner queued first).
         assert!(
-            (WORKERS as f64..=3.0 * WORKERS as f64).contains(&mean),
+            (WORKERS as f64..=2.0 * WORKERS as f64).contains(&mean),
             "the limit settles near the {WORKERS} workers: {mean:.1} ({limits:?})"
         );
         // 8 s of 4 workers at 50 ms is 640 answers at most; the probe and

@@ -19,13 +19,19 @@ fn config() -> AdaptiveLimitConfig {
 fn measured(config: AdaptiveLimitConfig) -> (AdaptiveLimit, Instant) {
     let limit = AdaptiveLimit::new(config).unwrap();
     let t = Instant::now();
-    let initial = limit.current();
+    let first = limit.current();
+    assert_eq!(
+        first, limit.probe_limit,
+        "the first calls at the probe's limit"
+    );
     for in_flight in 1..=3 {
-        assert_eq!(
-            limit.on_sample(t, RTT, in_flight, Sample::Success),
-            initial,
-            "no probe first"
-        );
+        let now = limit.on_sample(t, RTT, in_flight, Sample::Success);
+        let expected = if in_flight < 3 {
+            first
+        } else {
+            config.initial_limit()
+        };
+        assert_eq!(now, expected, "`initial` once the first three answered");
     }
     assert_eq!(limit.min_rtt(), Some(RTT));
     (limit, t)
@@ -68,27 +74,31 @@ async fn the_first_three_calls_give_the_first_min_rtt_and_the_first_probe_comes_
         ..config()
     })
     .unwrap();
-    assert_eq!(limit.current(), 10);
+    assert_eq!(limit.current(), 3, "the first calls at the probe's limit");
     assert_eq!(limit.min_rtt(), None);
     let t0 = Instant::now();
-    // A drop or a timeout before any answer teaches no latency.
-    limit.on_sample(t0, RTT * 3, 10, Sample::Dropped);
+    // A drop or a timeout before any answer teaches no latency; the first
+    // cuts the estimate (10 -> 9), the second started before that cut.
+    limit.on_sample(t0, RTT * 3, 3, Sample::Dropped);
     limit.on_sample(t0, RTT * 3, 1, Sample::TimedOut);
     assert_eq!(limit.min_rtt(), None);
-    let initial = limit.current();
-    // The answers of calls sent with more than the probe's 3 in flight
-    // met a queue, maybe: not counted.
-    assert_eq!(limit.on_sample(t0, RTT * 5, 10, Sample::Success), initial);
+    assert_eq!(limit.current(), 3, "still at the probe's limit");
+    // An answer of a call sent with more than the probe's 3 in flight met
+    // a queue, maybe: not counted.
+    assert_eq!(limit.on_sample(t0, RTT * 5, 10, Sample::Success), 3);
     // The first three calls (1, 2 and 3 in flight): their mean, not the
-    // fastest of them.
+    // fastest of them; then the estimate.
     for (in_flight, ms) in [(1, 40), (2, 50), (3, 60)] {
         assert_eq!(limit.min_rtt(), None, "not before the third");
         let rtt = Duration::from_millis(ms);
+        let expected = if in_flight < 3 { 3 } else { 9 };
         assert_eq!(
             limit.on_sample(t0, rtt, in_flight, Sample::Success),
-            initial
+            expected
         );
     }
+    let initial = limit.current();
+    assert_eq!(initial, 9);
     assert_eq!(limit.min_rtt(), Some(RTT), "the mean of the first three");
     // No probe until probe_interval has passed.
     let later = t0 + limit.config.probe_interval - Duration::from_millis(1);
@@ -102,11 +112,37 @@ async fn the_first_three_calls_give_the_first_min_rtt_and_the_first_probe_comes_
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_partner_failing_every_first_call_leaves_the_probe_s_limit_after_probe_samples() {
+    let limit = AdaptiveLimit::new(AdaptiveLimitConfig {
+        probe_samples: 5,
+        ..config()
+    })
+    .unwrap();
+    let t0 = Instant::now();
+    for i in 0..4 {
+        assert_eq!(
+            limit.on_sample(t0 + RTT * i, RTT, 1, Sample::Dropped),
+            3,
+            "answer {i}: still at the probe's limit"
+        );
+    }
+    // The fifth answer without a success: the estimate (10, cut once
+    // by the first drop to 9) until a call succeeds.
+    assert_eq!(limit.on_sample(t0 + RTT * 4, RTT, 1, Sample::Dropped), 9);
+    assert_eq!(limit.min_rtt(), None);
+    // The partner recovers: one success at no more than 3 in flight is
+    // the first `min_rtt`.
+    assert_eq!(limit.on_sample(t0 + RTT * 5, RTT, 2, Sample::Success), 9);
+    assert_eq!(limit.min_rtt(), Some(RTT));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_ignored_sample_changes_nothing() {
     let limit = AdaptiveLimit::new(config()).unwrap();
     let t0 = Instant::now();
-    assert_eq!(limit.on_sample(t0, RTT, 10, Sample::Ignore), 10);
-    assert_eq!(limit.current(), 10, "no probe started");
+    assert_eq!(limit.on_sample(t0, RTT, 3, Sample::Ignore), 3);
+    assert_eq!(limit.current(), 3, "still the first calls' limit");
+    assert_eq!(limit.min_rtt(), None, "nothing learnt");
     let (limit, t) = measured(config());
     let before = limit.current();
     for _ in 0..100 {
