@@ -2,10 +2,13 @@
 //!
 //! The limit is fixed (`max_in_flight = 256`) or adaptive
 //! (`max_in_flight = "auto"`: an [`AdaptiveLimit`] fed with every answered
-//! request's latency, see [`crate::admission::limit`]). A `sheddable`
-//! request is admitted only below three quarters of the limit, so that
-//! at the limit the least critical are refused first (docs/contract.md §2
-//! rule 11) and the last quarter is kept for `default` and `critical` work.
+//! request's latency, see [`crate::admission::limit`]; like Envoy's
+//! adaptive concurrency filter, it admits 3 requests at once until three
+//! have answered, their latency the first no-queue one, then `initial`).
+//! A `sheddable` request is admitted only below three quarters of the
+//! limit, so that at the limit the least critical are refused first
+//! (docs/contract.md §2 rule 11) and the last quarter is kept for
+//! `default` and `critical` work.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
