@@ -33,8 +33,9 @@
 //!    a limit of 13 as no queue). Not the first answer alone: that is the
 //!    fastest of a burst, below the partner's mean. Should `probe_samples`
 //!    answers come without a success (a partner failing every call), the
-//!    limit leaves the probe's for the estimate until one succeeds. The
-//!    first probe follows `probe_interval` later,
+//!    limit leaves the probe's for the estimate, and the first `min_rtt`
+//!    waits for a call that succeeds with at most 3 in flight. The first
+//!    probe follows `probe_interval` later,
 //!    another every `probe_interval` after it (plus up to `probe_jitter` of
 //!    it, so that many clients do not probe together).
 //!    During a probe the limit the calls were running at is kept and comes
@@ -590,9 +591,10 @@ struct State {
 /// Where the controller is.
 #[derive(Debug)]
 enum Phase {
-    /// Before the first `min_rtt`: the answers of calls started with at
-    /// most the probe's limit in flight (the client's first calls), and
-    /// every successful answer.
+    /// Before the first `min_rtt`, at the probe's limit for the first
+    /// `probe_samples` answers: the latencies of the successful calls
+    /// started with at most the probe's limit in flight (the client's
+    /// first calls), and every answer, failed or not.
     Unstarted { first: Mean, answers: usize },
     /// Measuring `min_rtt` at the probe limit.
     Probing { since: Instant, mean: Mean },
