@@ -555,13 +555,13 @@ fn gated(config: &ServerConfig) -> (Router, Arc<tokio::sync::Semaphore>) {
 
 /// Issue 13: `max_in_flight = "auto"` reads from TOML and limits at the
 /// adaptive limit's current value: the probe's 3 for the first requests
-/// (their answers are the first no-queue latency), then its initial 10; a
-/// bad table names its field.
+/// (their answers are the first no-queue latency), its initial 10 once one
+/// has answered; a bad table names its field.
 #[tokio::test(start_paused = true)]
 async fn an_adaptive_in_flight_limit_follows_the_answers() {
     let limited: ServerConfig = toml::from_str("max_in_flight = \"auto\"").unwrap();
     let (router, gate) = gated(&limited);
-    for (limit, round) in [(3, "the first requests"), (10, "after three answers")] {
+    for (limit, round) in [(3, "the first requests"), (10, "once they answered")] {
         let busy: Vec<_> = (0..limit)
             .map(|_| tokio::spawn(router.clone().oneshot(get_with(&[]))))
             .collect();

@@ -21,21 +21,22 @@
 //!    `[min, max]`), the calls already in flight drain, and the mean latency
 //!    of `probe_samples` calls started during the probe, with at most that
 //!    many in flight, becomes `min_rtt`. Before the first probe, `min_rtt`
-//!    is the mean latency of the client's first three calls, made at the
+//!    is the mean latency of the client's first three calls, sent at the
 //!    probe's limit (as Envoy measures its first min-RTT at
-//!    `min_concurrency`): they met a partner this client had not queued,
-//!    and no call of its own started behind them. One round trip, not
-//!    `probe_samples`, so that a client starting under load does not
-//!    spend long at 3 in flight; and at the probe's limit rather than at
-//!    `initial`, since ten calls sent together reach a partner in an order
-//!    of their own, and the first three sent may be the ones it queued (a
-//!    `min_rtt` three times too long for a partner of four workers read
-//!    a limit of 13 as no queue). Not the first answer alone: that is the
-//!    fastest of a burst, below the partner's mean. Should `probe_samples`
-//!    answers come without a success (a partner failing every call), the
-//!    limit leaves the probe's for the estimate, and the first `min_rtt`
-//!    waits for a call that succeeds with at most 3 in flight. The first
-//!    probe follows `probe_interval` later,
+//!    `min_concurrency`) until the first of them answers: they met a
+//!    partner this client had not queued, and the calls sent after that
+//!    answer reach it behind them. Until one answer, not `probe_samples`,
+//!    so that a client starting under load spends less than a round trip
+//!    at 3 in flight; and at the probe's limit rather than at `initial`,
+//!    since ten calls sent together reach a partner in an order of their
+//!    own, and the first three sent may be the ones it queued (a `min_rtt`
+//!    three times too long for a partner of four workers read a limit of
+//!    13 as no queue). Not the first answer alone: that is the fastest of
+//!    a burst, below the partner's mean. Any first answer ends the probe's
+//!    limit, a failed one too, so a partner failing every call is not held
+//!    at 3; the first `min_rtt` then waits for calls that succeed with at
+//!    most 3 in flight (or one such call among `probe_samples` answers).
+//!    The first probe follows `probe_interval` later,
 //!    another every `probe_interval` after it (plus up to `probe_jitter` of
 //!    it, so that many clients do not probe together).
 //!    During a probe the limit the calls were running at is kept and comes
@@ -591,10 +592,10 @@ struct State {
 /// Where the controller is.
 #[derive(Debug)]
 enum Phase {
-    /// Before the first `min_rtt`, at the probe's limit for the first
-    /// `probe_samples` answers: the latencies of the successful calls
-    /// started with at most the probe's limit in flight (the client's
-    /// first calls), and every answer, failed or not.
+    /// Before the first `min_rtt` (at the probe's limit until the first
+    /// answer): the latencies of the successful calls started with at most
+    /// the probe's limit in flight (the client's first calls), and every
+    /// answer, failed or not.
     Unstarted { first: Mean, answers: usize },
     /// Measuring `min_rtt` at the probe limit.
     Probing { since: Instant, mean: Mean },
@@ -654,8 +655,8 @@ impl Mean {
 
 impl AdaptiveLimit {
     /// A limit that runs its first calls at the probe's limit (3, clamped
-    /// into `[min, max]`) and is at `config`'s initial value once three of
-    /// them have answered (item 1 of the [module docs](self)); or the
+    /// into `[min, max]`) and is at `config`'s initial value once one of
+    /// them has answered (item 1 of the [module docs](self)); or the
     /// [`ConfigError`] of [`AdaptiveLimitConfig::validate`].
     ///
     /// ```
@@ -766,7 +767,7 @@ impl AdaptiveLimit {
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
     /// let now = tokio::time::Instant::now();
     /// let budget = Some(Duration::from_millis(1500));
-    /// assert_eq!(limit.on_sample_within(now, Duration::from_millis(5), 1, Sample::Success, budget), 3);
+    /// assert_eq!(limit.on_sample_within(now, Duration::from_millis(5), 1, Sample::Success, budget), 10);
     /// # }
     /// ```
     pub fn on_sample_within(
@@ -789,12 +790,12 @@ impl AdaptiveLimit {
                 self.on_drop(&mut state, now, started);
                 return self.limit_of(&state);
             }
-            // The client's first calls run at the probe's limit (item 1):
-            // they met a partner this client had not queued, and no call
-            // of its own started behind them, so the mean of their
-            // latencies is the first no-queue latency (the first answer
-            // alone is the fastest of a burst, below it). Probes from
-            // `probe_interval` on measure it again.
+            // The client's first calls run at the probe's limit until one
+            // answers (item 1): they met a partner this client had not
+            // queued, and later calls reached it behind them, so the mean
+            // of their latencies is the first no-queue latency (the first
+            // answer alone is the fastest of a burst, below it). Probes
+            // from `probe_interval` on measure it again.
             if in_flight <= self.probe_limit {
                 first.add(rtt);
             }
@@ -1056,12 +1057,8 @@ impl AdaptiveLimit {
     fn limit_of(&self, state: &State) -> usize {
         match state.phase {
             Phase::Probing { .. } => self.probe_limit,
-            // The first calls, at the probe's limit until the first
-            // `min_rtt`; after `probe_samples` answers without one (a
-            // partner that fails every call) at the estimate.
-            Phase::Unstarted { answers, .. } if answers < self.config.probe_samples => {
-                self.probe_limit
-            }
+            // The first calls, at the probe's limit until one answers.
+            Phase::Unstarted { answers: 0, .. } => self.probe_limit,
             _ => (state.estimate.floor() as usize).clamp(self.config.min, self.config.max),
         }
     }

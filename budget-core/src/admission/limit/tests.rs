@@ -26,12 +26,11 @@ fn measured(config: AdaptiveLimitConfig) -> (AdaptiveLimit, Instant) {
     );
     for in_flight in 1..=3 {
         let now = limit.on_sample(t, RTT, in_flight, Sample::Success);
-        let expected = if in_flight < 3 {
-            first
-        } else {
-            config.initial_limit()
-        };
-        assert_eq!(now, expected, "`initial` once the first three answered");
+        assert_eq!(
+            now,
+            config.initial_limit(),
+            "`initial` from the first answer"
+        );
     }
     assert_eq!(limit.min_rtt(), Some(RTT));
     (limit, t)
@@ -77,28 +76,28 @@ async fn the_first_three_calls_give_the_first_min_rtt_and_the_first_probe_comes_
     assert_eq!(limit.current(), 3, "the first calls at the probe's limit");
     assert_eq!(limit.min_rtt(), None);
     let t0 = Instant::now();
-    // A drop or a timeout before any answer teaches no latency; the first
-    // cuts the estimate (10 -> 9), the second started before that cut.
-    limit.on_sample(t0, RTT * 3, 3, Sample::Dropped);
+    // A drop or a timeout teaches no latency; the first cuts the estimate
+    // (10 -> 9), the second started before that cut. Any answer ends the
+    // first calls' limit: the calls sent from then on reach the partner
+    // behind them.
+    assert_eq!(limit.on_sample(t0, RTT * 3, 3, Sample::Dropped), 9);
     limit.on_sample(t0, RTT * 3, 1, Sample::TimedOut);
     assert_eq!(limit.min_rtt(), None);
-    assert_eq!(limit.current(), 3, "still at the probe's limit");
+    let initial = limit.current();
+    assert_eq!(initial, 9);
     // An answer of a call sent with more than the probe's 3 in flight met
     // a queue, maybe: not counted.
-    assert_eq!(limit.on_sample(t0, RTT * 5, 10, Sample::Success), 3);
+    assert_eq!(limit.on_sample(t0, RTT * 5, 10, Sample::Success), initial);
     // The first three calls (1, 2 and 3 in flight): their mean, not the
-    // fastest of them; then the estimate.
+    // fastest of them.
     for (in_flight, ms) in [(1, 40), (2, 50), (3, 60)] {
         assert_eq!(limit.min_rtt(), None, "not before the third");
         let rtt = Duration::from_millis(ms);
-        let expected = if in_flight < 3 { 3 } else { 9 };
         assert_eq!(
             limit.on_sample(t0, rtt, in_flight, Sample::Success),
-            expected
+            initial
         );
     }
-    let initial = limit.current();
-    assert_eq!(initial, 9);
     assert_eq!(limit.min_rtt(), Some(RTT), "the mean of the first three");
     // No probe until probe_interval has passed.
     let later = t0 + limit.config.probe_interval - Duration::from_millis(1);
@@ -112,28 +111,21 @@ async fn the_first_three_calls_give_the_first_min_rtt_and_the_first_probe_comes_
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_partner_failing_every_first_call_leaves_the_probe_s_limit_after_probe_samples() {
-    let limit = AdaptiveLimit::new(AdaptiveLimitConfig {
-        probe_samples: 5,
-        ..config()
-    })
-    .unwrap();
+async fn the_first_calls_run_at_the_probe_s_limit_until_one_answers() {
+    let limit = AdaptiveLimit::new(config()).unwrap();
     let t0 = Instant::now();
-    for i in 0..4 {
-        assert_eq!(
-            limit.on_sample(t0 + RTT * i, RTT, 1, Sample::Dropped),
-            3,
-            "answer {i}: still at the probe's limit"
-        );
-    }
-    // The fifth answer without a success: the estimate (10, cut once
-    // by the first drop to 9) until a call succeeds.
-    assert_eq!(limit.on_sample(t0 + RTT * 4, RTT, 1, Sample::Dropped), 9);
-    assert_eq!(limit.min_rtt(), None);
-    // The partner recovers: one success at no more than 3 in flight is
-    // the first `min_rtt`.
-    assert_eq!(limit.on_sample(t0 + RTT * 5, RTT, 2, Sample::Success), 9);
-    assert_eq!(limit.min_rtt(), Some(RTT));
+    assert_eq!(limit.current(), 3, "the first calls at the probe's limit");
+    assert_eq!(
+        limit.on_sample(t0 + RTT, RTT, 1, Sample::Success),
+        10,
+        "the first answer: `initial`"
+    );
+    assert_eq!(limit.min_rtt(), None, "one answer is not yet a min-RTT");
+    // A partner failing every first call does not hold the limit at 3:
+    // its first answer, a drop, ends the first calls' limit as well.
+    let failing = AdaptiveLimit::new(config()).unwrap();
+    assert_eq!(failing.on_sample(t0 + RTT, RTT, 1, Sample::Dropped), 9);
+    assert_eq!(failing.min_rtt(), None);
 }
 
 #[tokio::test(start_paused = true)]
