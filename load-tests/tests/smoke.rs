@@ -415,7 +415,20 @@ async fn smoke_tail_runs_hedged_beside_budget_mode_within_the_hedge_budget() {
         assert_eq!(r.sent, 120, "{} mode", r.mode);
         assert!(r.good >= 115, "{} mode: {:?}", r.mode, r.outcomes);
     }
-    assert_eq!(calls(plain), 3 * plain.sent, "no hedge without the opt-in");
+    // No hedge without the opt-in: no `-hedge` step, and no more partner
+    // calls than one per dependency per request (fewer when a call was
+    // refused, say while a loaded machine keeps the first answer, and with
+    // it the limit's start, waiting).
+    assert!(
+        !plain.steps.iter().any(|s| s.name.ends_with("-hedge")),
+        "no hedge without the opt-in: {:?}",
+        plain.steps
+    );
+    assert!(
+        calls(plain) <= 3 * plain.sent && calls(plain) >= 3 * plain.sent - 15,
+        "one call per dependency per request, a few refused at most: {}",
+        calls(plain)
+    );
     // 5 % of ~360 calls are in the tail: some are hedged, and hedges stay
     // within 10 % of the calls.
     assert!(calls(hedged) > 3 * hedged.sent, "{}", calls(hedged));
