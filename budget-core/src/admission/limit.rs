@@ -365,8 +365,9 @@ pub struct AdaptiveLimitConfig {
     pub min: usize,
     /// The largest limit, at least `min`. Default 256.
     pub max: usize,
-    /// The limit to start with, within `[min, max]`. Absent (the default):
-    /// 10, clamped into `[min, max]`. A value given outside `[min, max]` is
+    /// The limit once the first call has answered (the first calls go out
+    /// at the min-RTT probe's 3), within `[min, max]`. Absent (the
+    /// default): 10, clamped into `[min, max]`. A value given outside `[min, max]` is
     /// an error, not silently moved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial: Option<usize>,
@@ -484,8 +485,9 @@ impl AdaptiveLimitConfig {
         Ok(())
     }
 
-    /// The limit an [`AdaptiveLimit`] starts with: `initial`, or 10 clamped
-    /// into `[min, max]`.
+    /// The limit an [`AdaptiveLimit`] runs at from its first answer on
+    /// (until then at the probe's limit): `initial`, or 10 clamped into
+    /// `[min, max]`.
     ///
     /// ```
     /// use budget_core::admission::AdaptiveLimitConfig;
