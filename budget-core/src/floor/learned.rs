@@ -9,6 +9,12 @@
 //! so it always covers between half a window and a whole window of
 //! samples, and a latency change is followed within one `window`.
 //!
+//! A window with few samples (a slow dependency's first seconds) is read
+//! so that the floor rests on at least five of them (or as many as a
+//! window of 100 samples puts at or above the quantile, if fewer: two for
+//! a p99): the fifth-longest at most, and until `min_samples` exist the
+//! fifth-longest itself (see [`TAIL_SAMPLES`]).
+//!
 //! Reading the quantile walks the histogram, so the effective floor is
 //! recomputed at most every [`REFRESH`] and cached: a call reads a cached
 //! number under a short lock.
@@ -115,7 +121,8 @@ impl LearnedFloorConfig {
     /// outlier (a call that met a passing queue at the partner, or a
     /// timed-out attempt, which counts at its budget) would set the floor
     /// for up to 10 s and refuse calls that fit. The p95 of such a window
-    /// is its fifth-longest sample; for a dependency whose latency is a
+    /// is its fifth-longest sample (and a sparser window's is read as no
+    /// higher than that, see [`TAIL_SAMPLES`]); for a dependency whose latency is a
     /// steady body with jitter it is within a few percent of the p99.
     /// Most calls start with more time left than the floor (the permit
     /// queue serves the freshest waiter first under load), so the share of
@@ -214,8 +221,12 @@ impl LearnedFloorConfig {
 /// assert_eq!(b.to_string(), "p99 407ms x 1.5");
 /// let b = FloorBasis::Learned { quantile: 0.999, observed: Duration::from_millis(2), margin: 2.0, clamp: Some(Clamp::Min) };
 /// assert_eq!(b.to_string(), "p99.9 2ms x 2, at min");
-/// assert_eq!(FloorBasis::ColdStart { samples: 3, needed: 20 }.to_string(), "cold start: longest of 3 samples, 20 needed");
-/// assert_eq!(FloorBasis::ColdStart { samples: 0, needed: 20 }.to_string(), "cold start: no sample yet");
+/// let cold = |samples, longest| FloorBasis::ColdStart { samples, needed: 20, longest };
+/// assert_eq!(cold(7, 5).to_string(), "cold start: 5th longest of 7 samples, 20 needed");
+/// assert_eq!(cold(3, 2).to_string(), "cold start: 2nd longest of 3 samples, 20 needed");
+/// assert_eq!(cold(3, 1).to_string(), "cold start: longest of 3 samples, 20 needed");
+/// assert_eq!(cold(3, 5).to_string(), "cold start: 3 samples, 20 needed");
+/// assert_eq!(cold(0, 5).to_string(), "cold start: no sample yet");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -231,13 +242,16 @@ pub enum FloorBasis {
         /// Whether `min` or `max` bounded the product.
         clamp: Option<Clamp>,
     },
-    /// Too few samples yet: the longest sample seen, at least the
-    /// cold-start floor.
+    /// Too few samples yet: the `longest`-th longest sample seen (1: the
+    /// longest), at least the cold-start floor; with fewer than `longest`
+    /// samples, the cold-start floor.
     ColdStart {
         /// Samples in the window.
         samples: u64,
         /// Samples needed.
         needed: u64,
+        /// Which sample, counted from the longest, sets the floor.
+        longest: u64,
     },
 }
 
@@ -268,11 +282,20 @@ impl fmt::Display for FloorBasis {
                 }
             }
             FloorBasis::ColdStart { samples: 0, .. } => f.write_str("cold start: no sample yet"),
-            FloorBasis::ColdStart { samples, needed } => {
-                write!(
-                    f,
-                    "cold start: longest of {samples} samples, {needed} needed"
-                )
+            FloorBasis::ColdStart {
+                samples,
+                needed,
+                longest,
+            } => {
+                f.write_str("cold start: ")?;
+                match longest {
+                    _ if samples < longest => {}
+                    1 => f.write_str("longest of ")?,
+                    2 => f.write_str("2nd longest of ")?,
+                    3 => f.write_str("3rd longest of ")?,
+                    n => write!(f, "{n}th longest of ")?,
+                }
+                write!(f, "{samples} samples, {needed} needed")
             }
         }
     }
@@ -374,6 +397,7 @@ impl LearnedFloor {
             basis: Some(FloorBasis::ColdStart {
                 samples: 0,
                 needed: config.min_samples,
+                longest: tail(config.quantile),
             }),
         };
         Ok(Self {
@@ -488,6 +512,17 @@ impl LearnedFloor {
         true
     }
 
+    /// The quantile to read from `samples` samples: the configured one,
+    /// but with at least [`tail`] samples at or above it.
+    fn quantile_of(&self, samples: u64) -> f64 {
+        let q = self.config.quantile;
+        let rank = (q * samples as f64).ceil() as u64;
+        match samples.checked_sub(tail(q) - 1) {
+            Some(most) if most >= 1 && rank > most => rank_quantile(most, samples),
+            _ => q,
+        }
+    }
+
     fn compute(&self, w: &mut Window) -> Effective {
         let Window {
             current,
@@ -501,27 +536,31 @@ impl LearnedFloor {
         let _ = scratch.add(&*current);
         let samples = scratch.len();
         if samples < self.config.min_samples {
-            // Too few recent samples for a quantile: the longest one seen
-            // (a partner's latency is known to be at least that), at least
-            // the cold-start floor. With none in the window, the cold-start
-            // floor itself: keeping the last learned value would be
-            // metastable, as a floor that refuses every call learns
-            // nothing new and would refuse for ever after the partner
-            // recovered.
-            let longest = if samples == 0 {
-                Duration::ZERO
-            } else {
-                whole_millis(scratch.max())
+            // Too few recent samples for a quantile: the [`tail`]-th
+            // longest seen (a partner's latency is known to reach that),
+            // at least the cold-start floor; with fewer samples, the
+            // cold-start floor. Not the longest: one call of the first
+            // burst that timed out in a queue at the partner would refuse
+            // every call with less time left, and a floor that refuses
+            // every call learns nothing new, so it would stand until the
+            // window forgot it. With none in the window, the cold-start
+            // floor itself, for the same reason.
+            let longest = match samples.checked_sub(tail(self.config.quantile) - 1) {
+                Some(rank) if rank >= 1 => {
+                    whole_millis(scratch.value_at_quantile(rank_quantile(rank, samples)))
+                }
+                _ => Duration::ZERO,
             };
             return Effective {
                 floor: Floor::new(longest.clamp(self.cold.floor.get(), self.config.max)),
                 basis: Some(FloorBasis::ColdStart {
                     samples,
                     needed: self.config.min_samples,
+                    longest: tail(self.config.quantile),
                 }),
             };
         }
-        let observed = whole_millis(scratch.value_at_quantile(self.config.quantile));
+        let observed = whole_millis(scratch.value_at_quantile(self.quantile_of(samples)));
         let product = observed.mul_f64(self.config.margin);
         let (floor, clamp) = if product < self.config.min {
             (self.config.min, Some(Clamp::Min))
@@ -540,6 +579,44 @@ impl LearnedFloor {
             }),
         }
     }
+}
+
+/// How many samples, at least, a learned floor rests on: with few
+/// samples in the window the floor is never above the fifth-longest, nor,
+/// until `min_samples` exist, below it. For a quantile above the p95, as
+/// many as a window of 100 samples puts at or above it, if fewer (two for
+/// the p99).
+///
+/// ```
+/// assert_eq!(budget_core::floor::TAIL_SAMPLES, 5);
+/// ```
+///
+/// A slow dependency's window holds few samples (a partner answering 8
+/// calls a second leaves 20 to 40 in the first seconds), and its p95 is
+/// then one of its two longest: two or three calls of one burst that met
+/// a passing queue at the partner, or timed out in it, would set the
+/// floor for the whole window and refuse the calls that fit; and a floor
+/// that refuses every call learns nothing new, so it stands until the
+/// window forgets. From 80 samples on for the p95 (100 for the p99) the
+/// floor is the quantile itself.
+pub const TAIL_SAMPLES: u64 = 5;
+
+/// How many samples, at least, are at or above a learned floor's quantile
+/// `q` in its window: as many as a window of 100 samples puts there (6 for
+/// the p95, 2 for the p99), but at most [`TAIL_SAMPLES`].
+fn tail(q: f64) -> u64 {
+    // Less a hair, so that 0.95 (95.000...01 in binary) is 95.
+    let in_100 = 101u64
+        .saturating_sub((q * 100.0 - 1e-9).ceil() as u64)
+        .max(1);
+    in_100.min(TAIL_SAMPLES)
+}
+
+/// The quantile to read from a histogram of `samples` samples so that it
+/// returns the sample of rank `rank` (1: the shortest): the middle of its
+/// share, so that the histogram's `ceil` lands on it.
+fn rank_quantile(rank: u64, samples: u64) -> f64 {
+    (rank as f64 - 0.5) / samples as f64
 }
 
 /// A quantile read from the histogram (whose buckets end a little above
@@ -581,23 +658,84 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn rule10_until_enough_samples_the_floor_is_the_longest_seen() {
-        let f = learned(x15());
+    async fn rule10_until_enough_samples_the_floor_is_the_fifth_longest_seen() {
+        let f = learned(LearnedFloorConfig::default());
         assert_eq!(f.current().floor.get(), ms(5), "no sample: the minimum");
-        for _ in 0..18 {
-            f.observe(ms(100));
+        for _ in 0..4 {
+            f.observe(ms(300));
         }
-        f.observe(ms(300));
         settle().await;
         let e = f.current();
-        assert_eq!(e.floor.get(), ms(300), "the longest of too few samples");
+        assert_eq!(e.floor.get(), ms(5), "four samples: still the minimum");
         assert_eq!(
             e.basis.unwrap().to_string(),
-            "cold start: longest of 19 samples, 20 needed"
+            "cold start: 4 samples, 20 needed"
+        );
+        for _ in 0..14 {
+            f.observe(ms(100));
+        }
+        settle().await;
+        assert_eq!(
+            f.current().floor.get(),
+            ms(100),
+            "four long samples of eighteen (one burst that met a queue) do not set it"
         );
         f.observe(ms(300));
         settle().await;
-        assert_eq!(f.current().floor.get(), ms(450), "p99 x 1.5 from 20 on");
+        let e = f.current();
+        assert_eq!(e.floor.get(), ms(300), "five do");
+        assert_eq!(
+            e.basis.unwrap().to_string(),
+            "cold start: 5th longest of 19 samples, 20 needed"
+        );
+        f.observe(ms(100));
+        settle().await;
+        let e = f.current();
+        assert_eq!(
+            e.floor.get(),
+            ms(300),
+            "the p95 from 20 on, on five samples"
+        );
+        assert_eq!(e.basis.unwrap().to_string(), "p95 300ms x 1");
+        // A p99 rests on two: the second-longest before 20 samples.
+        let p99 = learned(x15());
+        for latency in [100, 100, 100, 300] {
+            p99.observe(ms(latency));
+        }
+        settle().await;
+        let e = p99.current();
+        assert_eq!(e.floor.get(), ms(100));
+        assert_eq!(
+            e.basis.unwrap().to_string(),
+            "cold start: 2nd longest of 4 samples, 20 needed"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rule10_a_floor_that_refused_every_call_is_not_set_by_one_burst() {
+        // Issue 13 at 20x: pricing's first 25 answers, 20 in its body
+        // (900-1 100 ms) and the calls of the first burst that queued at
+        // the partner (1 300-1 600 ms, three of them timed out). Callers
+        // reach pricing with about 1 450 ms left: a floor above that
+        // refuses every call, learns nothing more, and stands for the
+        // window.
+        let f = learned(LearnedFloorConfig::default());
+        for i in 0..20u64 {
+            f.observe(ms(900 + i * 10));
+        }
+        for latency in [1314, 1390, 1486, 1513] {
+            f.observe(ms(latency));
+        }
+        settle().await;
+        let floor = f.current().floor.get();
+        assert!(floor <= ms(1450), "{floor:?}: the body's, not the burst's");
+        f.observe(ms(1600));
+        settle().await;
+        let floor = f.current().floor.get();
+        assert!(
+            (ms(1310)..=ms(1320)).contains(&floor),
+            "{floor:?}: five long samples do set it"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -629,11 +767,27 @@ mod tests {
             ..Default::default()
         })
         .await;
-        assert_eq!(
-            p99.floor.get(),
-            ms(1500),
-            "a p99 of 80 samples is the outlier"
+        assert!(
+            p99.floor.get() < ms(1110),
+            "a p99 rests on two samples: not the one outlier"
         );
+        // Two outliers in 80 samples are the p99, not the p95.
+        let f = learned(LearnedFloorConfig {
+            quantile: 0.99,
+            ..Default::default()
+        });
+        let g = learned(LearnedFloorConfig::default());
+        for i in 0..78u64 {
+            f.observe(ms(900 + (i * 200) / 77));
+            g.observe(ms(900 + (i * 200) / 77));
+        }
+        for _ in 0..2 {
+            f.observe(ms(1500));
+            g.observe(ms(1500));
+        }
+        settle().await;
+        assert_eq!(f.current().floor.get(), ms(1500), "two outliers: the p99");
+        assert!(g.current().floor.get() <= ms(1100), "but not the p95");
     }
 
     #[tokio::test(start_paused = true)]

@@ -36,4 +36,5 @@ pub use config::{DependencyFloor, FloorConfig};
 pub use fixed::{BelowFloor, Floor};
 pub use learned::{
     Clamp, Effective, FloorBasis, LearnedFloor, LearnedFloorConfig, MAX_SAMPLE, REFRESH,
+    TAIL_SAMPLES,
 };
