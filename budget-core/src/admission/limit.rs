@@ -23,15 +23,21 @@
 //!    many in flight, becomes `min_rtt`. Before the first probe, `min_rtt`
 //!    is the mean latency of the client's first three calls, sent at the
 //!    probe's limit (as Envoy measures its first min-RTT at
-//!    `min_concurrency`) until the first of them answers: they met a
-//!    partner this client had not queued, and the calls sent after that
-//!    answer reach it behind them. Until one answer, not `probe_samples`,
-//!    so that a client starting under load spends less than a round trip
-//!    at 3 in flight; and at the probe's limit rather than at `initial`,
+//!    `min_concurrency`) until the first of them answers, or for 50 ms from
+//!    the first call that found that limit full
+//!    ([`AdaptiveLimit::on_full`]), whichever comes first: they met a
+//!    partner this client had not queued, and the calls sent after them
+//!    reach it behind them. At the probe's limit rather than at `initial`,
 //!    since ten calls sent together reach a partner in an order of their
 //!    own, and the first three sent may be the ones it queued (a `min_rtt`
 //!    three times too long for a partner of four workers read a limit of
-//!    13 as no queue). Not the first answer alone: that is the fastest of
+//!    13 as no queue); for 50 ms at most, not a round trip, because being
+//!    ahead takes only the time to reach the partner, while a client
+//!    starting under load at 3 in flight leaves most of a slow partner's
+//!    workers idle for its whole first round trip (a second at 20 times
+//!    the load tests' latency), and 50 ms is shorter than a permit
+//!    queue's CoDel interval, so the hold alone never makes a standing
+//!    queue. Not the first answer alone: that is the fastest of
 //!    a burst, below the partner's mean. Any first answer ends the probe's
 //!    limit, a failed one too, so a partner failing every call is not held
 //!    at 3; the first `min_rtt` then waits for calls that succeed with at
@@ -63,7 +69,12 @@
 //!    partner serves about `peak * min_rtt / mean_rtt` at once (Little's
 //!    law). A moving average
 //!    of that is the knee, `W`. After a queued window the limit is at most
-//!    `(1 + buffer) * W + headroom` (and at least half what it was); past
+//!    `(1 + buffer * a) * round(W) + headroom` (and at least half what it
+//!    was), where `a` is the share of the headroom the callers can afford
+//!    (item 5; 1 for callers with time): the knee counts whole calls, and
+//!    its estimate carries the few percent of noise of `min_rtt`, so that
+//!    unrounded, callers who can afford no queue would get 7 for a partner
+//!    of 8 workers at 7.9, and a standing queue of one at 8.3; past
 //!    that, a window without a queue adds one call, not a square root, and
 //!    for callers who cannot afford the whole headroom (item 5) only when
 //!    its mean is within their share of the buffer: a queue of one call at
@@ -159,6 +170,7 @@
 
 use std::fmt;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::de::{self, MapAccess, Visitor};
@@ -171,6 +183,12 @@ use crate::config::ConfigError;
 /// The limit during a min-RTT probe, before clamping into `[min, max]`
 /// (Envoy's default `min_concurrency`).
 const PROBE_CONCURRENCY: usize = 3;
+/// The longest the first calls are held at the probe's limit, from the
+/// first call that found it full (item 1 of the module docs): time for the
+/// first calls to reach the partner ahead of the rest, shorter than a
+/// permit queue's CoDel interval (100 ms) so that the hold alone never
+/// makes a standing queue.
+const FIRST_HOLD: Duration = Duration::from_millis(50);
 /// The gradient's clamp: one window at most halves the limit...
 const MIN_GRADIENT: f64 = 0.5;
 /// ...or doubles it.
@@ -366,7 +384,8 @@ pub struct AdaptiveLimitConfig {
     /// The largest limit, at least `min`. Default 256.
     pub max: usize,
     /// The limit once the first call has answered (the first calls go out
-    /// at the min-RTT probe's 3), within `[min, max]`. Absent (the
+    /// at the min-RTT probe's 3, for 50 ms at most once it is full),
+    /// within `[min, max]`. Absent (the
     /// default): 10, clamped into `[min, max]`. A value given outside `[min, max]` is
     /// an error, not silently moved.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -486,8 +505,8 @@ impl AdaptiveLimitConfig {
     }
 
     /// The limit an [`AdaptiveLimit`] runs at from its first answer on
-    /// (until then at the probe's limit): `initial`, or 10 clamped into
-    /// `[min, max]`.
+    /// (until then, or until the first calls' 50 ms hold is over, at the
+    /// probe's limit): `initial`, or 10 clamped into `[min, max]`.
     ///
     /// ```
     /// use budget_core::admission::AdaptiveLimitConfig;
@@ -568,6 +587,9 @@ pub enum Sample {
 pub struct AdaptiveLimit {
     config: AdaptiveLimitConfig,
     probe_limit: usize,
+    /// Whether the first calls may still be held (no answer yet, the hold
+    /// not over): lets [`AdaptiveLimit::on_full`] skip the lock after.
+    holding: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -595,10 +617,14 @@ struct State {
 #[derive(Debug)]
 enum Phase {
     /// Before the first `min_rtt` (at the probe's limit until the first
-    /// answer): the latencies of the successful calls started with at most
-    /// the probe's limit in flight (the client's first calls), and every
-    /// answer, failed or not.
-    Unstarted { first: Mean, answers: usize },
+    /// answer or the end of the hold): the latencies of the successful
+    /// calls started with at most the probe's limit in flight (the
+    /// client's first calls), every answer, failed or not, and the hold.
+    Unstarted {
+        first: Mean,
+        answers: usize,
+        hold: Hold,
+    },
     /// Measuring `min_rtt` at the probe limit.
     Probing { since: Instant, mean: Mean },
     /// Collecting a sample window.
@@ -612,6 +638,18 @@ enum Phase {
         /// The budgets of the calls in `mean` that had one.
         budgets: Mean,
     },
+}
+
+/// The first calls' hold at the probe's limit, before any answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    /// No call has found the limit full yet.
+    Unarmed,
+    /// A call found it full; the hold ends at this instant.
+    Until(Instant),
+    /// Over since this instant (its end or the first answer): the limit
+    /// is `initial`.
+    Over(Instant),
 }
 
 /// What a successful sample ended.
@@ -658,7 +696,8 @@ impl Mean {
 impl AdaptiveLimit {
     /// A limit that runs its first calls at the probe's limit (3, clamped
     /// into `[min, max]`) and is at `config`'s initial value once one of
-    /// them has answered (item 1 of the [module docs](self)); or the
+    /// them has answered or their hold is over (item 1 of the
+    /// [module docs](self)); or the
     /// [`ConfigError`] of [`AdaptiveLimitConfig::validate`].
     ///
     /// ```
@@ -682,12 +721,14 @@ impl AdaptiveLimit {
         config.validate()?;
         Ok(Self {
             probe_limit: PROBE_CONCURRENCY.clamp(config.min, config.max),
+            holding: AtomicBool::new(true),
             state: Mutex::new(State {
                 estimate: config.initial_limit() as f64,
                 min_rtt: None,
                 phase: Phase::Unstarted {
                     first: Mean::default(),
                     answers: 0,
+                    hold: Hold::Unarmed,
                 },
                 floor_windows: 0,
                 last_cut: None,
@@ -722,6 +763,66 @@ impl AdaptiveLimit {
     /// ```
     pub fn min_rtt(&self) -> Option<Duration> {
         self.lock().min_rtt
+    }
+
+    /// A call found every call the limit allows in flight at `now`.
+    ///
+    /// Before the first answer the first calls run at the probe's limit
+    /// (item 1 of the [module docs](self)), but not for longer than 50 ms
+    /// from the first call that found it full: long enough for the first
+    /// calls to reach the partner ahead of the others, and short enough
+    /// not to leave most of a slow partner's workers idle for a whole
+    /// round trip. Returns when that hold ends to the call that starts it
+    /// (for a timer to call this again then), `None` to any other; a call
+    /// at or after the end ends it, and the limit is `initial` from then
+    /// on (read it with [`current`](Self::current)). Lock-free once the
+    /// first answer has come or the hold is over.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+    /// let now = tokio::time::Instant::now();
+    /// let ends = limit.on_full(now).unwrap();
+    /// assert_eq!(ends - now, Duration::from_millis(50));
+    /// assert_eq!((limit.on_full(now), limit.current()), (None, 3));
+    /// assert_eq!((limit.on_full(ends), limit.current()), (None, 10));
+    /// # }
+    /// ```
+    pub fn on_full(&self, now: Instant) -> Option<Instant> {
+        if !self.holding.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut state = self.lock();
+        let Phase::Unstarted {
+            answers: 0, hold, ..
+        } = &mut state.phase
+        else {
+            self.holding.store(false, Ordering::Release);
+            return None;
+        };
+        match *hold {
+            Hold::Unarmed => match now.checked_add(FIRST_HOLD) {
+                Some(ends) => {
+                    *hold = Hold::Until(ends);
+                    Some(ends)
+                }
+                None => {
+                    *hold = Hold::Over(now);
+                    self.holding.store(false, Ordering::Release);
+                    None
+                }
+            },
+            Hold::Until(ends) if now >= ends => {
+                *hold = Hold::Over(ends);
+                self.holding.store(false, Ordering::Release);
+                None
+            }
+            Hold::Until(_) | Hold::Over(_) => None,
+        }
     }
 
     /// One finished call: how long it took (from the moment it got its
@@ -784,8 +885,17 @@ impl AdaptiveLimit {
         if outcome == Sample::Ignore {
             return self.limit_of(&state);
         }
-        if let Phase::Unstarted { first, answers } = &mut state.phase {
+        if let Phase::Unstarted {
+            first,
+            answers,
+            hold,
+        } = &mut state.phase
+        {
             *answers = answers.saturating_add(1);
+            // The first answer ends the hold.
+            if !matches!(hold, Hold::Over(_)) {
+                *hold = Hold::Over(now);
+            }
             if outcome != Sample::Success {
                 // A drop cuts the limit already; it teaches no latency.
                 let started = now.checked_sub(rtt);
@@ -793,7 +903,7 @@ impl AdaptiveLimit {
                 return self.limit_of(&state);
             }
             // The client's first calls run at the probe's limit until one
-            // answers (item 1): they met a partner this client had not
+            // answers or the hold is over (item 1): they met a partner this client had not
             // queued, and later calls reached it behind them, so the mean
             // of their latencies is the first no-queue latency (the first
             // answer alone is the fastest of a burst, below it). Probes
@@ -804,9 +914,17 @@ impl AdaptiveLimit {
             let done = first.count >= PROBE_CONCURRENCY.min(self.probe_limit)
                 || (*answers >= self.config.probe_samples && first.count > 0);
             if done {
+                // The first window holds the calls sent since the limit
+                // became `initial`: they ran under it, and a partner they
+                // queued is seen a round trip sooner than by calls sent
+                // from now on.
+                let since = match *hold {
+                    Hold::Over(since) => since,
+                    Hold::Unarmed | Hold::Until(_) => now,
+                };
                 state.min_rtt = Some(first.value());
                 state.next_probe = self.next_probe_after(now);
-                state.phase = new_window(now);
+                state.phase = new_window(since);
             }
             return self.limit_of(&state);
         }
@@ -1007,10 +1125,17 @@ impl AdaptiveLimit {
             _ => scaled + headroom(scaled),
         };
         if let Some(knee) = state.knee.filter(|_| queued) {
-            // A queue: no more than the knee, plus the buffer and the
-            // headroom; but one window at most halves the limit, as the
-            // gradient does.
-            let cap = knee * (1.0 + self.config.buffer) + headroom(knee);
+            // A queue: no more than the knee, plus the share of the buffer
+            // and the headroom the callers can afford (both whole for
+            // callers with time); but one window at most halves the limit,
+            // as the gradient does. The knee counts whole calls (workers,
+            // threads, connections): its estimate carries the few percent
+            // of noise of `min_rtt`, and rounding it keeps a partner of
+            // eight workers at eight for callers who can afford no queue,
+            // where 7.9 would cost it a worker and 8.3 times the buffer a
+            // standing queue.
+            let whole = knee.round().max(1.0);
+            let cap = whole * (1.0 + self.config.buffer * affordable(knee)) + headroom(knee);
             next = next.min(cap.max(state.estimate * MIN_GRADIENT));
         }
         if peak < limit {
@@ -1059,8 +1184,12 @@ impl AdaptiveLimit {
     fn limit_of(&self, state: &State) -> usize {
         match state.phase {
             Phase::Probing { .. } => self.probe_limit,
-            // The first calls, at the probe's limit until one answers.
-            Phase::Unstarted { answers: 0, .. } => self.probe_limit,
+            // The first calls, at the probe's limit until one answers or
+            // the hold is over.
+            Phase::Unstarted {
+                hold: Hold::Unarmed | Hold::Until(_),
+                ..
+            } => self.probe_limit,
             _ => (state.estimate.floor() as usize).clamp(self.config.min, self.config.max),
         }
     }

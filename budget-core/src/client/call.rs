@@ -274,7 +274,7 @@ where
         }
         if let (Some(permits), Some(in_flight)) = (&settings.permits, in_flight) {
             let sample = limit_sample(&outcome, &decision);
-            permits.sample(name, took, in_flight, sample, budget);
+            permits.sample(took, in_flight, sample, budget);
         }
         tracing::debug!(
             dependency = %name,

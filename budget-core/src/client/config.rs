@@ -360,10 +360,11 @@ impl DependencyConfig {
             return Err(ConfigError::new("max_body", "must be at least 1 byte"));
         }
         self.queue.validate().map_err(|e| e.within("queue"))?;
+        let name: Arc<str> = Arc::from(self.name.as_str());
         let permits = self
             .concurrency
             .as_ref()
-            .map(|c| Permits::new(c, self.queue, self.mode))
+            .map(|c| Permits::new(&name, c, self.queue, self.mode))
             .transpose()?
             .flatten();
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
@@ -383,7 +384,6 @@ impl DependencyConfig {
             .transpose()?;
         // Every field is valid: the client's gauges start now, and its
         // counters at 0.
-        let name: Arc<str> = Arc::from(self.name.as_str());
         crate::telemetry::meter::register_dependency(&name);
         if let Some(permits) = &permits {
             crate::telemetry::meter::concurrency_limit(&name, permits.limit());

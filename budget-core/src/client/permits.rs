@@ -31,18 +31,22 @@ use super::config::TimeoutMode;
 pub(crate) enum Permits {
     /// Fixed mode: FIFO, waits up to the fixed timeout; `limit` permits.
     Fifo(Arc<Semaphore>, usize),
-    /// Budget mode: the deadline-aware queue, with its adaptive limit.
+    /// Budget mode: the deadline-aware queue, with its adaptive limit and
+    /// the dependency's name (for the limit's gauge).
     Queue {
         queue: PermitQueue,
         limit: Option<Arc<AdaptiveLimit>>,
+        name: Arc<str>,
     },
 }
 
 impl Permits {
-    /// The permits `concurrency` (and `queue`) configure in `mode`; `None`
-    /// for an adaptive limit in fixed mode, which has no adaptive anything
-    /// (the usual setup: no limit unless a number is configured).
+    /// The permits `concurrency` (and `queue`) configure in `mode` for the
+    /// dependency `name`; `None` for an adaptive limit in fixed mode, which
+    /// has no adaptive anything (the usual setup: no limit unless a number
+    /// is configured).
     pub(crate) fn new(
+        name: &Arc<str>,
         concurrency: &LimitConfig,
         queue: QueueConfig,
         mode: TimeoutMode,
@@ -68,7 +72,11 @@ impl Permits {
         // run at the probe's limit), not at `initial`.
         let size = limit.as_ref().map_or(initial, |l| l.current());
         let queue = PermitQueue::new(size, queue).map_err(|e| e.within("queue"))?;
-        Ok(Some(Permits::Queue { queue, limit }))
+        Ok(Some(Permits::Queue {
+            queue,
+            limit,
+            name: Arc::clone(name),
+        }))
     }
 
     /// The limit now.
@@ -90,6 +98,7 @@ impl Permits {
             return Ok(permit);
         }
         let start = Instant::now();
+        self.on_full(start);
         match self {
             Permits::Fifo(semaphore, _) => {
                 let acquired =
@@ -133,22 +142,54 @@ impl Permits {
     /// resizes the queue.
     pub(crate) fn sample(
         &self,
-        name: &Arc<str>,
         took: Duration,
         in_flight: usize,
         sample: Sample,
         budget: Option<Duration>,
     ) {
         if let Permits::Queue {
-            queue,
-            limit: Some(limit),
+            limit: Some(limit), ..
         } = self
         {
             let next = limit.on_sample_within(Instant::now(), took, in_flight, sample, budget);
-            if next != queue.limit() {
-                queue.set_limit(next);
-                meter::concurrency_limit(name, next);
-            }
+            self.resize(next);
+        }
+    }
+
+    /// A call found every permit taken at `now`: tells an adaptive limit,
+    /// whose first calls are held at the probe's limit for a short while
+    /// at most ([`AdaptiveLimit::on_full`]). The call that starts that
+    /// hold sets a timer for its end, which ends it and resizes the queue,
+    /// so that the calls waiting then get their permits even if no other
+    /// call comes. Lock-free once the hold is over.
+    fn on_full(&self, now: Instant) {
+        let Permits::Queue {
+            limit: Some(limit), ..
+        } = self
+        else {
+            return;
+        };
+        // Outside a tokio runtime no timer: the first answer ends the hold.
+        if let (Some(ends), Ok(runtime)) =
+            (limit.on_full(now), tokio::runtime::Handle::try_current())
+        {
+            let (permits, limit) = (self.clone(), Arc::clone(limit));
+            runtime.spawn(async move {
+                tokio::time::sleep_until(ends).await;
+                limit.on_full(ends);
+                permits.resize(limit.current());
+            });
+        }
+    }
+
+    /// Sets the queue's size to an adaptive limit's `next` value (and its
+    /// gauge), if it changed.
+    fn resize(&self, next: usize) {
+        if let Permits::Queue { queue, name, .. } = self
+            && next != queue.limit()
+        {
+            queue.set_limit(next);
+            meter::concurrency_limit(name, next);
         }
     }
 
@@ -160,6 +201,7 @@ impl Permits {
             Permits::Queue {
                 queue,
                 limit: Some(_),
+                ..
             } => Some(queue.in_use()),
             _ => None,
         }
@@ -212,5 +254,55 @@ impl Permit {
             _held: Held::Queue(permit),
             waited,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adaptive() -> Permits {
+        let name: Arc<str> = Arc::from("partner");
+        let auto = LimitConfig::Adaptive(Default::default());
+        Permits::new(&name, &auto, QueueConfig::default(), TimeoutMode::Budget)
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Item 1 of the adaptive limit's docs: the first calls are held at
+    /// the probe's 3 for 50 ms at most; a timer ends the hold, so calls
+    /// already waiting get their permits with no answer and no other call.
+    #[tokio::test(start_paused = true)]
+    async fn calls_waiting_behind_the_first_three_start_50ms_later_with_no_answer() {
+        let permits = adaptive();
+        let held: Vec<_> = (0..3)
+            .map(|_| permits.try_acquire(Criticality::Default).unwrap())
+            .collect();
+        assert!(permits.try_acquire(Criticality::Default).is_none());
+        let far = Instant::now() + Duration::from_secs(10);
+        let waiters: Vec<_> = (0..7)
+            .map(|_| {
+                let permits = permits.clone();
+                tokio::spawn(async move { permits.acquire(far, Criticality::Default).await })
+            })
+            .collect();
+        let mut granted = Vec::new();
+        for waiter in waiters {
+            let permit = waiter.await.unwrap().expect("a permit at the hold's end");
+            assert_eq!(permit.waited, Some(Duration::from_millis(50)));
+            granted.push(permit);
+        }
+        assert_eq!((permits.limit(), permits.in_use()), (10, 10));
+        drop((held, granted));
+    }
+
+    /// Without any call waiting, nothing arms the hold: the first three
+    /// run at 3 until an answer, as before.
+    #[tokio::test(start_paused = true)]
+    async fn no_call_waiting_no_hold() {
+        let permits = adaptive();
+        let _held = permits.try_acquire(Criticality::Default).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(permits.limit(), 3);
     }
 }

@@ -4,7 +4,8 @@
 //! (`max_in_flight = "auto"`: an [`AdaptiveLimit`] fed with every answered
 //! request's latency, see [`crate::admission::limit`]; like Envoy's
 //! adaptive concurrency filter, it admits 3 requests at once until one has
-//! answered, their latency the first no-queue one, then `initial`).
+//! answered, their latency the first no-queue one, or for 50 ms from its
+//! first refusal, then `initial`).
 //! A `sheddable` request is admitted only below three quarters of the
 //! limit, so that at the limit the least critical are refused first
 //! (docs/contract.md §2 rule 11) and the last quarter is kept for
@@ -64,6 +65,7 @@ impl InFlight {
         let before = self.count.fetch_add(1, Ordering::AcqRel);
         if before >= admit {
             self.count.fetch_sub(1, Ordering::AcqRel);
+            self.on_full();
             return None;
         }
         Some(InFlightGuard {
@@ -72,6 +74,30 @@ impl InFlight {
             at_start: before + 1,
             sample: Sample::Dropped,
         })
+    }
+
+    /// A request was refused at the limit: an adaptive limit's first
+    /// requests are held at the probe's limit for 50 ms at most from the
+    /// first refusal ([`AdaptiveLimit::on_full`]); a timer ends the hold
+    /// and stores the limit then. Lock-free once the hold is over.
+    fn on_full(self: &Arc<Self>) {
+        let Some(adaptive) = &self.adaptive else {
+            return;
+        };
+        // Outside a tokio runtime no timer: the first answer ends the hold.
+        if let (Some(ends), Ok(runtime)) = (
+            adaptive.on_full(Instant::now()),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let in_flight = Arc::clone(self);
+            runtime.spawn(async move {
+                tokio::time::sleep_until(ends).await;
+                if let Some(adaptive) = &in_flight.adaptive {
+                    adaptive.on_full(ends);
+                    in_flight.limit.store(adaptive.current(), Ordering::Release);
+                }
+            });
+        }
     }
 
     /// Requests in flight now.
@@ -166,6 +192,31 @@ mod tests {
                 .try_acquire(Criticality::Sheddable)
                 .is_some()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adaptive_limit_admits_initial_50ms_after_its_first_refusal_with_no_answer() {
+        let in_flight =
+            InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
+        let first: Vec<_> = (0..3)
+            .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
+            .collect();
+        assert!(
+            in_flight.try_acquire(Criticality::Default).is_none(),
+            "the probe's 3"
+        );
+        tokio::time::sleep(Duration::from_millis(49)).await;
+        assert!(
+            in_flight.try_acquire(Criticality::Default).is_none(),
+            "held for 50 ms"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert_eq!(in_flight.limit(), 10, "`initial` once the hold is over");
+        let more: Vec<_> = (0..7)
+            .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
+            .collect();
+        assert!(in_flight.try_acquire(Criticality::Default).is_none());
+        drop((first, more));
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,6 +4,10 @@ use super::*;
 
 const RTT: Duration = Duration::from_millis(50);
 
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
 /// The defaults, without jitter and with short probes and windows.
 fn config() -> AdaptiveLimitConfig {
     AdaptiveLimitConfig {
@@ -126,6 +130,69 @@ async fn the_first_calls_run_at_the_probe_s_limit_until_one_answers() {
     let failing = AdaptiveLimit::new(config()).unwrap();
     assert_eq!(failing.on_sample(t0 + RTT, RTT, 1, Sample::Dropped), 9);
     assert_eq!(failing.min_rtt(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_calls_hold_at_the_probe_s_limit_for_50ms_at_most() {
+    let limit = AdaptiveLimit::new(config()).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(
+        limit.on_full(t0),
+        Some(t0 + FIRST_HOLD),
+        "the first full: the hold's clock starts"
+    );
+    assert_eq!(
+        limit.on_full(t0 + ms(10)),
+        None,
+        "only the first arms a timer"
+    );
+    assert_eq!(limit.current(), 3, "held within the 50 ms");
+    assert_eq!(limit.on_full(t0 + FIRST_HOLD - ms(1)), None);
+    assert_eq!(limit.current(), 3, "still held 1 ms before the end");
+    assert_eq!(limit.on_full(t0 + FIRST_HOLD), None);
+    assert_eq!(
+        limit.current(),
+        10,
+        "`initial` once the hold is over, no answer yet"
+    );
+    assert_eq!(limit.min_rtt(), None, "nothing learnt from the clock");
+    // The first three calls (sent at 3 in flight) still make the first
+    // min-RTT; a later call sent at 10 in flight does not count in it.
+    limit.on_sample(t0 + RTT, RTT, 1, Sample::Success);
+    limit.on_sample(t0 + RTT * 2, RTT * 2, 10, Sample::Success);
+    assert_eq!(
+        limit.min_rtt(),
+        None,
+        "the call at 10 in flight is not a first call"
+    );
+    limit.on_sample(t0 + RTT, RTT, 2, Sample::Success);
+    limit.on_sample(t0 + RTT, RTT, 3, Sample::Success);
+    assert_eq!(limit.min_rtt(), Some(RTT));
+    assert_eq!(limit.current(), 10);
+    assert_eq!(
+        limit.on_full(t0 + RTT * 3),
+        None,
+        "after the hold: nothing to arm"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_before_the_hold_ends_it_and_a_later_full_arms_nothing() {
+    let limit = AdaptiveLimit::new(config()).unwrap();
+    let t0 = Instant::now();
+    assert!(limit.on_full(t0).is_some());
+    assert_eq!(limit.on_sample(t0 + ms(20), ms(20), 1, Sample::Success), 10);
+    assert_eq!(limit.on_full(t0 + ms(30)), None);
+    assert_eq!(limit.current(), 10);
+    // A probe later is not a hold: `on_full` does not end it.
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        probe_interval: Duration::from_secs(1),
+        ..config()
+    });
+    limit.on_sample(t + Duration::from_secs(2), RTT, 5, Sample::Success);
+    assert_eq!(limit.current(), 3, "probing");
+    assert_eq!(limit.on_full(t + Duration::from_secs(3)), None);
+    assert_eq!(limit.current(), 3, "still probing");
 }
 
 #[tokio::test(start_paused = true)]
