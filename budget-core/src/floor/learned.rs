@@ -657,58 +657,46 @@ mod tests {
         tokio::time::advance(REFRESH).await;
     }
 
+    /// The floor now and the skip note's words for where it came from.
+    async fn reads(f: &LearnedFloor) -> (Duration, String) {
+        settle().await;
+        let e = f.current();
+        (e.floor.get(), e.basis.unwrap().to_string())
+    }
+
     #[tokio::test(start_paused = true)]
     async fn rule10_until_enough_samples_the_floor_is_the_fifth_longest_seen() {
         let f = learned(LearnedFloorConfig::default());
         assert_eq!(f.current().floor.get(), ms(5), "no sample: the minimum");
-        for _ in 0..4 {
-            f.observe(ms(300));
-        }
-        settle().await;
-        let e = f.current();
-        assert_eq!(e.floor.get(), ms(5), "four samples: still the minimum");
+        let observe = |latency: u64, times: usize| (0..times).for_each(|_| f.observe(ms(latency)));
+        observe(300, 4);
+        let four = (ms(5), "cold start: 4 samples, 20 needed".to_string());
+        assert_eq!(reads(&f).await, four, "four samples: still the minimum");
+        observe(100, 14);
         assert_eq!(
-            e.basis.unwrap().to_string(),
-            "cold start: 4 samples, 20 needed"
-        );
-        for _ in 0..14 {
-            f.observe(ms(100));
-        }
-        settle().await;
-        assert_eq!(
-            f.current().floor.get(),
+            reads(&f).await.0,
             ms(100),
             "four long samples of eighteen (one burst that met a queue) do not set it"
         );
-        f.observe(ms(300));
-        settle().await;
-        let e = f.current();
-        assert_eq!(e.floor.get(), ms(300), "five do");
-        assert_eq!(
-            e.basis.unwrap().to_string(),
-            "cold start: 5th longest of 19 samples, 20 needed"
-        );
-        f.observe(ms(100));
-        settle().await;
-        let e = f.current();
-        assert_eq!(
-            e.floor.get(),
+        observe(300, 1);
+        let five = (
             ms(300),
-            "the p95 from 20 on, on five samples"
+            "cold start: 5th longest of 19 samples, 20 needed".to_string(),
         );
-        assert_eq!(e.basis.unwrap().to_string(), "p95 300ms x 1");
+        assert_eq!(reads(&f).await, five, "five do");
+        observe(100, 1);
+        let p95 = (ms(300), "p95 300ms x 1".to_string());
+        assert_eq!(reads(&f).await, p95, "the p95 from 20 on, on five samples");
         // A p99 rests on two: the second-longest before 20 samples.
         let p99 = learned(x15());
         for latency in [100, 100, 100, 300] {
             p99.observe(ms(latency));
         }
-        settle().await;
-        let e = p99.current();
-        assert_eq!(e.floor.get(), ms(100));
-        assert_eq!(
-            e.basis.unwrap().to_string(),
-            "cold start: 2nd longest of 4 samples, 20 needed"
+        let second = (
+            ms(100),
+            "cold start: 2nd longest of 4 samples, 20 needed".to_string(),
         );
+        assert_eq!(reads(&p99).await, second);
     }
 
     #[tokio::test(start_paused = true)]
