@@ -903,8 +903,9 @@ impl AdaptiveLimit {
                 return self.limit_of(&state);
             }
             // The client's first calls run at the probe's limit until one
-            // answers or the hold is over (item 1): they met a partner this client had not
-            // queued, and later calls reached it behind them, so the mean
+            // answers or the hold is over (item 1): they met a partner
+            // this client had not queued, and later calls reached it
+            // behind them, so the mean
             // of their latencies is the first no-queue latency (the first
             // answer alone is the fastest of a burst, below it). Probes
             // from `probe_interval` on measure it again.

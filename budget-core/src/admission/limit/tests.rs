@@ -196,6 +196,45 @@ async fn an_answer_before_the_hold_ends_it_and_a_later_full_arms_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_first_window_holds_the_calls_sent_since_the_limit_became_initial() {
+    let limit = AdaptiveLimit::new(config()).unwrap();
+    let t0 = Instant::now();
+    limit.on_full(t0);
+    limit.on_full(t0 + FIRST_HOLD);
+    assert_eq!(limit.current(), 10, "the hold is over at 50 ms");
+    // The first three calls answer at 100 ms: the first min-RTT.
+    for in_flight in 1..=3 {
+        limit.on_sample(t0 + ms(100), ms(100), in_flight, Sample::Success);
+    }
+    assert_eq!(limit.min_rtt(), Some(ms(100)));
+    // Calls sent at 60 ms, with 10 in flight, queued at the partner: they
+    // ran under `initial`, so they are the first window (a window begun
+    // at the min-RTT, 100 ms, would leave them out and see no queue).
+    let mut now = 10;
+    for _ in 0..5 {
+        now = limit.on_sample(t0 + ms(400), ms(340), 10, Sample::Success);
+    }
+    assert!(now < 10, "the first window saw the queue: {now}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_queue_tight_callers_are_capped_at_the_rounded_knee() {
+    // A window at 10 in flight 1.2 times slower than `min_rtt`: a knee
+    // of 8.3 calls (Little's law), a partner of 8 workers read with a few
+    // percent of noise.
+    let queued = RTT.mul_f64(10.0 / 8.3);
+    // Callers with half a no-queue latency to spare afford almost no
+    // queue: the cap is the knee rounded, 8 (8.3 x 1.1 would keep 9).
+    let (limit, t) = measured(config());
+    let (_, tight) = window_within(&limit, t, queued, 10, Some(RTT * 3 / 2));
+    assert_eq!(tight, 8);
+    // Callers with time keep the buffer and the square root.
+    let (limit, t) = measured(config());
+    let (_, roomy) = window_within(&limit, t, queued, 10, None);
+    assert!(roomy >= 10, "{roomy}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_ignored_sample_changes_nothing() {
     let limit = AdaptiveLimit::new(config()).unwrap();
     let t0 = Instant::now();
