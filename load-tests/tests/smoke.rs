@@ -417,8 +417,8 @@ async fn smoke_tail_runs_hedged_beside_budget_mode_within_the_hedge_budget() {
     }
     // No hedge without the opt-in: no `-hedge` step, and no more partner
     // calls than one per dependency per request (fewer when a call was
-    // refused, say while a loaded machine keeps the first answer, and with
-    // it the limit's start, waiting).
+    // refused, say while the adaptive limit's first calls are held at 3 on
+    // a loaded machine).
     assert!(
         !plain.steps.iter().any(|s| s.name.ends_with("-hedge")),
         "no hedge without the opt-in: {:?}",

@@ -825,6 +825,20 @@ impl AdaptiveLimit {
         }
     }
 
+    /// Runs `then` on tokio's timer at `end`, the end of the hold that
+    /// [`on_full`](Self::on_full) returned: there the owner of the limit
+    /// ends the hold (`on_full(end)`) and takes the new limit, so that the
+    /// calls waiting get it even if no other call comes. Outside a tokio
+    /// runtime nothing is timed, and the first answer ends the hold.
+    pub(crate) fn at_hold_end(end: Instant, then: impl FnOnce() + Send + 'static) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep_until(end).await;
+                then();
+            });
+        }
+    }
+
     /// One finished call: how long it took (from the moment it got its
     /// permit to its answer), how many calls were in flight when it started
     /// (itself included), and how it went. Returns the limit now (as

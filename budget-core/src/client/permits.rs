@@ -169,14 +169,10 @@ impl Permits {
         else {
             return;
         };
-        // Outside a tokio runtime no timer: the first answer ends the hold.
-        if let (Some(ends), Ok(runtime)) =
-            (limit.on_full(now), tokio::runtime::Handle::try_current())
-        {
+        if let Some(end) = limit.on_full(now) {
             let (permits, limit) = (self.clone(), Arc::clone(limit));
-            runtime.spawn(async move {
-                tokio::time::sleep_until(ends).await;
-                limit.on_full(ends);
+            AdaptiveLimit::at_hold_end(end, move || {
+                limit.on_full(end);
                 permits.resize(limit.current());
             });
         }

@@ -512,13 +512,21 @@ impl LearnedFloor {
         true
     }
 
+    /// The highest rank (1: the shortest) of `samples` samples that has
+    /// [`tail`] samples at or above it; `None` with fewer samples.
+    fn top_rank(&self, samples: u64) -> Option<u64> {
+        samples
+            .checked_sub(tail(self.config.quantile) - 1)
+            .filter(|&rank| rank >= 1)
+    }
+
     /// The quantile to read from `samples` samples: the configured one,
     /// but with at least [`tail`] samples at or above it.
     fn quantile_of(&self, samples: u64) -> f64 {
         let q = self.config.quantile;
         let rank = (q * samples as f64).ceil() as u64;
-        match samples.checked_sub(tail(q) - 1) {
-            Some(most) if most >= 1 && rank > most => rank_quantile(most, samples),
+        match self.top_rank(samples) {
+            Some(most) if rank > most => rank_quantile(most, samples),
             _ => q,
         }
     }
@@ -545,12 +553,9 @@ impl LearnedFloor {
             // every call learns nothing new, so it would stand until the
             // window forgot it. With none in the window, the cold-start
             // floor itself, for the same reason.
-            let longest = match samples.checked_sub(tail(self.config.quantile) - 1) {
-                Some(rank) if rank >= 1 => {
-                    whole_millis(scratch.value_at_quantile(rank_quantile(rank, samples)))
-                }
-                _ => Duration::ZERO,
-            };
+            let longest = self.top_rank(samples).map_or(Duration::ZERO, |rank| {
+                whole_millis(scratch.value_at_quantile(rank_quantile(rank, samples)))
+            });
             return Effective {
                 floor: Floor::new(longest.clamp(self.cold.floor.get(), self.config.max)),
                 basis: Some(FloorBasis::ColdStart {

@@ -84,16 +84,11 @@ impl InFlight {
         let Some(adaptive) = &self.adaptive else {
             return;
         };
-        // Outside a tokio runtime no timer: the first answer ends the hold.
-        if let (Some(ends), Ok(runtime)) = (
-            adaptive.on_full(Instant::now()),
-            tokio::runtime::Handle::try_current(),
-        ) {
+        if let Some(end) = adaptive.on_full(Instant::now()) {
             let in_flight = Arc::clone(self);
-            runtime.spawn(async move {
-                tokio::time::sleep_until(ends).await;
+            AdaptiveLimit::at_hold_end(end, move || {
                 if let Some(adaptive) = &in_flight.adaptive {
-                    adaptive.on_full(ends);
+                    adaptive.on_full(end);
                     in_flight.limit.store(adaptive.current(), Ordering::Release);
                 }
             });
