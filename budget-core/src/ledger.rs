@@ -691,11 +691,29 @@ impl Ledger {
         Self::from_first(limits, Some(first))
     }
 
-    fn from_first(limits: LedgerLimits, first: Option<Entry>) -> Self {
-        let limits = LedgerLimits {
+    /// [`starting_with`](Self::starting_with) an ingress entry of
+    /// `budget`, without making the [`Entry`] first: how the server layer
+    /// starts every request it passes on.
+    #[cfg(feature = "server")]
+    pub(crate) fn for_ingress(limits: LedgerLimits, budget: Duration) -> Self {
+        Self {
+            shared: OnceLock::new(),
+            limits: Self::kept(limits),
+            ingress: Some(budget),
+        }
+    }
+
+    /// `limits` as a ledger keeps them: at least two entries and room for
+    /// the `+N more` metric.
+    fn kept(limits: LedgerLimits) -> LedgerLimits {
+        LedgerLimits {
             max_entries: limits.max_entries.max(2),
             max_bytes: limits.max_bytes.max(DROPPED_ROOM),
-        };
+        }
+    }
+
+    fn from_first(limits: LedgerLimits, first: Option<Entry>) -> Self {
+        let limits = Self::kept(limits);
         match first {
             None => Self {
                 shared: OnceLock::new(),

@@ -29,8 +29,8 @@ pin_project! {
     pub struct ResponseFuture<F, E> {
         #[pin]
         kind: Kind<F, E>,
-        // The request's server span (disabled when no subscriber wants it).
-        span: tracing::Span,
+        // The request's server span; `None` when no subscriber wants it.
+        span: Option<tracing::Span>,
     }
 }
 
@@ -69,10 +69,12 @@ impl<F, E> ResponseFuture<F, E> {
     pub(crate) fn ready(
         response: Response<Bytes>,
         ledger: &Ledger,
-        span: tracing::Span,
+        span: Option<tracing::Span>,
         outcome: &'static str,
     ) -> Self {
-        trace::record_response(&span, response.status(), ledger, outcome);
+        if let Some(span) = &span {
+            trace::record_response(span, response.status(), ledger, outcome);
+        }
         Self {
             kind: Kind::Ready {
                 response: Some(response),
@@ -85,7 +87,7 @@ impl<F, E> ResponseFuture<F, E> {
         cx: RequestContext,
         inner: F,
         on_event: E,
-        span: tracing::Span,
+        span: Option<tracing::Span>,
         slot: Option<InFlightGuard>,
         grpc: bool,
     ) -> Self
@@ -117,7 +119,8 @@ where
 
     fn poll(self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let _entered = this.span.enter();
+        let span: &Option<tracing::Span> = this.span;
+        let _entered = span.as_ref().map(tracing::Span::enter);
         let mut kind = this.kind;
         let expired = match kind.as_mut().project() {
             KindProj::Ready { response } => {
@@ -133,10 +136,14 @@ where
                 slot,
                 grpc,
             } => {
-                // The deadline is checked first: on a tie, it wins.
+                // The deadline is checked first: on a tie, it wins. Before
+                // the timer is armed (the first poll, which comes straight
+                // after `call` started the budget) only a budget of zero has
+                // passed; the clock is read once the inner future is pending,
+                // by the timer (one clock read per request, not two).
                 let passed = match timer.as_mut() {
                     Some(sleep) => sleep.as_mut().poll(task).is_ready(),
-                    None => Instant::now() >= *deadline,
+                    None => original.is_zero(),
                 };
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
@@ -148,12 +155,14 @@ where
                             let mut res = res;
                             if let Some(cx) = &cx {
                                 append_server_timing(&mut res, cx.ledger());
-                                trace::record_response(
-                                    this.span,
-                                    res.status(),
-                                    cx.ledger(),
-                                    OUTCOME_OK,
-                                );
+                                if let Some(span) = span {
+                                    trace::record_response(
+                                        span,
+                                        res.status(),
+                                        cx.ledger(),
+                                        OUTCOME_OK,
+                                    );
+                                }
                             }
                             res
                         }));
@@ -169,12 +178,14 @@ where
                 let cx = inner.take_value();
                 let ledger = cx.as_ref().map(RequestContext::ledger);
                 let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
-                trace::record_response(
-                    this.span,
-                    expired.status(),
-                    ledger.unwrap_or(&Ledger::new()),
-                    OUTCOME_EXPIRED,
-                );
+                if let Some(span) = span {
+                    trace::record_response(
+                        span,
+                        expired.status(),
+                        ledger.unwrap_or(&Ledger::new()),
+                        OUTCOME_EXPIRED,
+                    );
+                }
                 expired
             }
         };

@@ -31,6 +31,7 @@ thread_local! {
 /// The value cached for `key` on this thread, or `render`'s (cached for the
 /// next request with `key`). `None` when `render` gives none (nothing is
 /// cached then).
+#[inline]
 pub(crate) fn get_or_render(
     key: u64,
     render: impl FnOnce() -> Option<HeaderValue>,
@@ -39,20 +40,34 @@ pub(crate) fn get_or_render(
     VALUES
         .try_with(|values| {
             let mut values = values.try_borrow_mut().ok()?;
-            if values.is_empty() {
-                values.resize(SLOTS, None);
-            }
-            if let Some((cached, value)) = &values[slot]
+            // A hit is a compare and a reference count; the rest is the miss.
+            if let Some(Some((cached, value))) = values.get(slot)
                 && *cached == key
             {
                 return Some(value.clone());
             }
-            let value = render()?;
-            values[slot] = Some((key, value.clone()));
-            Some(value)
+            miss(&mut values, slot, key, render)
         })
         .ok()
         .flatten()
+}
+
+/// Renders `key`'s value into `slot` (the table made on the thread's first
+/// miss).
+#[cold]
+#[inline(never)]
+fn miss(
+    values: &mut Vec<Option<(u64, HeaderValue)>>,
+    slot: usize,
+    key: u64,
+    render: impl FnOnce() -> Option<HeaderValue>,
+) -> Option<HeaderValue> {
+    if values.is_empty() {
+        values.resize(SLOTS, None);
+    }
+    let value = render()?;
+    values[slot] = Some((key, value.clone()));
+    Some(value)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -9,6 +10,8 @@ use tower_service::Service;
 use crate::admission::Criticality;
 use crate::budget::Budget;
 use crate::context::RequestContext;
+use crate::floor::BelowFloor;
+use crate::header::InvalidHeader;
 use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
 use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
@@ -119,51 +122,18 @@ where
             .resolve_with(req.headers(), |name, value| scanned.note(name, value))
         {
             Ok(resolved) => resolved,
-            Err(invalid) => {
-                tracing::debug!(error = %invalid, "malformed budget header");
-                self.on_event
-                    .on_event(&BudgetEvent::Malformed { error: &invalid });
-                meter::malformed();
-                let ledger = Ledger::starting_with(
-                    self.settings.ledger,
-                    Entry::skip(INGRESS_METRIC, format!("rejected: {invalid}")),
-                );
-                let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
-                    .with_header(invalid.header().as_str());
-                return ResponseFuture::ready(
-                    answer(&problem, &ledger, scanned.grpc),
-                    &ledger,
-                    span,
-                    OUTCOME_MALFORMED,
-                );
-            }
+            Err(invalid) => return self.malformed(&invalid, span, scanned.grpc),
         };
         let budget = Budget::starting_at(start, resolved.budget);
-        let ledger = Ledger::starting_with(self.settings.ledger, Entry::ingress(resolved.budget));
+        let ledger = Ledger::for_ingress(self.settings.ledger, resolved.budget);
         meter::ingress(resolved.budget);
-        trace::record_ingress(&span, resolved.budget);
+        if let Some(span) = &span {
+            trace::record_ingress(span, resolved.budget);
+        }
 
-        let floor = self.settings.floor;
         // At its start a budget's remaining is its duration.
-        if let Err(below) = floor.check(resolved.budget) {
-            tracing::debug!(%below, "budget below the ingress floor: shed");
-            self.on_event.on_event(&BudgetEvent::Shed {
-                budget: resolved.budget,
-                floor: floor.get(),
-            });
-            meter::shed();
-            let problem = Problem::new(
-                ProblemKind::BelowFloor,
-                format!("budget {below}: the request was not started"),
-            )
-            .with_remaining(below.remaining())
-            .with_floor(below.floor());
-            return ResponseFuture::ready(
-                answer(&problem, &ledger, scanned.grpc),
-                &ledger,
-                span,
-                OUTCOME_SHED,
-            );
+        if let Err(below) = self.settings.floor.check(resolved.budget) {
+            return self.shed(below, resolved.budget, &ledger, span, scanned.grpc);
         }
 
         let criticality = Criticality::from_header(scanned.criticality);
@@ -174,23 +144,7 @@ where
             None => None,
             Some(in_flight) => match in_flight.try_acquire(criticality.criticality) {
                 Some(guard) => Some(guard),
-                None => {
-                    let limit = in_flight.limit();
-                    tracing::debug!(limit, "at the in-flight limit: overloaded");
-                    self.on_event.on_event(&BudgetEvent::Overloaded { limit });
-                    meter::overloaded();
-                    let problem = Problem::new(
-                        ProblemKind::Overloaded,
-                        format!("this service is working on its limit of {limit} requests"),
-                    )
-                    .with_retry_after(self.settings.overload_retry_after);
-                    return ResponseFuture::ready(
-                        answer(&problem, &ledger, scanned.grpc),
-                        &ledger,
-                        span,
-                        OUTCOME_OVERLOADED,
-                    );
-                }
+                None => return self.overloaded(&ledger, span, scanned.grpc),
             },
         };
 
@@ -206,15 +160,100 @@ where
         // is polled (the module docs): lending it to `call` as well would
         // mean a clone, and with it a shared (allocated) ledger.
         let grpc = scanned.grpc;
-        // A disabled span (no subscriber wants it) is not entered: the
-        // request is moved once, into the inner call, not first into a
-        // closure (about 25 instructions per request, BENCHMARKS.md).
-        let fut = if span.is_disabled() {
-            inner.call(req)
-        } else {
-            span.in_scope(|| inner.call(req))
+        let fut = match &span {
+            Some(span) => span.in_scope(|| inner.call(req)),
+            None => inner.call(req),
         };
         ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard, grpc)
+    }
+}
+
+// The layer's own answers, out of line: kept out of `call`, the path every
+// request takes stays small (BENCHMARKS.md, "The server layer's cost in
+// instructions").
+impl<S, E> BudgetService<S, E>
+where
+    E: OnBudgetEvent,
+{
+    /// `400`: a budget header that does not parse.
+    #[cold]
+    #[inline(never)]
+    fn malformed<F>(
+        &self,
+        invalid: &InvalidHeader,
+        span: Option<tracing::Span>,
+        grpc: bool,
+    ) -> ResponseFuture<F, E> {
+        tracing::debug!(error = %invalid, "malformed budget header");
+        self.on_event
+            .on_event(&BudgetEvent::Malformed { error: invalid });
+        meter::malformed();
+        let ledger = Ledger::starting_with(
+            self.settings.ledger,
+            Entry::skip(INGRESS_METRIC, format!("rejected: {invalid}")),
+        );
+        let problem = Problem::new(ProblemKind::MalformedBudget, invalid.to_string())
+            .with_header(invalid.header().as_str());
+        ResponseFuture::ready(
+            answer(&problem, &ledger, grpc),
+            &ledger,
+            span,
+            OUTCOME_MALFORMED,
+        )
+    }
+
+    /// `504` without starting: a budget below the ingress floor.
+    #[cold]
+    #[inline(never)]
+    fn shed<F>(
+        &self,
+        below: BelowFloor,
+        budget: Duration,
+        ledger: &Ledger,
+        span: Option<tracing::Span>,
+        grpc: bool,
+    ) -> ResponseFuture<F, E> {
+        let floor = self.settings.floor.get();
+        tracing::debug!(%below, "budget below the ingress floor: shed");
+        self.on_event.on_event(&BudgetEvent::Shed { budget, floor });
+        meter::shed();
+        let problem = Problem::new(
+            ProblemKind::BelowFloor,
+            format!("budget {below}: the request was not started"),
+        )
+        .with_remaining(below.remaining())
+        .with_floor(below.floor());
+        ResponseFuture::ready(answer(&problem, ledger, grpc), ledger, span, OUTCOME_SHED)
+    }
+
+    /// `503`: the in-flight limit is reached.
+    #[cold]
+    #[inline(never)]
+    fn overloaded<F>(
+        &self,
+        ledger: &Ledger,
+        span: Option<tracing::Span>,
+        grpc: bool,
+    ) -> ResponseFuture<F, E> {
+        let limit = self
+            .settings
+            .in_flight
+            .as_ref()
+            .map_or(0, |in_flight| in_flight.limit());
+        tracing::debug!(limit, "at the in-flight limit: overloaded");
+        self.on_event.on_event(&BudgetEvent::Overloaded { limit });
+        meter::overloaded();
+        let problem = Problem::new(
+            ProblemKind::Overloaded,
+            format!("this service is working on its limit of {limit} requests"),
+        )
+        .with_retry_after(self.settings.overload_retry_after);
+        ResponseFuture::ready(
+            answer(&problem, ledger, grpc),
+            ledger,
+            span,
+            OUTCOME_OVERLOADED,
+        )
     }
 }
 

@@ -235,13 +235,34 @@ pub(crate) fn attempt_done(
     }
 }
 
+/// The handle of an unlabelled metric, its key and metadata made at compile
+/// time: `metrics::histogram!(NAME)` with a constant (not a literal) name
+/// builds and hashes the key on every call, about 80 instructions per
+/// request on the server layer's path (BENCHMARKS.md, "The server layer's
+/// cost in instructions").
+#[cfg(all(feature = "metrics", feature = "server"))]
+macro_rules! unlabelled {
+    (histogram, $name:expr) => {
+        unlabelled!(@register register_histogram, $name)
+    };
+    (counter, $name:expr) => {
+        unlabelled!(@register register_counter, $name)
+    };
+    (@register $register:ident, $name:expr) => {{
+        static KEY: metrics::Key = metrics::Key::from_static_name($name);
+        static METADATA: metrics::Metadata<'static> =
+            metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        metrics::with_recorder(|recorder| recorder.$register(&KEY, &METADATA))
+    }};
+}
+
 #[cfg(feature = "server")]
 /// A request's budget at ingress.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn ingress(budget: Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!(METRIC_INGRESS_SECONDS).record(budget.as_secs_f64());
+    unlabelled!(histogram, METRIC_INGRESS_SECONDS).record(budget.as_secs_f64());
 }
 
 #[cfg(feature = "server")]
@@ -249,7 +270,7 @@ pub(crate) fn ingress(budget: Duration) {
 #[inline]
 pub(crate) fn shed() {
     #[cfg(feature = "metrics")]
-    metrics::counter!(METRIC_SHED_TOTAL).increment(1);
+    unlabelled!(counter, METRIC_SHED_TOTAL).increment(1);
 }
 
 #[cfg(feature = "server")]
@@ -257,7 +278,7 @@ pub(crate) fn shed() {
 #[inline]
 pub(crate) fn expired() {
     #[cfg(feature = "metrics")]
-    metrics::counter!(METRIC_EXPIRED_TOTAL).increment(1);
+    unlabelled!(counter, METRIC_EXPIRED_TOTAL).increment(1);
 }
 
 #[cfg(feature = "server")]
@@ -266,7 +287,7 @@ pub(crate) fn expired() {
 #[inline]
 pub(crate) fn unknown_criticality() {
     #[cfg(feature = "metrics")]
-    metrics::counter!(METRIC_UNKNOWN_CRITICALITY_TOTAL).increment(1);
+    unlabelled!(counter, METRIC_UNKNOWN_CRITICALITY_TOTAL).increment(1);
 }
 
 #[cfg(feature = "server")]
@@ -274,7 +295,7 @@ pub(crate) fn unknown_criticality() {
 #[inline]
 pub(crate) fn overloaded() {
     #[cfg(feature = "metrics")]
-    metrics::counter!(METRIC_OVERLOADED_TOTAL).increment(1);
+    unlabelled!(counter, METRIC_OVERLOADED_TOTAL).increment(1);
 }
 
 #[cfg(feature = "server")]
@@ -282,7 +303,7 @@ pub(crate) fn overloaded() {
 #[inline]
 pub(crate) fn malformed() {
     #[cfg(feature = "metrics")]
-    metrics::counter!(METRIC_MALFORMED_TOTAL).increment(1);
+    unlabelled!(counter, METRIC_MALFORMED_TOTAL).increment(1);
 }
 
 /// An attempt to `dependency` about to be sent, the `number`th (retries

@@ -33,11 +33,14 @@ fn ms(d: Duration) -> i64 {
 // ------------------------------------------------------------------ server
 
 /// Opens the server span of one request; with the `otel` feature, its
-/// parent is the caller's W3C `traceparent`, when it sent one.
+/// parent is the caller's W3C `traceparent`, when it sent one. `None` when
+/// no subscriber wants it: the layer then holds, enters and drops no span
+/// at all (a disabled `Span` costs about 60 instructions per request to
+/// carry, enter and drop; BENCHMARKS.md).
 #[cfg(feature = "server")]
-pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Span {
+pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Option<Span> {
     if !tracing::level_enabled!(tracing::Level::INFO) {
-        return Span::none();
+        return None;
     }
     let span = tracing::info_span!(
         target: SPAN_TARGET,
@@ -62,7 +65,7 @@ pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Span {
         { BUDGET_LEDGER } = Empty,
     );
     if span.is_disabled() {
-        return Span::none();
+        return None;
     }
     let method = req.method().as_str();
     let route = req
@@ -104,7 +107,7 @@ pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Span {
     }
     #[cfg(feature = "otel")]
     super::propagation::extract_parent(&span, req.headers());
-    span
+    Some(span)
 }
 
 /// `host[:port]` (a bracketed IPv6 address included) as address and port.
