@@ -12,6 +12,13 @@
 //! | 18087 | tower-http's `TimeoutLayer` around the whole `Router` (no per-route box) |
 //! | 18088 | `BudgetLayer` around the whole `Router` (no per-route box) |
 //! | 18089 | the backend of the two calling variants (plain axum) |
+//! | 18091 | axum + tower's `Identity` layer: what `Router::layer` costs for any layer |
+//! | 18090 | axum + `HeaderFloor`: the least any budget layer does (reads `request-budget-ms`, appends one constant `Server-Timing`) |
+//!
+//! The two `-outer` routers are made ready for their state (`with_state`)
+//! as `axum::serve` does for a bare `Router`: otherwise each request would
+//! convert the route's handler again (an allocation that `axum::serve`'s
+//! own variants never pay).
 //!
 //! One runtime thread, so the load generator gets the other core. Loopback
 //! only; stops by itself after the first argument's seconds (default 120).
@@ -19,15 +26,81 @@
 //! `scripts/bench-server-layer.sh` drives it with wrk,
 //! `scripts/bench-instructions.sh` under callgrind.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
 use budget_core::Budget;
 use budget_core::client::{BudgetClient, DependencyConfig};
+use budget_core::server::SERVER_TIMING;
 use budget_core::server::ServerConfig;
-use http::StatusCode;
+use http::{HeaderValue, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower::Service;
 use tower::make::Shared;
+
+/// The least a budget layer can do and still keep the wire contract's two
+/// sides: read the caller's `request-budget-ms` and append a `Server-Timing`
+/// value to the answer. No deadline, no context, no ledger: the value is a
+/// constant. What it costs is the floor under any layer's cost, the budget
+/// layer's included (BENCHMARKS.md).
+#[derive(Clone)]
+struct HeaderFloor<S>(S);
+
+impl<S, B, R> Service<Request<B>> for HeaderFloor<S>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = HeaderFloorFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let millis = req
+            .headers()
+            .get("request-budget-ms")
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        HeaderFloorFuture {
+            inner: self.0.call(req),
+            millis,
+        }
+    }
+}
+
+pin_project! {
+    struct HeaderFloorFuture<F> {
+        #[pin]
+        inner: F,
+        millis: Option<u64>,
+    }
+}
+
+impl<F, R, E> Future for HeaderFloorFuture<F>
+where
+    F: Future<Output = Result<Response<R>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut res = std::task::ready!(this.inner.poll(cx))?;
+        if this.millis.is_some() {
+            res.headers_mut().append(
+                SERVER_TIMING,
+                HeaderValue::from_static("budget;dur=1500;desc=\"ingress\""),
+            );
+        }
+        Poll::Ready(Ok(res))
+    }
+}
 
 async fn hello() -> &'static str {
     "hello"
@@ -93,12 +166,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 StatusCode::GATEWAY_TIMEOUT,
                 Duration::from_secs(2),
             ),
-            Router::new().route("/", get(hello)),
+            Router::new().route("/", get(hello)).with_state(()),
         );
         let budget_outer = tower::Layer::layer(
             &ServerConfig::default().layer()?,
-            Router::new().route("/", get(hello)),
+            Router::new().route("/", get(hello)).with_state(()),
         );
+        let identity = Router::new()
+            .route("/", get(hello))
+            .layer(tower::layer::util::Identity::new());
+        let header_floor = Router::new()
+            .route("/", get(hello))
+            .layer(tower::layer::layer_fn(HeaderFloor));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 18087)).await?;
         println!("tower-http-timeout-outer on http://127.0.0.1:18087/");
         tokio::spawn(async move { axum::serve(listener, Shared::new(timeout_outer)).await });
@@ -114,6 +193,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ("raw-reqwest-call", 18085, raw_call),
             ("budget-client-call", 18086, budget_call),
             ("backend", 18089, backend),
+            ("header-floor", 18090, header_floor),
+            ("identity", 18091, identity),
         ] {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
             println!("{name} on http://127.0.0.1:{port}/");
