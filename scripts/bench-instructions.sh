@@ -13,16 +13,18 @@
 #
 # Usage: scripts/bench-instructions.sh [N] [VARIANT...]   (N default 1000)
 #   VARIANT: plain timeout budget extractor raw-call budget-call timeout-outer
-#            budget-outer header-floor identity (default: all; the -outer two wrap the whole Router
-#            rather than each route, as ServiceBuilder users write it; header-floor
-#            is the least any budget layer does: read the header, write one;
-#            identity is tower's no-op layer, what Router::layer costs for any layer)
+#            budget-outer header-floor identity header-floor-outer
+#            (default: all). The -outer three wrap the whole Router rather than
+#            each route, as ServiceBuilder users write it; header-floor is the
+#            least any budget layer does (read the budget header, write one
+#            Server-Timing); identity is tower's no-op layer, what
+#            Router::layer costs for any layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000}
 shift || true
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(plain timeout budget extractor raw-call budget-call timeout-outer budget-outer header-floor identity)
+[ ${#variants[@]} -gt 0 ] || variants=(plain timeout budget extractor raw-call budget-call timeout-outer budget-outer header-floor identity header-floor-outer)
 command -v valgrind >/dev/null || { echo "bench-instructions: valgrind not found (apt-get install valgrind)" >&2; exit 2; }
 cargo build -q --release -p budget-examples --bin layer-bench-server
 bin=${CARGO_TARGET_DIR:-target}/release/layer-bench-server
@@ -34,7 +36,7 @@ port_of() {
   case $1 in
     plain) echo 18081 ;; timeout) echo 18082 ;; budget) echo 18083 ;;
     extractor) echo 18084 ;; raw-call) echo 18085 ;; budget-call) echo 18086 ;;
-    header-floor) echo 18090 ;; identity) echo 18091 ;;
+    header-floor) echo 18090 ;; identity) echo 18091 ;; header-floor-outer) echo 18092 ;;
     timeout-outer) echo 18087 ;; budget-outer) echo 18088 ;;
     *) echo "bench-instructions: unknown variant $1" >&2; exit 2 ;;
   esac

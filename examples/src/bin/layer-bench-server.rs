@@ -12,6 +12,7 @@
 //! | 18087 | tower-http's `TimeoutLayer` around the whole `Router` (no per-route box) |
 //! | 18088 | `BudgetLayer` around the whole `Router` (no per-route box) |
 //! | 18089 | the backend of the two calling variants (plain axum) |
+//! | 18092 | `HeaderFloor` around the whole `Router` (no per-route box) |
 //! | 18091 | axum + tower's `Identity` layer: what `Router::layer` costs for any layer |
 //! | 18090 | axum + `HeaderFloor`: the least any budget layer does (reads `request-budget-ms`, appends one constant `Server-Timing`) |
 //!
@@ -172,6 +173,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &ServerConfig::default().layer()?,
             Router::new().route("/", get(hello)).with_state(()),
         );
+        let header_floor_outer = HeaderFloor(Router::new().route("/", get(hello)).with_state(()));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 18092)).await?;
+        println!("header-floor-outer on http://127.0.0.1:18092/");
+        tokio::spawn(async move { axum::serve(listener, Shared::new(header_floor_outer)).await });
         let identity = Router::new()
             .route("/", get(hello))
             .layer(tower::layer::util::Identity::new());
