@@ -694,7 +694,6 @@ impl Ledger {
     /// [`starting_with`](Self::starting_with) an ingress entry of
     /// `budget`, without making the [`Entry`] first: how the server layer
     /// starts every request it passes on.
-    #[cfg(feature = "server")]
     pub(crate) fn for_ingress(limits: LedgerLimits, budget: Duration) -> Self {
         Self {
             shared: OnceLock::new(),
@@ -720,11 +719,7 @@ impl Ledger {
                 limits,
                 ingress: None,
             },
-            Some(Entry::Ingress { budget }) => Self {
-                shared: OnceLock::new(),
-                limits,
-                ingress: Some(budget),
-            },
+            Some(Entry::Ingress { budget }) => Self::for_ingress(limits, budget),
             Some(first) => Self {
                 shared: OnceLock::from(Arc::new(Mutex::new(Entries {
                     limits,

@@ -138,12 +138,14 @@ where
             } => {
                 // The deadline is checked first: on a tie, it wins. Before
                 // the timer is armed (the first poll, which comes straight
-                // after `call` started the budget) only a budget of zero has
-                // passed; the clock is read once the inner future is pending,
-                // by the timer (one clock read per request, not two).
+                // after `call` started the budget, and `call` runs only a
+                // budget the floor admitted, never a zero one) it has not
+                // passed; the clock is read once the inner future is
+                // pending, by the timer (one clock read per request, not
+                // two).
                 let passed = match timer.as_mut() {
                     Some(sleep) => sleep.as_mut().poll(task).is_ready(),
-                    None => original.is_zero(),
+                    None => false,
                 };
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {

@@ -144,7 +144,7 @@ where
             None => None,
             Some(in_flight) => match in_flight.try_acquire(criticality.criticality) {
                 Some(guard) => Some(guard),
-                None => return self.overloaded(&ledger, span, scanned.grpc),
+                None => return self.overloaded(in_flight.limit(), &ledger, span, scanned.grpc),
             },
         };
 
@@ -226,20 +226,16 @@ where
         ResponseFuture::ready(answer(&problem, ledger, grpc), ledger, span, OUTCOME_SHED)
     }
 
-    /// `503`: the in-flight limit is reached.
+    /// `503`: the in-flight `limit` is reached.
     #[cold]
     #[inline(never)]
     fn overloaded<F>(
         &self,
+        limit: usize,
         ledger: &Ledger,
         span: Option<tracing::Span>,
         grpc: bool,
     ) -> ResponseFuture<F, E> {
-        let limit = self
-            .settings
-            .in_flight
-            .as_ref()
-            .map_or(0, |in_flight| in_flight.limit());
         tracing::debug!(limit, "at the in-flight limit: overloaded");
         self.on_event.on_event(&BudgetEvent::Overloaded { limit });
         meter::overloaded();

@@ -35,8 +35,8 @@ fn ms(d: Duration) -> i64 {
 /// Opens the server span of one request; with the `otel` feature, its
 /// parent is the caller's W3C `traceparent`, when it sent one. `None` when
 /// no subscriber wants it: the layer then holds, enters and drops no span
-/// at all (a disabled `Span` costs about 60 instructions per request to
-/// carry, enter and drop; BENCHMARKS.md).
+/// at all (carrying, entering and dropping a disabled `Span` showed in
+/// callgrind's profile of every request; BENCHMARKS.md, "Steps").
 #[cfg(feature = "server")]
 pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Option<Span> {
     if !tracing::level_enabled!(tracing::Level::INFO) {
