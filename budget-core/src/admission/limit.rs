@@ -713,9 +713,9 @@ impl AdaptiveLimit {
     ///     limit.on_sample(now, Duration::from_millis(50), in_flight, Sample::Success);
     /// }
     /// assert_eq!(limit.current(), 16);
-    /// # }
     /// let err = AdaptiveLimit::new(AdaptiveLimitConfig { min: 0, ..Default::default() }).unwrap_err();
     /// assert_eq!(err.field(), "min");
+    /// # }
     /// ```
     pub fn new(config: AdaptiveLimitConfig) -> Result<Self, ConfigError> {
         config.validate()?;
