@@ -125,6 +125,19 @@
 //!    no-queue latency, and a `min_rtt` biased low reads every window as a
 //!    queue.
 //!
+//! 9. **Slow start.** Until a window first shows a queue or a call is
+//!    dropped, the limit grows as TCP's window does in its slow start: a
+//!    window closes after one `min_rtt` (not `window`) once a whole round
+//!    of calls sent in it has answered, and a window at the no-queue
+//!    latency that used the whole limit doubles it. A partner with room
+//!    for many more calls than `initial` (no worker limit, or a large
+//!    pool) is found in a few round trips (10, 20, 40, 80, 160, about one
+//!    doubling every two `min_rtt`), not held at `initial` while a burst
+//!    waits; the first window with a queue ends the slow start, and the
+//!    knee (item 4) takes over. [`AdaptiveLimit::growth`] tells a permit
+//!    queue how fast the limit is growing, so that its predicted waits
+//!    count the doubling.
+//!
 //! ## Why not Gradient2?
 //!
 //! Netflix's Gradient2 compares the latency to a long-window *average* of
@@ -611,6 +624,9 @@ struct State {
     /// estimated from the windows that showed one since the last probe
     /// (see [`AdaptiveLimit::close_window`]).
     knee: Option<f64>,
+    /// Slow start (item 9 of the module docs): no window has shown a
+    /// queue and no call has been dropped yet.
+    slow_start: bool,
 }
 
 /// Where the controller is.
@@ -734,6 +750,7 @@ impl AdaptiveLimit {
                 last_cut: None,
                 next_probe: None,
                 knee: None,
+                slow_start: true,
             }),
             config,
         })
@@ -763,6 +780,40 @@ impl AdaptiveLimit {
     /// ```
     pub fn min_rtt(&self) -> Option<Duration> {
         self.lock().min_rtt
+    }
+
+    /// While the limit is in its slow start (item 9 of the module docs)
+    /// and outside a probe, about how often it doubles: two no-queue
+    /// latencies, the time for a whole round of calls sent in a window to
+    /// answer. `None` otherwise. A [`PermitQueue`](super::PermitQueue)
+    /// predicts its waits with it ([`set_growth`](super::PermitQueue::set_growth)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
+    /// assert_eq!(limit.growth(), None); // no min-RTT yet
+    /// for in_flight in 1..=3 {
+    ///     limit.on_sample(Instant::now(), Duration::from_millis(50), in_flight, Sample::Success);
+    /// }
+    /// assert_eq!(limit.growth(), Some(Duration::from_millis(100)));
+    /// // A dropped call ends the slow start.
+    /// limit.on_sample(Instant::now(), Duration::from_millis(50), 4, Sample::Dropped);
+    /// assert_eq!(limit.growth(), None);
+    /// # }
+    /// ```
+    pub fn growth(&self) -> Option<Duration> {
+        let state = self.lock();
+        match (&state.phase, state.min_rtt) {
+            (Phase::Window { .. }, Some(min_rtt)) if state.slow_start => {
+                Some(min_rtt.saturating_mul(2))
+            }
+            _ => None,
+        }
     }
 
     /// A call found every call the limit allows in flight at `now`.
@@ -981,6 +1032,7 @@ impl AdaptiveLimit {
             state.estimate = self.clamp(state.estimate * self.config.drop_factor);
             state.last_cut = Some(now);
         }
+        state.slow_start = false;
     }
 
     /// A call's latency: a probe or window sample.
@@ -1026,7 +1078,13 @@ impl AdaptiveLimit {
                 *peak_in_flight = (*peak_in_flight).max(in_flight);
                 let needed = self.config.window_samples.min(limit);
                 let elapsed = now.saturating_duration_since(*since);
-                if elapsed >= self.config.window && mean.count >= needed {
+                // In slow start a window is a round trip, not `window`
+                // (item 9): the limit doubles once per round.
+                let long_enough = match state.min_rtt {
+                    Some(min_rtt) if state.slow_start => min_rtt.min(self.config.window),
+                    _ => self.config.window,
+                };
+                if elapsed >= long_enough && mean.count >= needed {
                     let budget = (budgets.count > 0).then(|| budgets.value());
                     Step::WindowDone(Round {
                         mean: mean.value(),
@@ -1090,6 +1148,17 @@ impl AdaptiveLimit {
         };
         let scaled = state.estimate * gradient;
         let queued = mean > tolerated;
+        if state.slow_start && !queued {
+            // Slow start (item 9): a whole round at the no-queue latency
+            // doubles the limit; a window that did not use it says nothing.
+            if peak >= limit {
+                state.estimate = self.clamp(state.estimate * MAX_GRADIENT);
+            }
+            state.floor_windows = 0;
+            state.phase = new_window(now);
+            return;
+        }
+        state.slow_start = false;
         if queued {
             // A queue: up to `peak_in_mean` calls in flight took `mean`
             // where one alone takes `min_rtt`, so the partner serves about

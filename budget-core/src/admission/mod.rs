@@ -6,10 +6,12 @@
 //! - [`criticality`]: how much a request matters ([`Criticality`]) and its
 //!   `request-criticality` header.
 //! - [`queue`]: [`PermitQueue`], a pool of permits with a waiting line that
-//!   never hands a permit to a waiter past its give-up instant, serves the
-//!   more critical first, and switches to newest-first with a short
-//!   time-in-queue limit once a queue stands (adaptive LIFO and controlled
-//!   delay).
+//!   predicts each newcomer's wait from the measured hold of a permit and
+//!   lets it wait when the wait fits its budget, refuses it at arrival
+//!   when it does not, never hands a permit to a waiter past its give-up
+//!   instant, serves the more critical first, and, once a queue stands
+//!   (fed faster than it drains, deeper than its callers can afford),
+//!   admits only short waits and serves the newest first.
 //! - [`limit`]: [`AdaptiveLimit`], a pure algorithm that turns finished
 //!   calls' latencies into a concurrency limit (a fixed `concurrency = 8`
 //!   is a guess that goes stale the day the partner scales or slows down),
@@ -61,6 +63,7 @@ pub mod queue;
 pub use criticality::{Criticality, REQUEST_CRITICALITY, ReadCriticality};
 pub use limit::{AdaptiveLimit, AdaptiveLimitConfig, LimitConfig, Sample};
 pub use queue::{
-    DEFAULT_INTERVAL, DEFAULT_TARGET, PermitQueue, QueueConfig, QueueOrder, QueuePermit, Refusal,
-    RefusalReason, Waiter,
+    DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, PermitQueue, Prediction, QueueConfig,
+    QueueOrder, QueuePermit, Refusal, RefusalReason, Waiter,
 };
+pub(crate) use queue::Short;

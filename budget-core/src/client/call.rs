@@ -21,7 +21,7 @@ use super::error::{
 use super::hedge::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
 use super::permits::{Permit, Permits};
 use super::response::BudgetResponse;
-use crate::admission::{Criticality, RefusalReason, Sample};
+use crate::admission::{Criticality, Refusal as QueueRefusal, RefusalReason, Sample};
 use crate::breaker::{BreakerPermit, CircuitOpen, Verdict};
 use crate::budget::{Budget, whole_millis};
 use crate::clock::WallClock;
@@ -32,7 +32,7 @@ use crate::retry::{
 };
 use crate::telemetry::semconv::{
     OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, REASON_EXPIRED,
-    REASON_STANDING_QUEUE,
+    REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE,
 };
 use crate::telemetry::{meter, trace};
 
@@ -618,14 +618,17 @@ pub(crate) enum Refusal {
     BelowFloor(BelowFloor),
     /// The dependency's circuit is open.
     CircuitOpen(CircuitOpen),
-    /// No concurrency permit came in time.
+    /// No concurrency permit came in time, or the queue predicted none
+    /// would.
     NoPermit {
         /// How long the call waited for one.
         waited: Duration,
         /// The floor the wait kept free.
         floor: Floor,
-        /// Why the queue refused (`None`: the fixed-mode wait timed out).
-        reason: Option<RefusalReason>,
+        /// What the queue said (`None`: the fixed-mode wait timed out).
+        queue: Option<QueueRefusal>,
+        /// The budget left when the queue refused (`None` in fixed mode).
+        left: Option<Duration>,
     },
 }
 
@@ -646,14 +649,16 @@ impl Refusal {
             Refusal::CircuitOpen(_) => "skipped: circuit open".to_owned(),
             Refusal::NoPermit {
                 waited,
-                reason: Some(RefusalReason::StandingQueue),
-                ..
-            } => format!(
-                "skipped: no concurrency permit in {}ms (standing queue)",
-                waited.as_millis()
-            ),
-            Refusal::NoPermit { waited, .. } => {
-                format!("skipped: no concurrency permit in {}ms", waited.as_millis())
+                floor,
+                queue,
+                left,
+            } => {
+                let why = no_permit_in_budget(*waited, *floor, *queue, *left);
+                if why.prediction().is_some() {
+                    format!("skipped: {why}")
+                } else {
+                    format!("skipped: no concurrency permit in {}ms", waited.as_millis())
+                }
             }
         }
     }
@@ -705,17 +710,24 @@ fn refuse(
         Refusal::NoPermit {
             waited,
             floor,
-            reason,
+            queue,
+            left,
         } => {
             trace::refused(name, OUTCOME_NO_PERMIT, remaining, Some(floor.get()), None);
-            let error = error.with_source(NoPermitInBudget::new(waited));
-            match (reason, remaining) {
+            let why = no_permit_in_budget(waited, floor, queue, left);
+            let error = error.with_source(why);
+            match (queue.map(|q| q.reason()), remaining) {
                 // Overload, not the budget: the caller may come back soon.
                 (Some(RefusalReason::StandingQueue), Some(left)) => {
                     meter::no_permit(name, REASON_STANDING_QUEUE);
                     error
                         .with_budget(left, false)
                         .with_retry_after(Some(STANDING_QUEUE_RETRY_AFTER))
+                }
+                // The wait would not fit this budget: a larger one might.
+                (Some(RefusalReason::PredictedWait), Some(left)) => {
+                    meter::no_permit(name, REASON_PREDICTED_WAIT);
+                    error.with_budget(left, false).with_floor(floor.get())
                 }
                 (_, Some(left)) => {
                     meter::no_permit(name, REASON_EXPIRED);
@@ -724,6 +736,25 @@ fn refuse(
                 (_, None) => error,
             }
         }
+    }
+}
+
+/// Why a call got no permit, as its error's source says it.
+fn no_permit_in_budget(
+    waited: Duration,
+    floor: Floor,
+    queue: Option<QueueRefusal>,
+    left: Option<Duration>,
+) -> NoPermitInBudget {
+    match (queue, left) {
+        (Some(refusal), Some(left)) => match refusal.prediction() {
+            Some(prediction) => {
+                NoPermitInBudget::predicted(refusal.reason(), prediction, floor.get(), left)
+                    .after(waited)
+            }
+            None => NoPermitInBudget::new(waited),
+        },
+        _ => NoPermitInBudget::new(waited),
     }
 }
 
@@ -760,10 +791,11 @@ async fn acquire_permit(
     permits
         .acquire(until, criticality)
         .await
-        .map_err(|(waited, reason)| Refusal::NoPermit {
+        .map_err(|(waited, queue)| Refusal::NoPermit {
             waited,
             floor,
-            reason,
+            queue,
+            left: timing.remaining(),
         })
 }
 

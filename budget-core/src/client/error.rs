@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use crate::admission::{Prediction, RefusalReason, Short};
 use crate::problem::{Problem, ProblemKind};
 use crate::retry::TransportKind;
 
@@ -613,20 +614,76 @@ impl BodyTooLarge {
 }
 
 /// No concurrency permit came free while the budget still allowed the call
-/// (the wait is bounded by the deadline less the floor).
+/// (the wait is bounded by the deadline less the floor), or the permit
+/// queue predicted that none would (docs/architecture.md, "Admission").
 ///
 /// # Example
 ///
 /// ```
 /// use std::time::Duration;
+/// use budget_core::admission::{Prediction, RefusalReason};
 /// use budget_core::client::NoPermitInBudget;
+///
 /// let e = NoPermitInBudget::new(Duration::from_millis(300));
 /// assert_eq!(e.to_string(), "waited 300ms for a concurrency permit");
+///
+/// let p = Prediction::new(Duration::from_millis(2400), 180, Duration::from_micros(13_333));
+/// let e = NoPermitInBudget::predicted(
+///     RefusalReason::PredictedWait,
+///     p,
+///     Duration::from_millis(60),
+///     Duration::from_millis(1100),
+/// );
+/// assert_eq!(
+///     e.to_string(),
+///     "expected wait 2.4s + floor 60ms > 1.1s left (180 queued, 75/s)"
+/// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("waited {}ms for a concurrency permit", waited.as_millis())]
+#[error("{}", Why(self))]
 pub struct NoPermitInBudget {
     waited: Duration,
+    predicted: Option<Predicted>,
+}
+
+/// What the queue predicted, with what the call had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Predicted {
+    reason: RefusalReason,
+    prediction: Prediction,
+    floor: Duration,
+    left: Duration,
+}
+
+/// The message of a [`NoPermitInBudget`].
+struct Why<'a>(&'a NoPermitInBudget);
+
+impl fmt::Display for Why<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
+        let Some(p) = e.predicted else {
+            return write!(f, "waited {}ms for a concurrency permit", e.waited.as_millis());
+        };
+        let (wait, queued) = (Short(p.prediction.wait()), p.prediction.queued());
+        match p.reason {
+            RefusalReason::StandingQueue => write!(
+                f,
+                "standing queue: expected wait {wait} ({queued}), \
+                 more than a newcomer may wait with {} left",
+                Short(p.left)
+            )?,
+            _ => write!(
+                f,
+                "expected wait {wait} + floor {} > {} left ({queued})",
+                Short(p.floor),
+                Short(p.left)
+            )?,
+        }
+        if !e.waited.is_zero() {
+            write!(f, " after waiting {}ms", e.waited.as_millis())?;
+        }
+        Ok(())
+    }
 }
 
 impl NoPermitInBudget {
@@ -638,7 +695,56 @@ impl NoPermitInBudget {
     /// assert_eq!(NoPermitInBudget::new(Duration::ZERO).waited(), Duration::ZERO);
     /// ```
     pub fn new(waited: Duration) -> Self {
-        Self { waited }
+        Self {
+            waited,
+            predicted: None,
+        }
+    }
+
+    /// The queue refused the call for `reason` on `prediction`, with
+    /// `floor` to keep and `left` of the budget.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{Prediction, RefusalReason};
+    /// use budget_core::client::NoPermitInBudget;
+    /// let p = Prediction::new(Duration::from_millis(300), 12, Duration::from_millis(25));
+    /// let e = NoPermitInBudget::predicted(
+    ///     RefusalReason::StandingQueue, p, Duration::from_millis(60), Duration::from_millis(1100),
+    /// );
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "standing queue: expected wait 300ms (12 queued, 40/s), more than a newcomer may wait with 1.1s left"
+    /// );
+    /// assert_eq!(e.prediction(), Some(p));
+    /// ```
+    pub fn predicted(
+        reason: RefusalReason,
+        prediction: Prediction,
+        floor: Duration,
+        left: Duration,
+    ) -> Self {
+        Self {
+            waited: Duration::ZERO,
+            predicted: Some(Predicted {
+                reason,
+                prediction,
+                floor,
+                left,
+            }),
+        }
+    }
+
+    /// The same, after `waited` in the queue.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::NoPermitInBudget;
+    /// let e = NoPermitInBudget::new(Duration::ZERO).after(Duration::from_millis(3));
+    /// assert_eq!(e.waited(), Duration::from_millis(3));
+    /// ```
+    pub fn after(self, waited: Duration) -> Self {
+        Self { waited, ..self }
     }
 
     /// How long the call waited.
@@ -650,6 +756,18 @@ impl NoPermitInBudget {
     /// ```
     pub fn waited(&self) -> Duration {
         self.waited
+    }
+
+    /// What the queue predicted of the wait, when it refused on a
+    /// prediction.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::NoPermitInBudget;
+    /// assert_eq!(NoPermitInBudget::new(Duration::ZERO).prediction(), None);
+    /// ```
+    pub fn prediction(&self) -> Option<Prediction> {
+        self.predicted.map(|p| p.prediction)
     }
 }
 

@@ -18,8 +18,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::admission::{
-    AdaptiveLimit, Criticality, LimitConfig, PermitQueue, QueueConfig, QueuePermit, RefusalReason,
-    Sample, Waiter,
+    AdaptiveLimit, Criticality, LimitConfig, PermitQueue, QueueConfig, QueuePermit, Refusal, Sample,
+    Waiter,
 };
 use crate::config::ConfigError;
 use crate::telemetry::meter;
@@ -93,7 +93,7 @@ impl Permits {
         &self,
         give_up_at: Instant,
         criticality: Criticality,
-    ) -> Result<Permit, (Duration, Option<RefusalReason>)> {
+    ) -> Result<Permit, (Duration, Option<Refusal>)> {
         if let Some(permit) = self.try_acquire(criticality) {
             return Ok(permit);
         }
@@ -117,7 +117,7 @@ impl Permits {
                         let waited = permit.waited();
                         Ok(Permit::queued(permit, Some(waited)))
                     }
-                    Err(refusal) => Err((refusal.waited(), Some(refusal.reason()))),
+                    Err(refusal) => Err((refusal.waited(), Some(refusal))),
                 }
             }
         }
@@ -153,6 +153,9 @@ impl Permits {
         {
             let next = limit.on_sample_within(Instant::now(), took, in_flight, sample, budget);
             self.resize(next);
+            if let Permits::Queue { queue, .. } = self {
+                queue.set_growth(limit.growth());
+            }
         }
     }
 

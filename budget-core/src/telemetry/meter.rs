@@ -16,7 +16,7 @@ use crate::retry::Decision;
 
 /// The reasons of [`METRIC_NO_PERMIT_TOTAL`], each registered at 0.
 #[cfg(all(feature = "metrics", feature = "client"))]
-const NO_PERMIT_REASONS: [&str; 2] = [REASON_EXPIRED, REASON_STANDING_QUEUE];
+const NO_PERMIT_REASONS: [&str; 3] = [REASON_EXPIRED, REASON_STANDING_QUEUE, REASON_PREDICTED_WAIT];
 
 /// Describes every budget metric (unit and help text) to the installed
 /// recorder. Call once after installing it; exporters that show help text

@@ -244,9 +244,13 @@ pub const LABEL_REASON: &str = "reason";
 /// [`LABEL_REASON`] of [`METRIC_NO_PERMIT_TOTAL`]: the waiter's deadline
 /// (less its floor) came before a permit.
 pub const REASON_EXPIRED: &str = "expired";
-/// [`LABEL_REASON`] of [`METRIC_NO_PERMIT_TOTAL`]: refused by a standing
-/// queue (the controlled-delay rule).
+/// [`LABEL_REASON`] of [`METRIC_NO_PERMIT_TOTAL`]: refused at arrival by a
+/// standing queue (it admits only short waits while it stands).
 pub const REASON_STANDING_QUEUE: &str = "standing_queue";
+/// [`LABEL_REASON`] of [`METRIC_NO_PERMIT_TOTAL`]: the predicted wait plus
+/// the floor did not fit in what the call had left (refused at arrival, or
+/// once the prediction stopped fitting).
+pub const REASON_PREDICTED_WAIT: &str = "predicted_wait";
 /// Metric label: the state a breaker left (`closed`, `open`, `half-open`).
 pub const LABEL_FROM: &str = "from";
 /// Metric label: the state a breaker entered.

@@ -252,15 +252,41 @@ async fn an_ignored_sample_changes_nothing() {
 #[tokio::test(start_paused = true)]
 async fn no_queue_latency_grows_the_limit_up_to_max() {
     let (limit, mut t) = measured(AdaptiveLimitConfig {
+        max: 100,
+        ..config()
+    });
+    // Slow start (item 9): doubled by each whole window at the no-queue
+    // latency, 10, 20, 40, 80.
+    let mut previous = limit.current();
+    for expected in [20, 40, 80] {
+        let (end, now) = window(&limit, t, RTT, previous);
+        assert_eq!(now, expected);
+        (t, previous) = (end, now);
+    }
+    // A window with a queue ends the slow start; the gradient and the knee
+    // take over, and windows without a queue grow the limit again, by the
+    // gradient and the headroom.
+    let (end, now) = window(&limit, t, RTT * 2, previous);
+    assert!(now < previous, "{now} after a queued window at {previous}");
+    assert_eq!(limit.growth(), None);
+    t = end;
+    let mut expected = now as f64;
+    previous = now;
+    for _ in 0..3 {
+        let (end, now) = window(&limit, t, RTT, previous);
+        expected = step(expected, RTT, 0.1);
+        assert!(now > previous, "{now} after {previous}");
+        assert!(now as f64 <= expected.floor(), "{now} above {expected}");
+        (t, previous) = (end, now);
+    }
+    let limit = measured(AdaptiveLimitConfig {
         max: 40,
         ..config()
     });
-    let mut expected = 10.0;
+    let (limit, mut t) = limit;
     let mut previous = limit.current();
     while previous < 40 {
         let (end, now) = window(&limit, t, RTT, previous);
-        expected = step(expected, RTT, 0.1).min(40.0);
-        assert_eq!(now, expected.floor() as usize);
         assert!(now > previous, "{now} after {previous}");
         (t, previous) = (end, now);
     }
@@ -598,11 +624,7 @@ async fn a_faster_partner_lowers_min_rtt_at_once() {
     let (limit, t) = measured(config());
     let (_, now) = window(&limit, t, RTT / 2, 10);
     assert_eq!(limit.min_rtt(), Some(RTT / 2));
-    assert_eq!(
-        now,
-        step(10.0, RTT, 0.1).floor() as usize,
-        "gradient 1.1 from the new min"
-    );
+    assert_eq!(now, 20, "no queue at the new min: doubled, in slow start");
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -851,4 +873,38 @@ fn an_absent_initial_is_ten_clamped_a_given_one_is_kept() {
     let due = t0 + limit.config.probe_interval * 2;
     assert_eq!(limit.on_sample(due, RTT, 1, Sample::Success), 20);
     assert!(matches!(limit.lock().phase, Phase::Probing { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_start_windows_last_one_min_rtt_and_end_at_a_queue_or_a_drop() {
+    let (limit, t) = measured(AdaptiveLimitConfig {
+        window_samples: 1000,
+        ..config()
+    });
+    assert_eq!(limit.growth(), Some(RTT * 2));
+    // A whole round (10 calls, the limit) sent in the window, answered one
+    // min-RTT after it opened: the window closes then, not after `window`.
+    let mut now = 0;
+    for _ in 0..10 {
+        now = limit.on_sample(t + RTT * 2, RTT, 10, Sample::Success);
+    }
+    assert_eq!(now, 20);
+    // A drop ends the slow start for good.
+    limit.on_sample(t + RTT * 3, RTT, 20, Sample::Dropped);
+    assert_eq!(limit.growth(), None);
+    let cut = limit.current();
+    for _ in 0..cut {
+        now = limit.on_sample(t + RTT * 5, RTT, cut, Sample::Success);
+    }
+    assert_eq!(now, cut, "a window shorter than `window` closes no more");
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_start_does_not_double_a_limit_the_calls_did_not_use() {
+    let (limit, t) = measured(config());
+    // Five answers at the no-queue latency with 4 of 10 in flight: the
+    // window closes, app-limited, and the limit stays.
+    let (_, now) = window(&limit, t, RTT, 4);
+    assert_eq!(now, 10);
+    assert_eq!(limit.growth(), Some(RTT * 2), "still in slow start");
 }

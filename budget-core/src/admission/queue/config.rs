@@ -26,6 +26,16 @@ pub const DEFAULT_TARGET: Duration = Duration::from_millis(5);
 /// ```
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The share of what a newcomer can wait that a standing queue lets it
+/// wait, when the config does not say (a quarter: the rest of its budget
+/// stays for the calls after this one).
+///
+/// ```
+/// use budget_core::admission::{QueueConfig, DEFAULT_STANDING_SHARE};
+/// assert_eq!(QueueConfig::default().standing_share, DEFAULT_STANDING_SHARE);
+/// ```
+pub const DEFAULT_STANDING_SHARE: f64 = 0.25;
+
 /// Which waiter of one criticality a free permit goes to.
 ///
 /// Criticality always comes first (a [`Critical`] waiter is served before
@@ -63,7 +73,8 @@ pub enum QueueOrder {
 ///
 /// Durations are humantime strings (`"5ms"`); missing fields take their
 /// defaults ([`QueueOrder::Adaptive`], [`DEFAULT_TARGET`],
-/// [`DEFAULT_INTERVAL`]); unknown fields are an error.
+/// [`DEFAULT_INTERVAL`], [`DEFAULT_STANDING_SHARE`]); unknown fields are
+/// an error.
 ///
 /// # Example
 ///
@@ -82,19 +93,25 @@ pub enum QueueOrder {
 /// assert_eq!(lifo, QueueConfig { order: QueueOrder::Lifo, ..Default::default() });
 /// assert!(serde_json::from_str::<QueueConfig>(r#""random""#).is_err());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, remote = "Self")]
 pub struct QueueConfig {
     /// The order among waiters of one criticality.
     pub order: QueueOrder,
-    /// While the queue is overloaded, a waiter that has waited this long is
-    /// refused; more than zero and shorter than `interval`.
+    /// While the queue stands, a newcomer may always wait this long (the
+    /// least of its standing wait); more than zero and shorter than
+    /// `interval`.
     #[serde(with = "humantime_serde")]
     pub target: Duration,
-    /// The queue is overloaded once it has not been empty for this long;
+    /// A queue can stand only once it has not been empty for this long,
+    /// and stands on for this long after it last refused a newcomer;
     /// more than zero.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+    /// While the queue stands, a newcomer may wait at most this share of
+    /// what it can wait (the time to its give-up instant), or `target`
+    /// if that is longer; more than 0, at most 1.
+    pub standing_share: f64,
 }
 
 impl Serialize for QueueConfig {
@@ -115,7 +132,8 @@ impl<'de> Deserialize<'de> for QueueConfig {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(
                     "an order (\"adaptive\", \"fifo\", \"lifo\") or a table \
-                     ({ order = \"adaptive\", target = \"5ms\", interval = \"100ms\" })",
+                     ({ order = \"adaptive\", target = \"5ms\", interval = \"100ms\", \
+                     standing_share = 0.25 })",
                 )
             }
 
@@ -137,15 +155,16 @@ impl<'de> Deserialize<'de> for QueueConfig {
 }
 
 impl Default for QueueConfig {
-    /// Adaptive order, 5 ms target, 100 ms interval.
+    /// Adaptive order, 5 ms target, 100 ms interval, a standing share of
+    /// a quarter.
     ///
     /// ```
     /// # use std::time::Duration;
     /// use budget_core::admission::{QueueConfig, QueueOrder};
     /// let c = QueueConfig::default();
     /// assert_eq!(
-    ///     (c.order, c.target, c.interval),
-    ///     (QueueOrder::Adaptive, Duration::from_millis(5), Duration::from_millis(100))
+    ///     (c.order, c.target, c.interval, c.standing_share),
+    ///     (QueueOrder::Adaptive, Duration::from_millis(5), Duration::from_millis(100), 0.25)
     /// );
     /// ```
     fn default() -> Self {
@@ -153,13 +172,15 @@ impl Default for QueueConfig {
             order: QueueOrder::Adaptive,
             target: DEFAULT_TARGET,
             interval: DEFAULT_INTERVAL,
+            standing_share: DEFAULT_STANDING_SHARE,
         }
     }
 }
 
 impl QueueConfig {
     /// Checks the config, or returns a [`ConfigError`] naming the bad field:
-    /// `target` or `interval` zero, or `target` not shorter than `interval`.
+    /// `target` or `interval` zero, `target` not shorter than `interval`,
+    /// or `standing_share` not more than 0 and at most 1.
     ///
     /// ```
     /// use std::time::Duration;
@@ -187,6 +208,12 @@ impl QueueConfig {
                 ),
             ));
         }
+        if !(self.standing_share > 0.0 && self.standing_share <= 1.0) {
+            return Err(ConfigError::new(
+                "standing_share",
+                "must be more than 0 and at most 1",
+            ));
+        }
         Ok(())
     }
 }
@@ -212,6 +239,7 @@ mod tests {
                 order: QueueOrder::Lifo,
                 target: Duration::from_millis(2),
                 interval: Duration::from_millis(1500),
+                standing_share: DEFAULT_STANDING_SHARE,
             }
         );
         let back = toml::to_string(&config).unwrap();
@@ -248,6 +276,23 @@ mod tests {
             err.to_string(),
             "invalid config: `target` must be more than zero"
         );
+    }
+
+    #[test]
+    fn standing_share_out_of_range_is_an_error_naming_it() {
+        for bad in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
+            let err = QueueConfig {
+                standing_share: bad,
+                ..Default::default()
+            }
+            .validate()
+            .unwrap_err();
+            assert_eq!(err.field(), "standing_share", "{bad}");
+            assert_eq!(err.problem(), "must be more than 0 and at most 1");
+        }
+        let whole: QueueConfig = toml::from_str("standing_share = 1.0").unwrap();
+        whole.validate().unwrap();
+        assert!(toml::from_str::<QueueConfig>("standing_share = \"half\"").is_err());
     }
 
     #[test]

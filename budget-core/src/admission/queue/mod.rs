@@ -7,54 +7,77 @@
 //! A FIFO semaphore under overload gives each freed permit to the waiter
 //! that has waited longest, which is the one with the least time left. Every
 //! waiter then fails at its deadline, having held a place in line for
-//! nothing. This queue applies three rules instead, after the adaptive-LIFO
-//! and controlled-delay queues of Facebook's "Fail at Scale" (ACM Queue,
-//! 2015) and the SRE book's "Handling Overload" chapter.
+//! nothing. A load shedder (a queue of zero) fails the other way: a burst
+//! that every caller could have waited out is refused. This queue knows
+//! what a shedder does not, how long each waiter can still wait, and
+//! applies one principle: **wait when the wait fits, refuse at once when
+//! it does not** (admission by response-time objective, as in Bouncer,
+//! SIGMOD 2024, with each request's objective its own budget).
 //!
 //! # The rules
 //!
 //! A caller asks with a [`Waiter`]: its [`Criticality`] and `give_up_at`,
 //! the instant after which it cannot finish any more (the client computes
 //! its deadline minus its floor). [`PermitQueue::acquire`] takes a free
-//! permit at once when nobody waits; otherwise the waiter queues, and:
+//! permit at once when nobody waits; otherwise:
 //!
-//! 1. **No permit for a waiter that can no longer finish.** A waiter whose
+//! 1. **Wait when the wait fits.** The queue measures how long a permit is
+//!    held (a moving average over about the last ten returned, `hold`) and
+//!    predicts a newcomer's wait: with `ahead` waiters of its criticality
+//!    or a higher one queued before it, `ceil((ahead + 1 + over) / limit)`
+//!    rounds of `hold` (`over`: permits held beyond a shrunk limit; whole
+//!    rounds, since permits taken together come back together), counted
+//!    in arrival order. While an adaptive limit grows (its slow start,
+//!    [`PermitQueue::set_growth`]), the limit doubles every growth period
+//!    and the prediction counts the rounds that takes instead. A newcomer
+//!    whose predicted wait does not end before its `give_up_at` is refused
+//!    **at arrival** ([`RefusalReason::PredictedWait`], waited zero, the
+//!    [`Prediction`] on the refusal); one whose wait fits queues. Before
+//!    any permit has come back there is no prediction, and everyone
+//!    queues. The prediction is kept honest: each time permits are handed
+//!    out in arrival order, the newest waiters whose prediction (with the
+//!    hold and the limit as they are now) misses their `give_up_at` by
+//!    more than one hold are refused then (within one hold, the evenly
+//!    spread returns the prediction assumes may just be late).
+//! 2. **No permit for a waiter that can no longer finish.** A waiter whose
 //!    `give_up_at` has come is refused [`RefusalReason::Expired`] at that
 //!    instant by its own timer (exactly, to the 1 ms resolution of tokio's
 //!    timer), and a permit handed out at or after that instant skips it
-//!    whether or not the timer has fired. A waiter whose `give_up_at` has already come on
-//!    arrival is refused at once (waited zero), even if a permit is free.
-//!    A grant read by the waiter only at or after its `give_up_at` (its task
-//!    was not polled in time) is returned and counts as `Expired`.
-//! 2. **Order.** A free permit goes to the most critical class that has a
+//!    whether or not the timer has fired. A waiter whose `give_up_at` has
+//!    already come on arrival is refused at once (waited zero), even if a
+//!    permit is free. A grant read by the waiter only at or after its
+//!    `give_up_at` (its task was not polled in time) is returned and counts
+//!    as `Expired`.
+//! 3. **Order.** A free permit goes to the most critical class that has a
 //!    waiter (strict priority: `Critical`, then `Default`, then
 //!    `Sheddable`). Within the class, [`QueueOrder::Fifo`] serves the oldest
 //!    waiter, [`QueueOrder::Lifo`] the newest, and [`QueueOrder::Adaptive`]
-//!    the oldest normally and the newest while the queue is overloaded.
-//! 3. **Standing queue (controlled delay).** Let `last_empty` be the last
-//!    instant no waiter was queued (the instant the current line's first
-//!    waiter arrived). The queue is *overloaded* at `now` when a waiter is
-//!    queued and `now >= last_empty + interval`. A queued waiter is refused
-//!    [`RefusalReason::StandingQueue`] at the first instant both hold: the
-//!    queue is overloaded, and `now >= enqueued + target`. So when overload
-//!    begins, every waiter already `target` old is refused at that instant;
-//!    a later one is refused `target` after it arrived if still queued.
-//!    Because `last_empty` is fixed while anyone waits, each waiter's due
-//!    instant is `min(give_up_at, max(enqueued + target, last_empty +
-//!    interval))`, known on arrival (a tie with `give_up_at` is reported as
-//!    `StandingQueue`). When several are due at one instant they are
-//!    refused least critical class first, oldest first. The rule
-//!    holds for every [`QueueOrder`]. A `Critical` waiter's standing
-//!    target is `interval` instead of `target`: the less critical are
-//!    refused first, and a critical waiter only when critical work alone
-//!    has kept the queue standing (docs/contract.md §2 rule 11). While not
-//!    overloaded, a waiter waits until its `give_up_at`.
-//! 4. **No lost permit.** A returned permit goes to the next live waiter
-//!    (by rules 1 to 3) or back to the pool. A waiter whose `acquire` future
+//!    the oldest normally and the newest while the queue stands (rule 4).
+//! 4. **A standing queue bounds the wait it adds.** A burst drains; a
+//!    queue fed faster than it drains does not, and every caller behind
+//!    it pays the wait on top of the calls it still has to make. The queue
+//!    *stands* at `now` when all of these hold: a waiter is queued; it has
+//!    not been empty for `interval`; since it was last empty a newcomer
+//!    came whose predicted wait was more than `standing_share` of what it
+//!    could wait (the queue is deep for its callers); and over the last
+//!    half `interval` or so more newcomers found no free permit than
+//!    queued waiters got one (it is not draining). While it stands, a
+//!    newcomer whose predicted wait is more than `standing_share` of what
+//!    it can wait (and more than `target`) is refused at arrival
+//!    ([`RefusalReason::StandingQueue`]), and each such refusal, or a
+//!    `PredictedWait` one, keeps it standing for another `interval`,
+//!    empty or not. So a burst the budgets cover (nobody deep, or nothing
+//!    arriving any more) is waited out whole, and a sustained overload
+//!    keeps a short queue of waiters who will still have most of their
+//!    budget when they get their permit, the rest refused at once.
+//!    Waiters already queued keep their place: the rule bounds what the
+//!    queue admits, not how long an admitted waiter may wait.
+//! 5. **No lost permit.** A returned permit goes to the next live waiter
+//!    (by rules 1 to 4) or back to the pool. A waiter whose `acquire` future
 //!    is dropped leaves the line; if a permit had already been handed to it,
 //!    dropping returns that permit to the next waiter. `in_use` never
 //!    exceeds `limit` through a grant.
-//! 5. **Changing the limit.** [`PermitQueue::set_limit`] growing hands the
+//! 6. **Changing the limit.** [`PermitQueue::set_limit`] growing hands the
 //!    new permits to waiters at once, in the order above. Shrinking never
 //!    takes back a held permit: `in_use` may exceed the new limit until
 //!    permits come back, and no permit is granted until it is below.
@@ -65,8 +88,9 @@
 //! # Cost
 //!
 //! One `std::sync::Mutex` around a small state. [`PermitQueue::try_acquire`]
-//! and the uncontended path of [`PermitQueue::acquire`] lock once and do not
-//! allocate; a queued waiter allocates one `tokio::sync::oneshot` channel.
+//! and the uncontended path of [`PermitQueue::acquire`] lock once, read the
+//! clock once (a permit's hold is measured) and do not allocate; a queued
+//! waiter allocates one `tokio::sync::oneshot` channel.
 //! No task is spawned: each waiter's own future runs its timer.
 //!
 //! # Example
@@ -113,8 +137,11 @@ use self::state::{Outcome, State, Ticket};
 use super::Criticality;
 use crate::config::ConfigError;
 
-pub use self::config::{DEFAULT_INTERVAL, DEFAULT_TARGET, QueueConfig, QueueOrder};
-pub use self::refusal::{Refusal, RefusalReason};
+pub use self::config::{
+    DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, QueueConfig, QueueOrder,
+};
+pub use self::refusal::{Prediction, Refusal, RefusalReason};
+pub(crate) use self::refusal::Short;
 
 /// A pool of `limit` concurrency permits with a deadline-aware, priority
 /// and controlled-delay waiting line; see the [module docs](self) for the
@@ -152,11 +179,11 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes back one permit and hands it on (rule 4).
-    fn release(&self) {
+    /// Takes back one permit, held since `since`, and hands it on (rule 5).
+    fn release(&self, since: Instant) {
         let now = Instant::now();
         let mut state = self.lock();
-        state.in_use = state.in_use.saturating_sub(1);
+        state.returned(now.saturating_duration_since(since));
         state.hand_out(now, &self.config);
     }
 }
@@ -338,6 +365,46 @@ impl PermitQueue {
         state.hand_out(now, &self.shared.config);
     }
 
+    /// Tells the queue that its limit is growing, doubling about every
+    /// `period` (an adaptive limit's slow start), or no longer (`None`):
+    /// the predicted wait (rule 1) counts the rounds of doubling instead
+    /// of the limit as it is now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = PermitQueue::new(10, QueueConfig::default()).unwrap();
+    /// queue.set_growth(Some(Duration::from_millis(100)));
+    /// queue.set_growth(None);
+    /// # }
+    /// ```
+    pub fn set_growth(&self, period: Option<Duration>) {
+        self.shared.lock().set_growth(period);
+    }
+
+    /// How long a permit is held, on average over about the last ten
+    /// returned (`None` before one has come back): what rule 1's
+    /// prediction is made of.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
+    /// assert_eq!(queue.hold(), None);
+    /// let permit = queue.try_acquire(Criticality::Default).unwrap();
+    /// tokio::time::advance(Duration::from_millis(40)).await;
+    /// drop(permit);
+    /// assert_eq!(queue.hold(), Some(Duration::from_millis(40)));
+    /// # }
+    /// ```
+    pub fn hold(&self) -> Option<Duration> {
+        self.shared.lock().hold()
+    }
+
     /// A permit if one is free and nobody is waiting, without waiting.
     ///
     /// `criticality` does not change the answer: a free permit with nobody
@@ -362,9 +429,11 @@ impl PermitQueue {
     }
 
     /// Waits for a permit by the rules of the [module docs](self): at once
-    /// if one is free and nobody waits, else in line until granted or
-    /// refused ([`RefusalReason::Expired`] at `give_up_at`,
-    /// [`RefusalReason::StandingQueue`] when the queue stands).
+    /// if one is free and nobody waits; else refused at arrival when the
+    /// predicted wait does not fit ([`RefusalReason::PredictedWait`]) or
+    /// the queue stands ([`RefusalReason::StandingQueue`]); else in line
+    /// until granted or refused ([`RefusalReason::Expired`] at
+    /// `give_up_at`, `PredictedWait` when the prediction stops fitting).
     ///
     /// Cancel-safe: dropping the future leaves the line, and returns a
     /// permit that was handed to it meanwhile.
@@ -389,18 +458,18 @@ impl PermitQueue {
     pub async fn acquire(&self, waiter: Waiter) -> Result<QueuePermit, Refusal> {
         let now = Instant::now();
         let config = &self.shared.config;
-        let (ticket, rx, due) = {
+        let (ticket, rx) = {
             let mut state = self.shared.lock();
             if waiter.give_up_at <= now {
                 return Err(Refusal::new(RefusalReason::Expired, Duration::ZERO));
             }
             if state.try_take() {
                 drop(state);
-                return Ok(self.permit(Duration::ZERO));
+                return Ok(self.permit_since(Duration::ZERO, now));
             }
-            let (ticket, rx) = state.enqueue(waiter.criticality, waiter.give_up_at, now);
-            let due = state.due(&ticket, config);
-            (ticket, rx, due)
+            let class = waiter.criticality.rank();
+            state.admit(class, waiter.give_up_at, now, config)?;
+            state.enqueue(waiter.criticality, waiter.give_up_at, now)
         };
         InLine {
             queue: self,
@@ -408,13 +477,14 @@ impl PermitQueue {
             rx,
             settled: false,
         }
-        .wait(due)
+        .wait()
         .await
     }
 
-    /// Whether the queue is overloaded now: a waiter is queued and the queue
-    /// has not been empty for `interval` (rule 3 of the
-    /// [module docs](self)). For metrics and for servers that shed load.
+    /// Whether the queue stands now (rule 4 of the [module docs](self)):
+    /// it has not emptied for `interval`, is deep for its callers and is
+    /// fed faster than it drains, or refused a newcomer as standing within
+    /// the last `interval`. For metrics and for servers that shed load.
     ///
     /// ```
     /// use budget_core::admission::{PermitQueue, QueueConfig};
@@ -425,14 +495,21 @@ impl PermitQueue {
     /// ```
     pub fn is_overloaded(&self) -> bool {
         let now = Instant::now();
-        self.shared.lock().is_overloaded(now, &self.shared.config)
+        self.shared.lock().is_standing(now, &self.shared.config)
     }
 
-    /// A permit of this queue, already counted in `in_use`.
+    /// A permit of this queue, already counted in `in_use`, held from now.
     fn permit(&self, waited: Duration) -> QueuePermit {
+        self.permit_since(waited, Instant::now())
+    }
+
+    /// A permit of this queue, already counted in `in_use`, held from
+    /// `since`.
+    fn permit_since(&self, waited: Duration, since: Instant) -> QueuePermit {
         QueuePermit {
             shared: Arc::clone(&self.shared),
             waited,
+            since,
         }
     }
 }
@@ -468,6 +545,8 @@ impl fmt::Debug for PermitQueue {
 pub struct QueuePermit {
     shared: Arc<Shared>,
     waited: Duration,
+    /// When it was handed out: its hold is measured from here.
+    since: Instant,
 }
 
 impl QueuePermit {
@@ -490,7 +569,7 @@ impl QueuePermit {
 
 impl Drop for QueuePermit {
     fn drop(&mut self) {
-        self.shared.release();
+        self.shared.release(self.since);
     }
 }
 
@@ -513,11 +592,12 @@ struct InLine<'a> {
 }
 
 impl InLine<'_> {
-    /// Waits for the outcome, refusing itself when `due` comes.
-    async fn wait(mut self, mut due: Instant) -> Result<QueuePermit, Refusal> {
+    /// Waits for the outcome, refusing itself when `give_up_at` comes.
+    async fn wait(mut self) -> Result<QueuePermit, Refusal> {
         let shared = &self.queue.shared;
+        let give_up_at = self.ticket.give_up_at;
         loop {
-            match tokio::time::timeout_at(due, &mut self.rx).await {
+            match tokio::time::timeout_at(give_up_at, &mut self.rx).await {
                 Ok(Ok(outcome)) => return self.settle(outcome),
                 Ok(Err(_)) => {
                     // Every entry taken out of the line by someone else is
@@ -529,21 +609,18 @@ impl InLine<'_> {
                 Err(_) => {
                     let now = Instant::now();
                     let mut state = shared.lock();
-                    // Standing waiters due now (perhaps this one) go first,
-                    // least critical first.
-                    state.refuse_standing(now, &shared.config);
                     if !state.is_queued(&self.ticket) {
                         // Told under the lock: the outcome is in `rx`.
+                        drop(state);
+                        if let Ok(outcome) = self.rx.try_recv() {
+                            return self.settle(outcome);
+                        }
                         continue;
                     }
-                    if self.ticket.give_up_at <= now {
-                        state.withdraw(&self.ticket, now);
-                        drop(state);
-                        self.settled = true;
-                        return Err(self.refusal(RefusalReason::Expired, now));
-                    }
-                    // Woken early (not expected): wait for the due time again.
-                    due = state.due(&self.ticket, &shared.config);
+                    state.withdraw(&self.ticket, now);
+                    drop(state);
+                    self.settled = true;
+                    return Err(self.refusal(RefusalReason::Expired, now));
                 }
             }
         }

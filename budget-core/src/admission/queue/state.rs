@@ -1,16 +1,22 @@
 //! The state behind a [`PermitQueue`](super::PermitQueue)'s lock: the
-//! permit count, the waiters per criticality, and when the queue was last
-//! empty. Every rule of the [module docs](super) that decides who gets a
+//! permit count, the waiters per criticality, what the queue has measured
+//! (how long a permit is held, how many arrive and leave), and whether it
+//! stands. Every rule of the [module docs](super) that decides who gets a
 //! permit or a refusal lives here; the public types only lock and wait.
 
 use std::collections::VecDeque;
+use std::ops::Not;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{QueueConfig, QueueOrder, Refusal, RefusalReason};
+use super::{Prediction, QueueConfig, QueueOrder, Refusal, RefusalReason};
 use crate::admission::Criticality;
+
+/// The weight of one finished hold in the moving average of holds: about
+/// the last ten permits returned.
+const HOLD_WEIGHT: f64 = 0.2;
 
 /// What a queued waiter is told, once.
 ///
@@ -37,12 +43,16 @@ struct Entry {
 }
 
 impl Entry {
-    /// Tells the waiter it is refused for `reason`.
-    fn refuse(self, reason: RefusalReason, now: Instant) {
-        let waited = now.saturating_duration_since(self.enqueued);
+    /// Tells the waiter it is refused.
+    fn refuse(self, refusal: Refusal) {
         // A gone receiver already removed itself or will find no entry;
         // either way a refusal holds no permit, so nothing is lost.
-        let _ = self.tx.send(Outcome::Refused(Refusal::new(reason, waited)));
+        let _ = self.tx.send(Outcome::Refused(refusal));
+    }
+
+    /// How long it has waited at `now`.
+    fn waited(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.enqueued)
     }
 }
 
@@ -55,6 +65,52 @@ pub(super) struct Ticket {
     pub(super) give_up_at: Instant,
 }
 
+/// Arrivals and grants counted over the last half `interval` or so (rule
+/// 4 asks whether waiters still come faster than permits are handed out).
+#[derive(Debug)]
+struct Flow {
+    /// Where the current count began.
+    since: Instant,
+    /// Arrivals that found no free permit (queued or refused), and grants
+    /// to queued waiters, since `since`.
+    current: (u64, u64),
+    /// The same over the half interval before `since`.
+    previous: (u64, u64),
+}
+
+impl Flow {
+    fn new(now: Instant) -> Self {
+        Self {
+            since: now,
+            current: (0, 0),
+            previous: (0, 0),
+        }
+    }
+
+    /// Moves the counts on to `now`: a count older than a whole half
+    /// interval becomes `previous`, one older than two is forgotten.
+    fn roll(&mut self, now: Instant, half: Duration) {
+        let elapsed = now.saturating_duration_since(self.since);
+        if elapsed < half {
+            return;
+        }
+        self.previous = if elapsed < half.saturating_mul(2) {
+            self.current
+        } else {
+            (0, 0)
+        };
+        self.current = (0, 0);
+        self.since = now;
+    }
+
+    /// Whether more waiters arrived than were served, over the counts kept.
+    fn arriving_faster(&self) -> bool {
+        let arrived = self.current.0 + self.previous.0;
+        let granted = self.current.1 + self.previous.1;
+        arrived > granted
+    }
+}
+
 /// The counts and waiters of a permit queue.
 #[derive(Debug)]
 pub(super) struct State {
@@ -65,10 +121,22 @@ pub(super) struct State {
     classes: [VecDeque<Entry>; Criticality::COUNT],
     waiting: usize,
     /// The last instant no waiter was queued. Frozen while any waiter is
-    /// queued (it is the instant the first of them arrived), so each
-    /// waiter's standing-queue due time is fixed when it arrives.
+    /// queued (it is the instant the first of them arrived).
     last_empty: Instant,
     next_id: u64,
+    /// The moving average of how long a permit is held, in seconds; `None`
+    /// until one has come back.
+    hold: Option<f64>,
+    /// How often the limit is expected to double while it grows (an
+    /// adaptive limit's slow start), for the prediction.
+    growth: Option<Duration>,
+    /// Since `last_empty`, a waiter came whose predicted wait was more than
+    /// `standing_share` of what it could wait (rule 4's "deep").
+    deep: bool,
+    /// A queue that refused a newcomer as standing stands until then
+    /// (rule 4), empty or not.
+    standing_until: Option<Instant>,
+    flow: Flow,
 }
 
 impl State {
@@ -81,12 +149,29 @@ impl State {
             waiting: 0,
             last_empty: now,
             next_id: 0,
+            hold: None,
+            growth: None,
+            deep: false,
+            standing_until: None,
+            flow: Flow::new(now),
         }
     }
 
     /// How many waiters are queued.
     pub(super) fn waiting(&self) -> usize {
         self.waiting
+    }
+
+    /// The moving average of how long a permit is held, once one has come
+    /// back.
+    pub(super) fn hold(&self) -> Option<Duration> {
+        self.hold.and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+    }
+
+    /// Sets how often the limit is expected to double (`None`: it is not
+    /// growing).
+    pub(super) fn set_growth(&mut self, growth: Option<Duration>) {
+        self.growth = growth.filter(|period| !period.is_zero());
     }
 
     /// Takes a free permit if there is one and nobody waits for it.
@@ -99,16 +184,109 @@ impl State {
         }
     }
 
-    /// The instant the current queue becomes overloaded (`interval` after it
-    /// was last empty), if that instant is representable.
-    fn overload_starts(&self, config: &QueueConfig) -> Option<Instant> {
-        self.last_empty.checked_add(config.interval)
+    /// A permit held for `held` came back.
+    pub(super) fn returned(&mut self, held: Duration) {
+        self.in_use = self.in_use.saturating_sub(1);
+        let held = held.as_secs_f64();
+        self.hold = Some(match self.hold {
+            Some(mean) => mean + HOLD_WEIGHT * (held - mean),
+            None => held,
+        });
     }
 
-    /// Whether the queue is overloaded at `now`: someone waits and nobody
-    /// has been missing for `interval`.
-    pub(super) fn is_overloaded(&self, now: Instant, config: &QueueConfig) -> bool {
-        self.waiting > 0 && self.overload_starts(config).is_some_and(|at| now >= at)
+    /// Whether the queue stands at `now` (rule 4 of the module docs).
+    pub(super) fn is_standing(&mut self, now: Instant, config: &QueueConfig) -> bool {
+        if self.standing_until.is_some_and(|until| now < until) {
+            return true;
+        }
+        self.flow.roll(now, config.interval / 2);
+        self.waiting > 0
+            && self.deep
+            && self
+                .last_empty
+                .checked_add(config.interval)
+                .is_some_and(|at| now >= at)
+            && self.flow.arriving_faster()
+    }
+
+    /// How long a waiter of `class` arriving now would wait, by the
+    /// measured hold and the limit (rule 1); `None` before any permit has
+    /// come back. Counted in arrival order whatever the queue's order:
+    /// it is how much queue stands before the newcomer.
+    pub(super) fn predict(&self, class: usize) -> Option<Prediction> {
+        let hold = self.hold.filter(|h| h.is_finite() && *h > 0.0)?;
+        let ahead: usize = self.classes[class..].iter().map(VecDeque::len).sum();
+        Some(self.prediction(ahead, hold))
+    }
+
+    /// The prediction for a waiter with `ahead` waiters to be served first.
+    fn prediction(&self, ahead: usize, hold: f64) -> Prediction {
+        let limit = self.limit.max(1) as f64;
+        // Permits to come back before this waiter's: one per waiter ahead,
+        // its own, and those held beyond a shrunk limit.
+        let needed = (ahead + 1 + self.in_use.saturating_sub(self.limit)) as f64;
+        let hold = Duration::try_from_secs_f64(hold).unwrap_or(Duration::MAX);
+        let wait = match self.growth {
+            // A limit that doubles every `period` serves `limit * (2^r - 1)`
+            // in `r` rounds.
+            Some(period) => {
+                let rounds = (needed / limit + 1.0).log2().ceil().max(1.0);
+                period.max(hold).mul_f64(rounds)
+            }
+            // Whole rounds of `limit` permits: permits taken together come
+            // back together (a burst on a cold queue), and spread evenly
+            // they come back sooner, so this errs on the side of a wait
+            // that is kept.
+            None => {
+                let rounds = (needed / limit).ceil().max(1.0);
+                hold.mul_f64(rounds)
+            }
+        };
+        Prediction::new(
+            wait,
+            ahead,
+            hold / u32::try_from(self.limit.max(1)).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// Decides on a newcomer that found no free permit (rules 1 and 4):
+    /// `Err` refuses it at arrival; `Ok` lets it queue.
+    pub(super) fn admit(
+        &mut self,
+        class: usize,
+        give_up_at: Instant,
+        now: Instant,
+        config: &QueueConfig,
+    ) -> Result<(), Refusal> {
+        self.flow.roll(now, config.interval / 2);
+        self.flow.current.0 += 1;
+        let Some(prediction) = self.predict(class) else {
+            return Ok(());
+        };
+        let slack = give_up_at.saturating_duration_since(now);
+        // A permit granted at the give-up instant is refused (rule 2).
+        if prediction.wait() >= slack {
+            self.deep = true;
+            self.extend_standing(now, config);
+            return Err(Refusal::predicted(RefusalReason::PredictedWait, prediction));
+        }
+        let share = slack.mul_f64(config.standing_share);
+        if prediction.wait() > share {
+            self.deep = true;
+        }
+        if self.is_standing(now, config) && prediction.wait() > share.max(config.target) {
+            self.extend_standing(now, config);
+            return Err(Refusal::predicted(RefusalReason::StandingQueue, prediction));
+        }
+        Ok(())
+    }
+
+    /// A queue refusing newcomers as standing (or for their prediction,
+    /// while it stands) stands for another `interval`.
+    fn extend_standing(&mut self, now: Instant, config: &QueueConfig) {
+        if self.is_standing(now, config) {
+            self.standing_until = now.checked_add(config.interval);
+        }
     }
 
     /// Queues a waiter arriving at `now`.
@@ -141,21 +319,6 @@ impl State {
         (ticket, rx)
     }
 
-    /// When the waiter of `ticket` must be refused if still queued: its
-    /// `give_up_at`, or earlier the instant it has waited `target` in an
-    /// overloaded queue.
-    pub(super) fn due(&self, ticket: &Ticket, config: &QueueConfig) -> Instant {
-        let standing = ticket
-            .enqueued
-            .checked_add(standing_target(config, ticket.class))
-            .zip(self.overload_starts(config))
-            .map(|(old_enough, overloaded)| old_enough.max(overloaded));
-        match standing {
-            Some(standing) => standing.min(ticket.give_up_at),
-            None => ticket.give_up_at,
-        }
-    }
-
     /// Where the waiter of `ticket` is in its class's queue, if still queued.
     fn position(&self, ticket: &Ticket) -> Option<usize> {
         self.classes[ticket.class]
@@ -180,58 +343,71 @@ impl State {
         true
     }
 
-    /// Counts one waiter out; an empty queue remembers `now`.
+    /// Counts one waiter out; an empty queue remembers `now` and forgets
+    /// that it was deep.
     fn removed_one(&mut self, now: Instant) {
         self.waiting -= 1;
         if self.waiting == 0 {
             self.last_empty = now;
+            self.deep = false;
         }
     }
 
-    /// Refuses every waiter that has waited its standing target (see
-    /// [`standing_target`]) while the queue is
-    /// overloaded at `now`, least critical class first (oldest first
-    /// within a class).
-    ///
-    /// Within a class the queue is in arrival order and all its waiters
-    /// share one overload start, so the due waiters are a prefix.
-    pub(super) fn refuse_standing(&mut self, now: Instant, config: &QueueConfig) {
-        if !self.is_overloaded(now, config) {
+    /// Refuses the newest waiters whose prediction no longer fits what
+    /// they can wait by more than one hold (rule 1, kept honest as the
+    /// measured hold and the limit change): in each class, from the back,
+    /// until one fits.
+    fn refuse_unfit(&mut self, now: Instant) {
+        let Some(hold) = self.hold.filter(|h| h.is_finite() && *h > 0.0) else {
             return;
-        }
+        };
         for class in 0..Criticality::COUNT {
-            while let Some(front) = self.classes[class].front() {
-                let due = front
-                    .enqueued
-                    .checked_add(standing_target(config, class))
-                    .is_some_and(|at| now >= at);
-                if !due {
+            loop {
+                let ahead: usize = self.classes[class..].iter().map(VecDeque::len).sum();
+                let Some(back) = self.classes[class].back() else {
+                    break;
+                };
+                let prediction = self.prediction(ahead.saturating_sub(1), hold);
+                let left = back.give_up_at.saturating_duration_since(now);
+                // Out by more than one hold: the prediction spreads the
+                // permits' returns evenly, and permits taken together come
+                // back together, so just after the first of them it is up
+                // to a hold too long.
+                let slack = Duration::try_from_secs_f64(hold).unwrap_or(Duration::MAX);
+                if left.is_zero().not() && prediction.wait() <= left.saturating_add(slack) {
                     break;
                 }
-                if let Some(entry) = self.classes[class].pop_front() {
+                if let Some(entry) = self.classes[class].pop_back() {
                     self.removed_one(now);
-                    entry.refuse(RefusalReason::StandingQueue, now);
+                    let waited = entry.waited(now);
+                    // At its give-up instant a waiter has expired, whatever
+                    // the prediction says (rule 2).
+                    entry.refuse(if left.is_zero() {
+                        Refusal::new(RefusalReason::Expired, waited)
+                    } else {
+                        Refusal::predicted(RefusalReason::PredictedWait, prediction).after(waited)
+                    });
                 }
             }
         }
     }
 
-    /// Gives free permits to waiters: refuses the standing ones first, then
-    /// serves the most critical class, in the configured order, skipping
-    /// (and refusing) waiters whose `give_up_at` has come.
+    /// Gives free permits to waiters: serves the most critical class, in
+    /// the configured order, skipping (and refusing) waiters whose
+    /// `give_up_at` has come; then, when served in arrival order, refuses
+    /// the waiters left whose prediction no longer fits.
     pub(super) fn hand_out(&mut self, now: Instant, config: &QueueConfig) {
-        self.refuse_standing(now, config);
+        let newest_first = match config.order {
+            QueueOrder::Fifo => false,
+            QueueOrder::Lifo => true,
+            QueueOrder::Adaptive => self.is_standing(now, config),
+        };
         while self.in_use < self.limit {
-            let newest_first = match config.order {
-                QueueOrder::Fifo => false,
-                QueueOrder::Lifo => true,
-                QueueOrder::Adaptive => self.is_overloaded(now, config),
-            };
             let Some(class) = (0..Criticality::COUNT)
                 .rev()
                 .find(|&class| !self.classes[class].is_empty())
             else {
-                return;
+                break;
             };
             let queue = &mut self.classes[class];
             let Some(entry) = (if newest_first {
@@ -239,33 +415,27 @@ impl State {
             } else {
                 queue.pop_front()
             }) else {
-                return;
+                break;
             };
             self.removed_one(now);
+            let waited = entry.waited(now);
             if entry.give_up_at <= now {
-                entry.refuse(RefusalReason::Expired, now);
+                entry.refuse(Refusal::new(RefusalReason::Expired, waited));
                 continue;
             }
-            let waited = now.saturating_duration_since(entry.enqueued);
             self.in_use += 1;
+            self.flow.roll(now, config.interval / 2);
+            self.flow.current.1 += 1;
             if entry.tx.send(Outcome::Granted(waited)).is_err() {
                 // The receiver is gone (it cannot be while its waiter is
                 // queued, but the count must not depend on that).
                 self.in_use -= 1;
             }
         }
-    }
-}
-
-/// How long a waiter of `class` may stand in an overloaded queue: `target`,
-/// and `interval` for critical waiters. The less critical are refused
-/// first (docs/contract.md §2 rule 11): critical waiters are served first
-/// and refused only when even they have stood a whole interval, that is
-/// when critical work alone overloads the dependency.
-fn standing_target(config: &QueueConfig, class: usize) -> std::time::Duration {
-    if class == Criticality::Critical.rank() {
-        config.interval
-    } else {
-        config.target
+        // In arrival order the prediction is what the waiters will see;
+        // served newest first, an older waiter's turn depends on who comes.
+        if self.waiting > 0 && !newest_first {
+            self.refuse_unfit(now);
+        }
     }
 }

@@ -190,51 +190,232 @@ async fn adaptive_is_fifo_while_the_queue_keeps_emptying() {
     assert_eq!(times, [90, 91, 92, 183, 184, 185].map(ms));
 }
 
-/// A queue standing since 0: `x` waits from 0, `a`, `b`, `c` arrive at
-/// 99 ms; the held permit is freed at 100 ms, when overload begins.
-async fn overloaded_at_100ms(order: QueueOrder) -> (Log, Result<(), Refusal>) {
-    let queue = queue(1, order);
+/// A queue whose permits have been held `hold` each: `limit` permits
+/// taken and returned after `hold`, so that the measured hold is `hold`.
+async fn measured(limit: usize, order: QueueOrder, hold: Duration) -> PermitQueue {
+    let queue = queue(limit, order);
+    let permits: Vec<_> = (0..limit)
+        .map(|_| queue.try_acquire(Criticality::Default).unwrap())
+        .collect();
+    sleep(hold).await;
+    drop(permits);
+    assert_eq!(queue.hold(), Some(hold));
+    queue
+}
+
+/// How one arrival ended: its label, when (since the test's start) and
+/// how long it waited, or its refusal.
+type Ends = Arc<Mutex<Vec<(usize, Duration, Result<Duration, Refusal>)>>>;
+
+/// `count` waiters arriving one after another at `start` (no time passes
+/// between them), each giving up `give_up` after arriving and holding a
+/// permit for `hold`; returns once each has queued or been refused.
+async fn arrive(
+    queue: &PermitQueue,
+    count: usize,
+    give_up: Duration,
+    hold: Duration,
+    ends: &Ends,
+) -> Vec<JoinHandle<()>> {
     let start = Instant::now();
-    let held = queue.try_acquire(Criticality::Default).unwrap();
-    let log = Log::default();
-    let mut tasks = line_up(
-        &queue,
-        &[("x", patient(Criticality::Default))],
-        start,
-        ms(1),
-        &log,
-    )
-    .await;
-    sleep(ms(99)).await;
-    let line = ["a", "b", "c"].map(|label| (label, patient(Criticality::Default)));
-    tasks.extend(line_up(&queue, &line, start, ms(1), &log).await);
-    assert!(!queue.is_overloaded());
-    sleep(ms(1)).await;
-    assert!(queue.is_overloaded());
-    drop(held);
-    let mut results = join_all(tasks).await;
-    assert!(results[1..].iter().all(Result::is_ok));
-    assert!(!queue.is_overloaded());
-    assert_eq!((queue.in_use(), queue.waiting()), (0, 0));
-    (log, results.swap_remove(0))
+    let mut tasks = Vec::new();
+    for i in 0..count {
+        let before = queue.waiting();
+        let refused_before = ends.lock().unwrap().len();
+        let (queue2, ends2) = (queue.clone(), Arc::clone(ends));
+        let task = tokio::spawn(async move {
+            let waiter = Waiter::new(Instant::now() + give_up, Criticality::Default);
+            let result = queue2.acquire(waiter).await;
+            let at = start.elapsed();
+            match result {
+                Ok(permit) => {
+                    ends2.lock().unwrap().push((i, at, Ok(permit.waited())));
+                    sleep(hold).await;
+                    drop(permit);
+                }
+                Err(refusal) => ends2.lock().unwrap().push((i, at, Err(refusal))),
+            }
+        });
+        until(|| queue.waiting() == before + 1 || ends.lock().unwrap().len() > refused_before)
+            .await;
+        tasks.push(task);
+    }
+    tasks
 }
 
 #[tokio::test(start_paused = true)]
-async fn adaptive_turns_lifo_after_interval_without_emptying() {
-    let (log, x) = overloaded_at_100ms(QueueOrder::Adaptive).await;
-    // x had waited 100 ms > target when overload began: refused then.
-    assert_eq!(x, Err(Refusal::new(RefusalReason::StandingQueue, ms(100))));
+async fn a_burst_whose_predicted_wait_fits_is_served_whole_in_order() {
+    // 8 permits held 50 ms each: 160 a second. 300 at once with 10 s to
+    // wait: the last one's wait, 1.875 s, fits; the queue stands 1.9 s
+    // without emptying, far past `interval`, and refuses nobody.
+    let queue = measured(8, QueueOrder::Adaptive, ms(50)).await;
+    let ends = Ends::default();
+    let tasks = arrive(&queue, 300, Duration::from_secs(10), ms(50), &ends).await;
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let ends = ends.lock().unwrap();
+    assert_eq!(ends.len(), 300);
+    for &(i, at, ref result) in ends.iter() {
+        let waited = result.as_ref().expect("every waiter served");
+        // Oldest first, 8 every 50 ms: the order a FIFO of predicted waits
+        // promised.
+        assert_eq!(*waited, ms(50) * (i / 8) as u32, "waiter {i}");
+        assert_eq!(at, *waited);
+    }
+    assert!(!queue.is_overloaded());
+    assert_eq!((queue.in_use(), queue.waiting()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_whose_predicted_wait_does_not_fit_is_refused_at_arrival() {
+    // The same burst with 1 s to wait: the first 8 take the free permits,
+    // waiter `i` after them is predicted `ceil((i - 7) / 8)` rounds of
+    // 50 ms, so waiters 8 to 159 (at most 950 ms) queue, and the rest,
+    // predicted 1 s with 152 ahead, are refused at once, their wait and
+    // the rate on the refusal.
+    let queue = measured(8, QueueOrder::Adaptive, ms(50)).await;
+    let ends = Ends::default();
+    let tasks = arrive(&queue, 300, Duration::from_secs(1), ms(50), &ends).await;
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let ends = ends.lock().unwrap();
+    let (served, refused): (Vec<_>, Vec<_>) = ends.iter().partition(|(_, _, r)| r.is_ok());
+    assert_eq!(served.len(), 160);
+    assert!(served.iter().all(|&&(i, _, _)| i < 160));
+    for &&(i, at, ref result) in &refused {
+        let refusal = result.as_ref().unwrap_err();
+        assert_eq!(refusal.reason(), RefusalReason::PredictedWait, "waiter {i}: {refusal}");
+        assert_eq!((at, refusal.waited()), (Duration::ZERO, Duration::ZERO));
+        let prediction = refusal.prediction().expect("a prediction");
+        assert_eq!(prediction.ahead(), 152, "every one behind the same 152");
+        assert_eq!(prediction.wait(), Duration::from_secs(1));
+        assert_eq!(prediction.per_second(), 160.0);
+    }
+    // Every admitted waiter got its permit before it gave up.
+    assert!(served.iter().all(|(_, at, _)| *at < Duration::from_secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_prediction_follows_a_drain_rate_that_changes() {
+    // One permit held 10 ms: five queued, the sixth is predicted 60 ms.
+    let queue = measured(1, QueueOrder::Fifo, ms(10)).await;
+    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let ends = Ends::default();
+    let tasks = arrive(&queue, 5, ms(250), ms(100), &ends).await;
+    let sixth = Waiter::new(Instant::now() + ms(59), Criticality::Default);
+    let refusal = queue.acquire(sixth).await.unwrap_err();
+    assert_eq!(refusal.reason(), RefusalReason::PredictedWait);
+    assert_eq!(refusal.prediction().map(|p| p.wait()), Some(ms(60)));
+    // The partner slows down: every permit is now held 100 ms. At 100 ms
+    // the measured hold is 28 ms (a fifth of the way), and waiter 4 is
+    // predicted 4 x 28 = 112 ms with 150 ms left: it stays. At 200 ms it is
+    // 42.4 ms, and with 50 ms left waiter 4 (127 ms, more than a hold
+    // over) is refused then, for its prediction, not at its give-up
+    // instant; waiters 3 and 2 (85 and 42 ms, within a hold of 50 ms) stay
+    // and, the hold being 100 ms in truth, are refused at their give-up
+    // instant, 250 ms.
+    sleep(ms(100)).await;
+    drop(held);
+    assert_eq!(queue.hold(), Some(ms(28)));
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let ends = ends.lock().unwrap();
+    let mut outcome: Vec<_> = ends
+        .iter()
+        .map(|(i, at, r)| (*i, *at, r.as_ref().map_err(Refusal::reason).copied()))
+        .collect();
+    outcome.sort_by_key(|(i, _, _)| *i);
+    let (predicted, expired) = (RefusalReason::PredictedWait, RefusalReason::Expired);
     assert_eq!(
-        *log.lock().unwrap(),
-        vec![("c", ms(100)), ("b", ms(101)), ("a", ms(102))]
+        outcome,
+        [
+            (0, ms(100), Ok(ms(100))),
+            (1, ms(200), Ok(ms(200))),
+            (2, ms(250), Err(expired)),
+            (3, ms(250), Err(expired)),
+            (4, ms(200), Err(predicted)),
+        ]
     );
 }
 
 #[tokio::test(start_paused = true)]
-async fn fifo_stays_fifo_under_overload_and_still_refuses_the_standing() {
-    let (log, x) = overloaded_at_100ms(QueueOrder::Fifo).await;
-    assert_eq!(x, Err(Refusal::new(RefusalReason::StandingQueue, ms(100))));
-    assert_eq!(labels(&log), ["a", "b", "c"]);
+async fn a_growing_limit_counts_its_doublings_in_the_prediction() {
+    // 10 permits held 50 ms, 290 waiting: at 10 a time the next one
+    // waits 30 rounds, 1.5 s (291 permits to come back); with the limit doubling
+    // every 100 ms (10, 20, 40, 80, 160 serve 310 in 5 rounds), 500 ms.
+    let queue = measured(10, QueueOrder::Fifo, ms(50)).await;
+    let held: Vec<_> = (0..10)
+        .map(|_| queue.try_acquire(Criticality::Default).unwrap())
+        .collect();
+    let ends = Ends::default();
+    let tasks = arrive(&queue, 290, Duration::from_secs(10), ms(1), &ends).await;
+    let newcomer = || Waiter::new(Instant::now() + ms(450), Criticality::Default);
+    let flat = queue.acquire(newcomer()).await.unwrap_err();
+    assert_eq!(flat.prediction().map(|p| p.wait()), Some(ms(1500)));
+    queue.set_growth(Some(ms(100)));
+    let growing = queue.acquire(newcomer()).await.unwrap_err();
+    assert_eq!(growing.prediction().map(|p| p.wait()), Some(ms(500)));
+    queue.set_growth(None);
+    drop(held);
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_fed_faster_than_it_drains_stands_and_admits_only_short_waits() {
+    // One permit held 10 ms (100 a second); a newcomer every 2 ms (500 a
+    // second) with 1 s to wait, for 400 ms. The queue deepens past a
+    // quarter of a second of wait (25 ahead) at about 62 ms and has not
+    // emptied for `interval` at 100 ms: from then on it stands, and a
+    // newcomer predicted to wait more than 250 ms is refused at once.
+    let queue = measured(1, QueueOrder::Adaptive, ms(10)).await;
+    let start = Instant::now();
+    let ends = Ends::default();
+    let mut tasks = Vec::new();
+    let mut standing_seen = None;
+    for _ in 0..200 {
+        tasks.extend(arrive(&queue, 1, Duration::from_secs(1), ms(10), &ends).await);
+        if standing_seen.is_none() && queue.is_overloaded() {
+            standing_seen = Some(start.elapsed());
+        }
+        sleep(ms(2)).await;
+    }
+    // The first newcomer took the free permit; the queue has not been
+    // empty since the second, at 2 ms.
+    assert_eq!(standing_seen, Some(ms(102)));
+    assert!(queue.is_overloaded());
+    // Arrivals stop: the queue drains and stops standing.
+    for task in tasks {
+        task.await.unwrap();
+    }
+    sleep(ms(100)).await;
+    assert!(!queue.is_overloaded());
+    let ends = ends.lock().unwrap();
+    let reasons: Vec<_> = ends
+        .iter()
+        .filter_map(|(_, _, r)| r.as_ref().err().map(Refusal::reason))
+        .collect();
+    let standing = reasons
+        .iter()
+        .filter(|r| **r == RefusalReason::StandingQueue)
+        .count();
+    assert!(standing > 100, "{standing} refused as standing of {}", reasons.len());
+    // Refused at arrival (waited zero), never after a wait; nobody admitted
+    // gave up waiting.
+    for (i, _, result) in ends.iter() {
+        if let Err(refusal) = result {
+            assert_ne!(refusal.reason(), RefusalReason::Expired, "waiter {i}");
+            assert_eq!(refusal.waited(), Duration::ZERO, "waiter {i}");
+        }
+    }
+    let served = ends.iter().filter(|(_, _, r)| r.is_ok()).count();
+    // The permit was never idle while someone waited: 400 ms of arrivals
+    // and their drain at 100 a second.
+    assert!(served >= 40, "{served} served");
 }
 
 #[tokio::test(start_paused = true)]
@@ -338,124 +519,19 @@ async fn a_waiter_already_past_give_up_at_is_refused_at_once_even_with_a_free_pe
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_critical_waiter_stands_an_interval_where_the_others_stand_target() {
-    let config = QueueConfig {
-        order: QueueOrder::Adaptive,
-        target: ms(5),
-        interval: ms(200),
-    };
-    let queue = PermitQueue::new(1, config).unwrap();
-    let start = Instant::now();
-    let _held = queue.try_acquire(Criticality::Default).unwrap();
-    let spawn = |criticality| {
-        let queue = queue.clone();
-        tokio::spawn(async move {
-            let refusal = queue.acquire(patient(criticality)).await.unwrap_err();
-            (start.elapsed(), refusal.reason())
-        })
-    };
-    let first = spawn(Criticality::Critical); // opens the line at 0 ms
-    sleep(ms(150)).await;
-    let critical = spawn(Criticality::Critical);
-    let sheddable = spawn(Criticality::Sheddable);
-    let standing = RefusalReason::StandingQueue;
-    // Overloaded from 200 ms: the first critical has stood its interval;
-    // the sheddable one, in line since 150 ms, its target long ago.
-    assert_eq!(first.await.unwrap(), (ms(200), standing));
-    assert_eq!(sheddable.await.unwrap(), (ms(200), standing));
-    // The critical one that came with it stands a whole interval.
-    assert_eq!(critical.await.unwrap(), (ms(350), standing));
-}
-
-#[tokio::test(start_paused = true)]
-async fn standing_queue_refuses_at_target_once_overloaded_not_before() {
-    let queue = queue(1, QueueOrder::Adaptive);
-    let start = Instant::now();
-    let held = queue.try_acquire(Criticality::Default).unwrap();
-    let refused_at = Arc::new(Mutex::new(Vec::new()));
-    let spawn = |label: &'static str| {
-        let (queue, refused_at) = (queue.clone(), Arc::clone(&refused_at));
-        tokio::spawn(async move {
-            let refusal = queue
-                .acquire(patient(Criticality::Default))
-                .await
-                .unwrap_err();
-            refused_at
-                .lock()
-                .unwrap()
-                .push((label, start.elapsed(), refusal));
-        })
-    };
-    let mut tasks = vec![spawn("w0")];
-    sleep(ms(98)).await;
-    tasks.push(spawn("w1")); // arrives at 98 ms
-    sleep(ms(1)).await;
-    // 99 ms: w0 has waited far more than target, but the queue is not yet
-    // overloaded.
-    assert_eq!(queue.waiting(), 2);
-    assert!(!queue.is_overloaded());
-    sleep(ms(2)).await;
-    tasks.push(spawn("w2")); // arrives at 101 ms, the queue overloaded
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let standing = |waited| Refusal::new(RefusalReason::StandingQueue, waited);
-    assert_eq!(
-        *refused_at.lock().unwrap(),
-        vec![
-            ("w0", ms(100), standing(ms(100))),
-            ("w1", ms(103), standing(ms(5))),
-            ("w2", ms(106), standing(ms(5))),
-        ]
-    );
-    assert_eq!(
-        standing(ms(5)).to_string(),
-        "no permit: standing queue after 5ms"
-    );
-    // The queue emptied at 106 ms: a new waiter may wait past target again.
-    assert!(!queue.is_overloaded());
-    let late = tokio::spawn({
-        let queue = queue.clone();
-        async move {
-            queue
-                .acquire(patient(Criticality::Sheddable))
-                .await
-                .map(|p| p.waited())
-        }
-    });
-    sleep(ms(50)).await;
-    assert_eq!(queue.waiting(), 1);
-    drop(held);
-    assert_eq!(late.await.unwrap(), Ok(ms(50)));
-    assert_eq!((queue.in_use(), queue.waiting()), (0, 0));
-}
-
-#[tokio::test(start_paused = true)]
-async fn standing_queue_refuses_every_class_when_due_together() {
+async fn without_a_measured_hold_everyone_queues_until_give_up() {
+    // No permit has come back yet: no prediction, so a newcomer queues
+    // even with a short budget, and is refused only at its give-up instant.
     let queue = queue(1, QueueOrder::Adaptive);
     let held = queue.try_acquire(Criticality::Default).unwrap();
-    let mut line: Vec<_> = [
-        Criticality::Critical,
-        Criticality::Sheddable,
-        Criticality::Default,
-    ]
-    .into_iter()
-    .map(|c| Box::pin(queue.acquire(patient(c))))
-    .collect();
-    for waiter in &mut line {
-        assert!(poll_once(waiter).is_pending());
-    }
-    tokio::time::advance(ms(100)).await;
-    // The permit comes back at the instant overload begins: every waiter is
-    // due (waited 100 ms > 5 ms), so none gets it.
+    let start = Instant::now();
+    let refusal = queue
+        .acquire(Waiter::new(start + ms(20), Criticality::Default))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal, Refusal::new(RefusalReason::Expired, ms(20)));
+    assert_eq!(queue.hold(), None);
     drop(held);
-    for waiter in &mut line {
-        let Poll::Ready(Err(refusal)) = poll_once(waiter) else {
-            panic!("a due waiter is refused");
-        };
-        assert_eq!(refusal, Refusal::new(RefusalReason::StandingQueue, ms(100)));
-    }
-    assert_eq!((queue.in_use(), queue.waiting()), (0, 0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -595,6 +671,7 @@ async fn stress(seed: u64, limit: usize, order: QueueOrder, change_limit: bool) 
         order,
         target: ms(5),
         interval: ms(20),
+        standing_share: DEFAULT_STANDING_SHARE,
     };
     let queue = PermitQueue::new(limit, config).unwrap();
     let held = Arc::new(AtomicUsize::new(0));
@@ -648,12 +725,20 @@ async fn stress(seed: u64, limit: usize, order: QueueOrder, change_limit: bool) 
                             let late = Instant::now() - give_up_at;
                             assert!(late < ms(1), "refused {late:?} after give_up_at");
                         }
+                        // Refused at arrival, before giving up.
                         RefusalReason::StandingQueue => {
-                            // Due before give_up_at (or at it), told up to
-                            // the timer resolution later.
-                            assert!(Instant::now() < give_up_at + ms(1));
-                            assert!(refusal.waited() >= config.target);
+                            assert_eq!(refusal.waited(), Duration::ZERO);
+                            assert!(Instant::now() < give_up_at);
+                            assert!(refusal.prediction().is_some());
                         }
+                        // At arrival, or once the prediction stopped
+                        // fitting: before giving up, never after.
+                        RefusalReason::PredictedWait => {
+                            assert!(Instant::now() < give_up_at);
+                            let p = refusal.prediction().expect("a prediction");
+                            assert!(p.wait() > give_up_at - Instant::now());
+                        }
+                        other => panic!("unexpected reason {other:?}"),
                     }
                     End::Refused
                 }
@@ -680,6 +765,8 @@ async fn stress(seed: u64, limit: usize, order: QueueOrder, change_limit: bool) 
     assert_eq!(ends.len(), WAITERS);
     assert_eq!(held.load(Ordering::SeqCst), 0);
     assert_eq!((queue.in_use(), queue.waiting()), (0, 0), "{ends:?}");
+    // A queue that refused newcomers stands on for an interval (rule 4).
+    sleep(config.interval).await;
     assert!(!queue.is_overloaded());
 }
 
@@ -734,6 +821,7 @@ async fn two_threads_never_exceed_the_limit_nor_lose_a_permit() {
         order: QueueOrder::Adaptive,
         target: Duration::from_secs(1800),
         interval: Duration::from_secs(3600),
+        standing_share: DEFAULT_STANDING_SHARE,
     };
     let queue = PermitQueue::new(LIMIT, config).unwrap();
     let held = Arc::new(AtomicUsize::new(0));
