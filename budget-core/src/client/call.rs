@@ -80,17 +80,23 @@ pub(crate) struct AttemptSpec {
 #[derive(Debug)]
 pub(crate) struct AttemptError {
     pub(crate) kind: TransportKind,
-    /// What the breaker hears: a failure, except for a body over
-    /// `max_body` (our limit, not the endpoint's health).
+    /// What the breaker hears: a timeout is [`Verdict::TimedOut`] (the
+    /// breaker judges it by how long it went unanswered), a body over
+    /// `max_body` is neutral (our limit, not the endpoint's health), any
+    /// other failure a failure.
     pub(crate) verdict: Verdict,
     pub(crate) source: BoxError,
 }
 
 impl AttemptError {
     pub(crate) fn new(kind: TransportKind, source: impl Into<BoxError>) -> Self {
+        let verdict = match kind {
+            TransportKind::Timeout => Verdict::TimedOut,
+            _ => Verdict::Failure,
+        };
         Self {
             kind,
-            verdict: Verdict::Failure,
+            verdict,
             source: source.into(),
         }
     }
@@ -191,8 +197,13 @@ where
     let mut waited = None;
     loop {
         number += 1;
+        // The breaker counts the attempt's silence from now, not from its
+        // admission (before the wait for a concurrency permit).
+        if let Some(permit) = &mut breaker_permit {
+            permit.mark_sent();
+        }
         let started = Instant::now();
-        let window = timing.attempt(started, settings.policy.attempt_timeout());
+        let window = timing.attempt(started, attempt_cap(settings, breaker_permit.as_ref()));
         let budget = window.budget;
         let span = trace::attempt_span(name, &plan.method, number, budget, waited);
         meter::attempt(name, number, budget);
@@ -428,9 +439,10 @@ impl Race<'_> {
         };
 
         let hedge_started = Instant::now();
-        let window = self
-            .timing
-            .attempt(hedge_started, self.settings.policy.attempt_timeout());
+        let window = self.timing.attempt(
+            hedge_started,
+            attempt_cap(self.settings, hedge_breaker.as_ref()),
+        );
         tracing::debug!(
             dependency = %name,
             after_ms = whole_millis(delay),
@@ -732,6 +744,18 @@ fn refusal_kind(refusal: &Refusal) -> CallErrorKind {
         Refusal::BelowFloor(_) => CallErrorKind::BelowFloor,
         Refusal::CircuitOpen(_) => CallErrorKind::CircuitOpen,
         Refusal::NoPermit { .. } => CallErrorKind::NoPermit,
+    }
+}
+
+/// An attempt's own limit, below what is left of the budget: the retry
+/// policy's `attempt_timeout`, shortened for the breaker's half-open probe
+/// to its [`attempt_limit`](BreakerPermit::attempt_limit), so that a probe
+/// of an endpoint that still does not answer ends soon.
+fn attempt_cap(settings: &Settings, breaker: Option<&BreakerPermit>) -> Option<Duration> {
+    let probe = breaker.and_then(BreakerPermit::attempt_limit);
+    match (settings.policy.attempt_timeout(), probe) {
+        (Some(timeout), Some(probe)) => Some(timeout.min(probe)),
+        (timeout, probe) => timeout.or(probe),
     }
 }
 
@@ -1652,6 +1676,7 @@ mod tests {
         c.breaker = Some(BreakerConfig {
             failure_threshold: 2,
             open_for: ms(5000),
+            ..Default::default()
         });
         let settings = c.settings(None).unwrap();
         let fake = Fake::new(&[503], Duration::ZERO);

@@ -378,7 +378,7 @@ impl<S> Call<S> {
                     ));
                     config.floor.observe(took);
                     if let Some(permit) = permit {
-                        permit.record(Verdict::Failure);
+                        permit.record(Verdict::TimedOut);
                     }
                     let problem = Problem::new(
                         ProblemKind::DependencyOutOfBudget,

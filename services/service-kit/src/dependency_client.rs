@@ -30,6 +30,7 @@ pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
 pub const DEFAULT_DEPENDENCY_BREAKER: BreakerConfig = BreakerConfig {
     failure_threshold: 20,
     open_for: std::time::Duration::from_secs(1),
+    ..BreakerConfig::DEFAULT
 };
 
 /// The concurrency limit of checkout's dependencies when their table does
