@@ -510,11 +510,12 @@ impl BreakerPermit {
     }
 
     /// The longest this call should wait for its answer, as far as the
-    /// breaker is concerned: for the half-open probe, the silence limit
-    /// (doubled after each probe in a row that timed out), so that a
-    /// probe sent to an endpoint that still does not answer ends soon and
-    /// the next probe follows `open_for` later; `None` for other calls, and
-    /// before the first success.
+    /// breaker is concerned: for the half-open probe, the silence limit,
+    /// so that a probe sent to an endpoint that still does not answer ends
+    /// soon and the next probe follows `open_for` later; `None` for other
+    /// calls, before the first success, and for every
+    /// [`LONG_PROBE_EVERY`](super::LONG_PROBE_EVERY)th probe in a row that
+    /// timed out (see the [module docs](super#a-dependency-that-stops-answering)).
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker};

@@ -30,6 +30,17 @@ pub const SILENCE_FACTOR: u32 = 4;
 /// ```
 pub const MIN_SILENCE: Duration = Duration::from_millis(100);
 
+/// Every this many probes in a row that timed out, the next probe waits for
+/// its call's whole time rather than the silence limit: 4, so that an
+/// endpoint that came back slower than its silence limit is found within
+/// four probes, and three of four probes of a silent endpoint end at the
+/// silence limit.
+///
+/// ```
+/// assert_eq!(budget_core::breaker::LONG_PROBE_EVERY, 4);
+/// ```
+pub const LONG_PROBE_EVERY: u32 = 4;
+
 /// The weight of a new sample in the typical latency: 1/8 (the `alpha`
 /// of RFC 6298).
 const SMOOTHING: u32 = 8;
@@ -85,11 +96,11 @@ impl Evidence {
     }
 
     /// How long the half-open probe may wait for its answer: the silence
-    /// limit, doubled for each probe in a row that timed out.
+    /// limit, but no limit for every [`LONG_PROBE_EVERY`]th probe in a row
+    /// (after as many minus one timed out).
     pub(super) fn probe_limit(&self) -> Option<Duration> {
-        let doubling = 1u32.checked_shl(self.failed_probes).unwrap_or(u32::MAX);
-        self.silence()
-            .map(|silence| silence.saturating_mul(doubling))
+        let long = self.failed_probes % LONG_PROBE_EVERY == LONG_PROBE_EVERY - 1;
+        self.silence().filter(|_| !long)
     }
 
     /// When the last answer came.
@@ -265,18 +276,23 @@ mod tests {
     }
 
     #[test]
-    fn the_probe_limit_doubles_per_timed_out_probe_and_saturates() {
+    fn every_fourth_probe_in_a_row_has_no_limit_the_others_the_silence_limit() {
         let (mut e, _) = learned(ms(200), 1);
-        assert_eq!(e.probe_limit(), Some(ms(800)));
-        e.probe_timed_out();
-        assert_eq!(e.probe_limit(), Some(ms(1600)));
-        for _ in 0..100 {
+        let mut limits = Vec::new();
+        for _ in 0..9 {
+            limits.push(e.probe_limit());
             e.probe_timed_out();
         }
-        let year = Duration::from_secs(365 * 24 * 3600);
-        assert!(e.probe_limit().unwrap() > year, "no overflow, however many");
+        let short = Some(ms(800));
+        assert_eq!(
+            limits,
+            [short, short, short, None, short, short, short, None, short]
+        );
         e.probe_answered();
-        assert_eq!(e.probe_limit(), Some(ms(800)));
+        assert_eq!(e.probe_limit(), short);
+        e.failed_probes = u32::MAX;
+        e.probe_timed_out();
+        let _ = e.probe_limit(); // no overflow, however many
     }
 
     /// The breaker's side of the rule, through its public face, on a
@@ -468,10 +484,27 @@ mod tests {
             let refused = b.try_acquire().unwrap_err();
             assert_eq!(refused.retry_after(), OPEN_FOR);
             assert_eq!(refused.no_answer_for(), Some(ms(7800)));
-            // The next probe, open_for later, gets twice as long.
+            // Two more short probes, then one that waits its call's time.
+            for _ in 0..2 {
+                advance(OPEN_FOR).await;
+                let probe = b.try_acquire().expect("the next probe");
+                assert_eq!(probe.attempt_limit(), Some(ms(800)));
+                advance(ms(800)).await;
+                probe.record(Verdict::TimedOut);
+            }
             advance(OPEN_FOR).await;
-            let probe = b.try_acquire().expect("the next probe");
-            assert_eq!(probe.attempt_limit(), Some(ms(1600)));
+            let probe = b.try_acquire().expect("the fourth probe");
+            assert_eq!(probe.attempt_limit(), None);
+            advance(ms(1500)).await; // the endpoint came back slower
+            probe.record(Verdict::Success);
+            assert_eq!(b.state(), BreakerState::Closed);
+            assert_eq!(b.typical_latency(), Some(ms(200) + ms(1300) / 8));
+            for _ in 0..3 {
+                call(&b, ms(3000), Verdict::TimedOut).await;
+            }
+            advance(OPEN_FOR).await;
+            let probe = b.try_acquire().expect("a probe");
+            assert_eq!(probe.attempt_limit(), Some(ms(1450)), "4 x 362.5 ms");
             advance(ms(200)).await;
             probe.record(Verdict::Success);
             assert_eq!(b.state(), BreakerState::Closed);
@@ -486,8 +519,8 @@ mod tests {
             let probe = b.try_acquire().expect("a probe");
             assert_eq!(
                 probe.attempt_limit(),
-                Some(ms(800)),
-                "a success reset the doubling"
+                b.silence_limit(),
+                "a success starts the probes' count again"
             );
         }
 

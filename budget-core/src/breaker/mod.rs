@@ -54,11 +54,15 @@
 //!   only `failure_threshold` applies).
 //! - The half-open **probe** may wait the silence limit for its answer
 //!   ([`BreakerPermit::attempt_limit`]; the HTTP client shortens the
-//!   probe's attempt to it), doubled after each probe in a row that timed
-//!   out, so that an endpoint that still does not answer is probed again
-//!   `open_for` later, and one that came back slower than before is still
-//!   found. With a 200 ms endpoint and `open_for = 1s`, a recovery is seen
-//!   within 1.8 s while the outage is young.
+//!   probe's attempt to it), so that an endpoint that still does not
+//!   answer is probed again soon: with a 200 ms endpoint and
+//!   `open_for = 1s`, a probe every 1.8 s, and a recovery is answered
+//!   within 1.8 s. Every [`LONG_PROBE_EVERY`]th probe in a row that timed
+//!   out gets its call's whole time instead, so that an endpoint that came
+//!   back slower than its silence limit is still found (a short probe
+//!   cannot tell it from a silent one); a recovery that comes while such a
+//!   probe waits is seen when it ends, up to its budget plus `open_for`
+//!   later.
 //!
 //! A breaker opened this way refuses calls like any open breaker
 //! ([`CircuitOpen`], whose [`no_answer_for`](CircuitOpen::no_answer_for)
@@ -129,6 +133,6 @@ pub use config::{
     DEFAULT_TIMEOUT_THRESHOLD,
 };
 pub use error::CircuitOpen;
-pub use evidence::{MIN_SILENCE, SILENCE_FACTOR};
+pub use evidence::{LONG_PROBE_EVERY, MIN_SILENCE, SILENCE_FACTOR};
 pub use registry::{BreakerRegistry, endpoint_key};
 pub use verdict::Verdict;
