@@ -655,7 +655,13 @@ impl Refusal {
     fn note(&self) -> String {
         match self {
             Refusal::BelowFloor(below) => format!("skipped: {below}"),
-            Refusal::CircuitOpen(_) => "skipped: circuit open".to_owned(),
+            Refusal::CircuitOpen(open) => match open.no_answer_for() {
+                Some(silence) => format!(
+                    "skipped: circuit open (no answer for {}ms)",
+                    silence.as_millis()
+                ),
+                None => "skipped: circuit open".to_owned(),
+            },
             Refusal::NoPermit {
                 waited,
                 reason: Some(RefusalReason::StandingQueue),
@@ -1762,7 +1768,7 @@ mod tests {
                 assert_eq!(took, Duration::ZERO);
                 assert_eq!(err.problem().status, 503);
                 assert!(
-                    timing.starts_with("pricing;desc=\"skipped: circuit open"),
+                    timing.starts_with("pricing;desc=\"skipped: circuit open (no answer for "),
                     "{timing}"
                 );
                 refused += 1;
