@@ -353,8 +353,9 @@ impl Shared {
         }
     }
 
-    /// Applies a permit's verdict, if the permit's spell is still current.
-    fn settle(&self, spell: u64, sent: Sent, probe: bool, verdict: Verdict) {
+    /// Applies a permit's verdict (`None`: dropped without one), if the
+    /// permit's spell is still current.
+    fn settle(&self, spell: u64, sent: Sent, probe: bool, verdict: Option<Verdict>) {
         let now = Instant::now();
         let mut inner = self.lock();
         if inner.spell != spell {
@@ -362,19 +363,25 @@ impl Shared {
         }
         inner.evidence.ended(sent);
         // What a timeout says depends on how long it went unanswered.
+        // A call dropped unheard says as much as a timeout if it had gone
+        // silent, and nothing otherwise.
         let (verdict, cause) = match verdict {
-            Verdict::TimedOut => match inner.evidence.timed_out(sent.0, now) {
+            Some(Verdict::TimedOut) => match inner.evidence.timed_out(sent.0, now) {
                 TimedOut::CutShort => (Verdict::Neutral, Cause::Failures),
                 TimedOut::Failed => (Verdict::Failure, Cause::Failures),
                 TimedOut::Silent => (Verdict::Failure, Cause::Silence),
             },
-            Verdict::Success | Verdict::Failure => {
+            None => match inner.evidence.timed_out(sent.0, now) {
+                TimedOut::Silent => (Verdict::Failure, Cause::Silence),
+                TimedOut::CutShort | TimedOut::Failed => (Verdict::Neutral, Cause::Failures),
+            },
+            Some(verdict @ (Verdict::Success | Verdict::Failure)) => {
                 inner
                     .evidence
                     .answered(sent.0, now, verdict == Verdict::Success);
                 (verdict, Cause::Failures)
             }
-            Verdict::Neutral => (Verdict::Neutral, Cause::Failures),
+            Some(Verdict::Neutral) => (Verdict::Neutral, Cause::Failures),
         };
         let change = match (inner.phase, verdict) {
             (Phase::Closed, Verdict::Success) => {
@@ -444,7 +451,9 @@ impl Inner {
 ///
 /// Dropped without a verdict (the call was cancelled), it counts as
 /// [`Verdict::Neutral`]: a half-open breaker's probe slot is freed for the
-/// next caller.
+/// next caller; but a call dropped after it had gone silent counts as a
+/// silent [`Verdict::TimedOut`] (see the
+/// [module docs](super#a-dependency-that-stops-answering)).
 ///
 /// # Example
 ///
@@ -480,7 +489,7 @@ impl BreakerPermit {
     pub fn record(mut self, verdict: Verdict) {
         self.recorded = true;
         self.shared
-            .settle(self.spell, self.sent, self.probe, verdict);
+            .settle(self.spell, self.sent, self.probe, Some(verdict));
     }
 
     /// Says that the call is being sent now, when that is later than the
@@ -522,7 +531,7 @@ impl BreakerPermit {
     /// let breaker = CircuitBreaker::new("k", BreakerPolicy::default());
     /// assert_eq!(breaker.try_acquire().unwrap().attempt_limit(), None);
     /// ```
-    pub fn attempt_limit(&self) -> Option<std::time::Duration> {
+    pub fn attempt_limit(&self) -> Option<Duration> {
         self.attempt_limit
     }
 
@@ -541,8 +550,7 @@ impl BreakerPermit {
 impl Drop for BreakerPermit {
     fn drop(&mut self) {
         if !self.recorded {
-            self.shared
-                .settle(self.spell, self.sent, self.probe, Verdict::Neutral);
+            self.shared.settle(self.spell, self.sent, self.probe, None);
         }
     }
 }

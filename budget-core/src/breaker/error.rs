@@ -95,4 +95,19 @@ impl CircuitOpen {
     pub fn no_answer_for(&self) -> Option<Duration> {
         self.no_answer_for
     }
+
+    /// The ledger's note for a call this refusal kept from being made
+    /// (docs/contract.md §4): `skipped: circuit open`, or, for a breaker
+    /// opened because its endpoint stopped answering,
+    /// `skipped: circuit open (no answer for 2100ms)`.
+    #[cfg(any(feature = "client", feature = "grpc"))]
+    pub(crate) fn skip_note(&self) -> String {
+        match self.no_answer_for {
+            Some(silence) => format!(
+                "skipped: circuit open (no answer for {}ms)",
+                silence.as_millis()
+            ),
+            None => "skipped: circuit open".to_owned(),
+        }
+    }
 }

@@ -448,6 +448,30 @@ mod tests {
         }
 
         #[tokio::test(start_paused = true)]
+        async fn a_call_dropped_after_it_went_silent_counts_as_a_silent_timeout() {
+            let b = learned().await;
+            // Each caller's own deadline comes first: the call is dropped
+            // unheard, after 2 s without an answer.
+            for _ in 0..2 {
+                let permit = b.try_acquire().expect("admitted");
+                advance(ms(2000)).await;
+                drop(permit);
+            }
+            // Dropped early (a hedge that lost, a caller that gave up),
+            // a call says nothing, and does not break the run.
+            for _ in 0..5 {
+                let permit = b.try_acquire().expect("admitted");
+                advance(ms(500)).await;
+                drop(permit);
+            }
+            assert_eq!(b.state(), BreakerState::Closed);
+            let permit = b.try_acquire().expect("admitted");
+            advance(ms(2000)).await;
+            drop(permit);
+            assert_eq!(b.state(), BreakerState::Open, "three silent in a row");
+        }
+
+        #[tokio::test(start_paused = true)]
         async fn the_wait_before_the_call_is_sent_is_not_silence() {
             let b = learned().await;
             let mut held = Vec::new();

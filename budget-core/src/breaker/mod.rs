@@ -71,7 +71,10 @@
 //!
 //! A permit dropped without a verdict (the caller's future was cancelled,
 //! say by its budget) counts as neutral: a half-open breaker frees its probe
-//! slot for the next caller instead of staying stuck.
+//! slot for the next caller instead of staying stuck. Unless the call had
+//! gone silent (below): dropped after the silence limit with nothing
+//! answered since it was sent (its caller's own deadline came before the
+//! call's timeout), it counts as the silent timeout it was.
 //!
 //! A verdict counts only in the *spell* its permit was granted in: a call
 //! admitted while the breaker was closed that reports after the breaker has

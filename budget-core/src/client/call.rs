@@ -655,13 +655,7 @@ impl Refusal {
     fn note(&self) -> String {
         match self {
             Refusal::BelowFloor(below) => format!("skipped: {below}"),
-            Refusal::CircuitOpen(open) => match open.no_answer_for() {
-                Some(silence) => format!(
-                    "skipped: circuit open (no answer for {}ms)",
-                    silence.as_millis()
-                ),
-                None => "skipped: circuit open".to_owned(),
-            },
+            Refusal::CircuitOpen(open) => open.skip_note(),
             Refusal::NoPermit {
                 waited,
                 reason: Some(RefusalReason::StandingQueue),

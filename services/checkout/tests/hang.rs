@@ -75,12 +75,14 @@ async fn a_pricing_that_stops_answering_is_refused_at_once_after_three_timeouts_
         pricing.set_mode(FaultMode::Hang).await.unwrap();
         let hang = Instant::now();
         // Three calls wait out their budgets: pricing's attempt is a
-        // timeout, checkout answers 504.
+        // timeout (or, on a loaded machine, checkout's own deadline comes
+        // first and drops it unheard), checkout answers 504.
         for _ in 0..3 {
             let answer = send(&client, &url, next()).await;
             assert_eq!(answer.status, 504);
             assert!(answer.took >= ms(1800), "{:?}", answer.took);
-            assert_eq!(answer.pricing_note.as_deref(), Some("timeout"));
+            let note = answer.pricing_note.as_deref();
+            assert!(matches!(note, Some("timeout") | None), "{note:?}");
         }
         // Then every call is refused at once, but for the one probe at a
         // time, which gets pricing's silence limit (4 x 50 ms, 208 ms or
