@@ -23,6 +23,18 @@
 //! by how long it went unanswered (below). Neutral neither counts as a
 //! failure nor resets the count.
 //!
+//! A permit dropped without a verdict (the caller's future was cancelled,
+//! say by its budget) counts as neutral: a half-open breaker frees its probe
+//! slot for the next caller instead of staying stuck. Unless the call had
+//! gone silent (next section): dropped after the silence limit with nothing
+//! answered since it was sent (its caller's own deadline came before the
+//! call's timeout), it counts as the silent timeout it was.
+//!
+//! A verdict counts only in the *spell* its permit was granted in: a call
+//! admitted while the breaker was closed that reports after the breaker has
+//! opened (or opened and closed again) is ignored, so only the probe decides
+//! a half-open breaker.
+//!
 //! # A dependency that stops answering
 //!
 //! A dependency that accepts calls and never answers fails each call only
@@ -69,17 +81,34 @@
 //! says how long nothing has been answered), and logs its opening at
 //! `info` with `cause = "no answer"`.
 //!
-//! A permit dropped without a verdict (the caller's future was cancelled,
-//! say by its budget) counts as neutral: a half-open breaker frees its probe
-//! slot for the next caller instead of staying stuck. Unless the call had
-//! gone silent (below): dropped after the silence limit with nothing
-//! answered since it was sent (its caller's own deadline came before the
-//! call's timeout), it counts as the silent timeout it was.
+//! ```
+//! use std::time::Duration;
+//! use budget_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Verdict};
 //!
-//! A verdict counts only in the *spell* its permit was granted in: a call
-//! admitted while the breaker was closed that reports after the breaker has
-//! opened (or opened and closed again) is ignored, so only the probe decides
-//! a half-open breaker.
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let ms = Duration::from_millis;
+//! let policy = BreakerConfig { failure_threshold: 20, open_for: ms(1000), ..Default::default() }
+//!     .build()
+//!     .unwrap();
+//! let breaker = CircuitBreaker::new("http://pricing:80", policy);
+//! // The endpoint answers in 200 ms ...
+//! let permit = breaker.try_acquire().unwrap();
+//! tokio::time::advance(ms(200)).await;
+//! permit.record(Verdict::Success);
+//! // ... then stops answering: three calls, one at a time, wait out 2 s budgets.
+//! for _ in 0..3 {
+//!     let permit = breaker.try_acquire().unwrap();
+//!     tokio::time::advance(ms(2000)).await;
+//!     permit.record(Verdict::TimedOut);
+//! }
+//! assert_eq!(breaker.state(), BreakerState::Open); // not 20 failures
+//! assert_eq!(breaker.try_acquire().unwrap_err().no_answer_for(), Some(ms(6000)));
+//! // A second later, one probe, which waits 4 x 200 ms at most.
+//! tokio::time::advance(ms(1000)).await;
+//! assert_eq!(breaker.try_acquire().unwrap().attempt_limit(), Some(ms(800)));
+//! # }
+//! ```
 //!
 //! # Sharing
 //!
