@@ -70,7 +70,7 @@ pub struct BreakerConfig {
     #[serde(with = "humantime_serde")]
     pub open_for: Duration,
     /// Attempts that went without an answer for the silence limit (four
-    /// times the endpoint's typical latency, at least 100 ms), ended in a
+    /// times the endpoint's typical latency, at least 250 ms), ended in a
     /// row or still outstanding, that open the breaker; at least 1. See
     /// the [module docs](super#a-dependency-that-stops-answering).
     pub timeout_threshold: u32,

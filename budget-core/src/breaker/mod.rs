@@ -52,7 +52,7 @@
 //!   to the budgets when the endpoint goes silent.
 //! - An attempt **went silent** when it has had no answer for the
 //!   **silence limit**, [`SILENCE_FACTOR`] (4) typical latencies and at
-//!   least [`MIN_SILENCE`] (100 ms), and no other attempt was answered
+//!   least [`MIN_SILENCE`] (250 ms), and no other attempt was answered
 //!   since it was sent.
 //! - A closed breaker **opens** when `timeout_threshold` attempts went
 //!   silent: those that ended so (in a row: any answer starts the count

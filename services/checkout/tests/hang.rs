@@ -85,8 +85,8 @@ async fn a_pricing_that_stops_answering_is_refused_at_once_after_three_timeouts_
             assert!(matches!(note, Some("timeout") | None), "{note:?}");
         }
         // Then every call is refused at once, but for the one probe at a
-        // time, which gets pricing's silence limit (4 x 50 ms, 208 ms or
-        // so), not its budget.
+        // time, which gets pricing's silence limit (4 x 50 ms or so, at
+        // least 250 ms), not its budget.
         let mut failures: Vec<Duration> = Vec::new();
         let mut refused = 0;
         while hang.elapsed() < ms(8000) {
