@@ -442,6 +442,7 @@ async fn the_breaker_opens_after_n_failures_then_probes_after_open_for() {
         config.breaker = Some(BreakerConfig {
             failure_threshold: 3,
             open_for: ms(300),
+            ..Default::default()
         });
         let client = config.build().unwrap();
         let call = || client.get("").budget(Budget::new(ms(1000))).send();

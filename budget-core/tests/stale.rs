@@ -189,6 +189,7 @@ async fn an_open_circuit_and_a_refused_connection_are_answered_stale() {
         config.breaker = Some(BreakerConfig {
             failure_threshold: 1,
             open_for: Duration::from_secs(30),
+            ..Default::default()
         });
         let client = config.build().unwrap();
         client

@@ -238,6 +238,7 @@ async fn an_open_circuit_refuses_calls_without_sending_them() {
     let policy = budget_core::breaker::BreakerConfig {
         failure_threshold: 2,
         open_for: Duration::from_secs(30),
+        ..Default::default()
     }
     .build()
     .unwrap();

@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::evidence::{Evidence, Sent, TimedOut};
 use super::{BreakerPolicy, CircuitOpen, Verdict};
 use crate::budget::Budget;
 
@@ -91,6 +93,28 @@ struct Inner {
     /// Bumped on every state change; a permit's verdict counts only in the
     /// spell it was granted in.
     spell: u64,
+    /// The endpoint's latency and silences.
+    evidence: Evidence,
+    /// Why the breaker last opened.
+    cause: Cause,
+}
+
+/// Why a breaker opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    /// Failures, as counted by `failure_threshold` (or a failed probe).
+    Failures,
+    /// Attempts that went without an answer (or a probe that timed out).
+    Silence,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::Failures => "failures",
+            Cause::Silence => "no answer",
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -110,8 +134,9 @@ impl Phase {
     }
 }
 
-/// A state change to report to the hook once the lock is released.
-type Change = Option<(BreakerState, BreakerState)>;
+/// A state change to report to the hook once the lock is released, and
+/// what caused it.
+type Change = Option<(BreakerState, BreakerState, Cause)>;
 
 impl CircuitBreaker {
     /// A closed breaker for the endpoint `key` (see
@@ -133,6 +158,8 @@ impl CircuitBreaker {
                     phase: Phase::Closed,
                     failures: 0,
                     spell: 0,
+                    evidence: Evidence::default(),
+                    cause: Cause::Failures,
                 }),
             }),
         }
@@ -175,9 +202,50 @@ impl CircuitBreaker {
         self.shared.lock().phase.state()
     }
 
+    /// The endpoint's typical latency: the smoothed latency of its
+    /// successful attempts (each new one weighs 1/8); `None` before the
+    /// first success. See the [module docs](super#a-dependency-that-stops-answering).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker, Verdict};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let breaker = CircuitBreaker::new("k", BreakerPolicy::default());
+    /// assert_eq!(breaker.typical_latency(), None);
+    /// let permit = breaker.try_acquire().unwrap();
+    /// tokio::time::advance(Duration::from_millis(200)).await;
+    /// permit.record(Verdict::Success);
+    /// assert_eq!(breaker.typical_latency(), Some(Duration::from_millis(200)));
+    /// assert_eq!(breaker.silence_limit(), Some(Duration::from_millis(800)));
+    /// # }
+    /// ```
+    pub fn typical_latency(&self) -> Option<Duration> {
+        self.shared.lock().evidence.typical()
+    }
+
+    /// How long an attempt may go without an answer before it counts
+    /// towards `timeout_threshold`: [`SILENCE_FACTOR`](super::SILENCE_FACTOR)
+    /// typical latencies, at least [`MIN_SILENCE`](super::MIN_SILENCE);
+    /// `None` before the first success.
+    ///
+    /// ```
+    /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new("k", BreakerPolicy::default());
+    /// assert_eq!(breaker.silence_limit(), None);
+    /// ```
+    pub fn silence_limit(&self) -> Option<Duration> {
+        self.shared.lock().evidence.silence()
+    }
+
     /// Asks to make a call: a [`BreakerPermit`] when the breaker is closed,
     /// or when it admits this call as the half-open probe; [`CircuitOpen`]
     /// otherwise.
+    ///
+    /// A closed breaker opens here, and refuses this call, when
+    /// `timeout_threshold` attempts went without an answer, counting those
+    /// still outstanding (see the
+    /// [module docs](super#a-dependency-that-stops-answering)).
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker};
@@ -191,33 +259,52 @@ impl CircuitBreaker {
         let mut inner = shared.lock();
         let mut change: Change = None;
         let probe = match inner.phase {
-            Phase::Closed => false,
+            Phase::Closed => {
+                let threshold = shared.policy.timeout_threshold();
+                if inner.evidence.hung(now, threshold).is_some() {
+                    inner.open(&shared.policy, Cause::Silence);
+                    let refused = shared.refusal(&inner, shared.policy.open_for(), now);
+                    drop(inner);
+                    shared.report(Some((
+                        BreakerState::Closed,
+                        BreakerState::Open,
+                        Cause::Silence,
+                    )));
+                    return Err(refused);
+                }
+                false
+            }
             Phase::Open { until } if now >= until => {
                 inner.enter(Phase::HalfOpen { probe_out: true });
-                change = Some((BreakerState::Open, BreakerState::HalfOpen));
+                change = Some((BreakerState::Open, BreakerState::HalfOpen, inner.cause));
                 true
             }
             Phase::Open { until } => {
-                return Err(CircuitOpen::new(
-                    &shared.key,
-                    until.saturating_duration_since(now),
-                ));
+                return Err(shared.refusal(&inner, until.saturating_duration_since(now), now));
             }
             Phase::HalfOpen { probe_out: false } => {
                 inner.phase = Phase::HalfOpen { probe_out: true };
                 true
             }
             Phase::HalfOpen { probe_out: true } => {
-                return Err(CircuitOpen::new(&shared.key, shared.policy.open_for()));
+                return Err(shared.refusal(&inner, shared.policy.open_for(), now));
             }
         };
         let spell = inner.spell;
+        let sent = inner.evidence.sent(now);
+        let attempt_limit = if probe {
+            inner.evidence.probe_limit()
+        } else {
+            None
+        };
         drop(inner);
         shared.report(change);
         Ok(BreakerPermit {
             shared: Arc::clone(shared),
             spell,
             probe,
+            sent,
+            attempt_limit,
             recorded: false,
         })
     }
@@ -239,24 +326,62 @@ impl Shared {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The refusal of a call now: retry after `retry_after`, and, for a
+    /// breaker opened by silence, how long nothing has been answered.
+    fn refusal(&self, inner: &Inner, retry_after: Duration, now: Instant) -> CircuitOpen {
+        let refused = CircuitOpen::new(&self.key, retry_after);
+        match (inner.cause, inner.evidence.last_answer()) {
+            (Cause::Silence, Some(answer)) => {
+                refused.with_no_answer_for(now.saturating_duration_since(answer))
+            }
+            _ => refused,
+        }
+    }
+
     fn report(&self, change: Change) {
-        if let Some((from, to)) = change {
-            tracing::debug!(endpoint = %self.key, %from, %to, "circuit breaker state change");
+        if let Some((from, to, cause)) = change {
+            if to == BreakerState::Open && cause == Cause::Silence {
+                tracing::info!(
+                    endpoint = %self.key, %from, %to, cause = cause.as_str(),
+                    "circuit breaker opened: the endpoint stopped answering"
+                );
+            } else {
+                tracing::debug!(endpoint = %self.key, %from, %to, "circuit breaker state change");
+            }
             crate::telemetry::meter::breaker_transition(&self.key, from, to);
             self.policy.notify(&self.key, from, to);
         }
     }
 
-    /// Applies a permit's verdict, if the permit's spell is still current.
-    fn settle(&self, spell: u64, verdict: Verdict) {
+    /// Applies a permit's verdict (`None`: dropped without one), if the
+    /// permit's spell is still current.
+    fn settle(&self, spell: u64, sent: Sent, probe: bool, verdict: Option<Verdict>) {
+        let now = Instant::now();
         let mut inner = self.lock();
         if inner.spell != spell {
             return; // granted in an earlier spell: stale news
         }
-        // An open spell is a budget of `open_for`: its deadline saturates
-        // instead of overflowing the clock, however long `open_for` is.
-        let open = Phase::Open {
-            until: Budget::new(self.policy.open_for()).deadline(),
+        inner.evidence.ended(sent);
+        // What a timeout says depends on how long it went unanswered.
+        // A call dropped unheard says as much as a timeout if it had gone
+        // silent, and nothing otherwise.
+        let (verdict, cause) = match verdict {
+            Some(Verdict::TimedOut) => match inner.evidence.timed_out(sent.0, now) {
+                TimedOut::CutShort => (Verdict::Neutral, Cause::Failures),
+                TimedOut::Failed => (Verdict::Failure, Cause::Failures),
+                TimedOut::Silent => (Verdict::Failure, Cause::Silence),
+            },
+            None => match inner.evidence.timed_out(sent.0, now) {
+                TimedOut::Silent => (Verdict::Failure, Cause::Silence),
+                TimedOut::CutShort | TimedOut::Failed => (Verdict::Neutral, Cause::Failures),
+            },
+            Some(verdict @ (Verdict::Success | Verdict::Failure)) => {
+                inner
+                    .evidence
+                    .answered(sent.0, now, verdict == Verdict::Success);
+                (verdict, Cause::Failures)
+            }
+            Some(Verdict::Neutral) => (Verdict::Neutral, Cause::Failures),
         };
         let change = match (inner.phase, verdict) {
             (Phase::Closed, Verdict::Success) => {
@@ -265,18 +390,28 @@ impl Shared {
             }
             (Phase::Closed, Verdict::Failure) => {
                 inner.failures = inner.failures.saturating_add(1);
-                (inner.failures >= self.policy.failure_threshold()).then(|| {
-                    inner.enter(open);
-                    (BreakerState::Closed, BreakerState::Open)
+                let threshold = self.policy.timeout_threshold();
+                let cause = if inner.evidence.hung(now, threshold).is_some() {
+                    Some(Cause::Silence)
+                } else {
+                    (inner.failures >= self.policy.failure_threshold()).then_some(Cause::Failures)
+                };
+                cause.map(|cause| {
+                    inner.open(&self.policy, cause);
+                    (BreakerState::Closed, BreakerState::Open, cause)
                 })
             }
             (Phase::HalfOpen { .. }, Verdict::Success) => {
+                inner.evidence.probe_answered();
                 inner.enter(Phase::Closed);
-                Some((BreakerState::HalfOpen, BreakerState::Closed))
+                Some((BreakerState::HalfOpen, BreakerState::Closed, inner.cause))
             }
             (Phase::HalfOpen { .. }, Verdict::Failure) => {
-                inner.enter(open);
-                Some((BreakerState::HalfOpen, BreakerState::Open))
+                if probe && cause == Cause::Silence {
+                    inner.evidence.probe_timed_out();
+                }
+                inner.open(&self.policy, cause);
+                Some((BreakerState::HalfOpen, BreakerState::Open, cause))
             }
             (Phase::HalfOpen { .. }, _) => {
                 // Neutral or abandoned: the probe slot is free again.
@@ -297,6 +432,17 @@ impl Inner {
         self.phase = phase;
         self.failures = 0;
         self.spell = self.spell.wrapping_add(1);
+        self.evidence.new_spell();
+    }
+
+    /// Opens for `open_for`, because of `cause`.
+    fn open(&mut self, policy: &BreakerPolicy, cause: Cause) {
+        // An open spell is a budget of `open_for`: its deadline saturates
+        // instead of overflowing the clock, however long `open_for` is.
+        self.enter(Phase::Open {
+            until: Budget::new(policy.open_for()).deadline(),
+        });
+        self.cause = cause;
     }
 }
 
@@ -305,7 +451,9 @@ impl Inner {
 ///
 /// Dropped without a verdict (the call was cancelled), it counts as
 /// [`Verdict::Neutral`]: a half-open breaker's probe slot is freed for the
-/// next caller.
+/// next caller; but a call dropped after it had gone silent counts as a
+/// silent [`Verdict::TimedOut`] (see the
+/// [module docs](super#a-dependency-that-stops-answering)).
 ///
 /// # Example
 ///
@@ -322,6 +470,9 @@ pub struct BreakerPermit {
     shared: Arc<Shared>,
     spell: u64,
     probe: bool,
+    /// When the attempt was sent, as the breaker's outstanding set knows it.
+    sent: Sent,
+    attempt_limit: Option<Duration>,
     recorded: bool,
 }
 
@@ -337,7 +488,51 @@ impl BreakerPermit {
     /// ```
     pub fn record(mut self, verdict: Verdict) {
         self.recorded = true;
-        self.shared.settle(self.spell, verdict);
+        self.shared
+            .settle(self.spell, self.sent, self.probe, Some(verdict));
+    }
+
+    /// Says that the call is being sent now, when that is later than the
+    /// permit was granted (it waited for a concurrency permit, say): its
+    /// latency, and how long it has gone without an answer, count from
+    /// now.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker, Verdict};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let breaker = CircuitBreaker::new("k", BreakerPolicy::default());
+    /// let mut permit = breaker.try_acquire().unwrap();
+    /// tokio::time::advance(Duration::from_millis(500)).await; // queued
+    /// permit.mark_sent();
+    /// tokio::time::advance(Duration::from_millis(100)).await;
+    /// permit.record(Verdict::Success);
+    /// assert_eq!(breaker.typical_latency(), Some(Duration::from_millis(100)));
+    /// # }
+    /// ```
+    pub fn mark_sent(&mut self) {
+        let mut inner = self.shared.lock();
+        if inner.spell == self.spell {
+            inner.evidence.resent(&mut self.sent, Instant::now());
+        }
+    }
+
+    /// The longest this call should wait for its answer, as far as the
+    /// breaker is concerned: for the half-open probe, the silence limit,
+    /// so that a probe sent to an endpoint that still does not answer ends
+    /// soon and the next probe follows `open_for` later; `None` for other
+    /// calls, before the first success, and for every
+    /// [`LONG_PROBE_EVERY`](super::LONG_PROBE_EVERY)th probe in a row that
+    /// timed out (see the [module docs](super#a-dependency-that-stops-answering)).
+    ///
+    /// ```
+    /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker};
+    /// let breaker = CircuitBreaker::new("k", BreakerPolicy::default());
+    /// assert_eq!(breaker.try_acquire().unwrap().attempt_limit(), None);
+    /// ```
+    pub fn attempt_limit(&self) -> Option<Duration> {
+        self.attempt_limit
     }
 
     /// True when this call is the half-open breaker's one probe.
@@ -355,7 +550,7 @@ impl BreakerPermit {
 impl Drop for BreakerPermit {
     fn drop(&mut self) {
         if !self.recorded {
-            self.shared.settle(self.spell, Verdict::Neutral);
+            self.shared.settle(self.spell, self.sent, self.probe, None);
         }
     }
 }
@@ -382,6 +577,7 @@ mod tests {
         let policy = BreakerConfig {
             failure_threshold: threshold,
             open_for: OPEN_FOR,
+            ..Default::default()
         }
         .build()
         .unwrap();
@@ -478,6 +674,7 @@ mod tests {
         let policy = BreakerConfig {
             failure_threshold: 1,
             open_for: Duration::from_nanos(1),
+            ..Default::default()
         }
         .build()
         .unwrap();
@@ -509,6 +706,7 @@ mod tests {
         let policy = BreakerConfig {
             failure_threshold: 1,
             open_for: Duration::MAX,
+            ..Default::default()
         }
         .build()
         .unwrap();
@@ -617,6 +815,7 @@ mod tests {
         let policy = BreakerConfig {
             failure_threshold: 1,
             open_for: OPEN_FOR,
+            ..Default::default()
         }
         .build()
         .unwrap()

@@ -24,12 +24,28 @@ pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 /// assert_eq!(BreakerConfig::default().open_for, DEFAULT_OPEN_FOR);
 /// ```
 pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(5);
+/// The attempts in a row that went without an answer (see
+/// [`SILENCE_FACTOR`](super::SILENCE_FACTOR)) that open a breaker when the
+/// config does not say.
+///
+/// Three: at two calls a second with budgets of about two seconds, a
+/// dependency that stops answering costs three calls their budget (or
+/// fewer, as outstanding calls count before they end), and every call
+/// after them is refused at once. One or two would open the breaker on a
+/// single stall of a healthy dependency more often.
+///
+/// ```
+/// use budget_core::breaker::{BreakerConfig, DEFAULT_TIMEOUT_THRESHOLD};
+/// assert_eq!(BreakerConfig::default().timeout_threshold, DEFAULT_TIMEOUT_THRESHOLD);
+/// ```
+pub const DEFAULT_TIMEOUT_THRESHOLD: u32 = 3;
 
 /// A circuit breaker's configuration, as read from a file.
 ///
 /// Durations are humantime strings; missing fields take their defaults
-/// ([`DEFAULT_FAILURE_THRESHOLD`], [`DEFAULT_OPEN_FOR`]); unknown fields are
-/// an error, so a typo does not silently fall back to a default.
+/// ([`DEFAULT_FAILURE_THRESHOLD`], [`DEFAULT_OPEN_FOR`],
+/// [`DEFAULT_TIMEOUT_THRESHOLD`]); unknown fields are an error, so a typo
+/// does not silently fall back to a default.
 ///
 /// # Example
 ///
@@ -42,6 +58,7 @@ pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(5);
 /// let policy = config.build().unwrap();
 /// assert_eq!(policy.failure_threshold(), 3);
 /// assert_eq!(policy.open_for(), Duration::from_millis(750));
+/// assert_eq!(policy.timeout_threshold(), 3, "the default");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -52,26 +69,45 @@ pub struct BreakerConfig {
     /// more than zero.
     #[serde(with = "humantime_serde")]
     pub open_for: Duration,
+    /// Attempts that went without an answer for the silence limit (four
+    /// times the endpoint's typical latency, at least 250 ms), ended in a
+    /// row or still outstanding, that open the breaker; at least 1. See
+    /// the [module docs](super#a-dependency-that-stops-answering).
+    pub timeout_threshold: u32,
 }
 
 impl Default for BreakerConfig {
-    /// Five failures, five seconds.
+    /// Five failures, five seconds, three silent attempts.
     ///
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::BreakerConfig;
     /// let c = BreakerConfig::default();
     /// assert_eq!((c.failure_threshold, c.open_for), (5, Duration::from_secs(5)));
+    /// assert_eq!(c.timeout_threshold, 3);
     /// ```
     fn default() -> Self {
-        Self {
-            failure_threshold: DEFAULT_FAILURE_THRESHOLD,
-            open_for: DEFAULT_OPEN_FOR,
-        }
+        Self::DEFAULT
     }
 }
 
 impl BreakerConfig {
+    /// Every default, as a constant (for a `const` config that changes a
+    /// few fields).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::breaker::BreakerConfig;
+    ///
+    /// const FAST: BreakerConfig = BreakerConfig { open_for: Duration::from_secs(1), ..BreakerConfig::DEFAULT };
+    /// assert_eq!(FAST.timeout_threshold, BreakerConfig::default().timeout_threshold);
+    /// ```
+    pub const DEFAULT: Self = Self {
+        failure_threshold: DEFAULT_FAILURE_THRESHOLD,
+        open_for: DEFAULT_OPEN_FOR,
+        timeout_threshold: DEFAULT_TIMEOUT_THRESHOLD,
+    };
+
     /// Validates the config into a [`BreakerPolicy`] (with a no-op
     /// state-change hook), or a [`ConfigError`] naming the bad field.
     ///
@@ -82,6 +118,8 @@ impl BreakerConfig {
     /// assert_eq!(err.field(), "failure_threshold");
     /// let err = BreakerConfig { open_for: Duration::ZERO, ..Default::default() }.build().unwrap_err();
     /// assert_eq!(err.field(), "open_for");
+    /// let err = BreakerConfig { timeout_threshold: 0, ..Default::default() }.build().unwrap_err();
+    /// assert_eq!(err.field(), "timeout_threshold");
     /// ```
     pub fn build(&self) -> Result<BreakerPolicy, ConfigError> {
         if self.failure_threshold == 0 {
@@ -90,9 +128,13 @@ impl BreakerConfig {
         if self.open_for.is_zero() {
             return Err(ConfigError::new("open_for", "must be more than zero"));
         }
+        if self.timeout_threshold == 0 {
+            return Err(ConfigError::new("timeout_threshold", "must be at least 1"));
+        }
         Ok(BreakerPolicy {
             failure_threshold: self.failure_threshold,
             open_for: self.open_for,
+            timeout_threshold: self.timeout_threshold,
             on_state_change: no_hook(),
         })
     }
@@ -133,6 +175,7 @@ fn no_hook() -> StateHook {
 pub struct BreakerPolicy {
     failure_threshold: u32,
     open_for: Duration,
+    timeout_threshold: u32,
     on_state_change: StateHook,
 }
 
@@ -156,6 +199,16 @@ impl BreakerPolicy {
     /// ```
     pub fn open_for(&self) -> Duration {
         self.open_for
+    }
+
+    /// Attempts gone without an answer that open the breaker (at least 1).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// assert_eq!(BreakerPolicy::default().timeout_threshold(), 3);
+    /// ```
+    pub fn timeout_threshold(&self) -> u32 {
+        self.timeout_threshold
     }
 
     /// The same policy calling `hook(endpoint_key, from, to)` on every state
@@ -196,6 +249,7 @@ impl Default for BreakerPolicy {
         Self {
             failure_threshold: DEFAULT_FAILURE_THRESHOLD,
             open_for: DEFAULT_OPEN_FOR,
+            timeout_threshold: DEFAULT_TIMEOUT_THRESHOLD,
             on_state_change: no_hook(),
         }
     }
@@ -206,6 +260,7 @@ impl fmt::Debug for BreakerPolicy {
         f.debug_struct("BreakerPolicy")
             .field("failure_threshold", &self.failure_threshold)
             .field("open_for", &self.open_for)
+            .field("timeout_threshold", &self.timeout_threshold)
             .finish_non_exhaustive()
     }
 }
@@ -241,12 +296,30 @@ mod tests {
     }
 
     #[test]
-    fn missing_fields_take_the_defaults_five_failures_five_seconds() {
+    fn zero_timeout_threshold_is_an_error_naming_timeout_threshold() {
+        let err = BreakerConfig {
+            timeout_threshold: 0,
+            ..Default::default()
+        }
+        .build()
+        .unwrap_err();
+        assert_eq!(err.field(), "timeout_threshold");
+        assert_eq!(
+            err.to_string(),
+            "invalid config: `timeout_threshold` must be at least 1"
+        );
+    }
+
+    #[test]
+    fn missing_fields_take_the_defaults_five_failures_five_seconds_three_silences() {
         let config: BreakerConfig = toml::from_str("").unwrap();
         assert_eq!(config, BreakerConfig::default());
         let policy = config.build().unwrap();
         assert_eq!(policy.failure_threshold(), 5);
         assert_eq!(policy.open_for(), Duration::from_secs(5));
+        assert_eq!(policy.timeout_threshold(), 3);
+        let config: BreakerConfig = toml::from_str("timeout_threshold = 2").unwrap();
+        assert_eq!(config.build().unwrap().timeout_threshold(), 2);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// use std::time::Duration;
 /// use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
 ///
-/// let policy = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(3) }
+/// let policy = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(3), ..Default::default() }
 ///     .build()
 ///     .unwrap();
 /// let breaker = CircuitBreaker::new("http://inventory:80", policy);
@@ -31,6 +31,7 @@ use std::time::Duration;
 pub struct CircuitOpen {
     key: String,
     retry_after: Duration,
+    no_answer_for: Option<Duration>,
 }
 
 impl CircuitOpen {
@@ -38,7 +39,13 @@ impl CircuitOpen {
         Self {
             key: key.to_owned(),
             retry_after,
+            no_answer_for: None,
         }
+    }
+
+    pub(super) fn with_no_answer_for(mut self, silence: Duration) -> Self {
+        self.no_answer_for = Some(silence);
+        self
     }
 
     /// The endpoint key (`scheme://host:port`) of the open breaker.
@@ -62,7 +69,7 @@ impl CircuitOpen {
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(2) }
+    /// let policy = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(2), ..Default::default() }
     ///     .build()
     ///     .unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
@@ -71,5 +78,36 @@ impl CircuitOpen {
     /// ```
     pub fn retry_after(&self) -> Duration {
         self.retry_after
+    }
+
+    /// For a breaker opened because its endpoint stopped answering (see the
+    /// [module docs](super#a-dependency-that-stops-answering)): how long
+    /// since any attempt got an answer. `None` for a breaker opened by
+    /// failures.
+    ///
+    /// ```
+    /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
+    /// let policy = BreakerConfig { failure_threshold: 1, ..Default::default() }.build().unwrap();
+    /// let breaker = CircuitBreaker::new("http://a:80", policy);
+    /// breaker.try_acquire().unwrap().record(Verdict::Failure);
+    /// assert_eq!(breaker.try_acquire().unwrap_err().no_answer_for(), None);
+    /// ```
+    pub fn no_answer_for(&self) -> Option<Duration> {
+        self.no_answer_for
+    }
+
+    /// The ledger's note for a call this refusal kept from being made
+    /// (docs/contract.md §4): `skipped: circuit open`, or, for a breaker
+    /// opened because its endpoint stopped answering,
+    /// `skipped: circuit open (no answer for 2100ms)`.
+    #[cfg(any(feature = "client", feature = "grpc"))]
+    pub(crate) fn skip_note(&self) -> String {
+        match self.no_answer_for {
+            Some(silence) => format!(
+                "skipped: circuit open (no answer for {}ms)",
+                silence.as_millis()
+            ),
+            None => "skipped: circuit open".to_owned(),
+        }
     }
 }

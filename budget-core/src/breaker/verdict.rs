@@ -27,6 +27,15 @@ pub enum Verdict {
     /// cancelled call): neither counts nor resets; frees a half-open
     /// breaker's probe slot.
     Neutral,
+    /// No answer came before the call's time ran out. The breaker judges
+    /// it by how long the call went unanswered (see the
+    /// [module docs](super#a-dependency-that-stops-answering)): cut short
+    /// by its caller's small budget (below the endpoint's typical
+    /// latency) it is neutral; past the silence limit, with nothing else
+    /// answered meanwhile, it counts towards `timeout_threshold` as well
+    /// as being a failure; otherwise, and before the first success, it is
+    /// a failure.
+    TimedOut,
 }
 
 impl Verdict {

@@ -80,17 +80,23 @@ pub(crate) struct AttemptSpec {
 #[derive(Debug)]
 pub(crate) struct AttemptError {
     pub(crate) kind: TransportKind,
-    /// What the breaker hears: a failure, except for a body over
-    /// `max_body` (our limit, not the endpoint's health).
+    /// What the breaker hears: a timeout is [`Verdict::TimedOut`] (the
+    /// breaker judges it by how long it went unanswered), a body over
+    /// `max_body` is neutral (our limit, not the endpoint's health), any
+    /// other failure a failure.
     pub(crate) verdict: Verdict,
     pub(crate) source: BoxError,
 }
 
 impl AttemptError {
     pub(crate) fn new(kind: TransportKind, source: impl Into<BoxError>) -> Self {
+        let verdict = match kind {
+            TransportKind::Timeout => Verdict::TimedOut,
+            _ => Verdict::Failure,
+        };
         Self {
             kind,
-            verdict: Verdict::Failure,
+            verdict,
             source: source.into(),
         }
     }
@@ -191,8 +197,13 @@ where
     let mut waited = None;
     loop {
         number += 1;
+        // The breaker counts the attempt's silence from now, not from its
+        // admission (before the wait for a concurrency permit).
+        if let Some(permit) = &mut breaker_permit {
+            permit.mark_sent();
+        }
         let started = Instant::now();
-        let window = timing.attempt(started, settings.policy.attempt_timeout());
+        let window = timing.attempt(started, attempt_cap(settings, breaker_permit.as_ref()));
         let budget = window.budget;
         let span = trace::attempt_span(name, &plan.method, number, budget, waited);
         meter::attempt(name, number, budget);
@@ -428,9 +439,10 @@ impl Race<'_> {
         };
 
         let hedge_started = Instant::now();
-        let window = self
-            .timing
-            .attempt(hedge_started, self.settings.policy.attempt_timeout());
+        let window = self.timing.attempt(
+            hedge_started,
+            attempt_cap(self.settings, hedge_breaker.as_ref()),
+        );
         tracing::debug!(
             dependency = %name,
             after_ms = whole_millis(delay),
@@ -646,7 +658,7 @@ impl Refusal {
     fn note(&self) -> String {
         match self {
             Refusal::BelowFloor(below) => format!("skipped: {below}"),
-            Refusal::CircuitOpen(_) => "skipped: circuit open".to_owned(),
+            Refusal::CircuitOpen(open) => open.skip_note(),
             Refusal::NoPermit {
                 waited,
                 floor,
@@ -766,6 +778,18 @@ fn refusal_kind(refusal: &Refusal) -> CallErrorKind {
     }
 }
 
+/// An attempt's own limit, below what is left of the budget: the retry
+/// policy's `attempt_timeout`, shortened for the breaker's half-open probe
+/// to its [`attempt_limit`](BreakerPermit::attempt_limit), so that a probe
+/// of an endpoint that still does not answer ends soon.
+fn attempt_cap(settings: &Settings, breaker: Option<&BreakerPermit>) -> Option<Duration> {
+    let probe = breaker.and_then(BreakerPermit::attempt_limit);
+    match (settings.policy.attempt_timeout(), probe) {
+        (Some(timeout), Some(probe)) => Some(timeout.min(probe)),
+        (timeout, probe) => timeout.or(probe),
+    }
+}
+
 /// A breaker permit for the next attempt (`None` without a breaker), or
 /// why the circuit refuses.
 fn acquire_breaker(settings: &Settings) -> Result<Option<BreakerPermit>, CircuitOpen> {
@@ -850,7 +874,7 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::time::SystemTime;
 
     use http::StatusCode;
@@ -1684,6 +1708,7 @@ mod tests {
         c.breaker = Some(BreakerConfig {
             failure_threshold: 2,
             open_for: ms(5000),
+            ..Default::default()
         });
         let settings = c.settings(None).unwrap();
         let fake = Fake::new(&[503], Duration::ZERO);
@@ -1708,6 +1733,95 @@ mod tests {
         assert_eq!(fake.seen().len(), 2);
         let p = err.problem();
         assert_eq!((p.status, p.retry_after_ms), (503, Some(5000)));
+    }
+
+    /// The breaker's silence rule through the engine: a 200 ms dependency
+    /// that stops answering, called one call at a time, two a second, with
+    /// 2 s budgets (the breaker module's "A dependency that stops
+    /// answering").
+    #[tokio::test(start_paused = true)]
+    async fn a_dependency_that_stops_answering_is_refused_at_once_after_three_timeouts() {
+        let mut c = config();
+        c.breaker = Some(BreakerConfig {
+            failure_threshold: 20,
+            open_for: ms(1000),
+            ..Default::default()
+        });
+        let settings = c.settings(None).unwrap();
+        let hanging = AtomicBool::new(false);
+        let sent = Mutex::new(Vec::new());
+        let attempt = |spec: AttemptSpec| {
+            sent.lock().unwrap().push(spec);
+            let hang = hanging.load(Ordering::Relaxed);
+            async move {
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                tokio::time::sleep(ms(200)).await;
+                response(200)
+            }
+        };
+        // One call; how long it took and how it ended, paced at 2 a second.
+        let call = || async {
+            let start = Instant::now();
+            let ledger = Ledger::new();
+            let timing = Timing::Budget(Budget::new(ms(2000)));
+            let res = run(&settings, &clock(), plan(timing, &ledger), attempt).await;
+            let took = start.elapsed();
+            tokio::time::sleep(ms(500).saturating_sub(took)).await;
+            (took, res, ledger.server_timing())
+        };
+        for _ in 0..5 {
+            assert_eq!(call().await.1.unwrap().status(), StatusCode::OK);
+        }
+        let breaker = settings.breaker.clone().unwrap();
+        assert_eq!(breaker.typical_latency(), Some(ms(200)));
+
+        hanging.store(true, Ordering::Relaxed);
+        for _ in 0..3 {
+            let (took, res, _) = call().await;
+            assert_eq!(took, ms(2000), "each waits out its budget");
+            assert!(res.unwrap_err().is_timeout());
+        }
+        // From now on: refused at once, but for one probe at a time, which
+        // gets the silence limit (800 ms) rather than the whole budget.
+        let probes_before = sent.lock().unwrap().len();
+        let mut refused = 0;
+        for _ in 0..10 {
+            let (took, res, timing) = call().await;
+            let err = res.unwrap_err();
+            if err.is_circuit_open() {
+                assert_eq!(took, Duration::ZERO);
+                assert_eq!(err.problem().status, 503);
+                assert!(
+                    timing.starts_with("pricing;desc=\"skipped: circuit open (no answer for "),
+                    "{timing}"
+                );
+                refused += 1;
+            } else {
+                assert!(err.is_timeout(), "{err}");
+                assert!(took <= ms(1000), "the probe ends early: {took:?}");
+            }
+        }
+        let probes: Vec<AttemptSpec> = sent.lock().unwrap()[probes_before..].to_vec();
+        assert!(refused >= 7, "{refused} of 10 refused at once");
+        assert!(!probes.is_empty() && probes.len() <= 3, "{probes:?}");
+        assert!(
+            probes.iter().all(|p| p.budget == Some(ms(800))),
+            "{probes:?}"
+        );
+
+        // Back: within open_for plus one probe limit, a call succeeds.
+        hanging.store(false, Ordering::Relaxed);
+        let back = Instant::now();
+        loop {
+            let (_, res, _) = call().await;
+            if res.is_ok() {
+                break;
+            }
+        }
+        assert!(back.elapsed() <= ms(2000), "{:?}", back.elapsed());
+        assert_eq!(breaker.state(), crate::breaker::BreakerState::Closed);
     }
 
     #[tokio::test(start_paused = true)]

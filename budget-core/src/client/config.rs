@@ -491,14 +491,16 @@ fn breaker_for(
             let shared = registry.policy();
             if shared.failure_threshold() != policy.failure_threshold()
                 || shared.open_for() != policy.open_for()
+                || shared.timeout_threshold() != policy.timeout_threshold()
             {
                 return Err(ConfigError::new(
                     "breaker",
                     format!(
                         "differs from the shared breaker registry's policy \
-                         (failure_threshold {}, open_for {}ms)",
+                         (failure_threshold {}, open_for {}ms, timeout_threshold {})",
                         shared.failure_threshold(),
-                        shared.open_for().as_millis()
+                        shared.open_for().as_millis(),
+                        shared.timeout_threshold()
                     ),
                 ));
             }

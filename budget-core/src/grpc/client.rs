@@ -15,7 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::admission::REQUEST_CRITICALITY;
-use crate::breaker::{BreakerPolicy, CircuitBreaker, Verdict};
+use crate::breaker::{BreakerPermit, BreakerPolicy, CircuitBreaker, Verdict};
 use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
@@ -329,7 +329,7 @@ impl<S> Call<S> {
                 None => None,
                 Some(Ok(permit)) => Some(permit),
                 Some(Err(open)) => {
-                    ledger.record(Entry::skip(dependency.as_ref(), "skipped: circuit open"));
+                    ledger.record(Entry::skip(dependency.as_ref(), open.skip_note()));
                     let problem = Problem::new(
                         ProblemKind::CircuitOpen,
                         format!("{dependency} was not called: its circuit is open"),
@@ -345,7 +345,12 @@ impl<S> Call<S> {
                 return Ok(answer(&problem));
             };
             let mut req = Request::from_parts(parts.clone(), this_body);
+            // A half-open breaker's probe waits no longer than its limit.
             let sent = sent_timeout(req.headers().get(GRPC_TIMEOUT), left);
+            let sent = permit
+                .as_ref()
+                .and_then(BreakerPermit::attempt_limit)
+                .map_or(sent, |limit| sent.min(limit));
             req.headers_mut()
                 .insert(GRPC_TIMEOUT, encode_grpc_timeout(sent));
             req.headers_mut()
@@ -378,7 +383,7 @@ impl<S> Call<S> {
                     ));
                     config.floor.observe(took);
                     if let Some(permit) = permit {
-                        permit.record(Verdict::Failure);
+                        permit.record(Verdict::TimedOut);
                     }
                     let problem = Problem::new(
                         ProblemKind::DependencyOutOfBudget,

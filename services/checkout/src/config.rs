@@ -148,7 +148,7 @@ service_kit::client_settings! {
     /// | `connect_cap` | `1s` (the budget caps it further) |
     /// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
     /// | `floor` | `auto` (learned from latency); recommendations: `recommendations_floor` (set that instead) |
-    /// | `breaker` | 20 consecutive failures open it for 1 s (`budget_mode = on` only; [`DEFAULT_DEPENDENCY_BREAKER`](service_kit::DEFAULT_DEPENDENCY_BREAKER)) |
+    /// | `breaker` | 20 consecutive failures, or 3 attempts without an answer for 4 typical latencies, open it for 1 s (`budget_mode = on` only; [`DEFAULT_DEPENDENCY_BREAKER`](service_kit::DEFAULT_DEPENDENCY_BREAKER)) |
     /// | `concurrency` | `auto` (an adaptive limit; ignored with `budget_mode = off`) |
     /// | `hedge` | none; `"auto"` sends one more attempt after the learned p95 (idempotent calls only: inventory's `GET`, pricing's `GET`, or its `POST` when the caller sent an `idempotency-key`), `budget_mode = on` only ([`HedgeConfig`](budget_core::client::HedgeConfig)) |
     /// | `max_body` | 4 MiB |

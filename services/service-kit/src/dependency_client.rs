@@ -21,15 +21,20 @@ pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
 /// costs about one attempt per second instead of one or more per request;
 /// one that fails half its calls (flaky) almost never opens it
 /// (`0.5^20`); and a recovered partner is called again within a second.
+/// A partner that stops answering opens it after 3 attempts without an
+/// answer for 4 times its typical latency (`timeout_threshold`, the
+/// default; see [`budget_core::breaker`]), not after 20 budgets.
 ///
 /// ```
 /// use std::time::Duration;
 /// let b = service_kit::DEFAULT_DEPENDENCY_BREAKER;
 /// assert_eq!((b.failure_threshold, b.open_for), (20, Duration::from_secs(1)));
+/// assert_eq!(b.timeout_threshold, 3);
 /// ```
 pub const DEFAULT_DEPENDENCY_BREAKER: BreakerConfig = BreakerConfig {
     failure_threshold: 20,
     open_for: std::time::Duration::from_secs(1),
+    ..BreakerConfig::DEFAULT
 };
 
 /// The concurrency limit of checkout's dependencies when their table does
