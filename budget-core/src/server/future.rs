@@ -182,33 +182,11 @@ where
                     let response = response.take().expect("polled after completion");
                     return Poll::Ready(Ok(response.map(B::from_problem)));
                 }
-                KindProj::Queued { wait, parked, grpc } => {
-                    let outcome = ready!(wait.as_mut().poll(task));
-                    let grpc = *grpc;
-                    let Parked {
-                        cx,
-                        inner,
-                        on_event,
-                    } = parked.take().expect("polled after completion");
-                    match outcome {
-                        Ok(slot) => {
-                            if !slot.waited().is_zero() {
-                                cx.ledger().record(Entry::local(
-                                    IN_FLIGHT_QUEUE_METRIC,
-                                    slot.waited(),
-                                    None,
-                                ));
-                            }
-                            kind.set(Kind::running(cx, inner, on_event, Some(slot), grpc));
-                        }
-                        Err(no_slot) => {
-                            // The inner future is dropped unpolled: its
-                            // handler never runs.
-                            drop(inner);
-                            let res = no_slot_response(&no_slot, &cx, &on_event, grpc, span);
-                            kind.set(Kind::Ready { response: None });
-                            return Poll::Ready(Ok(res));
-                        }
+                // Out of line: a request that found a free slot (or no limit)
+                // never comes here.
+                KindProj::Queued { .. } => {
+                    if let Some(refused) = ready!(poll_queued(kind.as_mut(), task, span)) {
+                        return Poll::Ready(Ok(refused));
                     }
                 }
                 KindProj::Running {
@@ -280,6 +258,50 @@ where
         // Drop the inner future now, before answering.
         kind.set(Kind::Ready { response: None });
         Poll::Ready(Ok(expired))
+    }
+}
+
+/// Polls a request waiting for an in-flight slot: `Ready(None)` once it has
+/// one (`kind` is then running, its wait in the ledger), `Ready(Some(answer))`
+/// when it was refused (`kind` is then done).
+#[cold]
+#[inline(never)]
+fn poll_queued<F, E, B>(
+    mut kind: Pin<&mut Kind<F, E>>,
+    task: &mut Context<'_>,
+    span: &Option<tracing::Span>,
+) -> Poll<Option<Response<B>>>
+where
+    F: Future,
+    E: OnBudgetEvent,
+    B: ProblemBody,
+{
+    let KindProj::Queued { wait, parked, grpc } = kind.as_mut().project() else {
+        return Poll::Ready(None);
+    };
+    let outcome = ready!(wait.as_mut().poll(task));
+    let grpc = *grpc;
+    let Parked {
+        cx,
+        inner,
+        on_event,
+    } = parked.take().expect("polled after completion");
+    match outcome {
+        Ok(slot) => {
+            if !slot.waited().is_zero() {
+                cx.ledger()
+                    .record(Entry::local(IN_FLIGHT_QUEUE_METRIC, slot.waited(), None));
+            }
+            kind.set(Kind::running(cx, inner, on_event, Some(slot), grpc));
+            Poll::Ready(None)
+        }
+        Err(no_slot) => {
+            // The inner future is dropped unpolled: its handler never runs.
+            drop(inner);
+            let res = no_slot_response(&no_slot, &cx, &on_event, grpc, span);
+            kind.set(Kind::Ready { response: None });
+            Poll::Ready(Some(res))
+        }
     }
 }
 

@@ -286,7 +286,7 @@ pub(crate) struct InFlightGuard {
     /// holds (and the response future that holds it, limit or not) stays
     /// small.
     adaptive: Option<Box<Adaptive>>,
-    /// Dropped after [`Drop::drop`] has sized the queue.
+    /// Dropped after `adaptive` has sized the queue.
     permit: QueuePermit,
 }
 
@@ -323,21 +323,19 @@ impl InFlightGuard {
     }
 }
 
-impl Drop for InFlightGuard {
+/// Dropped before the guard's permit (the field order), so the queue is
+/// sized before the slot goes back to it.
+impl Drop for Adaptive {
     fn drop(&mut self) {
-        let Some(learn) = &self.adaptive else {
-            return;
-        };
-        let in_flight = &learn.in_flight;
-        if let Some(adaptive) = &in_flight.adaptive {
+        if let Some(adaptive) = &self.in_flight.adaptive {
             let now = Instant::now();
             let next = adaptive.on_sample(
                 now,
-                now.saturating_duration_since(learn.started),
-                learn.at_start,
-                learn.sample,
+                now.saturating_duration_since(self.started),
+                self.at_start,
+                self.sample,
             );
-            in_flight.resize(next);
+            self.in_flight.resize(next);
         }
     }
 }
