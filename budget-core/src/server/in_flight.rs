@@ -23,10 +23,12 @@
 //! no-queue one, or for 50 ms from the first request that found it full,
 //! then `initial`).
 //!
-//! A request that finds a free slot takes it with one uncontended lock; no
-//! limit (the default) costs nothing. A waiting request's wait lives in its
-//! response future ([`ResponseFuture`](crate::server::ResponseFuture)):
-//! nothing is spawned and no other request is held up.
+//! A request that finds a free slot under a fixed limit takes it with one
+//! uncontended lock (an adaptive limit also reads the slots in use for its
+//! sample, and hears the answer); no limit (the default) adds one untaken
+//! branch. A waiting request's wait lives in its response future
+//! ([`ResponseFuture`](crate::server::ResponseFuture)): nothing is spawned
+//! and no other request is held up.
 
 use std::future::Future;
 use std::pin::Pin;
