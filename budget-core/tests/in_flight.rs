@@ -257,6 +257,47 @@ async fn a_slot_that_comes_just_in_time_is_taken() {
     assert_eq!(starts.lock().unwrap().len(), 2);
 }
 
+/// A waiter whose caller goes away (its response future dropped) leaves
+/// the line at once: the slot freed next goes to the waiter behind it, and
+/// the handler of the one that left never runs.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_dropped_by_its_caller_leaves_the_line() {
+    let (router, starts) = working(limited(1).layer().unwrap(), ms(100));
+    let start = Instant::now();
+    let holder = tokio::spawn(router.clone().oneshot(get_with(&[("x-work-ms", "100")])));
+    tokio::task::yield_now().await;
+    let gone = tokio::spawn(
+        router
+            .clone()
+            .oneshot(get_with(&[("request-criticality", "critical")])),
+    );
+    tokio::task::yield_now().await;
+    let next = tokio::spawn(
+        router
+            .clone()
+            .oneshot(get_with(&[("request-criticality", "sheddable")])),
+    );
+    tokio::task::yield_now().await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    let res = next.await.unwrap().unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        queue_entry(&res).unwrap().dur,
+        Some(100.0),
+        "the slot freed at 100 ms"
+    );
+    assert_eq!(start.elapsed(), ms(200));
+    assert_eq!(holder.await.unwrap().unwrap().status(), StatusCode::OK);
+    let starts = starts.lock().unwrap();
+    let who: Vec<&str> = starts.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(
+        who,
+        ["default", "sheddable"],
+        "the critical one left before its turn"
+    );
+}
+
 /// Overload is still `503`: a line that has not been empty for the largest
 /// budget (10 s) is standing, and its waiters are refused at once with
 /// `503` `overloaded` and `Retry-After`, as at the client's permit queues.
