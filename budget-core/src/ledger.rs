@@ -56,6 +56,17 @@ pub const INGRESS_METRIC: &str = "budget";
 pub const INGRESS_DESC: &str = "ingress";
 /// The suffix added to a dependency's name for its backoff waits.
 pub const WAIT_SUFFIX: &str = "-wait";
+/// The metric of a request's wait for a slot at the server's
+/// `max_in_flight`: the ingress metric's name with the `-queue` suffix a
+/// client's permit wait has (`pricing-queue`).
+///
+/// ```
+/// # use std::time::Duration;
+/// use budget_core::ledger::{Entry, IN_FLIGHT_QUEUE_METRIC};
+/// let e = Entry::local(IN_FLIGHT_QUEUE_METRIC, Duration::from_millis(34), None);
+/// assert_eq!(e.to_string(), "budget-queue;dur=34");
+/// ```
+pub const IN_FLIGHT_QUEUE_METRIC: &str = "budget-queue";
 /// The metric that stands for the entries a bounded ledger left out
 /// (`ledger;desc="+812 more"`).
 pub const DROPPED_METRIC: &str = "ledger";

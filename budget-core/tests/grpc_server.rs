@@ -141,13 +141,42 @@ async fn below_the_floor_and_past_the_deadline_are_deadline_exceeded() {
     );
 }
 
+/// At `max_in_flight` a call waits for a slot while its budget covers the
+/// wait: one whose budget runs out in line is `DEADLINE_EXCEEDED`, at its
+/// deadline (the floor is 0 here).
 #[tokio::test]
-async fn over_the_in_flight_limit_is_unavailable_with_a_pushback() {
+async fn a_call_whose_budget_does_not_cover_the_wait_is_deadline_exceeded() {
     let addr = serve_with("max_in_flight = 1").await;
     let hanging = tokio::spawn(async move { call(addr, "Hang", &[("grpc-timeout", "5S")]).await });
     // The first call holds the one slot (it never answers).
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let res = call(addr, "Echo", &[("grpc-timeout", "2S")]).await;
+    let start = Instant::now();
+    let res = call(addr, "Echo", &[("grpc-timeout", "300m")]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["grpc-status"], "4");
+    let message = res.headers()["grpc-message"].to_str().unwrap().to_owned();
+    assert!(message.contains("in-flight slot"), "{message}");
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_millis(300 + 500), "{took:?}");
+    hanging.abort();
+}
+
+/// A line that stands (not empty for the largest budget, 1 s here) is
+/// overload: its waiters are `UNAVAILABLE` with a pushback. The first call
+/// holds the slot to its deadline (1 s), the second takes it then and holds
+/// it to its own; the third, queued since 0.7 s, is refused when the line
+/// has stood 1 s (at 1.2 s), long before its own deadline (1.7 s).
+#[tokio::test]
+async fn a_standing_line_is_unavailable_with_a_pushback() {
+    let addr = serve_with("max_in_flight = 1\nmax_budget = \"1s\"\ndefault_budget = \"1s\"").await;
+    let hang = || tokio::spawn(async move { call(addr, "Hang", &[("grpc-timeout", "5S")]).await });
+    let (first, start) = (hang(), Instant::now());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = hang();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let res = call(addr, "Echo", &[("grpc-timeout", "5S")]).await;
+    let took = start.elapsed();
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["grpc-status"], "14");
     let pushback: u64 = res.headers()["grpc-retry-pushback-ms"]
@@ -156,7 +185,11 @@ async fn over_the_in_flight_limit_is_unavailable_with_a_pushback() {
         .parse()
         .unwrap();
     assert!(pushback > 0, "{pushback}");
-    hanging.abort();
+    assert!(took >= Duration::from_millis(1200), "{took:?}");
+    assert!(took < Duration::from_millis(1600), "{took:?}");
+    for call in [first, second] {
+        assert_eq!(call.await.unwrap().headers()["grpc-status"], "4");
+    }
 }
 
 #[tokio::test]

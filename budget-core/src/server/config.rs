@@ -19,7 +19,7 @@ use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 /// | `floor` | below this on arrival, shed with `504` | `0s` (only an exhausted budget is shed) |
 /// | `reserve` | per-hop reserve each outbound call holds back | `5ms` |
 /// | `on_malformed` | `reject` (400) or `use-default` | `reject` |
-/// | `max_in_flight` | past this many requests at once, answer `503` + `Retry-After`: `256`, `"auto"` (adaptive) or a table ([`LimitConfig`]) | none (no limit) |
+/// | `max_in_flight` | at most this many requests at once: `256`, `"auto"` (adaptive) or a table ([`LimitConfig`]); past it a request waits for a slot, most critical first, while its budget covers the wait and the `floor`, else `504` (`below-floor`); a line not empty for `max_budget` is overload: `503` + `Retry-After` | none (no limit) |
 /// | `overload_retry_after` | the `Retry-After` of that `503` | `1s` |
 /// | `ledger` | each request's ledger bound: `{ max_entries = 64, max_bytes = 4096 }` ([`LedgerLimits`]) | 64 entries, 4 KiB |
 ///
@@ -55,9 +55,12 @@ pub struct ServerConfig {
     pub on_malformed: OnMalformed,
     /// The most requests worked on at once: a number, `"auto"` (an
     /// adaptive limit learned from the requests' latency) or an adaptive
-    /// table ([`LimitConfig`]); absent: no limit.
+    /// table ([`LimitConfig`]); absent: no limit. A request at the limit
+    /// waits for a slot until what its budget has left is down to `floor`
+    /// (see [`BudgetLayer::max_in_flight`]).
     pub max_in_flight: Option<LimitConfig>,
-    /// The `Retry-After` of a `503` at the in-flight limit.
+    /// The `Retry-After` of a `503` at the in-flight limit (a line that
+    /// has stood for `max_budget`).
     #[serde(with = "humantime_serde")]
     pub overload_retry_after: Duration,
     /// How much each request's ledger keeps and renders as

@@ -26,7 +26,9 @@ pub enum BudgetEvent<'a> {
         /// The header and what is wrong with it.
         error: &'a InvalidHeader,
     },
-    /// The budget was below the ingress floor: shed with `504`, handler not run.
+    /// The budget was below the ingress floor, on arrival or after a wait
+    /// for an in-flight slot that it could not cover: shed with `504`,
+    /// handler not run.
     Shed {
         /// The budget the request arrived with.
         budget: Duration,
@@ -38,8 +40,9 @@ pub enum BudgetEvent<'a> {
         /// The budget the request arrived with.
         budget: Duration,
     },
-    /// The service was at its in-flight limit: `503` with `Retry-After`,
-    /// handler not run.
+    /// The service was at its in-flight limit and its line had stood for
+    /// the largest budget (overload): `503` with `Retry-After`, handler
+    /// not run.
     Overloaded {
         /// The in-flight limit.
         limit: usize,

@@ -1,6 +1,6 @@
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,13 +10,13 @@ use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Sleep};
 
 use crate::context::RequestContext;
-use crate::ledger::Ledger;
+use crate::ledger::{Entry, IN_FLIGHT_QUEUE_METRIC, Ledger};
 use crate::problem::{Problem, ProblemKind};
-use crate::server::in_flight::InFlightGuard;
+use crate::server::in_flight::{InFlightGuard, NoSlot, SlotWait};
 use crate::server::response::append_server_timing;
 use crate::server::service::answer;
 use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
-use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK};
+use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 
 pin_project! {
@@ -25,7 +25,9 @@ pin_project! {
     ///
     /// When the deadline comes first the inner future is dropped on the spot
     /// (cancelling its downstream calls) and the answer is `504`. On a tie,
-    /// the deadline wins.
+    /// the deadline wins. At the service's `max_in_flight` it first waits
+    /// for a slot, the inner future not yet polled (its handler not run),
+    /// and answers the refusal itself when none comes in time.
     pub struct ResponseFuture<F, E> {
         #[pin]
         kind: Kind<F, E>,
@@ -40,6 +42,14 @@ pin_project! {
         // The layer's own answer, its body made in the inner body type
         // when polled.
         Ready { response: Option<Response<Bytes>> },
+        // At the in-flight limit: waiting for a slot. The inner future,
+        // made by `call`, is parked unpolled (so never pinned, and free to
+        // move into `Running`): the handler runs only once a slot comes.
+        Queued {
+            wait: SlotWait,
+            parked: Option<Parked<F, E>>,
+            grpc: bool,
+        },
         Running {
             // The inner future, run in the request's context; the context
             // (its ledger) is taken back out of it for the answer.
@@ -60,6 +70,34 @@ pin_project! {
             // A gRPC call: an expired budget is answered the gRPC way.
             grpc: bool,
         },
+    }
+}
+
+/// What a request waiting for an in-flight slot runs with once it has one.
+struct Parked<F, E> {
+    cx: RequestContext,
+    inner: F,
+    on_event: E,
+}
+
+impl<F: Future, E> Kind<F, E> {
+    /// The inner future running in the request's context, holding `slot`.
+    fn running(
+        cx: RequestContext,
+        inner: F,
+        on_event: E,
+        slot: Option<InFlightGuard>,
+        grpc: bool,
+    ) -> Self {
+        Kind::Running {
+            deadline: cx.budget().deadline(),
+            original: cx.budget().original(),
+            inner: cx.scope(inner),
+            timer: None,
+            on_event,
+            slot,
+            grpc,
+        }
     }
 }
 
@@ -95,13 +133,29 @@ impl<F, E> ResponseFuture<F, E> {
         F: Future,
     {
         Self {
-            kind: Kind::Running {
-                deadline: cx.budget().deadline(),
-                original: cx.budget().original(),
-                inner: cx.scope(inner),
-                timer: None,
-                on_event,
-                slot,
+            kind: Kind::running(cx, inner, on_event, slot, grpc),
+            span,
+        }
+    }
+
+    /// A request at the in-flight limit: `inner` runs once `wait` gives it
+    /// a slot.
+    pub(crate) fn queued(
+        cx: RequestContext,
+        inner: F,
+        on_event: E,
+        span: Option<tracing::Span>,
+        wait: SlotWait,
+        grpc: bool,
+    ) -> Self {
+        Self {
+            kind: Kind::Queued {
+                wait,
+                parked: Some(Parked {
+                    cx,
+                    inner,
+                    on_event,
+                }),
                 grpc,
             },
             span,
@@ -122,79 +176,182 @@ where
         let span: &Option<tracing::Span> = this.span;
         let _entered = span.as_ref().map(tracing::Span::enter);
         let mut kind = this.kind;
-        let expired = match kind.as_mut().project() {
-            KindProj::Ready { response } => {
-                let response = response.take().expect("polled after completion");
-                return Poll::Ready(Ok(response.map(B::from_problem)));
-            }
-            KindProj::Running {
-                mut inner,
-                deadline,
-                original,
-                timer,
-                on_event,
-                slot,
-                grpc,
-            } => {
-                // The deadline is checked first: on a tie, it wins. Before
-                // the timer is armed (the first poll, which comes straight
-                // after `call` started the budget, and `call` runs only a
-                // budget the floor admitted, never a zero one) it has not
-                // passed; the clock is read once the inner future is
-                // pending, by the timer (one clock read per request, not
-                // two).
-                let passed = match timer.as_mut() {
-                    Some(sleep) => sleep.as_mut().poll(task).is_ready(),
-                    None => false,
-                };
-                if !passed {
-                    if let Poll::Ready(result) = inner.as_mut().poll(task) {
-                        let cx = inner.take_value();
-                        return Poll::Ready(result.map(|res| {
-                            if let Some(slot) = slot.as_mut() {
-                                slot.answered(res.status());
-                            }
-                            let mut res = res;
-                            if let Some(cx) = &cx {
-                                append_server_timing(&mut res, cx.ledger());
-                                if let Some(span) = span {
-                                    trace::record_response(
-                                        span,
-                                        res.status(),
-                                        cx.ledger(),
-                                        OUTCOME_OK,
-                                    );
+        let expired = loop {
+            match kind.as_mut().project() {
+                KindProj::Ready { response } => {
+                    let response = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(response.map(B::from_problem)));
+                }
+                // Out of line: a request that found a free slot (or no limit)
+                // never comes here.
+                KindProj::Queued { .. } => {
+                    if let Some(refused) = ready!(poll_queued(kind.as_mut(), task, span)) {
+                        return Poll::Ready(Ok(refused));
+                    }
+                }
+                KindProj::Running {
+                    mut inner,
+                    deadline,
+                    original,
+                    timer,
+                    on_event,
+                    slot,
+                    grpc,
+                } => {
+                    // The deadline is checked first: on a tie, it wins. Before
+                    // the timer is armed (the first poll, which comes straight
+                    // after `call` started the budget, and `call` runs only a
+                    // budget the floor admitted, never a zero one; or straight
+                    // after a slot came, which the queue gives only before
+                    // `deadline - floor`) it has not passed; the clock is read
+                    // once the inner future is pending, by the timer (one clock
+                    // read per request, not two).
+                    let passed = match timer.as_mut() {
+                        Some(sleep) => sleep.as_mut().poll(task).is_ready(),
+                        None => false,
+                    };
+                    if !passed {
+                        if let Poll::Ready(result) = inner.as_mut().poll(task) {
+                            let cx = inner.take_value();
+                            return Poll::Ready(result.map(|res| {
+                                if let Some(slot) = slot.as_mut() {
+                                    slot.answered(res.status());
                                 }
-                            }
-                            res
-                        }));
+                                let mut res = res;
+                                if let Some(cx) = &cx {
+                                    append_server_timing(&mut res, cx.ledger());
+                                    if let Some(span) = span {
+                                        trace::record_response(
+                                            span,
+                                            res.status(),
+                                            cx.ledger(),
+                                            OUTCOME_OK,
+                                        );
+                                    }
+                                }
+                                res
+                            }));
+                        }
+                        let sleep = timer
+                            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
+                        // Registers the waker; a deadline that passed meanwhile
+                        // fires on the spot.
+                        if sleep.as_mut().poll(task).is_pending() {
+                            return Poll::Pending;
+                        }
                     }
-                    let sleep =
-                        timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
-                    // Registers the waker; a deadline that passed meanwhile
-                    // fires on the spot.
-                    if sleep.as_mut().poll(task).is_pending() {
-                        return Poll::Pending;
+                    let cx = inner.take_value();
+                    let ledger = cx.as_ref().map(RequestContext::ledger);
+                    let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
+                    if let Some(span) = span {
+                        trace::record_response(
+                            span,
+                            expired.status(),
+                            ledger.unwrap_or(&Ledger::new()),
+                            OUTCOME_EXPIRED,
+                        );
                     }
+                    break expired;
                 }
-                let cx = inner.take_value();
-                let ledger = cx.as_ref().map(RequestContext::ledger);
-                let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
-                if let Some(span) = span {
-                    trace::record_response(
-                        span,
-                        expired.status(),
-                        ledger.unwrap_or(&Ledger::new()),
-                        OUTCOME_EXPIRED,
-                    );
-                }
-                expired
             }
         };
         // Drop the inner future now, before answering.
         kind.set(Kind::Ready { response: None });
         Poll::Ready(Ok(expired))
     }
+}
+
+/// Polls a request waiting for an in-flight slot: `Ready(None)` once it has
+/// one (`kind` is then running, its wait in the ledger), `Ready(Some(answer))`
+/// when it was refused (`kind` is then done).
+#[cold]
+#[inline(never)]
+fn poll_queued<F, E, B>(
+    mut kind: Pin<&mut Kind<F, E>>,
+    task: &mut Context<'_>,
+    span: &Option<tracing::Span>,
+) -> Poll<Option<Response<B>>>
+where
+    F: Future,
+    E: OnBudgetEvent,
+    B: ProblemBody,
+{
+    let KindProj::Queued { wait, parked, grpc } = kind.as_mut().project() else {
+        return Poll::Ready(None);
+    };
+    let outcome = ready!(wait.as_mut().poll(task));
+    let grpc = *grpc;
+    let Parked {
+        cx,
+        inner,
+        on_event,
+    } = parked.take().expect("polled after completion");
+    match outcome {
+        Ok(slot) => {
+            if !slot.waited().is_zero() {
+                cx.ledger()
+                    .record(Entry::local(IN_FLIGHT_QUEUE_METRIC, slot.waited(), None));
+            }
+            kind.set(Kind::running(cx, inner, on_event, Some(slot), grpc));
+            Poll::Ready(None)
+        }
+        Err(no_slot) => {
+            // The inner future is dropped unpolled: its handler never runs.
+            drop(inner);
+            let res = no_slot_response(&no_slot, &cx, &on_event, grpc, span);
+            kind.set(Kind::Ready { response: None });
+            Poll::Ready(Some(res))
+        }
+    }
+}
+
+/// The answer to a request that got no in-flight slot: `503` when the line
+/// stood (overload), `504` when its budget could not cover the wait and the
+/// floor (docs/contract.md §3); the wait is in its ledger.
+#[cold]
+#[inline(never)]
+fn no_slot_response<B: ProblemBody, E: OnBudgetEvent>(
+    no_slot: &NoSlot,
+    cx: &RequestContext,
+    on_event: &E,
+    grpc: bool,
+    span: &Option<tracing::Span>,
+) -> Response<B> {
+    let (budget, ledger) = (cx.budget(), cx.ledger());
+    ledger.record(Entry::local(
+        IN_FLIGHT_QUEUE_METRIC,
+        no_slot.waited(),
+        Some(no_slot.reason().to_owned()),
+    ));
+    let waited_ms = crate::budget::whole_millis(no_slot.waited());
+    let outcome = if no_slot.is_overload() {
+        tracing::debug!(
+            waited_ms,
+            "no in-flight slot in a standing line: overloaded"
+        );
+        on_event.on_event(&BudgetEvent::Overloaded {
+            limit: no_slot.limit(),
+        });
+        meter::overloaded();
+        OUTCOME_OVERLOADED
+    } else {
+        tracing::debug!(
+            waited_ms,
+            reason = no_slot.reason(),
+            "no in-flight slot within the budget: shed"
+        );
+        on_event.on_event(&BudgetEvent::Shed {
+            budget: budget.original(),
+            floor: no_slot.floor(),
+        });
+        meter::shed();
+        OUTCOME_SHED
+    };
+    let res = answer(&no_slot.problem(budget.remaining()), ledger, grpc);
+    if let Some(span) = span {
+        trace::record_response(span, res.status(), ledger, outcome);
+    }
+    res.map(B::from_problem)
 }
 
 /// The `504` for a budget that ran out while the handler worked.

@@ -1,85 +1,247 @@
-//! The in-flight limit: overload protection that answers instead of queueing.
+//! The in-flight limit: a request at the limit waits for a slot while the
+//! wait fits in its budget, and is refused when it does not.
+//!
+//! The slots are a [`PermitQueue`] (the client's permit queue, one set of
+//! rules for both sides, see [`crate::admission::queue`]), so at the limit:
+//!
+//! - a request waits in line with `give_up_at = deadline - floor`, the
+//!   last instant at which what its budget has left still covers the
+//!   ingress floor; it never gets a slot after that and is refused then
+//!   (the queue's rule 1), its handler never run;
+//! - the more critical are served first (`critical`, then `default`, then
+//!   `sheddable`; rule 2): under overload the `sheddable` wait longest, so
+//!   they are the ones whose budgets run out in line;
+//! - a line that has not been empty for the longest budget a request can
+//!   have ([`queue_config`]) is a standing queue, and its waiters are
+//!   refused as overload (rule 3).
 //!
 //! The limit is fixed (`max_in_flight = 256`) or adaptive
 //! (`max_in_flight = "auto"`: an [`AdaptiveLimit`] fed with every answered
-//! request's latency, see [`crate::admission::limit`]; like Envoy's
-//! adaptive concurrency filter, it admits 3 requests at once until one has
-//! answered, their latency the first no-queue one, or for 50 ms from its
-//! first refusal, then `initial`).
-//! A `sheddable` request is admitted only below three quarters of the
-//! limit, so that at the limit the least critical are refused first
-//! (docs/contract.md §2 rule 11) and the last quarter is kept for
-//! `default` and `critical` work.
+//! request's latency, see [`crate::admission::limit`], whose value sets the
+//! queue's size; like Envoy's adaptive concurrency filter, it admits 3
+//! requests at once until one has answered, their latency the first
+//! no-queue one, or for 50 ms from the first request that found it full,
+//! then `initial`).
+//!
+//! A request that finds a free slot under a fixed limit takes it with one
+//! uncontended lock (an adaptive limit also reads the slots in use for its
+//! sample, and hears the answer); no limit (the default) adds one untaken
+//! branch. A waiting request's wait lives in its response future
+//! ([`ResponseFuture`](crate::server::ResponseFuture)): nothing is spawned
+//! and no other request is held up.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use http::StatusCode;
 use tokio::time::Instant;
 
-use crate::admission::{AdaptiveLimit, Criticality, Sample};
+use crate::admission::{
+    AdaptiveLimit, Criticality, DEFAULT_INTERVAL, DEFAULT_TARGET, PermitQueue, QueueConfig,
+    QueueOrder, QueuePermit, Refusal, RefusalReason, Sample, Waiter,
+};
+use crate::budget::whole_millis;
+use crate::problem::{Problem, ProblemKind};
 
 /// How many requests a service works on at once, shared by every clone of
 /// the layer's services.
 #[derive(Debug)]
 pub(crate) struct InFlight {
-    limit: AtomicUsize,
-    count: AtomicUsize,
+    slots: PermitQueue,
     adaptive: Option<AdaptiveLimit>,
 }
 
+/// A request waiting for a slot: a slot, or why none came.
+pub(crate) type SlotWait = Pin<Box<dyn Future<Output = Result<InFlightGuard, NoSlot>> + Send>>;
+
+/// A request at the limit got no slot: the queue's refusal and what the
+/// answer to it says.
+#[derive(Debug)]
+pub(crate) struct NoSlot {
+    refusal: Refusal,
+    /// The limit when it was refused.
+    limit: usize,
+    /// How long the line must stand before it is overload.
+    standing_after: Duration,
+    floor: Duration,
+    retry_after: Duration,
+}
+
+impl NoSlot {
+    /// Whether the refusal is about the service's load (a standing line:
+    /// `503` with `Retry-After`) rather than about the request's budget
+    /// (it could not cover the wait and the floor: `504`).
+    pub(crate) fn is_overload(&self) -> bool {
+        self.refusal.reason() == RefusalReason::StandingQueue
+    }
+
+    /// The limit when it was refused.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The ingress floor the request's budget had to cover.
+    pub(crate) fn floor(&self) -> Duration {
+        self.floor
+    }
+
+    /// How long it waited in line.
+    pub(crate) fn waited(&self) -> Duration {
+        self.refusal.waited()
+    }
+
+    /// The queue's reason, for the ledger (`expired`, `standing queue`).
+    pub(crate) fn reason(&self) -> &'static str {
+        self.refusal.reason().as_str()
+    }
+
+    /// The problem answered, `remaining` left of the budget (docs/contract.md
+    /// §3): `overloaded` (`503`) for a standing line, `below-floor` (`504`)
+    /// when the budget could no longer cover the wait and the floor.
+    pub(crate) fn problem(&self, remaining: Duration) -> Problem {
+        let (limit, floor) = (self.limit, self.floor);
+        let waited = whole_millis(self.refusal.waited());
+        let reason = self.refusal.reason();
+        if reason == RefusalReason::StandingQueue {
+            return Problem::new(
+                ProblemKind::Overloaded,
+                format!(
+                    "waited {waited}ms for an in-flight slot (limit {limit}) \
+                     in a line not empty for {}ms: overloaded",
+                    whole_millis(self.standing_after)
+                ),
+            )
+            .with_retry_after(self.retry_after);
+        }
+        // Every other reason, the ones to come included (the enum is
+        // `#[non_exhaustive]`), is about the waiter's budget: the wait and
+        // the floor did not fit in it.
+        let detail = if reason == RefusalReason::Expired {
+            format!(
+                "waited {waited}ms for an in-flight slot (limit {limit}) \
+                 until only the floor of {}ms was left: the request was not started",
+                whole_millis(floor)
+            )
+        } else {
+            format!(
+                "no in-flight slot (limit {limit}) within the budget \
+                 ({}ms left, floor {}ms): {}: the request was not started",
+                whole_millis(remaining),
+                whole_millis(floor),
+                self.refusal
+            )
+        };
+        Problem::new(ProblemKind::BelowFloor, detail)
+            .with_remaining(remaining)
+            .with_floor(floor)
+    }
+}
+
+/// The queue's rules at a server whose largest budget is `max_budget`:
+/// the client's defaults (adaptive order, 5 ms target), but the line counts
+/// as standing only once it has not been empty for `max_budget` (at least
+/// the client's 100 ms interval).
+///
+/// At the client a standing queue refuses waiters after 5 ms; at a server
+/// that would refuse most of a burst that the budgets could cover (300
+/// requests with 10 s each at a server answering 8 at a time in 50 ms: the
+/// line stands for 1.9 s, so every request still queued at 100 ms would be
+/// refused). Each waiter already leaves the line when its budget can no
+/// longer cover the floor; a line that has not emptied for longer than any
+/// budget is sustained overload, and only then are waiters refused early.
+pub(crate) fn queue_config(max_budget: Duration) -> QueueConfig {
+    QueueConfig {
+        order: QueueOrder::Adaptive,
+        target: DEFAULT_TARGET,
+        interval: max_budget.max(DEFAULT_INTERVAL),
+    }
+}
+
 impl InFlight {
-    /// A fixed limit.
-    pub(crate) fn new(limit: usize) -> Arc<Self> {
+    /// A fixed limit of `limit` slots (at least 1).
+    pub(crate) fn new(limit: usize, max_budget: Duration) -> Arc<Self> {
         Arc::new(Self {
-            limit: AtomicUsize::new(limit),
-            count: AtomicUsize::new(0),
+            slots: slots(limit, max_budget),
             adaptive: None,
         })
     }
 
     /// A limit that follows `adaptive`.
-    pub(crate) fn adaptive(adaptive: AdaptiveLimit) -> Arc<Self> {
+    pub(crate) fn adaptive(adaptive: AdaptiveLimit, max_budget: Duration) -> Arc<Self> {
         Arc::new(Self {
-            limit: AtomicUsize::new(adaptive.current()),
-            count: AtomicUsize::new(0),
+            slots: slots(adaptive.current(), max_budget),
             adaptive: Some(adaptive),
         })
     }
 
     /// The limit now.
     pub(crate) fn limit(&self) -> usize {
-        self.limit.load(Ordering::Acquire)
+        self.slots.limit()
     }
 
-    /// A slot, or `None` at the limit (a `sheddable` request: at three
-    /// quarters of it). Lock-free: the count may pass the limit for an
-    /// instant between the add and the undo, never admitting more than
-    /// `limit`.
+    /// A slot if one is free and nobody waits for one, or `None`: one
+    /// uncontended lock.
     pub(crate) fn try_acquire(self: &Arc<Self>, criticality: Criticality) -> Option<InFlightGuard> {
-        let limit = self.limit();
-        let admit = match criticality {
-            Criticality::Sheddable => (limit - limit / 4).max(1),
-            _ => limit,
-        };
-        let before = self.count.fetch_add(1, Ordering::AcqRel);
-        if before >= admit {
-            self.count.fetch_sub(1, Ordering::AcqRel);
-            self.on_full();
-            return None;
+        match self.slots.try_acquire(criticality) {
+            Some(permit) => Some(self.guard(permit)),
+            None => {
+                self.on_full();
+                None
+            }
         }
-        Some(InFlightGuard {
-            in_flight: Arc::clone(self),
-            started: self.adaptive.as_ref().map(|_| Instant::now()),
-            at_start: before + 1,
-            sample: Sample::Dropped,
+    }
+
+    /// Waits in line for a slot until `give_up_at` (or less when the queue
+    /// stands): the future a request at the limit polls in its response
+    /// future. Allocates once, as the queue's own waiter does. `floor` and
+    /// `retry_after` are for the answer to a refusal ([`NoSlot`]).
+    pub(crate) fn wait(
+        self: &Arc<Self>,
+        give_up_at: Instant,
+        criticality: Criticality,
+        floor: Duration,
+        retry_after: Duration,
+    ) -> SlotWait {
+        let in_flight = Arc::clone(self);
+        Box::pin(async move {
+            match in_flight
+                .slots
+                .acquire(Waiter::new(give_up_at, criticality))
+                .await
+            {
+                Ok(permit) => Ok(in_flight.guard(permit)),
+                Err(refusal) => Err(NoSlot {
+                    refusal,
+                    limit: in_flight.limit(),
+                    standing_after: in_flight.slots.config().interval,
+                    floor,
+                    retry_after,
+                }),
+            }
         })
     }
 
-    /// A request was refused at the limit: an adaptive limit's first
+    /// The guard of a slot just taken.
+    fn guard(self: &Arc<Self>, permit: QueuePermit) -> InFlightGuard {
+        let adaptive = self.adaptive.as_ref().map(|_| {
+            Box::new(Adaptive {
+                in_flight: Arc::clone(self),
+                started: Instant::now(),
+                at_start: self.slots.in_use(),
+                sample: Sample::Dropped,
+            })
+        });
+        InFlightGuard { adaptive, permit }
+    }
+
+    /// A request found every slot taken: an adaptive limit's first
     /// requests are held at the probe's limit for 50 ms at most from the
-    /// first refusal ([`AdaptiveLimit::on_full`]); a timer ends the hold
-    /// and stores the limit then. Lock-free once the hold is over.
+    /// first of these ([`AdaptiveLimit::on_full`]); a timer ends the hold
+    /// and sizes the queue then, so that the requests waiting get their
+    /// slots even if no other request comes. Lock-free once the hold is
+    /// over.
     fn on_full(self: &Arc<Self>) {
         let Some(adaptive) = &self.adaptive else {
             return;
@@ -89,17 +251,32 @@ impl InFlight {
             AdaptiveLimit::at_hold_end(end, move || {
                 if let Some(adaptive) = &in_flight.adaptive {
                     adaptive.on_full(end);
-                    in_flight.limit.store(adaptive.current(), Ordering::Release);
+                    in_flight.resize(adaptive.current());
                 }
             });
         }
     }
 
-    /// Requests in flight now.
+    /// Sets the queue's size to an adaptive limit's `next` value, if it
+    /// changed.
+    fn resize(&self, next: usize) {
+        if next != self.slots.limit() {
+            self.slots.set_limit(next);
+        }
+    }
+
+    /// Slots held now.
     #[cfg(test)]
     pub(crate) fn current(&self) -> usize {
-        self.count.load(Ordering::Acquire)
+        self.slots.in_use()
     }
+}
+
+/// The queue of `limit` slots for a server whose largest budget is
+/// `max_budget`.
+fn slots(limit: usize, max_budget: Duration) -> PermitQueue {
+    PermitQueue::new(limit.max(1), queue_config(max_budget))
+        .expect("a limit of at least 1, a target (5 ms) below the interval (100 ms at least)")
 }
 
 /// One admitted request; its slot frees when the response future is done
@@ -107,52 +284,84 @@ impl InFlight {
 /// dropped at its deadline (or by its caller) is a drop.
 #[derive(Debug)]
 pub(crate) struct InFlightGuard {
+    /// Only with an adaptive limit; boxed, so that the guard a fixed limit
+    /// holds (and the response future that holds it, limit or not) stays
+    /// small.
+    adaptive: Option<Box<Adaptive>>,
+    /// Dropped after `adaptive` has sized the queue.
+    permit: QueuePermit,
+}
+
+/// What an adaptive limit learns from one request.
+#[derive(Debug)]
+struct Adaptive {
     in_flight: Arc<InFlight>,
-    /// When it was admitted; only kept for an adaptive limit.
-    started: Option<Instant>,
+    /// When it got its slot (a wait in line is not its latency).
+    started: Instant,
+    /// Slots held when it got its own, itself included.
     at_start: usize,
+    /// How it went; a drop until it is answered.
     sample: Sample,
 }
 
 impl InFlightGuard {
+    /// How long the request waited in line for its slot (zero when one
+    /// was free).
+    pub(crate) fn waited(&self) -> Duration {
+        self.permit.waited()
+    }
+
     /// The handler answered `status`: a `503` or `429` is a sign of
     /// overload (a drop), another `5xx` says nothing about this service's
     /// load, anything else is latency to learn from.
     pub(crate) fn answered(&mut self, status: StatusCode) {
-        self.sample = match status.as_u16() {
-            429 | 503 => Sample::Dropped,
-            s if s >= 500 => Sample::Ignore,
-            _ => Sample::Success,
-        };
+        if let Some(adaptive) = &mut self.adaptive {
+            adaptive.sample = match status.as_u16() {
+                429 | 503 => Sample::Dropped,
+                s if s >= 500 => Sample::Ignore,
+                _ => Sample::Success,
+            };
+        }
     }
 }
 
-impl Drop for InFlightGuard {
+/// Dropped before the guard's permit (the field order), so the queue is
+/// sized before the slot goes back to it.
+impl Drop for Adaptive {
     fn drop(&mut self) {
-        self.in_flight.count.fetch_sub(1, Ordering::AcqRel);
-        if let (Some(adaptive), Some(started)) = (&self.in_flight.adaptive, self.started) {
+        if let Some(adaptive) = &self.in_flight.adaptive {
             let now = Instant::now();
             let next = adaptive.on_sample(
                 now,
-                now.saturating_duration_since(started),
+                now.saturating_duration_since(self.started),
                 self.at_start,
                 self.sample,
             );
-            self.in_flight.limit.store(next, Ordering::Release);
+            self.in_flight.resize(next);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::admission::AdaptiveLimitConfig;
 
+    const MAX_BUDGET: Duration = Duration::from_secs(10);
+    const FLOOR: Duration = Duration::from_millis(50);
+    const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+    /// The response future holds an `Option<InFlightGuard>` whether a
+    /// limit is configured or not: it stays as small as the counter it
+    /// replaced (40 bytes), so no request moves more.
+    #[test]
+    fn a_guard_is_small() {
+        assert!(std::mem::size_of::<Option<InFlightGuard>>() <= 40);
+    }
+
     #[test]
     fn admits_up_to_the_limit_and_frees_on_drop() {
-        let in_flight = InFlight::new(2);
+        let in_flight = InFlight::new(2, MAX_BUDGET);
         let a = in_flight.try_acquire(Criticality::Default).expect("first");
         let b = in_flight.try_acquire(Criticality::Default).expect("second");
         assert!(
@@ -168,31 +377,82 @@ mod tests {
         assert_eq!(in_flight.current(), 0);
     }
 
+    /// No slot is kept back: with the queue serving the more critical
+    /// first, `sheddable` requests may use every free slot.
     #[test]
-    fn rule11_sheddable_requests_are_refused_first_the_last_quarter_is_kept() {
-        let in_flight = InFlight::new(8);
-        let shed: Vec<_> = (0..8)
+    fn sheddable_requests_take_every_free_slot() {
+        let in_flight = InFlight::new(4, MAX_BUDGET);
+        let shed: Vec<_> = (0..5)
             .filter_map(|_| in_flight.try_acquire(Criticality::Sheddable))
             .collect();
-        assert_eq!(shed.len(), 6, "sheddable stop at 3/4 of the limit");
-        let rest: Vec<_> = (0..3)
-            .filter_map(|_| in_flight.try_acquire(Criticality::Default))
-            .collect();
-        assert_eq!(rest.len(), 2, "default work gets the last quarter");
-        assert!(in_flight.try_acquire(Criticality::Critical).is_none());
-        drop(rest);
-        assert!(in_flight.try_acquire(Criticality::Critical).is_some());
+        assert_eq!(shed.len(), 4);
+    }
+
+    /// The line stands only once it has not been empty for the largest
+    /// budget: a waiter is not refused after 5 ms of a burst.
+    #[test]
+    fn the_server_queue_stands_only_after_the_largest_budget() {
+        let config = queue_config(MAX_BUDGET);
+        assert_eq!(config.interval, MAX_BUDGET);
+        config.validate().unwrap();
+        let tiny = queue_config(Duration::from_millis(1));
+        assert_eq!(tiny.interval, DEFAULT_INTERVAL);
+        tiny.validate().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_gets_the_slot_freed_and_says_how_long_it_waited() {
+        let in_flight = InFlight::new(1, MAX_BUDGET);
+        let held = in_flight.try_acquire(Criticality::Default).unwrap();
+        let far = Instant::now() + Duration::from_secs(5);
+        let (slot, ()) = tokio::join!(
+            in_flight.wait(far, Criticality::Default, FLOOR, RETRY_AFTER),
+            async {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                drop(held);
+            }
+        );
+        let slot = slot.expect("the freed slot");
+        assert_eq!(slot.waited(), Duration::from_millis(40));
+        assert_eq!(in_flight.current(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_is_refused_at_its_give_up_instant() {
+        let in_flight = InFlight::new(1, MAX_BUDGET);
+        let _held = in_flight.try_acquire(Criticality::Default).unwrap();
+        let start = Instant::now();
+        let refusal = in_flight
+            .wait(
+                start + Duration::from_millis(30),
+                Criticality::Critical,
+                FLOOR,
+                RETRY_AFTER,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(refusal.reason(), "expired");
         assert!(
-            InFlight::new(1)
-                .try_acquire(Criticality::Sheddable)
-                .is_some()
+            !refusal.is_overload(),
+            "the budget's refusal, not overload's"
+        );
+        assert_eq!(refusal.waited(), Duration::from_millis(30));
+        assert_eq!(start.elapsed(), Duration::from_millis(30));
+        let problem = refusal.problem(FLOOR);
+        assert_eq!(problem.status, 504);
+        assert_eq!(
+            problem.detail,
+            "waited 30ms for an in-flight slot (limit 1) until only \
+             the floor of 50ms was left: the request was not started"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_adaptive_limit_admits_initial_50ms_after_its_first_refusal_with_no_answer() {
-        let in_flight =
-            InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
+        let in_flight = InFlight::adaptive(
+            AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap(),
+            MAX_BUDGET,
+        );
         let first: Vec<_> = (0..3)
             .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
             .collect();
@@ -214,13 +474,35 @@ mod tests {
         drop((first, more));
     }
 
+    /// Requests already waiting when the hold ends get the new slots with
+    /// no answer and no other request.
+    #[tokio::test(start_paused = true)]
+    async fn waiters_get_the_slots_the_hold_s_end_adds() {
+        let in_flight = InFlight::adaptive(
+            AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap(),
+            MAX_BUDGET,
+        );
+        let _first: Vec<_> = (0..3)
+            .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
+            .collect();
+        assert!(in_flight.try_acquire(Criticality::Default).is_none());
+        let far = Instant::now() + Duration::from_secs(5);
+        let waiters: Vec<_> = (0..7)
+            .map(|_| tokio::spawn(in_flight.wait(far, Criticality::Default, FLOOR, RETRY_AFTER)))
+            .collect();
+        for waiter in waiters {
+            let slot = waiter.await.unwrap().expect("a slot at the hold's end");
+            assert_eq!(slot.waited(), Duration::from_millis(50));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_adaptive_limit_hears_every_answer_and_moves() {
         let config = AdaptiveLimitConfig {
             initial: Some(10),
             ..Default::default()
         };
-        let in_flight = InFlight::adaptive(AdaptiveLimit::new(config).unwrap());
+        let in_flight = InFlight::adaptive(AdaptiveLimit::new(config).unwrap(), MAX_BUDGET);
         // The first requests run at the probe's limit (3), as Envoy
         // measures its first min-RTT at `min_concurrency`: their answers
         // are the no-queue latency. From the first answer on the limit is

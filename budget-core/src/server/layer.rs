@@ -116,12 +116,16 @@ impl<E> BudgetLayer<E> {
         self
     }
 
-    /// Works on at most `limit` requests at once: past it, a request is
-    /// answered at once with `503` problem+json and `Retry-After`
-    /// (`retry_after`, rounded up to whole seconds) instead of queueing
-    /// behind work it would wait for (issue 9). Shed and malformed requests
-    /// do not take a slot; a slot frees when the response is ready or the
-    /// request is dropped.
+    /// Works on at most `limit` requests at once. Past it, a request waits
+    /// for a slot, the more critical first, while what its budget has left
+    /// still covers the floor, and is refused when it no longer does:
+    /// `504` (`below-floor`), its handler never run. A line that has not
+    /// been empty for the largest budget (`max_budget`) is sustained
+    /// overload: its waiters are refused at once with `503` problem+json
+    /// and `Retry-After` (`retry_after`, rounded up to whole seconds).
+    /// Shed and malformed requests do not take a slot; a slot frees when
+    /// the response is ready or the request is dropped. The wait is in the
+    /// ledger (`budget-queue;dur=34`); see docs/contract.md §3.
     ///
     /// ```
     /// # use std::{num::NonZeroUsize, time::Duration};
@@ -131,13 +135,14 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn max_in_flight(mut self, limit: NonZeroUsize, retry_after: Duration) -> Self {
         let settings = Arc::make_mut(&mut self.settings);
-        settings.in_flight = Some(InFlight::new(limit.get()));
+        settings.in_flight = Some(InFlight::new(limit.get(), settings.inbound.max()));
         settings.overload_retry_after = retry_after;
         self
     }
 
     /// Like [`max_in_flight`](Self::max_in_flight), with a limit that
-    /// follows `adaptive` (`max_in_flight = "auto"`): every answered
+    /// follows `adaptive` (`max_in_flight = "auto"`, the queue's size set
+    /// to the limit's value as it moves): every answered
     /// request's latency feeds it, a request dropped at its deadline or a
     /// `503`/`429` counts as a drop.
     ///
@@ -149,7 +154,7 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn adaptive_in_flight(mut self, adaptive: AdaptiveLimit, retry_after: Duration) -> Self {
         let settings = Arc::make_mut(&mut self.settings);
-        settings.in_flight = Some(InFlight::adaptive(adaptive));
+        settings.in_flight = Some(InFlight::adaptive(adaptive, settings.inbound.max()));
         settings.overload_retry_after = retry_after;
         self
     }

@@ -11,10 +11,14 @@
 //!    it, if so configured);
 //! 3. sheds with `504` at once when the budget is already below the
 //!    service's ingress floor: the inner service is never called;
-//! 4. otherwise runs the inner service under the deadline; when the deadline
+//! 4. at `max_in_flight`, waits for a slot while the budget covers the
+//!    wait and the floor (the more critical first), and answers `504` when
+//!    it no longer does: the inner service's future is not polled until a
+//!    slot comes;
+//! 5. otherwise runs the inner service under the deadline; when the deadline
 //!    passes first, the inner future is dropped (so its downstream calls are
 //!    cancelled too) and the answer is `504`;
-//! 5. makes the budget, the ledger and the per-hop reserve available to the
+//! 6. makes the budget, the ledger and the per-hop reserve available to the
 //!    handler: the inner service's future (where handlers, middleware
 //!    futures and client calls run) is polled in the
 //!    [`context`](crate::context) task-local scope, where the client side
@@ -22,7 +26,7 @@
 //!    runs outside it, and the context is not put in the request's
 //!    extensions (see [`request_context`]): either would cost a clone, and
 //!    with it an allocation, on every request;
-//! 6. adds the `Server-Timing` ledger to every response, success or error.
+//! 7. adds the `Server-Timing` ledger to every response, success or error.
 //!
 //! Budget problems become responses; the inner service's error type is kept
 //! and its errors pass through untouched. So is its response body type: the

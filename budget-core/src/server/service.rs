@@ -15,11 +15,12 @@ use crate::header::InvalidHeader;
 use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
 use crate::problem::{Problem, ProblemKind};
 use crate::server::future::ResponseFuture;
+use crate::server::in_flight::{InFlight, SlotWait};
 use crate::server::ingress::Scanned;
 use crate::server::layer::Settings;
 use crate::server::response::{append_server_timing, grpc_answer, problem_answer};
 use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
-use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_OVERLOADED, OUTCOME_SHED};
+use crate::telemetry::semconv::{OUTCOME_MALFORMED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 
 /// Gives every request a budget; see the [module docs](crate::server).
@@ -140,11 +141,17 @@ where
         if criticality.unknown {
             meter::unknown_criticality();
         }
+        // At the limit the request waits in its response future, until
+        // only the floor is left (`in_flight.rs`).
+        let mut wait = None;
         let guard = match &self.settings.in_flight {
             None => None,
             Some(in_flight) => match in_flight.try_acquire(criticality.criticality) {
                 Some(guard) => Some(guard),
-                None => return self.overloaded(in_flight.limit(), &ledger, span, scanned.grpc),
+                None => {
+                    wait = Some(self.wait_for_slot(in_flight, &budget, criticality.criticality));
+                    None
+                }
             },
         };
 
@@ -164,7 +171,10 @@ where
             Some(span) => span.in_scope(|| inner.call(req)),
             None => inner.call(req),
         };
-        ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard, grpc)
+        match wait {
+            None => ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard, grpc),
+            Some(wait) => ResponseFuture::queued(cx, fut, self.on_event.clone(), span, wait, grpc),
+        }
     }
 }
 
@@ -226,29 +236,27 @@ where
         ResponseFuture::ready(answer(&problem, ledger, grpc), ledger, span, OUTCOME_SHED)
     }
 
-    /// `503`: the in-flight `limit` is reached.
+    /// The wait for an in-flight slot of a request that found none free:
+    /// until `give_up_at`, the last instant at which what `budget` has
+    /// left still covers the floor.
     #[cold]
     #[inline(never)]
-    fn overloaded<F>(
+    fn wait_for_slot(
         &self,
-        limit: usize,
-        ledger: &Ledger,
-        span: Option<tracing::Span>,
-        grpc: bool,
-    ) -> ResponseFuture<F, E> {
-        tracing::debug!(limit, "at the in-flight limit: overloaded");
-        self.on_event.on_event(&BudgetEvent::Overloaded { limit });
-        meter::overloaded();
-        let problem = Problem::new(
-            ProblemKind::Overloaded,
-            format!("this service is working on its limit of {limit} requests"),
-        )
-        .with_retry_after(self.settings.overload_retry_after);
-        ResponseFuture::ready(
-            answer(&problem, ledger, grpc),
-            ledger,
-            span,
-            OUTCOME_OVERLOADED,
+        in_flight: &Arc<InFlight>,
+        budget: &Budget,
+        criticality: Criticality,
+    ) -> SlotWait {
+        let floor = self.settings.floor.get();
+        let give_up_at = budget
+            .deadline()
+            .checked_sub(floor)
+            .unwrap_or_else(Instant::now);
+        in_flight.wait(
+            give_up_at,
+            criticality,
+            floor,
+            self.settings.overload_retry_after,
         )
     }
 }

@@ -53,7 +53,7 @@ pub fn describe_metrics() {
     );
     describe_counter!(
         METRIC_SHED_TOTAL,
-        "Requests shed below the ingress floor (504)."
+        "Requests shed below the ingress floor, on arrival or after waiting for an in-flight slot (504)."
     );
     describe_counter!(
         METRIC_EXPIRED_TOTAL,
@@ -65,7 +65,7 @@ pub fn describe_metrics() {
     );
     describe_counter!(
         METRIC_OVERLOADED_TOTAL,
-        "Requests answered 503 at the server's in-flight limit."
+        "Requests answered 503 at the server's in-flight limit (a standing line)."
     );
     describe_counter!(
         METRIC_BELOW_FLOOR_TOTAL,

@@ -659,11 +659,14 @@ async fn edge_can_distrust_inbound_budgets_and_strip_internal_headers() {
     .await;
 }
 
-/// Issue 9, item 2, at the service: edge's `max_in_flight` answers the
-/// request over the limit with a fast `503` problem and `Retry-After`,
-/// while the requests in flight finish as usual.
+/// Edge's `max_in_flight` at the service (docs/contract.md §3): at the
+/// limit a request waits for a slot while its budget covers the wait and
+/// the floor; one that cannot is answered `504` when only the floor
+/// (10 ms) is left, nothing downstream called; one with time to spare is
+/// served once a slot frees, its wait in `Server-Timing`; the requests in
+/// flight finish as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn edge_over_its_in_flight_limit_answers_503_with_retry_after_at_once() {
+async fn edge_at_its_in_flight_limit_serves_who_can_wait_and_refuses_who_cannot() {
     bounded(async {
         let partner = partner(FaultMode::Normal).await;
         let mut chain = Chain::new(&partner, "", "?delay=1500ms", "");
@@ -693,6 +696,36 @@ async fn edge_over_its_in_flight_limit_answers_503_with_retry_after_at_once() {
             tokio::time::sleep(ms(10)).await;
         }
         let start = Instant::now();
+        let short = client()
+            .get(&url)
+            .header("x-request-id", "short")
+            .header("request-budget-ms", "400")
+            .send()
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        assert!(
+            took >= ms(380) && took < ms(1000),
+            "refused when only the floor was left: {took:?}"
+        );
+        assert_eq!(short.status(), 504);
+        assert_eq!(short.headers()["content-type"], "application/problem+json");
+        let timing = short.headers()["server-timing"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(timing.contains("budget-queue;dur="), "{timing}");
+        let problem: Problem = short.json().await.unwrap();
+        assert_eq!(problem.type_uri, "urn:budget:problem:below-floor");
+        assert!(
+            problem.detail.contains("in-flight slot"),
+            "{}",
+            problem.detail
+        );
+        assert!(
+            !partner.stats().ids.contains_key("short"),
+            "nothing downstream was called"
+        );
         let over = client()
             .get(&url)
             .header("x-request-id", "over")
@@ -700,16 +733,9 @@ async fn edge_over_its_in_flight_limit_answers_503_with_retry_after_at_once() {
             .send()
             .await
             .unwrap();
-        assert!(start.elapsed() < ms(1000), "at once, not queued");
-        assert_eq!(over.status(), 503);
-        assert_eq!(over.headers()["retry-after"], "1");
-        assert_eq!(over.headers()["content-type"], "application/problem+json");
-        let problem: Problem = over.json().await.unwrap();
-        assert_eq!(problem.status, 503);
-        assert!(
-            !partner.stats().ids.contains_key("over"),
-            "nothing downstream was called"
-        );
+        assert_eq!(over.status(), 200, "served once a slot freed");
+        let timing = over.headers()["server-timing"].to_str().unwrap().to_owned();
+        assert!(timing.contains("budget-queue;dur="), "{timing}");
         for request in busy {
             assert_eq!(request.await.unwrap().unwrap().status(), 200);
         }
