@@ -31,11 +31,12 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
 /// The largest budget a request may be given (edge's own maximum).
 pub const MAX_BUDGET: Duration = Duration::from_secs(10);
 
-/// Which modes a scenario runs in.
+/// Which modes a scenario runs in (`--modes` takes several,
+/// comma-separated: `on,queue`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Modes {
-    /// Budget mode, budget mode off, then the plain-tower peer, back to
-    /// back.
+    /// Every mode: budget mode, budget mode off, the plain-tower peer and
+    /// the plain-tower queue, back to back.
     #[default]
     All,
     /// Budget mode, then budget mode off.
@@ -44,8 +45,12 @@ pub enum Modes {
     On,
     /// Budget mode off only (generous fixed timeouts).
     Off,
-    /// The plain-tower peer checkout only ([`crate::peer`]).
+    /// The plain-tower peer checkout only ([`crate::peer`]): LoadShed +
+    /// ConcurrencyLimit + Timeout.
     Peer,
+    /// The plain-tower peer checkout without shedding only: a call waits
+    /// for the ConcurrencyLimit's permit inside its Timeout.
+    Queue,
 }
 
 impl Modes {
@@ -56,6 +61,7 @@ impl Modes {
     /// use load_tests::scenario::ChainMode;
     /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
     /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
+    /// assert_eq!(Modes::Queue.chain_modes(), [ChainMode::Queue]);
     /// ```
     pub fn chain_modes(self) -> Vec<ChainMode> {
         match self {
@@ -64,7 +70,32 @@ impl Modes {
             Modes::On => vec![ChainMode::Budget],
             Modes::Off => vec![ChainMode::Naive],
             Modes::Peer => vec![ChainMode::Peer],
+            Modes::Queue => vec![ChainMode::Queue],
         }
+    }
+
+    /// The modes of several values, in the order given, each once.
+    ///
+    /// ```
+    /// use load_tests::cli::Modes;
+    /// use load_tests::scenario::ChainMode;
+    /// assert_eq!(
+    ///     Modes::union(&[Modes::Queue, Modes::Both, Modes::On]),
+    ///     [ChainMode::Queue, ChainMode::Budget, ChainMode::Naive]
+    /// );
+    /// assert_eq!(Modes::union(&[]), ChainMode::ALL);
+    /// ```
+    pub fn union(values: &[Modes]) -> Vec<ChainMode> {
+        if values.is_empty() {
+            return ChainMode::ALL.to_vec();
+        }
+        let mut modes = Vec::new();
+        for mode in values.iter().flat_map(|v| v.chain_modes()) {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        modes
     }
 }
 
@@ -109,10 +140,13 @@ pub struct Args {
     /// to hang up at the budget.
     #[arg(long, default_value = "35s")]
     pub client_timeout: String,
-    /// Modes to run each scenario in: budget (on), naive (off), peer
-    /// (plain tower).
-    #[arg(long, value_enum, default_value_t = Modes::All)]
-    pub modes: Modes,
+    /// Modes to run each scenario in, comma-separated, in that order:
+    /// budget (on), naive (off), peer (tower LoadShed + ConcurrencyLimit +
+    /// Timeout), queue (tower ConcurrencyLimit + Timeout, no shedding),
+    /// both (on,off), all (the four) [default: all; `tail` adds hedged
+    /// right after budget].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub modes: Vec<Modes>,
     /// Workers per path of the slow partner: calls of a path worked on at
     /// once, the rest queue (the chain's capacity).
     #[arg(long, default_value_t = crate::scenario::DEFAULT_PARTNER_WORKERS)]
@@ -323,7 +357,7 @@ impl Args {
             }
             seen
         };
-        let modes = self.modes.chain_modes();
+        let modes = Modes::union(&self.modes);
         Ok(Invocation::Scenarios {
             scenarios,
             settings,
@@ -702,6 +736,29 @@ mod tests {
         assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
         assert_eq!(modes, [ChainMode::Naive]);
         assert_eq!(plan.patience, Patience::Budget);
+    }
+
+    #[test]
+    fn modes_are_a_comma_separated_list_in_the_order_given_and_all_is_the_four() {
+        let modes = |args: &[&str]| match accepted(args) {
+            Invocation::Scenarios { modes, .. } => modes,
+            Invocation::Target { .. } => panic!("scenarios expected"),
+        };
+        assert_eq!(modes(&[]), ChainMode::ALL);
+        assert_eq!(ChainMode::ALL.len(), 4);
+        assert_eq!(modes(&["--modes", "all"]), ChainMode::ALL);
+        assert_eq!(
+            modes(&["--modes", "queue,on,queue"]),
+            [ChainMode::Queue, ChainMode::Budget]
+        );
+        assert_eq!(
+            modes(&["--modes", "peer,both"]),
+            [ChainMode::Peer, ChainMode::Budget, ChainMode::Naive]
+        );
+        // A value clap does not know is its error, not a panic.
+        let err = Args::try_parse_from(["load-tests", "--modes", "on,shed"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("queue"), "{err}");
     }
 
     #[test]

@@ -247,6 +247,11 @@ pub enum ChainMode {
     /// Edge in budget mode with its default config, checkout swapped for
     /// [`PeerCheckout`]: plain tower, no budget.
     Peer,
+    /// Edge in budget mode with its default config, checkout swapped for
+    /// [`PeerCheckout`] without shedding: per dependency a tower
+    /// `ConcurrencyLimit` whose calls wait for a permit, under a `Timeout`
+    /// (2 s, the peer's) that covers the wait and the call; no budget.
+    Queue,
     /// Budget mode, with checkout's three dependencies hedged
     /// (`hedge = "auto"`, opt-in): only the `tail` scenario runs it, beside
     /// [`ChainMode::Budget`].
@@ -254,8 +259,13 @@ pub enum ChainMode {
 }
 
 impl ChainMode {
-    /// The three every scenario runs, in the order they run.
-    pub const ALL: [ChainMode; 3] = [ChainMode::Budget, ChainMode::Naive, ChainMode::Peer];
+    /// The four every scenario runs, in the order they run.
+    pub const ALL: [ChainMode; 4] = [
+        ChainMode::Budget,
+        ChainMode::Naive,
+        ChainMode::Peer,
+        ChainMode::Queue,
+    ];
 
     /// The modes `scenario` runs of `asked`: `asked`, and for `tail`
     /// [`ChainMode::Hedged`] right after [`ChainMode::Budget`], so that
@@ -265,7 +275,7 @@ impl ChainMode {
     /// use load_tests::scenario::{ChainMode, ScenarioName};
     ///
     /// let tail = ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Tail);
-    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer]);
+    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer, ChainMode::Queue]);
     /// assert_eq!(ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Slow), ChainMode::ALL);
     /// assert_eq!(ChainMode::for_scenario(&[ChainMode::Naive], ScenarioName::Tail), [ChainMode::Naive]);
     /// ```
@@ -283,7 +293,7 @@ impl ChainMode {
         modes
     }
 
-    /// `budget`, `naive` or `peer`: the report's `mode`.
+    /// `budget`, `naive`, `peer`, `queue` or `hedged`: the report's `mode`.
     ///
     /// ```
     /// assert_eq!(load_tests::scenario::ChainMode::Peer.as_str(), "peer");
@@ -293,14 +303,33 @@ impl ChainMode {
             ChainMode::Budget => "budget",
             ChainMode::Naive => "naive",
             ChainMode::Peer => "peer",
+            ChainMode::Queue => "queue",
             ChainMode::Hedged => "hedged",
+        }
+    }
+
+    /// What the mode is, in a few words, for a report's legend.
+    ///
+    /// ```
+    /// use load_tests::scenario::ChainMode;
+    /// assert_eq!(ChainMode::Queue.label(), "queue (tower ConcurrencyLimit + Timeout, no shedding)");
+    /// ```
+    pub fn label(self) -> &'static str {
+        match self {
+            ChainMode::Budget => "budget (budget mode on)",
+            ChainMode::Naive => "naive (budget mode off: fixed 30 s timeouts)",
+            ChainMode::Peer => "peer (tower LoadShed + ConcurrencyLimit + Timeout)",
+            ChainMode::Queue => "queue (tower ConcurrencyLimit + Timeout, no shedding)",
+            ChainMode::Hedged => "hedged (budget mode, hedge = \"auto\")",
         }
     }
 
     /// The budget mode of edge (and of checkout, where it runs).
     pub fn budget_mode(self) -> BudgetMode {
         match self {
-            ChainMode::Budget | ChainMode::Peer | ChainMode::Hedged => BudgetMode::On,
+            ChainMode::Budget | ChainMode::Peer | ChainMode::Queue | ChainMode::Hedged => {
+                BudgetMode::On
+            }
             ChainMode::Naive => BudgetMode::Off,
         }
     }
@@ -836,7 +865,8 @@ pub fn checkout_config(
 
 /// The peer checkout of a chain: checkout's URLs, the chain's
 /// [`ChainSettings::peer_concurrency`], the defaults of [`PeerConfig`]
-/// otherwise.
+/// otherwise (it sheds: the `peer` mode; the `queue` mode sets
+/// [`PeerConfig::shed`] to `false`).
 pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerConfig {
     let mut peer = PeerConfig::new(loopback());
     peer.inventory_url = checkout.inventory_url.clone();
@@ -848,7 +878,8 @@ pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerC
 }
 
 impl Chain {
-    /// Starts checkout (or, in [`ChainMode::Peer`], the peer checkout) and
+    /// Starts checkout (or, in [`ChainMode::Peer`] and [`ChainMode::Queue`],
+    /// the peer checkout, shedding or not) and
     /// edge for `scenario` in `mode`.
     ///
     /// # Errors
@@ -900,8 +931,9 @@ impl Chain {
         let stopped = async move {
             let _ = stopped.await;
         };
-        let (checkout_addr, server) = if mode == ChainMode::Peer {
-            let peer = peer_config(&checkout, settings);
+        let (checkout_addr, server) = if matches!(mode, ChainMode::Peer | ChainMode::Queue) {
+            let mut peer = peer_config(&checkout, settings);
+            peer.shed = mode == ChainMode::Peer;
             PeerCheckout::spawn(&peer, stopped)
                 .await
                 .map_err(|e| ChainError::new("peer checkout", e))?

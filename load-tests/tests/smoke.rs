@@ -15,7 +15,7 @@ use load_tests::plot::write_svg;
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_json() {
+async fn smoke_healthy_in_all_four_modes_gives_tables_counts_that_add_up_and_json() {
     let _one = ONE_AT_A_TIME.lock().await;
     let args = Args::try_parse_from([
         "load-tests",
@@ -39,10 +39,10 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
         .expect("the run stops by itself")
         .expect("the run works");
 
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     assert_eq!(
         reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
-        ["budget", "naive", "peer"]
+        ["budget", "naive", "peer", "queue"]
     );
     for r in &reports {
         assert_eq!(r.scenario, "healthy");
@@ -109,6 +109,9 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     // it one.
     assert_eq!(reports[2].partner.as_ref().unwrap().with_budget, 0);
     assert!(reports[2].steps.iter().any(|s| s.name == "budget"));
+    // Nor does the queue (the peer without shedding).
+    assert_eq!(reports[3].partner.as_ref().unwrap().with_budget, 0);
+    assert!(reports[3].steps.iter().any(|s| s.name == "budget"));
 
     let md = markdown(&invocation, "load-tests --scenario healthy", &reports);
     assert!(md.contains("### healthy"), "{md}");
@@ -119,6 +122,7 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     assert!(md.contains("Budget table, budget mode"), "{md}");
     assert!(md.contains("Budget table, naive mode"), "{md}");
     assert!(md.contains(" peer mode |"), "{md}");
+    assert!(md.contains(" queue mode |"), "{md}");
     assert!(md.contains("| checkout.pricing"), "{md}");
 
     let dir = std::env::temp_dir().join(format!("load-tests-smoke-{}", std::process::id()));
@@ -134,8 +138,9 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 3);
+    assert_eq!(runs.len(), 4);
     assert_eq!(runs[2]["mode"], "peer");
+    assert_eq!(runs[3]["mode"], "queue");
     assert_eq!(
         runs[0]["outcomes"]["ok"].as_u64().unwrap()
             + runs[0]["outcomes"]["degraded"].as_u64().unwrap()
@@ -186,7 +191,7 @@ async fn smoke_mixed_budgets_and_criticality_report_their_classes_in_every_mode(
         "2",
     ])
     .await;
-    assert_eq!(reports.len(), 6);
+    assert_eq!(reports.len(), 8);
     for r in &reports {
         let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.classes);
         assert_eq!(r.scheduled, 20, "{what}");
@@ -237,7 +242,7 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
     // --rate stands for the capacity: steps of 5 to 40 req/s, 0.5 s each.
     let (invocation, reports) =
         run_scenarios(&["--scenario", "ramp", "--rate", "10", "--duration", "3s"]).await;
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     for r in &reports {
         let ramp = r.ramp.as_ref().expect("a ramp report");
         let due: Vec<u64> = ramp.steps.iter().map(|s| s.due).collect();
@@ -339,7 +344,7 @@ async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode(
         "2",
     ])
     .await;
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     for r in &reports {
         let what = format!("{} mode: {:?} {:?}", r.mode, r.middle, r.outcomes);
         let middle = r.middle.expect("middle's counters");
@@ -367,7 +372,7 @@ async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery
     // 8 s: /pricing answers 503 from 2 s to 6 s.
     let (invocation, reports) =
         run_scenarios(&["--scenario", "outage", "--rate", "20", "--duration", "8s"]).await;
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     for r in &reports {
         let o = r.outage.as_ref().expect("an outage report");
         let what = format!("{} mode: {o:?} {:?}", r.mode, r.outcomes);
