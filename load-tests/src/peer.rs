@@ -301,9 +301,13 @@ pub(crate) fn dependency_stack(
     let limited = ServiceBuilder::new()
         .concurrency_limit(limit)
         .service(http_call(http, url));
-    BoxCloneSyncService::new(ServiceBuilder::new().timeout(timeout).service(
-        tower::service_fn(move |req: DepRequest| limited.clone().oneshot(req)),
-    ))
+    BoxCloneSyncService::new(
+        ServiceBuilder::new()
+            .timeout(timeout)
+            .service(tower::service_fn(move |req: DepRequest| {
+                limited.clone().oneshot(req)
+            })),
+    )
 }
 
 /// Why a dependency call failed.
