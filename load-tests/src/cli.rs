@@ -105,25 +105,34 @@ impl Modes {
 ///
 /// Without --target, each scenario starts a slow partner, checkout and edge
 /// in this process on 127.0.0.1 and runs the load once per mode: budget
-/// mode on, off, and with checkout swapped for the plain-tower peer. With --target, the load goes to an edge that is
-/// already running (loopback only). Prints markdown tables on stdout.
+/// mode on, off, and with checkout swapped for the plain-tower peer, with
+/// and without load shedding (peer, queue). With --target, the load goes
+/// to an edge that is already running (loopback only). Prints markdown
+/// tables on stdout.
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all twelve].
+    /// Scenarios to run, comma-separated [default: all nineteen]. The
+    /// bursts (`burst-fits`, `burst-fits-unlimited`, `burst-part`,
+    /// `burst-part-unlimited`) send every request at once, 300 or
+    /// --requests; `spike` is 0.5x, 3x, 0.5x of the capacity; `hang` and
+    /// `hang-slow-rate` hang /inventory for the middle half of the run.
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
     /// Requests per second [default: 80% of the chain's capacity: 128;
-    /// `criticality`: 2x the capacity; `ramp`: steps of the capacity, and a
-    /// given rate stands for the capacity].
+    /// `criticality`: 2x the capacity; `ramp`, `spike`: steps of the
+    /// capacity, and a given rate stands for the capacity; `hang`: 20;
+    /// `hang-slow-rate`: 2; a burst ignores it].
     #[arg(long)]
     pub rate: Option<f64>,
     /// How long each run sends (humantime: 20s, 1m) [default: 20s; the
     /// `ramp` scenario: 10 s per step, and a given duration is split over
-    /// its six steps].
+    /// its six steps; `spike`: 12 s, and a given duration is split 4:2:6;
+    /// a burst ignores it].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
-    /// Stop each run after this many requests.
+    /// Stop each run after this many requests; the size of a burst
+    /// [default there: 300].
     #[arg(long)]
     pub requests: Option<u64>,
     /// How send times are spread.
@@ -133,11 +142,12 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The budget each request is given (request-budget-ms); the
-    /// `mixed-budgets` scenario draws its own per request instead.
+    /// `mixed-budgets` and `hang` scenarios draw their own per request
+    /// instead, and the bursts give 10 s (`-fits`) or 1 s (`-part`).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub budget: Duration,
     /// How long the client waits for an answer: a duration, or `budget`
-    /// to hang up at the budget.
+    /// to hang up at the budget [a burst: its budget plus 5 s].
     #[arg(long, default_value = "35s")]
     pub client_timeout: String,
     /// Modes to run each scenario in, comma-separated, in that order:

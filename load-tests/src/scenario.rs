@@ -61,6 +61,10 @@
 //! | `ramp` | healthy; offered load 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity ([`RAMP_FACTORS`]), 10 s per step; `--duration` is split evenly over the six steps, and a given `--rate` stands for the capacity ([`ramp_steps`]); reported per step and per second |
 //! | `deep` | as `slow`, with a fourth hop: checkout's three URLs point at [`Middle`] (`/inventory?...` and so on), which calls the partner's same path with the same query: budget-aware in budget mode, fixed timeouts in naive mode, plain tower in peer mode |
 //! | `outage` | healthy; from a quarter into the run `/pricing` answers `503` to every call for half of it (5 s to 15 s of the default 20 s; `PartnerHandle::set_path_status`), then recovers; reports pricing attempts per client request during the outage and the time until goodput is back ([`crate::outage`]) |
+//! | `tail` | healthy, but 5 % of calls on every path `slowdown` times slower, at half the capacity; run in budget mode with and without hedging |
+//! | `spike` | healthy; 0.5x of the capacity for 4 s, 3x for 2 s, 0.5x for 6 s ([`SPIKE_PHASES`]; a given `--duration` in the same proportions, [`shaped_steps`]); reported per phase and per second, with the time until p99 is back ([`crate::spike`]) |
+//! | `burst-fits`, `burst-fits-unlimited`, `burst-part`, `burst-part-unlimited` | a partner of its own per run, started cold, 50 ms on every path, 8 workers per path or none (`-unlimited`); [`BURST_REQUESTS`] (300, or `--requests`) sent at once, one connection each; budgets of 10 s (`-fits`, the whole burst) or 1 s (`-part`); the client waits the budget plus [`BURST_MARGIN`] at most ([`Burst`]) |
+//! | `hang`, `hang-slow-rate` | healthy at 20 (or 2) req/s, budgets 1.9 to 2.1 s per request index; `/inventory` hangs from a quarter of the run for half of it (`PartnerHandle::set_path_hang`), then answers again ([`crate::hang`]) |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -1329,6 +1333,75 @@ mod tests {
                 .steps()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bursts_hangs_and_the_spike_shape_their_own_load() {
+        let settings = ChainSettings::default();
+        let base = LoadPlan::fixed(
+            LoadSpec::new(128.0, Duration::from_secs(20)).unwrap(),
+            Duration::from_secs(2),
+            crate::client::Patience::Fixed(Duration::from_secs(35)),
+        );
+        for (name, budget, workers) in [
+            (ScenarioName::BurstFits, 10, Some(8)),
+            (ScenarioName::BurstFitsUnlimited, 10, None),
+            (ScenarioName::BurstPart, 1, Some(8)),
+            (ScenarioName::BurstPartUnlimited, 1, None),
+        ] {
+            let s = Scenario::new(name, &settings);
+            let burst = s.burst.expect("a burst");
+            assert_eq!(burst.budget, Duration::from_secs(budget), "{name:?}");
+            assert_eq!(burst.partner_workers, workers, "{name:?}");
+            for q in [&s.inventory, &s.pricing, &s.recommendations] {
+                assert_eq!(q, "delay=50ms");
+            }
+            let plan = s.plan(&base).unwrap();
+            assert_eq!(plan.spec.expected_requests(), BURST_REQUESTS);
+            assert!(plan.spec.schedule().all(|o| o.is_zero()));
+            assert_eq!(plan.budgets.max(), Duration::from_secs(budget));
+            assert_eq!(
+                plan.patience,
+                crate::client::Patience::Fixed(Duration::from_secs(budget + 5))
+            );
+            assert!(plan.fresh_connections && plan.watch.is_some());
+        }
+        // --requests sets the burst's size.
+        let asked = LoadPlan {
+            spec: base.spec.clone().with_max_requests(40).unwrap(),
+            ..base.clone()
+        };
+        let burst = Scenario::new(ScenarioName::BurstPart, &settings);
+        assert_eq!(burst.plan(&asked).unwrap().spec.expected_requests(), 40);
+        // The hangs: their own rates unless one was asked for, budgets of
+        // 1.9 to 2.1 s, the failures' window 2 s after the hang began.
+        for (name, rate) in [
+            (ScenarioName::Hang, 20.0),
+            (ScenarioName::HangSlowRate, 2.0),
+        ] {
+            let s = Scenario::new(name, &settings);
+            assert!(s.hang);
+            let plan = s.plan(&base).unwrap();
+            assert_eq!(plan.spec.rate(), rate);
+            assert_eq!(plan.budgets.max(), Duration::from_millis(2100));
+            let watch = plan.watch.unwrap();
+            assert_eq!(
+                (watch.from, watch.to),
+                (Duration::from_secs(7), Duration::from_secs(15))
+            );
+            assert!(!plan.fresh_connections);
+        }
+        // The spike: 0.5x, 3x, 0.5x of the capacity for 4, 2 and 6 s.
+        let spike = Scenario::new(ScenarioName::Spike, &settings)
+            .plan(&base)
+            .unwrap();
+        let steps: Vec<(f64, u64)> = spike
+            .spec
+            .steps()
+            .iter()
+            .map(|s| (s.rate, s.duration.as_secs()))
+            .collect();
+        assert_eq!(steps, [(80.0, 4), (480.0, 2), (80.0, 6)]);
     }
 
     #[test]
