@@ -22,7 +22,7 @@ use crate::output::{markdown, write_json};
 use crate::plot::write_svg;
 use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
+use crate::scenario::{ChainMode, ChainSettings, Partners, Scenario, ScenarioName};
 use crate::target::{LoopbackUrl, NotLoopback};
 
 /// How long each run sends when `--duration` is not given.
@@ -508,14 +508,19 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
             let partners = Partners::start(settings).await?;
             let mut reports = Vec::new();
             for &name in scenarios {
+                let modes = ChainMode::for_scenario(modes, name);
+                // The scenario's own load (a ramp's mean rate, a burst's
+                // count), or the plan's when it cannot have one.
+                let spec = Scenario::new(name, settings)
+                    .plan(plan)
+                    .map_or_else(|_| plan.spec.clone(), |p| p.spec);
                 eprintln!(
                     "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
                     name.as_str(),
-                    plan.spec.rate(),
-                    humantime::format_duration(plan.spec.duration()),
+                    spec.rate(),
+                    humantime::format_duration(spec.duration()),
                     modes.len()
                 );
-                let modes = ChainMode::for_scenario(modes, name);
                 let runs = run_scenario(name, settings, plan, &modes, &partners).await;
                 match runs {
                     Ok(runs) => reports.extend(runs),

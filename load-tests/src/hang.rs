@@ -67,10 +67,7 @@ pub const HELD_SAMPLE_EVERY: Duration = Duration::from_millis(10);
 /// for the first `2xx` after it, is the end.
 pub fn watch(window: OutageWindow) -> Watch {
     Watch {
-        what: format!(
-            "due from {} s after {HANG_PATH} began to hang until it answered again",
-            HANG_SETTLE.as_secs()
-        ),
+        what: format!("in the hang, from {} s in", HANG_SETTLE.as_secs()),
         from: window.from.saturating_add(HANG_SETTLE).min(window.to),
         to: window.to,
         mark: Some(window.to),
