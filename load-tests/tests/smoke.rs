@@ -525,6 +525,24 @@ async fn smoke_bursts_send_every_request_at_once_and_account_for_each_in_every_m
     }
     assert!(reports[0].description.contains("8 workers per path"));
     assert!(reports[4].description.contains("no worker limit"));
+    let dir = std::env::temp_dir().join(format!("load-tests-burst-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_path = dir.join("burst.json");
+    write_json(
+        &json_path,
+        &invocation,
+        "load-tests --scenario burst-fits",
+        &reports,
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    for run in json["runs"].as_array().unwrap() {
+        assert_eq!(run["window"]["requests"], 40, "{run}");
+        assert_eq!(run["arrivals"], "burst", "{run}");
+        assert!(run["hang"].is_null() && run["spike"].is_null(), "{run}");
+    }
     let md = markdown(&invocation, "load-tests --scenario burst-fits", &reports);
     assert!(md.contains("### burst-fits:"), "{md}");
     assert!(md.contains("### burst-part-unlimited:"), "{md}");
