@@ -259,9 +259,10 @@ pub async fn run_load_with(
     Ok(report)
 }
 
-/// Runs scenario `name` once per mode of `modes` (budget, naive, peer),
-/// back to back, each against a fresh checkout (or peer checkout) and
-/// edge.
+/// Runs scenario `name` once per mode of `modes` (budget, naive, peer,
+/// queue), back to back, each against a fresh checkout (or peer checkout)
+/// and edge, and, for a burst, a fresh partner of its own; the `outage`
+/// and `hang` scenarios switch the partner's fault during the run.
 ///
 /// # Errors
 ///
@@ -307,82 +308,80 @@ async fn run_mode(
     partners: &Partners,
 ) -> Result<RunReport, RunError> {
     let name = scenario.name;
-    {
-        let chain = Chain::start(scenario, settings, mode, partners).await?;
-        let target = LoopbackUrl::parse(&chain.url)?;
-        let label = RunLabel {
-            scenario: name.as_str().to_owned(),
-            mode: mode.as_str().to_owned(),
-            description: scenario.description.clone(),
-            id_group: scenario.id_group,
-        };
-        let stats = PartnerStats::InProcess(&partners.main);
-        // The services' gauges, in budget mode only: the registry is the
-        // process's, and the other modes would show what budget mode left.
-        let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
-            Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
-        } else {
-            None
-        };
-        let mut hang = None;
-        let (report, outage) = if scenario.outage {
-            let window = OutageWindow::of_run(plan.spec.duration());
-            let prefix = id_prefix(&label);
-            let (started, start) = tokio::sync::oneshot::channel();
-            let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
-                let _ = started.send(tokio::time::Instant::now());
-            });
-            let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
-            // Whatever happened, the path answers normally again.
-            let _ = partners.main.set_path_status(OUTAGE_PATH, None);
-            let outage = report.as_ref().ok().map(|r| {
-                let offsets: Vec<Duration> = plan.spec.schedule().collect();
-                outage_report(
-                    window,
-                    &offsets,
-                    &prefix,
-                    &partners.main.stats(),
-                    &r.timeline,
-                )
-            });
-            (report, outage)
-        } else if scenario.hang {
-            let window = OutageWindow::of_run(plan.spec.duration());
-            let (started, start) = tokio::sync::oneshot::channel();
-            let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
-                let _ = started.send(tokio::time::Instant::now());
-            });
-            let (report, settled) = tokio::join!(run, hang_fault(&partners.main, window, start));
-            // Whatever happened, the path answers again.
-            let _ = partners.main.set_path_hang(HANG_PATH, false);
-            if let Ok(r) = &report {
-                let held_max = partners.main.hung(HANG_PATH).map(|p| p.in_flight_max);
-                hang = Some(hang_report(
-                    window,
-                    held_max,
-                    settled,
-                    r.window.as_ref(),
-                    &r.timeline,
-                ));
-            }
-            (report, None)
-        } else {
-            (
-                run_load_with(plan, target, label, stats, metrics.as_ref(), || {}).await,
-                None,
+    let chain = Chain::start(scenario, settings, mode, partners).await?;
+    let target = LoopbackUrl::parse(&chain.url)?;
+    let label = RunLabel {
+        scenario: name.as_str().to_owned(),
+        mode: mode.as_str().to_owned(),
+        description: scenario.description.clone(),
+        id_group: scenario.id_group,
+    };
+    let stats = PartnerStats::InProcess(&partners.main);
+    // The services' gauges, in budget mode only: the registry is the
+    // process's, and the other modes would show what budget mode left.
+    let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
+        Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
+    } else {
+        None
+    };
+    let mut hang = None;
+    let (report, outage) = if scenario.outage {
+        let window = OutageWindow::of_run(plan.spec.duration());
+        let prefix = id_prefix(&label);
+        let (started, start) = tokio::sync::oneshot::channel();
+        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
+            let _ = started.send(tokio::time::Instant::now());
+        });
+        let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
+        // Whatever happened, the path answers normally again.
+        let _ = partners.main.set_path_status(OUTAGE_PATH, None);
+        let outage = report.as_ref().ok().map(|r| {
+            let offsets: Vec<Duration> = plan.spec.schedule().collect();
+            outage_report(
+                window,
+                &offsets,
+                &prefix,
+                &partners.main.stats(),
+                &r.timeline,
             )
-        };
-        let middle = chain.middle.as_ref().map(|m| m.stats());
-        chain.stop().await;
-        let mut report = report?;
-        report.middle = middle;
-        report.outage = outage;
-        report.hang = hang;
-        if scenario.spike {
-            report.spike = report.ramp.as_ref().and_then(spike_report);
+        });
+        (report, outage)
+    } else if scenario.hang {
+        let window = OutageWindow::of_run(plan.spec.duration());
+        let (started, start) = tokio::sync::oneshot::channel();
+        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
+            let _ = started.send(tokio::time::Instant::now());
+        });
+        let (report, settled) = tokio::join!(run, hang_fault(&partners.main, window, start));
+        // Whatever happened, the path answers again.
+        let _ = partners.main.set_path_hang(HANG_PATH, false);
+        if let Ok(r) = &report {
+            let held_max = partners.main.hung(HANG_PATH).map(|p| p.in_flight_max);
+            hang = Some(hang_report(
+                window,
+                held_max,
+                settled,
+                r.window.as_ref(),
+                &r.timeline,
+            ));
         }
-        Ok(report)
+        (report, None)
+    } else {
+        (
+            run_load_with(plan, target, label, stats, metrics.as_ref(), || {}).await,
+            None,
+        )
+    };
+    let middle = chain.middle.as_ref().map(|m| m.stats());
+    chain.stop().await;
+    let mut report = report?;
+    report.middle = middle;
+    report.outage = outage;
+    report.hang = hang;
+    if scenario.spike {
+        report.spike = report.ramp.as_ref().and_then(spike_report);
     }
+    Ok(report)
 }
 
 /// The `outage` scenario's fault: from `window.from` after the run's start
