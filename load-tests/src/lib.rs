@@ -97,3 +97,4 @@ pub mod soak;
 pub mod soak_cli;
 pub mod spike;
 pub mod target;
+pub mod window;

@@ -15,12 +15,13 @@ use crate::gauges::sample_per_second;
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::hang::{HANG_PATH, HELD_SAMPLE_EVERY, hang_report, settled_from};
 use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
-use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, Watch, load_average};
+use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
 use crate::scenario::{
     Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
 };
 use crate::spike::spike_report;
 use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
+use crate::window::Watch;
 
 /// How every run of an invocation loads its target.
 #[derive(Clone, Debug)]

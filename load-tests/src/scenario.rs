@@ -95,8 +95,8 @@ use crate::hang::{HANG_BUDGETS, HANG_PATH};
 use crate::middle::Middle;
 use crate::outage::OutageWindow;
 use crate::peer::{PeerCheckout, PeerConfig};
-use crate::report::Watch;
 use crate::run::LoadPlan;
+use crate::window::Watch;
 
 /// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
 /// any budget here, and within the 10 s a fixed-timeout client honours.
