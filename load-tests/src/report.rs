@@ -69,6 +69,12 @@
 //!   refusals by status, the failures' p50 and p99 latency, the slowest
 //!   `2xx`, as [`crate::window`] defines them; per ramp step, the requests
 //!   answered `5xx`.
+//! - **connections dropped at a full accept queue**: the kernel's
+//!   `ListenOverflows` during the run (Linux, the whole machine): a burst
+//!   of connections larger than a listener's backlog (edge's and
+//!   checkout's are tokio's default, 128) loses the `SYN`s beyond it, and
+//!   their clients retry a second later, so those requests reach the
+//!   chain a second late, in every mode.
 //! - **hang** and **spike**: the calls held on a hung path and the
 //!   recovery after it ([`crate::hang`]); the time until p99 is back to
 //!   the calm level after a spike ([`crate::spike`]).
@@ -479,6 +485,12 @@ pub struct RunReport {
     pub latency_ms: Latency,
     /// How far behind schedule the generator sent, at worst, ms.
     pub generator_max_lag_ms: f64,
+    /// Connections the kernel dropped during the run because a listening
+    /// socket's accept queue was full (its `ListenOverflows`, for the whole
+    /// machine; [`crate::resources::listen_overflows`]): each one's client
+    /// retried a second later. `None` without `/proc/net/netstat`.
+    #[serde(default)]
+    pub listen_overflows: Option<u64>,
     /// From the first send to the last answer, seconds.
     pub wall_s: f64,
     /// The 1, 5 and 15 minute load averages before the run.
@@ -790,6 +802,7 @@ impl Recorder {
                 .collect(),
             latency_ms: Latency::of(&self.latency),
             generator_max_lag_ms: totals.max_lag.as_secs_f64() * 1000.0,
+            listen_overflows: None,
             wall_s: totals.elapsed.as_secs_f64(),
             load_average: run.load_average,
             partner: partner.map(|s| PartnerReport::new(s, self.partner_calls_on_time)),
@@ -850,7 +863,8 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {}, client patience {}.\n",
         first.scenario,
         first.description,
-        first.rate_per_s,
+        // A ramp's mean rate to a tenth (146.7, not 146.66666666666666).
+        (first.rate_per_s * 10.0).round() / 10.0,
         first.arrivals,
         first.duration_s,
         first.budgets.describe(),
@@ -947,6 +961,10 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
                     .as_ref()
                     .map_or("-".into(), |p| pct(p.not_answered_by_deadline, p.requests))
             },
+        ),
+        row(
+            "connections dropped at a full accept queue (kernel, whole machine)",
+            &|r| r.listen_overflows.map_or("-".into(), |n| n.to_string()),
         ),
         row("generator max lag, ms", &|r| {
             format!("{:.1}", r.generator_max_lag_ms)

@@ -16,6 +16,7 @@ use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::hang::{HANG_PATH, HELD_SAMPLE_EVERY, hang_report, settled_from};
 use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
 use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
+use crate::resources::listen_overflows;
 use crate::scenario::{
     Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
 };
@@ -197,6 +198,7 @@ pub async fn run_load_with(
     let http = loopback_client(Duration::from_secs(5))?;
     settle(&partner, &http).await?;
     reset(&partner, &http).await?;
+    let overflows_before = listen_overflows();
     let client = LoadClient::new(ClientConfig {
         target,
         budgets: plan.budgets,
@@ -253,6 +255,9 @@ pub async fn run_load_with(
     settle(&partner, &http).await?;
     let stats = read(&partner, &http).await?;
     let mut report = recorder.finish(info, totals, stats.as_ref());
+    report.listen_overflows = overflows_before
+        .zip(listen_overflows())
+        .map(|(before, after)| after.saturating_sub(before));
     if let Some(samples) = samples {
         let seconds = report.timeline.len();
         report.set_services(ServiceSeries::from_samples(&samples, seconds));
