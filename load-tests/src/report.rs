@@ -1104,8 +1104,8 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         ));
         table.add_row(row(
             &format!(
-                "seconds after the hang until the first 2xx / until goodput is back to {:.0} % \
-                 of before",
+                "seconds after the hang until the first 2xx answer / until the first second (by \
+                 send time) with goodput back to {:.0} % of before",
                 RECOVERED_SHARE * 100.0
             ),
             &|r| {
