@@ -84,6 +84,14 @@ pub enum BudgetDistribution {
         /// The hash's seed.
         seed: u64,
     },
+    /// Every request draws from one range (by a seeded hash of its index):
+    /// the `hang` scenarios' 1.9 to 2.1 s.
+    Uniform {
+        /// The range.
+        range: BudgetRange,
+        /// The hash's seed.
+        seed: u64,
+    },
 }
 
 impl BudgetDistribution {
@@ -103,10 +111,33 @@ impl BudgetDistribution {
         }
     }
 
+    /// Every request's budget drawn uniformly from `min..max` by its
+    /// index, seed 1.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::budgets::BudgetDistribution;
+    ///
+    /// let d = BudgetDistribution::uniform(Duration::from_millis(1900), Duration::from_millis(2100));
+    /// assert!((0..1000).all(|i| (1900..2100).contains(&d.budget(i).as_millis())));
+    /// assert_eq!(d.budget(7), d.budget(7));
+    /// assert_eq!((d.max(), d.class(7)), (Duration::from_millis(2100), None));
+    /// assert_eq!(d.describe(), "1900-2100 ms, uniform per request");
+    /// ```
+    pub fn uniform(min: Duration, max: Duration) -> Self {
+        BudgetDistribution::Uniform {
+            range: BudgetRange { min, max },
+            seed: 1,
+        }
+    }
+
     /// The budget of request `index`.
     pub fn budget(&self, index: u64) -> Duration {
         match *self {
             BudgetDistribution::Fixed(d) => d,
+            BudgetDistribution::Uniform { range, seed } => {
+                range.at(splitmix64(seed ^ splitmix64(index)))
+            }
             BudgetDistribution::Mixed { short, long, seed } => {
                 let h = splitmix64(seed ^ splitmix64(index));
                 let range = if h >> 63 == 0 { short } else { long };
@@ -115,10 +146,11 @@ impl BudgetDistribution {
         }
     }
 
-    /// The caller group of request `index`; `None` for a fixed budget.
+    /// The caller group of request `index`; `None` for a fixed or uniform
+    /// budget (one group of callers).
     pub fn class(&self, index: u64) -> Option<BudgetClass> {
         match *self {
-            BudgetDistribution::Fixed(_) => None,
+            BudgetDistribution::Fixed(_) | BudgetDistribution::Uniform { .. } => None,
             BudgetDistribution::Mixed { seed, .. } => {
                 Some(if splitmix64(seed ^ splitmix64(index)) >> 63 == 0 {
                     BudgetClass::Short
@@ -130,15 +162,16 @@ impl BudgetDistribution {
     }
 
     /// The largest budget any request may get (the fixed one, or the
-    /// upper end of the long range).
+    /// upper end of the long or the uniform range).
     pub fn max(&self) -> Duration {
         match *self {
             BudgetDistribution::Fixed(d) => d,
+            BudgetDistribution::Uniform { range, .. } => range.max,
             BudgetDistribution::Mixed { short, long, .. } => short.max.max(long.max),
         }
     }
 
-    /// One line for the report: `2000 ms`, or the two ranges.
+    /// One line for the report: `2000 ms`, or the ranges.
     ///
     /// ```
     /// use load_tests::budgets::BudgetDistribution;
@@ -150,6 +183,11 @@ impl BudgetDistribution {
     pub fn describe(&self) -> String {
         match *self {
             BudgetDistribution::Fixed(d) => format!("{} ms", d.as_millis()),
+            BudgetDistribution::Uniform { range, .. } => format!(
+                "{}-{} ms, uniform per request",
+                range.min.as_millis(),
+                range.max.as_millis()
+            ),
             BudgetDistribution::Mixed { short, long, .. } => format!(
                 "half the callers {}-{} ms, half {}-{} ms",
                 short.min.as_millis(),

@@ -22,7 +22,7 @@ use crate::output::{markdown, write_json};
 use crate::plot::write_svg;
 use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
+use crate::scenario::{ChainMode, ChainSettings, Partners, Scenario, ScenarioName};
 use crate::target::{LoopbackUrl, NotLoopback};
 
 /// How long each run sends when `--duration` is not given.
@@ -31,11 +31,12 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
 /// The largest budget a request may be given (edge's own maximum).
 pub const MAX_BUDGET: Duration = Duration::from_secs(10);
 
-/// Which modes a scenario runs in.
+/// Which modes a scenario runs in (`--modes` takes several,
+/// comma-separated: `on,queue`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Modes {
-    /// Budget mode, budget mode off, then the plain-tower peer, back to
-    /// back.
+    /// Every mode: budget mode, budget mode off, the plain-tower peer and
+    /// the plain-tower queue, back to back.
     #[default]
     All,
     /// Budget mode, then budget mode off.
@@ -44,8 +45,12 @@ pub enum Modes {
     On,
     /// Budget mode off only (generous fixed timeouts).
     Off,
-    /// The plain-tower peer checkout only ([`crate::peer`]).
+    /// The plain-tower peer checkout only ([`crate::peer`]): LoadShed +
+    /// ConcurrencyLimit + Timeout.
     Peer,
+    /// The plain-tower peer checkout without shedding only: a call waits
+    /// for the ConcurrencyLimit's permit inside its Timeout.
+    Queue,
 }
 
 impl Modes {
@@ -56,6 +61,7 @@ impl Modes {
     /// use load_tests::scenario::ChainMode;
     /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
     /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
+    /// assert_eq!(Modes::Queue.chain_modes(), [ChainMode::Queue]);
     /// ```
     pub fn chain_modes(self) -> Vec<ChainMode> {
         match self {
@@ -64,7 +70,32 @@ impl Modes {
             Modes::On => vec![ChainMode::Budget],
             Modes::Off => vec![ChainMode::Naive],
             Modes::Peer => vec![ChainMode::Peer],
+            Modes::Queue => vec![ChainMode::Queue],
         }
+    }
+
+    /// The modes of several values, in the order given, each once.
+    ///
+    /// ```
+    /// use load_tests::cli::Modes;
+    /// use load_tests::scenario::ChainMode;
+    /// assert_eq!(
+    ///     Modes::union(&[Modes::Queue, Modes::Both, Modes::On]),
+    ///     [ChainMode::Queue, ChainMode::Budget, ChainMode::Naive]
+    /// );
+    /// assert_eq!(Modes::union(&[]), ChainMode::ALL);
+    /// ```
+    pub fn union(values: &[Modes]) -> Vec<ChainMode> {
+        if values.is_empty() {
+            return ChainMode::ALL.to_vec();
+        }
+        let mut modes = Vec::new();
+        for mode in values.iter().flat_map(|v| v.chain_modes()) {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        modes
     }
 }
 
@@ -74,25 +105,34 @@ impl Modes {
 ///
 /// Without --target, each scenario starts a slow partner, checkout and edge
 /// in this process on 127.0.0.1 and runs the load once per mode: budget
-/// mode on, off, and with checkout swapped for the plain-tower peer. With --target, the load goes to an edge that is
-/// already running (loopback only). Prints markdown tables on stdout.
+/// mode on, off, and with checkout swapped for the plain-tower peer, with
+/// and without load shedding (peer, queue). With --target, the load goes
+/// to an edge that is already running (loopback only). Prints markdown
+/// tables on stdout.
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all twelve].
+    /// Scenarios to run, comma-separated [default: all nineteen]. The
+    /// bursts (`burst-fits`, `burst-fits-unlimited`, `burst-part`,
+    /// `burst-part-unlimited`) send every request at once, 300 or
+    /// --requests; `spike` is 0.5x, 3x, 0.5x of the capacity; `hang` and
+    /// `hang-slow-rate` hang /inventory for the middle half of the run.
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
     /// Requests per second [default: 80% of the chain's capacity: 128;
-    /// `criticality`: 2x the capacity; `ramp`: steps of the capacity, and a
-    /// given rate stands for the capacity].
+    /// `criticality`: 2x the capacity; `ramp`, `spike`: steps of the
+    /// capacity, and a given rate stands for the capacity; `hang`: 20;
+    /// `hang-slow-rate`: 2; a burst ignores it].
     #[arg(long)]
     pub rate: Option<f64>,
     /// How long each run sends (humantime: 20s, 1m) [default: 20s; the
     /// `ramp` scenario: 10 s per step, and a given duration is split over
-    /// its six steps].
+    /// its six steps; `spike`: 12 s, and a given duration is split 4:2:6;
+    /// a burst ignores it].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
-    /// Stop each run after this many requests.
+    /// Stop each run after this many requests; the size of a burst
+    /// [default there: 300].
     #[arg(long)]
     pub requests: Option<u64>,
     /// How send times are spread.
@@ -102,17 +142,21 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The budget each request is given (request-budget-ms); the
-    /// `mixed-budgets` scenario draws its own per request instead.
+    /// `mixed-budgets` and `hang` scenarios draw their own per request
+    /// instead, and the bursts give 10 s (`-fits`) or 1 s (`-part`).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub budget: Duration,
     /// How long the client waits for an answer: a duration, or `budget`
-    /// to hang up at the budget.
+    /// to hang up at the budget [a burst: its budget plus 5 s].
     #[arg(long, default_value = "35s")]
     pub client_timeout: String,
-    /// Modes to run each scenario in: budget (on), naive (off), peer
-    /// (plain tower).
-    #[arg(long, value_enum, default_value_t = Modes::All)]
-    pub modes: Modes,
+    /// Modes to run each scenario in, comma-separated, in that order:
+    /// budget (on), naive (off), peer (tower LoadShed + ConcurrencyLimit +
+    /// Timeout), queue (tower ConcurrencyLimit + Timeout, no shedding),
+    /// both (on,off), all (the four) [default: all; `tail` adds hedged
+    /// right after budget].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub modes: Vec<Modes>,
     /// Workers per path of the slow partner: calls of a path worked on at
     /// once, the rest queue (the chain's capacity).
     #[arg(long, default_value_t = crate::scenario::DEFAULT_PARTNER_WORKERS)]
@@ -323,7 +367,7 @@ impl Args {
             }
             seen
         };
-        let modes = self.modes.chain_modes();
+        let modes = Modes::union(&self.modes);
         Ok(Invocation::Scenarios {
             scenarios,
             settings,
@@ -464,14 +508,19 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
             let partners = Partners::start(settings).await?;
             let mut reports = Vec::new();
             for &name in scenarios {
+                let modes = ChainMode::for_scenario(modes, name);
+                // The scenario's own load (a ramp's mean rate, a burst's
+                // count), or the plan's when it cannot have one.
+                let spec = Scenario::new(name, settings)
+                    .plan(plan)
+                    .map_or_else(|_| plan.spec.clone(), |p| p.spec);
                 eprintln!(
                     "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
                     name.as_str(),
-                    plan.spec.rate(),
-                    humantime::format_duration(plan.spec.duration()),
+                    spec.rate(),
+                    humantime::format_duration(spec.duration()),
                     modes.len()
                 );
-                let modes = ChainMode::for_scenario(modes, name);
                 let runs = run_scenario(name, settings, plan, &modes, &partners).await;
                 match runs {
                     Ok(runs) => reports.extend(runs),
@@ -702,6 +751,29 @@ mod tests {
         assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
         assert_eq!(modes, [ChainMode::Naive]);
         assert_eq!(plan.patience, Patience::Budget);
+    }
+
+    #[test]
+    fn modes_are_a_comma_separated_list_in_the_order_given_and_all_is_the_four() {
+        let modes = |args: &[&str]| match accepted(args) {
+            Invocation::Scenarios { modes, .. } => modes,
+            Invocation::Target { .. } => panic!("scenarios expected"),
+        };
+        assert_eq!(modes(&[]), ChainMode::ALL);
+        assert_eq!(ChainMode::ALL.len(), 4);
+        assert_eq!(modes(&["--modes", "all"]), ChainMode::ALL);
+        assert_eq!(
+            modes(&["--modes", "queue,on,queue"]),
+            [ChainMode::Queue, ChainMode::Budget]
+        );
+        assert_eq!(
+            modes(&["--modes", "peer,both"]),
+            [ChainMode::Peer, ChainMode::Budget, ChainMode::Naive]
+        );
+        // A value clap does not know is its error, not a panic.
+        let err = Args::try_parse_from(["load-tests", "--modes", "on,shed"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("queue"), "{err}");
     }
 
     #[test]

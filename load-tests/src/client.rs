@@ -29,7 +29,7 @@ use crate::budgets::BudgetDistribution;
 use crate::criticality::{CRITICAL, CriticalitySplit, REQUEST_CRITICALITY};
 use crate::generator::Scheduled;
 use crate::run::class_of;
-use crate::target::{LoopbackUrl, loopback_client};
+use crate::target::{LoopbackUrl, loopback_builder, loopback_client};
 
 /// The budget header sent with every request.
 pub const REQUEST_BUDGET_MS: &str = "request-budget-ms";
@@ -135,6 +135,9 @@ pub struct ClientConfig {
     pub id_prefix: String,
     /// Consecutive requests sharing one `x-request-id` (at least 1).
     pub id_group: u64,
+    /// Never reuse a connection: each request opens its own (no idle
+    /// connection is kept in the pool).
+    pub fresh_connections: bool,
 }
 
 /// Sends the requests of a run. Cheap to clone (one shared connection
@@ -161,8 +164,15 @@ impl LoadClient {
     /// When reqwest cannot build its client.
     pub fn new(mut config: ClientConfig) -> Result<Self, reqwest::Error> {
         config.id_group = config.id_group.max(1);
+        let http = if config.fresh_connections {
+            loopback_builder(Duration::from_secs(5))
+                .pool_max_idle_per_host(0)
+                .build()?
+        } else {
+            loopback_client(Duration::from_secs(5))?
+        };
         Ok(Self {
-            http: loopback_client(Duration::from_secs(5))?,
+            http,
             config: std::sync::Arc::new(config),
         })
     }

@@ -80,6 +80,9 @@ pub enum Arrivals {
     /// A Poisson process of the same mean rate: exponential gaps from a
     /// seeded generator, so a run can be repeated exactly.
     Poisson,
+    /// Every request of the schedule (rate times duration, or the request
+    /// count) due at once, at the start: a burst.
+    Burst,
 }
 
 /// A load that cannot be run: over a cap, or not a load at all.
@@ -276,6 +279,30 @@ impl LoadSpec {
         Ok(self)
     }
 
+    /// A burst: `n` requests due at once, at the start ([`Arrivals::Burst`]),
+    /// in a sending window of one second (so that "per second" figures of
+    /// the report are counts of the burst).
+    ///
+    /// # Errors
+    ///
+    /// `n` of zero, or over [`MAX_RATE`] (a burst is sent within its one
+    /// second).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::generator::{Arrivals, LoadSpec};
+    ///
+    /// let spec = LoadSpec::burst(300).unwrap();
+    /// assert_eq!((spec.expected_requests(), spec.arrivals()), (300, Arrivals::Burst));
+    /// assert!(spec.schedule().all(|offset| offset == Duration::ZERO));
+    /// assert_eq!(spec.schedule().count(), 300);
+    /// assert!(LoadSpec::burst(0).is_err());
+    /// ```
+    pub fn burst(n: u64) -> Result<Self, SpecError> {
+        let spec = Self::new(n as f64, Duration::from_secs(1))?.with_max_requests(n)?;
+        Ok(spec.with_arrivals(Arrivals::Burst, 1))
+    }
+
     /// A ramp's steps; empty for a constant rate.
     pub fn steps(&self) -> &[RateStep] {
         &self.steps
@@ -378,11 +405,15 @@ impl LoadSpec {
             step: 0,
             step_start: Duration::ZERO,
             in_step: 0,
-            max_requests: self.max_requests,
+            max_requests: match self.arrivals {
+                Arrivals::Burst => self.expected_requests(),
+                Arrivals::Constant | Arrivals::Poisson => self.max_requests,
+            },
             next: 0,
             at: Duration::ZERO,
+            burst: self.arrivals == Arrivals::Burst,
             rng: match self.arrivals {
-                Arrivals::Constant => None,
+                Arrivals::Constant | Arrivals::Burst => None,
                 Arrivals::Poisson => Some(StdRng::seed_from_u64(self.seed)),
             },
         }
@@ -409,6 +440,8 @@ pub struct Schedule {
     max_requests: u64,
     next: u64,
     at: Duration,
+    /// Every request at offset zero ([`Arrivals::Burst`]).
+    burst: bool,
     rng: Option<StdRng>,
 }
 
@@ -418,6 +451,10 @@ impl Iterator for Schedule {
     fn next(&mut self) -> Option<Duration> {
         if self.next >= self.max_requests {
             return None;
+        }
+        if self.burst {
+            self.next += 1;
+            return Some(Duration::ZERO);
         }
         loop {
             let Some(&(rate, length)) = self.steps.get(self.step) else {
@@ -675,6 +712,28 @@ mod tests {
             "every scheduled request is recorded once"
         );
         assert_eq!(outcomes.iter().filter(|(_, sent)| *sent).count(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_sends_every_request_at_the_start_and_counts_latency_from_there() {
+        let spec = LoadSpec::burst(60).unwrap();
+        let (starts, totals) = drive(&spec, ms(150)).await;
+        assert_eq!((totals.scheduled, totals.sent), (60, 60));
+        assert!(
+            starts
+                .iter()
+                .all(|(_, began, intended)| *began == Duration::ZERO && *intended == Duration::ZERO)
+        );
+        assert_eq!(totals.elapsed, ms(150));
+        // `--arrivals burst` on any load: rate times duration, at once.
+        let spec = LoadSpec::new(10.0, Duration::from_secs(2))
+            .unwrap()
+            .with_arrivals(Arrivals::Burst, 1);
+        assert_eq!(spec.schedule().count(), 20);
+        // The in-flight cap still holds in a burst.
+        let capped = LoadSpec::burst(10).unwrap().with_max_in_flight(4).unwrap();
+        let (_, totals) = drive(&capped, ms(10)).await;
+        assert_eq!((totals.sent, totals.not_sent), (4, 6));
     }
 
     #[test]

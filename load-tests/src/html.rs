@@ -289,6 +289,10 @@ fn mode_help(mode: &str) -> String {
              without this project: per dependency a load shedder, a fixed concurrency limit and a 2 s \
              timeout, pricing retried up to 3 times, no budget passed on."
             .to_owned(),
+        "queue" => "As <code>peer</code>, without the load shedder: a call beyond the concurrency limit \
+             waits for a permit, first come, first served, and the 2 s timeout covers the wait and the \
+             call, as a tower user writes who does not shed."
+            .to_owned(),
         "target" => "A running edge given with <code>--target</code>: whatever it is configured to do.".to_owned(),
         other => format!(
             "The <code>{}</code> mode: see <code>load-tests/README.md</code>.",
@@ -607,7 +611,7 @@ mod tests {
 
     #[test]
     fn every_mode_is_explained_and_an_unknown_one_is_escaped() {
-        for mode in ["budget", "naive", "peer", "target"] {
+        for mode in ["budget", "naive", "peer", "queue", "target"] {
             assert!(!mode_help(mode).contains("README"), "{mode}");
         }
         assert_eq!(

@@ -8,9 +8,11 @@
 //! latency counted from the intended send time, bounded in count and
 //! duration) drives the real chain (`edge -> checkout -> slow partner`,
 //! started in this process on loopback by [`scenario`]) once per mode,
-//! same load: budget mode on, off (generous fixed timeouts), and `peer`,
+//! same load: budget mode on, off (generous fixed timeouts), `peer`,
 //! with checkout swapped for [`peer::PeerCheckout`], the plain-tower
-//! baseline an experienced tower user would write without this project.
+//! baseline an experienced tower user would write without this project,
+//! and `queue`, the same without load shedding (calls wait for the
+//! concurrency limit inside their timeout).
 //! It reports per run ([`report`]): the
 //! outcome of every request, goodput (`2xx` within the client's budget,
 //! per second), latency percentiles, the partner's late work, and the
@@ -23,7 +25,11 @@
 //! `criticality` marks 30 % of requests critical at twice the capacity
 //! ([`criticality`]), `ramp` steps the offered load from 0.5x to 4x of the
 //! capacity ([`generator::LoadSpec::ramp`]), `deep` adds a fourth hop
-//! ([`middle`]), and `outage` fails `/pricing` for a while ([`outage`]).
+//! ([`middle`]), `outage` fails `/pricing` for a while ([`outage`]),
+//! `spike` triples the load for a moment ([`spike`]), the `burst-*`
+//! scenarios send every request at once to a cold chain
+//! ([`generator::LoadSpec::burst`]), and `hang` makes `/inventory` stop
+//! answering for a while ([`hang`]).
 //! The list is in [`scenario`].
 //!
 //! ```text
@@ -76,6 +82,7 @@ pub mod client;
 pub mod criticality;
 pub mod gauges;
 pub mod generator;
+pub mod hang;
 pub mod html;
 pub mod middle;
 pub mod outage;
@@ -88,4 +95,6 @@ pub mod run;
 pub mod scenario;
 pub mod soak;
 pub mod soak_cli;
+pub mod spike;
 pub mod target;
+pub mod window;

@@ -16,8 +16,10 @@
 //! - [`ChainMode::Naive`]: no budget layer, clients in fixed-timeout mode
 //!   (30 s per attempt), nothing forwarded, as checkout with budget mode
 //!   off;
-//! - [`ChainMode::Peer`]: plain tower, as [`crate::peer`]: a
-//!   `TimeoutLayer` of 2 s around a reqwest call, no budget.
+//! - [`ChainMode::Peer`] and [`ChainMode::Queue`]: plain tower, as
+//!   [`crate::peer`]: a `TimeoutLayer` of 2 s around a reqwest call, no
+//!   budget (middle has no limit of its own, so shedding or not is
+//!   checkout's difference alone).
 //!
 //! # What it counts ([`MiddleStats`])
 //!
@@ -166,7 +168,7 @@ impl Middle {
         for path in PATHS {
             let url = format!("{base}/{path}");
             let upstream = match mode {
-                ChainMode::Peer => Upstream::Peer(DepService::new(
+                ChainMode::Peer | ChainMode::Queue => Upstream::Peer(DepService::new(
                     tower::ServiceBuilder::new()
                         .timeout(PEER_TIMEOUT)
                         .service(http_call(http.clone(), url)),
@@ -395,7 +397,7 @@ mod tests {
     async fn naive_and_peer_middles_forward_no_budget_and_pass_statuses_up() {
         let partner = partner(FaultMode::Normal).await;
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
-        for mode in [ChainMode::Naive, ChainMode::Peer] {
+        for mode in [ChainMode::Naive, ChainMode::Peer, ChainMode::Queue] {
             partner.reset_stats();
             let middle = Middle::spawn(mode, &partner.url(""), None, std::future::pending())
                 .await

@@ -124,22 +124,8 @@ pub fn outage_report(
             max = max.max(n);
         }
     }
-    let before = window.from.as_secs() as usize;
-    let pre: Vec<u64> = timeline.iter().take(before).map(|s| s.good).collect();
-    let pre_level = if pre.is_empty() {
-        0.0
-    } else {
-        pre.iter().sum::<u64>() as f64 / pre.len() as f64
-    };
+    let (pre_level, recovered_after_s) = recovery(window, timeline);
     let to_s = window.to.as_secs_f64();
-    let recovered_after_s = (pre_level > 0.0)
-        .then(|| {
-            timeline
-                .iter()
-                .find(|s| s.second as f64 >= to_s && s.good as f64 >= RECOVERED_SHARE * pre_level)
-                .map(|s| s.second as f64 - to_s)
-        })
-        .flatten();
     OutageReport {
         path: OUTAGE_PATH.to_owned(),
         status: OUTAGE_STATUS,
@@ -156,6 +142,42 @@ pub fn outage_report(
         pre_outage_goodput_per_s: pre_level,
         recovered_after_s,
     }
+}
+
+/// The mean goodput of the whole seconds of `timeline` before `window`,
+/// and the seconds from `window`'s end to the first whole second at or
+/// after it with at least [`RECOVERED_SHARE`] of that (`None`: no such
+/// second, or no goodput before).
+///
+/// ```
+/// use std::time::Duration;
+/// use load_tests::outage::{OutageWindow, recovery};
+/// use load_tests::report::SecondSummary;
+///
+/// let timeline: Vec<SecondSummary> = [10, 10, 0, 5, 9].iter().enumerate()
+///     .map(|(i, &good)| SecondSummary { second: i as u64, due: 10, good, p99_ms: None })
+///     .collect();
+/// let w = OutageWindow { from: Duration::from_secs(2), to: Duration::from_secs(3) };
+/// assert_eq!(recovery(w, &timeline), (10.0, Some(1.0)));
+/// ```
+pub fn recovery(window: OutageWindow, timeline: &[SecondSummary]) -> (f64, Option<f64>) {
+    let before = window.from.as_secs() as usize;
+    let pre: Vec<u64> = timeline.iter().take(before).map(|s| s.good).collect();
+    let pre_level = if pre.is_empty() {
+        0.0
+    } else {
+        pre.iter().sum::<u64>() as f64 / pre.len() as f64
+    };
+    let to_s = window.to.as_secs_f64();
+    let recovered_after_s = (pre_level > 0.0)
+        .then(|| {
+            timeline
+                .iter()
+                .find(|s| s.second as f64 >= to_s && s.good as f64 >= RECOVERED_SHARE * pre_level)
+                .map(|s| s.second as f64 - to_s)
+        })
+        .flatten();
+    (pre_level, recovered_after_s)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `PeerCheckout`: checkout as an experienced tower user would write it
-//! without this project, the third mode of every scenario (`peer`).
+//! without this project, the third mode of every scenario (`peer`), and
+//! its variant without shedding, the fourth (`queue`).
 //!
 //! The load tests compare budget mode with generous fixed timeouts
 //! (`naive`); that alone invites the question "and against what a careful
@@ -27,6 +28,16 @@
 //!     [`PeerConfig::timeout`] (2 s, the client's budget): no attempt waits
 //!     longer, whatever the dependency does;
 //!   - a [`tower::service_fn`] around the reqwest call;
+//! - in the `queue` mode ([`PeerConfig::shed`] `false`), what a tower user
+//!   writes who does not shed: no `LoadShed`, so a call beyond the limit
+//!   **waits** for the `ConcurrencyLimit`'s semaphore (first come, first
+//!   served), and the `Timeout` is outside it and covers the wait and the
+//!   call together. It is the same [`PeerConfig::timeout`] (2 s) as the
+//!   shedding peer's, not the client's budget: this checkout knows nothing
+//!   of budgets, its timeout is a fixed number. (tower's `Timeout` times
+//!   only the response future, not `poll_ready`, so the stack waits for
+//!   the permit inside its call: a `service_fn` that `oneshot`s the
+//!   limited service, under the timeout);
 //! - retries as a simple loop: pricing up to [`PeerConfig::pricing_attempts`]
 //!   (3) attempts on a `5xx`, a timeout or `Overloaded`, without backoff;
 //!   a `POST` without an `Idempotency-Key` is sent once (it is not safe to
@@ -105,9 +116,15 @@ pub struct PeerConfig {
     pub pricing_url: String,
     /// The recommendations dependency (optional, one attempt).
     pub recommendations_url: String,
-    /// Calls in flight per dependency (8); one more is shed at once.
+    /// Calls in flight per dependency (8); one more is shed at once, or,
+    /// without [`shed`](Self::shed), waits for a permit.
     pub concurrency: usize,
-    /// Every attempt's timeout (2 s).
+    /// Shed a call beyond [`concurrency`](Self::concurrency) at once
+    /// (`LoadShed`, the `peer` mode; the default), or let it wait for a
+    /// permit inside its [`timeout`](Self::timeout) (the `queue` mode).
+    pub shed: bool,
+    /// Every attempt's timeout (2 s); without [`shed`](Self::shed) it
+    /// covers the wait for a permit too.
     pub timeout: Duration,
     /// Pricing's attempts (3).
     pub pricing_attempts: u32,
@@ -124,6 +141,7 @@ impl PeerConfig {
     /// let c = load_tests::peer::PeerConfig::new("127.0.0.1:0".parse().unwrap());
     /// assert_eq!((c.concurrency, c.pricing_attempts), (8, 3));
     /// assert_eq!(c.timeout, std::time::Duration::from_secs(2));
+    /// assert!(c.shed);
     /// ```
     pub fn new(listen: SocketAddr) -> Self {
         Self {
@@ -132,6 +150,7 @@ impl PeerConfig {
             pricing_url: "http://127.0.0.1:9000/pricing".into(),
             recommendations_url: "http://127.0.0.1:9000/recommendations".into(),
             concurrency: 8,
+            shed: true,
             timeout: Duration::from_secs(2),
             pricing_attempts: 3,
             pool_idle_timeout: None,
@@ -256,20 +275,38 @@ pub(crate) fn http_call(
     })
 }
 
-/// LoadShed, ConcurrencyLimit(`limit`), Timeout(`timeout`) around the
-/// reqwest call to `url`, built once.
+/// The stack of one dependency around the reqwest call to `url`, built
+/// once: with `shed`, LoadShed, ConcurrencyLimit(`limit`), Timeout(`timeout`)
+/// (the timeout covers the call); without, Timeout(`timeout`) around a
+/// call that waits for a ConcurrencyLimit(`limit`) permit and then calls
+/// (the timeout covers the wait and the call).
 pub(crate) fn dependency_stack(
     http: reqwest::Client,
     url: String,
     limit: usize,
     timeout: Duration,
+    shed: bool,
 ) -> DepService {
+    if shed {
+        return BoxCloneSyncService::new(
+            ServiceBuilder::new()
+                .load_shed()
+                .concurrency_limit(limit)
+                .timeout(timeout)
+                .service(http_call(http, url)),
+        );
+    }
+    // Clones share the limit's semaphore; `oneshot` waits for a permit
+    // inside the call, so the timeout around it covers the wait.
+    let limited = ServiceBuilder::new()
+        .concurrency_limit(limit)
+        .service(http_call(http, url));
     BoxCloneSyncService::new(
         ServiceBuilder::new()
-            .load_shed()
-            .concurrency_limit(limit)
             .timeout(timeout)
-            .service(http_call(http, url)),
+            .service(tower::service_fn(move |req: DepRequest| {
+                limited.clone().oneshot(req)
+            })),
     )
 }
 
@@ -466,6 +503,7 @@ impl PeerCheckout {
                 url.to_owned(),
                 config.concurrency,
                 config.timeout,
+                config.shed,
             )
         };
         Ok(Self {
@@ -686,6 +724,51 @@ mod tests {
         // The permits came back: a tenth call goes through.
         let tenth = http.get(&url).send().await.unwrap();
         assert_eq!(tenth.status(), StatusCode::OK);
+        partner.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_shedding_a_call_waits_for_a_permit_and_the_timeout_covers_the_wait() {
+        let partner = partner(FaultMode::Normal).await;
+        let mut config = PeerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        // One permit; inventory holds it 600 ms; 1.5 s for the wait and
+        // the call together.
+        config.inventory_url = partner.url("/inventory?delay=600ms");
+        config.pricing_url = partner.url("/pricing");
+        config.recommendations_url = partner.url("/recommendations");
+        config.concurrency = 1;
+        config.timeout = Duration::from_millis(1500);
+        config.shed = false;
+        let url = peer(config).await;
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let started = Instant::now();
+        let calls: Vec<_> = (0..3)
+            .map(|i| {
+                let req = http.get(&url).header(X_REQUEST_ID, format!("q-{i}"));
+                tokio::spawn(async move {
+                    let res = req.send().await.unwrap();
+                    (res.status(), started.elapsed())
+                })
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for c in calls {
+            statuses.push(c.await.unwrap());
+        }
+        statuses.sort();
+        // The first two in line are served one after the other (600 ms,
+        // 1.2 s); the third waits 1.2 s for the permit and would end at
+        // 1.8 s: its 1.5 s, counted from before the wait, run out during
+        // its call, a 504, and nothing is shed (no 503).
+        let codes: Vec<u16> = statuses.iter().map(|(s, _)| s.as_u16()).collect();
+        assert_eq!(codes, [200, 200, 504], "{statuses:?}");
+        let (_, timed_out_at) = statuses[2];
+        assert!(
+            timed_out_at >= Duration::from_millis(1400),
+            "{timed_out_at:?}"
+        );
+        // Three inventory calls, two of pricing and recommendations each.
+        assert_eq!(partner.stats().requests, 3 + 2 * 2);
         partner.shutdown().await;
     }
 

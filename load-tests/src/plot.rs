@@ -35,6 +35,7 @@ fn colour(mode: &str) -> RGBColor {
         "budget" => RGBColor(31, 119, 180),
         "naive" => RGBColor(214, 39, 40),
         "peer" => RGBColor(148, 103, 189),
+        "queue" => RGBColor(140, 86, 75),
         "hedged" => RGBColor(255, 127, 14),
         _ => RGBColor(44, 160, 44),
     }

@@ -64,6 +64,20 @@
 //!   pricing's mean floor and adaptive limit over the step's seconds; and
 //!   the per-second series (offered, goodput, p99, and the services' own
 //!   state).
+//! - **window** (the `burst-*` and `hang` scenarios): the requests due in
+//!   one window of the run on their own: `2xx` within the budget,
+//!   refusals by status, the failures' p50 and p99 latency, the slowest
+//!   `2xx`, as [`crate::window`] defines them; per ramp step, the requests
+//!   answered `5xx`.
+//! - **connections dropped at a full accept queue**: the kernel's
+//!   `ListenOverflows` during the run (Linux, the whole machine): a burst
+//!   of connections larger than a listener's backlog (edge's and
+//!   checkout's are tokio's default, 128) loses the `SYN`s beyond it, and
+//!   their clients retry a second later, so those requests reach the
+//!   chain a second late, in every mode.
+//! - **hang** and **spike**: the calls held on a hung path and the
+//!   recovery after it ([`crate::hang`]); the time until p99 is back to
+//!   the calm level after a spike ([`crate::spike`]).
 //! - **services' own state** ([`ServiceSeries`], budget mode only): per
 //!   second of the timeline, the floor in force and the adaptive
 //!   concurrency limit per dependency, as checkout's `/metrics` gauges
@@ -87,8 +101,11 @@ use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
 use crate::gauges::Gauges;
 use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
+use crate::hang::HangReport;
 use crate::middle::MiddleStats;
 use crate::outage::{OutageReport, RECOVERED_SHARE};
+use crate::spike::SpikeReport;
+use crate::window::{Watch, WindowCounts, WindowReport};
 
 /// Counts per outcome; they add up to the requests scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,6 +291,10 @@ pub struct RampStepReport {
     pub due: u64,
     /// Of those, the good ones.
     pub good: u64,
+    /// Of those, the ones answered with a `5xx` (refused or failed by the
+    /// chain).
+    #[serde(default)]
+    pub refused: u64,
     /// `good` per second of the step.
     pub goodput_per_s: f64,
     /// p99 latency of those sent, ms (none sent: none).
@@ -464,6 +485,12 @@ pub struct RunReport {
     pub latency_ms: Latency,
     /// How far behind schedule the generator sent, at worst, ms.
     pub generator_max_lag_ms: f64,
+    /// Connections the kernel dropped during the run because a listening
+    /// socket's accept queue was full (its `ListenOverflows`, for the whole
+    /// machine; [`crate::resources::listen_overflows`]): each one's client
+    /// retried a second later. `None` without `/proc/net/netstat`.
+    #[serde(default)]
+    pub listen_overflows: Option<u64>,
     /// From the first send to the last answer, seconds.
     pub wall_s: f64,
     /// The 1, 5 and 15 minute load averages before the run.
@@ -484,6 +511,17 @@ pub struct RunReport {
     pub middle: Option<MiddleStats>,
     /// What the chain did during the `outage` scenario's outage.
     pub outage: Option<OutageReport>,
+    /// The requests of one window of the run on their own (the `burst`
+    /// scenarios: every request; `hang`: those due while the hang held);
+    /// `None` when the plan watches none.
+    #[serde(default)]
+    pub window: Option<WindowReport>,
+    /// What the chain did while a dependency hung (the `hang` scenarios).
+    #[serde(default)]
+    pub hang: Option<HangReport>,
+    /// How the chain came back after the `spike` scenario's spike.
+    #[serde(default)]
+    pub spike: Option<SpikeReport>,
 }
 
 impl RunReport {
@@ -509,7 +547,21 @@ impl RunReport {
 struct Second {
     due: u64,
     good: u64,
+    /// Answered with a `5xx`.
+    refused: u64,
     latency: Histogram<u64>,
+}
+
+impl Second {
+    fn new() -> Self {
+        Self {
+            due: 0,
+            good: 0,
+            refused: 0,
+            // 2 significant digits are plenty for a per-second p99.
+            latency: coarse_histogram(),
+        }
+    }
 }
 
 /// Collects a run's samples into a [`RunReport`].
@@ -526,6 +578,7 @@ pub struct Recorder {
     partner_calls_on_time: u64,
     seconds: Vec<Second>,
     ramp: Vec<(RateStep, Second)>,
+    watch: Option<(Watch, WindowCounts)>,
 }
 
 /// A per-second (or per-step) latency histogram: 2 significant digits.
@@ -554,6 +607,7 @@ impl Recorder {
             partner_calls_on_time: 0,
             seconds: Vec::new(),
             ramp: Vec::new(),
+            watch: None,
         }
     }
 
@@ -564,18 +618,16 @@ impl Recorder {
         r.ramp = spec
             .steps()
             .iter()
-            .map(|&step| {
-                (
-                    step,
-                    Second {
-                        due: 0,
-                        good: 0,
-                        latency: coarse_histogram(),
-                    },
-                )
-            })
+            .map(|&step| (step, Second::new()))
             .collect();
         r
+    }
+
+    /// The same recorder, also reporting the requests of `watch`'s window
+    /// on their own ([`RunReport::window`]).
+    pub fn watching(mut self, watch: Option<Watch>) -> Self {
+        self.watch = watch.map(|w| (w, WindowCounts::new()));
+        self
     }
 
     /// Adds one request.
@@ -583,12 +635,10 @@ impl Recorder {
         self.outcomes.add(sample.outcome);
         let second = sample.scheduled.offset().as_secs() as usize;
         if self.seconds.len() <= second {
-            self.seconds.resize_with(second + 1, || Second {
-                due: 0,
-                good: 0,
-                // 2 significant digits are plenty for a per-second p99.
-                latency: coarse_histogram(),
-            });
+            self.seconds.resize_with(second + 1, Second::new);
+        }
+        if let Some((watch, counts)) = &mut self.watch {
+            counts.record(watch, sample);
         }
         let sec = &mut self.seconds[second];
         sec.due += 1;
@@ -629,9 +679,12 @@ impl Recorder {
         let micros = (sample.latency.as_micros() as u64).max(1);
         self.latency.saturating_record(micros);
         sec.latency.saturating_record(micros);
+        let refused = matches!(sample.outcome, Outcome::Status(code) if code >= 500);
+        sec.refused += u64::from(refused);
         if let Some(st) = step.as_mut() {
             st.latency.saturating_record(micros);
             st.good += u64::from(sample.is_good());
+            st.refused += u64::from(refused);
         }
         if sample.is_good() {
             self.good += 1;
@@ -682,6 +735,7 @@ impl Recorder {
                         to_s: to.as_secs_f64(),
                         due: c.due,
                         good: c.good,
+                        refused: c.refused,
                         goodput_per_s: c.good as f64 / step.duration.as_secs_f64(),
                         p99_ms: p99(&c.latency),
                     };
@@ -702,9 +756,12 @@ impl Recorder {
         });
         RunReport {
             ramp,
+            window: self.watch.map(|(w, c)| c.finish(&w)),
             services: ServiceSeries::default(),
             middle: None,
             outage: None,
+            hang: None,
+            spike: None,
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
@@ -745,6 +802,7 @@ impl Recorder {
                 .collect(),
             latency_ms: Latency::of(&self.latency),
             generator_max_lag_ms: totals.max_lag.as_secs_f64() * 1000.0,
+            listen_overflows: None,
             wall_s: totals.elapsed.as_secs_f64(),
             load_average: run.load_average,
             partner: partner.map(|s| PartnerReport::new(s, self.partner_calls_on_time)),
@@ -805,7 +863,8 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {}, client patience {}.\n",
         first.scenario,
         first.description,
-        first.rate_per_s,
+        // A ramp's mean rate to a tenth (146.7, not 146.66666666666666).
+        (first.rate_per_s * 10.0).round() / 10.0,
         first.arrivals,
         first.duration_s,
         first.budgets.describe(),
@@ -903,6 +962,10 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
                     .map_or("-".into(), |p| pct(p.not_answered_by_deadline, p.requests))
             },
         ),
+        row(
+            "connections dropped at a full accept queue (kernel, whole machine)",
+            &|r| r.listen_overflows.map_or("-".into(), |n| n.to_string()),
+        ),
         row("generator max lag, ms", &|r| {
             format!("{:.1}", r.generator_max_lag_ms)
         }),
@@ -971,6 +1034,111 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
             },
         ));
     }
+    if let Some(w) = runs.iter().find_map(|r| r.window.as_ref()) {
+        let win = |r: &RunReport, f: &dyn Fn(&WindowReport) -> String| {
+            r.window.as_ref().map_or("-".into(), f)
+        };
+        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+        let what = &w.what;
+        table.add_row(row(
+            &format!("{what}: 2xx within budget / 2xx, of requests"),
+            &|r| {
+                win(r, &|w| {
+                    format!("{} / {} of {}", w.good, w.success, w.requests)
+                })
+            },
+        ));
+        table.add_row(row(&format!("{what}: refused (by status)"), &|r| {
+            win(r, &|w| {
+                let mut parts: Vec<String> = w
+                    .refused
+                    .iter()
+                    .map(|(code, n)| format!("{code}: {n}"))
+                    .collect();
+                for (name, n) in [
+                    ("client timeout", w.client_timeouts),
+                    ("transport", w.transport),
+                    ("not sent", w.not_sent),
+                ] {
+                    if n > 0 {
+                        parts.push(format!("{name}: {n}"));
+                    }
+                }
+                let refused: u64 = w.refused.values().sum();
+                if parts.is_empty() {
+                    "0".to_owned()
+                } else {
+                    format!("{refused} ({})", parts.join(", "))
+                }
+            })
+        }));
+        table.add_row(row(
+            &format!("{what}: failures' latency p50 / p99, ms"),
+            &|r| {
+                win(r, &|w| {
+                    format!("{} / {}", ms(w.failure_p50_ms), ms(w.failure_p99_ms))
+                })
+            },
+        ));
+        table.add_row(row(&format!("{what}: slowest 2xx, ms"), &|r| {
+            win(r, &|w| ms(w.slowest_success_ms))
+        }));
+    }
+    if let Some(h) = runs.iter().find_map(|r| r.hang.as_ref()) {
+        let of = |r: &RunReport, f: &dyn Fn(&HangReport) -> String| {
+            r.hang.as_ref().map_or("-".into(), f)
+        };
+        let count = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
+        let secs = |v: Option<f64>| v.map_or("not within the run".into(), |v| format!("{v:.1}"));
+        table.add_row(row(
+            &format!(
+                "hang ({} held from {} to {} s): most calls held at once on it, whole run / \
+                 from {} s (settled)",
+                h.path, h.from_s, h.to_s, h.settled_from_s
+            ),
+            &|r| {
+                of(r, &|h| {
+                    format!("{} / {}", count(h.held_max), count(h.settled_held_max))
+                })
+            },
+        ));
+        table.add_row(row(
+            &format!(
+                "seconds after the hang until the first 2xx answer / until the first second (by \
+                 send time) with goodput back to {:.0} % of before",
+                RECOVERED_SHARE * 100.0
+            ),
+            &|r| {
+                of(r, &|h| {
+                    format!(
+                        "{} / {} (before: {:.1} req/s)",
+                        secs(h.first_success_after_s),
+                        secs(h.recovered_after_s),
+                        h.pre_hang_goodput_per_s
+                    )
+                })
+            },
+        ));
+    }
+    if let Some(sp) = runs.iter().find_map(|r| r.spike.as_ref()) {
+        table.add_row(row(
+            &format!(
+                "spike ({} to {} s): calm p99 before it, ms / seconds after it until a second's \
+                 p99 is back within 10 % or 10 ms of it",
+                sp.spike_from_s, sp.spike_to_s
+            ),
+            &|r| {
+                r.spike.as_ref().map_or("-".into(), |sp| {
+                    format!(
+                        "{} / {}",
+                        sp.calm_p99_ms.map_or("-".into(), |p| format!("{p:.0}")),
+                        sp.p99_back_after_s
+                            .map_or("not within the run".into(), |s| format!("{s:.0}"))
+                    )
+                })
+            },
+        ));
+    }
     let mut classes: Vec<&str> = Vec::new();
     for r in runs {
         for c in &r.classes {
@@ -1009,6 +1177,9 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     let _ = writeln!(out, "{table}\n");
     if let Some(ramp) = &first.ramp {
         out.push_str(&ramp_markdown(runs, ramp));
+        if first.spike.is_some() {
+            out.push_str(&per_second_markdown(runs));
+        }
     }
     for r in runs {
         let _ = writeln!(
@@ -1035,7 +1206,7 @@ fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
     let mut header = vec!["step (offered load)".to_owned()];
     header.extend(
         runs.iter()
-            .map(|r| format!("{} mode: goodput req/s / p99 ms", r.mode)),
+            .map(|r| format!("{} mode: goodput req/s / p99 ms / 5xx", r.mode)),
     );
     type Pick = fn(&ServiceSeries) -> Option<&PerDependency>;
     let floor: Pick = |s| s.learned_floor_ms.as_ref();
@@ -1069,9 +1240,10 @@ fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
                 .and_then(|ramp| ramp.steps.get(i))
                 .map_or("-".into(), |s| {
                     format!(
-                        "{:.1} / {}",
+                        "{:.1} / {} / {}",
                         s.goodput_per_s,
-                        s.p99_ms.map_or("-".into(), |p| format!("{p:.0}"))
+                        s.p99_ms.map_or("-".into(), |p| format!("{p:.0}")),
+                        s.refused
                     )
                 })
         }));
@@ -1081,7 +1253,40 @@ fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
         }));
         table.add_row(cells);
     }
-    format!("Per step of the ramp (by intended send time):\n\n{table}\n\n")
+    let what = if runs.iter().any(|r| r.spike.is_some()) {
+        "Per phase of the spike"
+    } else {
+        "Per step of the ramp"
+    };
+    format!("{what} (by intended send time; 5xx: requests answered 5xx):\n\n{table}\n\n")
+}
+
+/// A row per second of the run (by intended send time), a column per run:
+/// goodput and p99 latency of the requests due in that second.
+fn per_second_markdown(runs: &[RunReport]) -> String {
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN);
+    let mut header = vec!["second".to_owned()];
+    header.extend(
+        runs.iter()
+            .map(|r| format!("{} mode: goodput / p99 ms", r.mode)),
+    );
+    table.set_header(header);
+    let seconds = runs.iter().map(|r| r.timeline.len()).max().unwrap_or(0);
+    for i in 0..seconds {
+        let mut cells = vec![i.to_string()];
+        cells.extend(runs.iter().map(|r| {
+            r.timeline.get(i).map_or("-".into(), |s| {
+                format!(
+                    "{} / {}",
+                    s.good,
+                    s.p99_ms.map_or("-".into(), |p| format!("{p:.0}"))
+                )
+            })
+        }));
+        table.add_row(cells);
+    }
+    format!("Per second (by intended send time):\n\n{table}\n\n")
 }
 
 /// The dependency whose floor and limit the ramp's table shows.
@@ -1341,6 +1546,76 @@ mod tests {
         );
         let step1 = md.lines().find(|l| l.starts_with("| 1: 0-1 s")).unwrap();
         assert_eq!(step1.matches("| - ").count(), 2, "{step1}");
+    }
+
+    #[test]
+    fn a_watched_window_reports_its_failures_slowest_2xx_and_the_first_2xx_after_its_mark() {
+        // `sample(i, ..)` is due at i * 100 ms; the window is 200-600 ms,
+        // the mark 500 ms.
+        let watch = Watch {
+            what: "w".into(),
+            from: Duration::from_millis(200),
+            to: Duration::from_millis(600),
+            mark: Some(Duration::from_millis(500)),
+        };
+        let mut rec = Recorder::new().watching(Some(watch));
+        for s in [
+            sample(1, Outcome::Status(504), 5, None), // before the window
+            sample(2, Outcome::Status(503), 10, None),
+            sample(3, Outcome::Status(504), 30, None),
+            sample(4, Outcome::Ok, 1200, None), // 2xx after its budget
+            sample(5, Outcome::ClientTimeout, 900, None),
+            sample(6, Outcome::Ok, 40, None), // after the window and the mark
+            sample(7, Outcome::Ok, 20, None),
+        ] {
+            rec.record(&s);
+        }
+        let report = rec.finish(
+            RunInfo {
+                scenario: "hang".into(),
+                mode: "budget".into(),
+                description: "test".into(),
+                spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
+                budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
+                patience: Patience::Budget,
+                load_average: None,
+            },
+            RunTotals::default(),
+            None,
+        );
+        let w = report.window.as_ref().expect("a window report");
+        assert_eq!((w.requests, w.success, w.good, w.failures), (4, 1, 0, 3));
+        assert_eq!(w.refused, BTreeMap::from([(503, 1), (504, 1)]));
+        assert_eq!(w.client_timeouts, 1);
+        assert!((w.failure_p50_ms.unwrap() - 30.0).abs() < 1.0, "{w:?}");
+        assert!((w.failure_p99_ms.unwrap() - 900.0).abs() < 1.0, "{w:?}");
+        assert!(
+            (w.slowest_success_ms.unwrap() - 1200.0).abs() < 1.0,
+            "{w:?}"
+        );
+        // Request 5 (due at the mark) failed; request 6 is due 100 ms after
+        // it and answered 40 ms later; request 7 answered 320 ms after it.
+        let first = w.first_success_after_mark_s.unwrap();
+        assert!((first - 0.14).abs() < 1e-9, "{first}");
+        let md = scenario_markdown(std::slice::from_ref(&report));
+        assert!(md.contains("| w: refused (by status)"), "{md}");
+        assert!(md.contains("2 (503: 1, 504: 1, client timeout: 1)"), "{md}");
+        assert!(md.contains("0 / 1 of 4"), "{md}");
+        // Without a watch, no window.
+        let plain = Recorder::new().finish(
+            RunInfo {
+                scenario: "t".into(),
+                mode: "budget".into(),
+                description: "test".into(),
+                spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
+                budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
+                patience: Patience::Budget,
+                load_average: None,
+            },
+            RunTotals::default(),
+            None,
+        );
+        assert!(plain.window.is_none());
     }
 
     #[test]

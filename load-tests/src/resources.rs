@@ -162,9 +162,54 @@ fn vm_rss_kib(status: &str) -> Option<u64> {
 #[cfg(test)]
 pub(crate) static PROCESS_WIDE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The kernel's count of connections dropped because a listening
+/// socket's accept queue was full (`TcpExt: ListenOverflows` in
+/// `/proc/net/netstat`), since boot, for the whole machine (network
+/// namespace); `None` where there is no such file. A client whose `SYN`
+/// was dropped tries again after TCP's initial retransmission timeout,
+/// one second: a burst larger than a listener's backlog (tokio's default
+/// is 128) reaches it partly a second late.
+///
+/// ```no_run
+/// if let Some(n) = load_tests::resources::listen_overflows() {
+///     println!("{n} connections dropped at a full accept queue since boot");
+/// }
+/// ```
+pub fn listen_overflows() -> Option<u64> {
+    parse_netstat(
+        &std::fs::read_to_string("/proc/net/netstat").ok()?,
+        "TcpExt:",
+        "ListenOverflows",
+    )
+}
+
+/// The value of `field` in the `prefix` lines of a `/proc/net/netstat`
+/// text (a line of names, then a line of values).
+fn parse_netstat(text: &str, prefix: &str, field: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names.split_whitespace().position(|n| n == field)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_overflows_are_read_from_the_tcpext_lines() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\n\
+                    TcpExt: 263 4134 4134\n\
+                    IpExt: InNoRoutes ListenOverflows\n\
+                    IpExt: 0 9\n";
+        assert_eq!(
+            parse_netstat(text, "TcpExt:", "ListenOverflows"),
+            Some(4134)
+        );
+        assert_eq!(parse_netstat(text, "TcpExt:", "Nope"), None);
+        assert_eq!(parse_netstat("", "TcpExt:", "ListenOverflows"), None);
+    }
 
     #[test]
     fn parses_a_tcp_table_and_a_status_file() {

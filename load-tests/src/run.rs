@@ -13,12 +13,16 @@ use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::criticality::CriticalitySplit;
 use crate::gauges::sample_per_second;
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
+use crate::hang::{HANG_PATH, HELD_SAMPLE_EVERY, hang_report, settled_from};
 use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
 use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
+use crate::resources::listen_overflows;
 use crate::scenario::{
     Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
 };
+use crate::spike::spike_report;
 use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
+use crate::window::Watch;
 
 /// How every run of an invocation loads its target.
 #[derive(Clone, Debug)]
@@ -41,6 +45,13 @@ pub struct LoadPlan {
     /// Whether the duration was asked for (`--duration`): the `ramp`
     /// scenario keeps its 10 s steps otherwise.
     pub duration_given: bool,
+    /// A window of the run whose requests are also reported on their own
+    /// ([`RunReport::window`](crate::report::RunReport::window)); `None`:
+    /// none.
+    pub watch: Option<Watch>,
+    /// Every request on a connection of its own, none reused (the
+    /// `burst-*` scenarios); otherwise the client keeps a pool.
+    pub fresh_connections: bool,
 }
 
 impl LoadPlan {
@@ -66,6 +77,8 @@ impl LoadPlan {
             progress: false,
             rate_given: false,
             duration_given: false,
+            watch: None,
+            fresh_connections: false,
         }
     }
 
@@ -185,6 +198,7 @@ pub async fn run_load_with(
     let http = loopback_client(Duration::from_secs(5))?;
     settle(&partner, &http).await?;
     reset(&partner, &http).await?;
+    let overflows_before = listen_overflows();
     let client = LoadClient::new(ClientConfig {
         target,
         budgets: plan.budgets,
@@ -192,6 +206,7 @@ pub async fn run_load_with(
         patience: plan.patience,
         id_prefix: id_prefix(&label),
         id_group: label.id_group,
+        fresh_connections: plan.fresh_connections,
     })?;
     let info = RunInfo {
         scenario: label.scenario.clone(),
@@ -203,7 +218,7 @@ pub async fn run_load_with(
         load_average: load_average(),
     };
     let bar = progress_bar(plan, &format!("{} / {} mode", label.scenario, label.mode));
-    let mut recorder = Recorder::for_spec(&plan.spec);
+    let mut recorder = Recorder::for_spec(&plan.spec).watching(plan.watch.clone());
     let (ended, end) = tokio::sync::oneshot::channel::<()>();
     on_start();
     let start = tokio::time::Instant::now();
@@ -240,6 +255,9 @@ pub async fn run_load_with(
     settle(&partner, &http).await?;
     let stats = read(&partner, &http).await?;
     let mut report = recorder.finish(info, totals, stats.as_ref());
+    report.listen_overflows = overflows_before
+        .zip(listen_overflows())
+        .map(|(before, after)| after.saturating_sub(before));
     if let Some(samples) = samples {
         let seconds = report.timeline.len();
         report.set_services(ServiceSeries::from_samples(&samples, seconds));
@@ -247,9 +265,10 @@ pub async fn run_load_with(
     Ok(report)
 }
 
-/// Runs scenario `name` once per mode of `modes` (budget, naive, peer),
-/// back to back, each against a fresh checkout (or peer checkout) and
-/// edge.
+/// Runs scenario `name` once per mode of `modes` (budget, naive, peer,
+/// queue), back to back, each against a fresh checkout (or peer checkout)
+/// and edge, and, for a burst, a fresh partner of its own; the `outage`
+/// and `hang` scenarios switch the partner's fault during the run.
 ///
 /// # Errors
 ///
@@ -265,57 +284,110 @@ pub async fn run_scenario(
     let plan = &scenario.plan(plan)?;
     let mut reports = Vec::new();
     for &mode in modes {
-        let chain = Chain::start(&scenario, settings, mode, partners).await?;
-        let target = LoopbackUrl::parse(&chain.url)?;
-        let label = RunLabel {
-            scenario: name.as_str().to_owned(),
-            mode: mode.as_str().to_owned(),
-            description: scenario.description.clone(),
-            id_group: scenario.id_group,
+        // A burst gets a partner of its own, started cold for each run.
+        let own = match scenario.burst {
+            Some(burst) => Some(Partners::start_main(burst.partner_config()).await?),
+            None => None,
         };
-        let stats = PartnerStats::InProcess(&partners.main);
-        // The services' gauges, in budget mode only: the registry is the
-        // process's, and the other modes would show what budget mode left.
-        let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
-            Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
-        } else {
-            None
-        };
-        let (report, outage) = if scenario.outage {
-            let window = OutageWindow::of_run(plan.spec.duration());
-            let prefix = id_prefix(&label);
-            let (started, start) = tokio::sync::oneshot::channel();
-            let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
-                let _ = started.send(tokio::time::Instant::now());
-            });
-            let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
-            // Whatever happened, the path answers normally again.
-            let _ = partners.main.set_path_status(OUTAGE_PATH, None);
-            let outage = report.as_ref().ok().map(|r| {
-                let offsets: Vec<Duration> = plan.spec.schedule().collect();
-                outage_report(
-                    window,
-                    &offsets,
-                    &prefix,
-                    &partners.main.stats(),
-                    &r.timeline,
-                )
-            });
-            (report, outage)
-        } else {
-            (
-                run_load_with(plan, target, label, stats, metrics.as_ref(), || {}).await,
-                None,
-            )
-        };
-        let middle = chain.middle.as_ref().map(|m| m.stats());
-        chain.stop().await;
-        let mut report = report?;
-        report.middle = middle;
-        report.outage = outage;
-        reports.push(report);
+        let report = run_mode(
+            &scenario,
+            settings,
+            plan,
+            mode,
+            own.as_ref().unwrap_or(partners),
+        )
+        .await;
+        if let Some(own) = own {
+            own.shutdown().await;
+        }
+        reports.push(report?);
     }
     Ok(reports)
+}
+
+/// One run of `scenario` in `mode` on `partners`.
+async fn run_mode(
+    scenario: &Scenario,
+    settings: &ChainSettings,
+    plan: &LoadPlan,
+    mode: ChainMode,
+    partners: &Partners,
+) -> Result<RunReport, RunError> {
+    let name = scenario.name;
+    let chain = Chain::start(scenario, settings, mode, partners).await?;
+    let target = LoopbackUrl::parse(&chain.url)?;
+    let label = RunLabel {
+        scenario: name.as_str().to_owned(),
+        mode: mode.as_str().to_owned(),
+        description: scenario.description.clone(),
+        id_group: scenario.id_group,
+    };
+    let stats = PartnerStats::InProcess(&partners.main);
+    // The services' gauges, in budget mode only: the registry is the
+    // process's, and the other modes would show what budget mode left.
+    let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
+        Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
+    } else {
+        None
+    };
+    let mut hang = None;
+    let (report, outage) = if scenario.outage {
+        let window = OutageWindow::of_run(plan.spec.duration());
+        let prefix = id_prefix(&label);
+        let (started, start) = tokio::sync::oneshot::channel();
+        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
+            let _ = started.send(tokio::time::Instant::now());
+        });
+        let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
+        // Whatever happened, the path answers normally again.
+        let _ = partners.main.set_path_status(OUTAGE_PATH, None);
+        let outage = report.as_ref().ok().map(|r| {
+            let offsets: Vec<Duration> = plan.spec.schedule().collect();
+            outage_report(
+                window,
+                &offsets,
+                &prefix,
+                &partners.main.stats(),
+                &r.timeline,
+            )
+        });
+        (report, outage)
+    } else if scenario.hang {
+        let window = OutageWindow::of_run(plan.spec.duration());
+        let (started, start) = tokio::sync::oneshot::channel();
+        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
+            let _ = started.send(tokio::time::Instant::now());
+        });
+        let (report, settled) = tokio::join!(run, hang_fault(&partners.main, window, start));
+        // Whatever happened, the path answers again.
+        let _ = partners.main.set_path_hang(HANG_PATH, false);
+        if let Ok(r) = &report {
+            let held_max = partners.main.hung(HANG_PATH).map(|p| p.in_flight_max);
+            hang = Some(hang_report(
+                window,
+                held_max,
+                settled,
+                r.window.as_ref(),
+                &r.timeline,
+            ));
+        }
+        (report, None)
+    } else {
+        (
+            run_load_with(plan, target, label, stats, metrics.as_ref(), || {}).await,
+            None,
+        )
+    };
+    let middle = chain.middle.as_ref().map(|m| m.stats());
+    chain.stop().await;
+    let mut report = report?;
+    report.middle = middle;
+    report.outage = outage;
+    report.hang = hang;
+    if scenario.spike {
+        report.spike = report.ramp.as_ref().and_then(spike_report);
+    }
+    Ok(report)
 }
 
 /// The `outage` scenario's fault: from `window.from` after the run's start
@@ -335,6 +407,38 @@ async fn fault(
     }
     tokio::time::sleep_until(start + window.to).await;
     let _ = partner.set_path_status(OUTAGE_PATH, None);
+}
+
+/// The `hang` scenarios' fault: from `window.from` after the run's start
+/// (sent on `start`) until `window.to`, [`HANG_PATH`] hangs. Returns the
+/// most calls held on it at once from [`settled_from`] until the end, read
+/// every [`HELD_SAMPLE_EVERY`] (`None`: that part of the run is empty, or
+/// the hang did not start).
+async fn hang_fault(
+    partner: &PartnerHandle,
+    window: OutageWindow,
+    start: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
+) -> Option<u64> {
+    let start = start.await.ok()?;
+    tokio::time::sleep_until(start + window.from).await;
+    if let Err(e) = partner.set_path_hang(HANG_PATH, true) {
+        eprintln!("load-tests: the hang did not start: {e}");
+        return None;
+    }
+    let from = start + settled_from(window);
+    let end = start + window.to;
+    let mut most = None;
+    if from < end {
+        tokio::time::sleep_until(from).await;
+        while tokio::time::Instant::now() < end {
+            let held = partner.hung(HANG_PATH).map_or(0, |p| p.in_flight);
+            most = Some(most.map_or(held, |m: u64| m.max(held)));
+            tokio::time::sleep(HELD_SAMPLE_EVERY).await;
+        }
+    }
+    tokio::time::sleep_until(end).await;
+    let _ = partner.set_path_hang(HANG_PATH, false);
+    most
 }
 
 /// `budget` for budget mode on, `naive` for off.

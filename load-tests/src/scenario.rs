@@ -61,6 +61,10 @@
 //! | `ramp` | healthy; offered load 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity ([`RAMP_FACTORS`]), 10 s per step; `--duration` is split evenly over the six steps, and a given `--rate` stands for the capacity ([`ramp_steps`]); reported per step and per second |
 //! | `deep` | as `slow`, with a fourth hop: checkout's three URLs point at [`Middle`] (`/inventory?...` and so on), which calls the partner's same path with the same query: budget-aware in budget mode, fixed timeouts in naive mode, plain tower in peer mode |
 //! | `outage` | healthy; from a quarter into the run `/pricing` answers `503` to every call for half of it (5 s to 15 s of the default 20 s; `PartnerHandle::set_path_status`), then recovers; reports pricing attempts per client request during the outage and the time until goodput is back ([`crate::outage`]) |
+//! | `tail` | healthy, but 5 % of calls on every path `slowdown` times slower, at half the capacity; run in budget mode with and without hedging |
+//! | `spike` | healthy; 0.5x of the capacity for 4 s, 3x for 2 s, 0.5x for 6 s ([`SPIKE_PHASES`]; a given `--duration` in the same proportions, [`shaped_steps`]); reported per phase and per second, with the time until p99 is back ([`crate::spike`]) |
+//! | `burst-fits`, `burst-fits-unlimited`, `burst-part`, `burst-part-unlimited` | a partner of its own per run, started cold, 50 ms on every path, 8 workers per path or none (`-unlimited`); [`BURST_REQUESTS`] (300, or `--requests`) sent at once, one connection each; budgets of 10 s (`-fits`, the whole burst) or 1 s (`-part`); the client waits the budget plus [`BURST_MARGIN`] at most ([`Burst`]) |
+//! | `hang`, `hang-slow-rate` | healthy at 20 (or 2) req/s, budgets 1.9 to 2.1 s per request index; `/inventory` hangs from a quarter of the run for half of it (`PartnerHandle::set_path_hang`), then answers again ([`crate::hang`]) |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -84,11 +88,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::budgets::BudgetDistribution;
+use crate::client::Patience;
 use crate::criticality::CriticalitySplit;
-use crate::generator::{LoadSpec, RateStep, SpecError};
+use crate::generator::{LoadSpec, MAX_REQUESTS, RateStep, SpecError};
+use crate::hang::{HANG_BUDGETS, HANG_PATH};
 use crate::middle::Middle;
+use crate::outage::OutageWindow;
 use crate::peer::{PeerCheckout, PeerConfig};
 use crate::run::LoadPlan;
+use crate::window::Watch;
 
 /// The `Retry-After` of the `rate-limit` scenario, seconds: longer than
 /// any budget here, and within the 10 s a fixed-timeout client honours.
@@ -110,6 +118,78 @@ pub const TAIL_PERCENT: u8 = 5;
 /// The `tail` scenario's offered load, as a share of the capacity: a
 /// tail call holds a partner worker `slowdown` times longer.
 pub const TAIL_RATE: f64 = 0.5;
+
+/// The `spike` scenario's phases: (multiple of the capacity, length when
+/// `--duration` is not given): 4 s calm at half the capacity, 2 s at three
+/// times it, 6 s calm again. A given `--duration` is split in the same
+/// proportions (a third, a sixth, a half).
+pub const SPIKE_PHASES: [(f64, Duration); 3] = [
+    (0.5, Duration::from_secs(4)),
+    (3.0, Duration::from_secs(2)),
+    (0.5, Duration::from_secs(6)),
+];
+
+/// How many requests a `burst-*` scenario sends at once, unless
+/// `--requests` says.
+pub const BURST_REQUESTS: u64 = 300;
+
+/// Each partner call's delay in the `burst-*` scenarios, on every path:
+/// with 8 workers per path, 8 / 50 ms = 160 requests/s.
+pub const BURST_DELAY: Duration = Duration::from_millis(50);
+
+/// The budget of the `burst-fits*` scenarios: enough for the whole burst
+/// (300 requests at 160 req/s take under 2 s).
+pub const BURST_FITS_BUDGET: Duration = Duration::from_secs(10);
+
+/// The budget of the `burst-part*` scenarios: enough for a part of the
+/// burst only (about 160 of 300 requests at 160 req/s).
+pub const BURST_PART_BUDGET: Duration = Duration::from_secs(1);
+
+/// How long after its budget a burst's client stops waiting for an
+/// answer: a bounded wait for the last answer, so that the run ends by
+/// itself even when a mode ignores budgets.
+pub const BURST_MARGIN: Duration = Duration::from_secs(5);
+
+/// The offered load of the `hang` scenario, requests/s (`--rate`
+/// overrides it).
+pub const HANG_RATE: f64 = 20.0;
+
+/// The offered load of the `hang-slow-rate` scenario, requests/s.
+pub const HANG_SLOW_RATE: f64 = 2.0;
+
+/// A burst's shape (the `burst-*` scenarios).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    /// Every request's budget.
+    pub budget: Duration,
+    /// Workers per path of the burst's own partner; `None`: no limit.
+    pub partner_workers: Option<usize>,
+}
+
+impl Burst {
+    /// The config of the partner of one burst run: on `127.0.0.1:0`, with
+    /// its workers on each of [`PARTNER_PATHS`], or none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use load_tests::scenario::Burst;
+    ///
+    /// let limited = Burst { budget: Duration::from_secs(1), partner_workers: Some(8) };
+    /// assert_eq!(limited.partner_config().path_workers["/pricing"], 8);
+    /// let unlimited = Burst { partner_workers: None, ..limited };
+    /// let c = unlimited.partner_config();
+    /// assert!(c.path_workers.is_empty() && c.workers.is_none());
+    /// ```
+    pub fn partner_config(&self) -> PartnerConfig {
+        let base = PartnerConfig::new(loopback()).with_shutdown_grace(Duration::from_secs(1));
+        match self.partner_workers {
+            Some(n) => PARTNER_PATHS
+                .iter()
+                .fold(base, |c, path| c.with_path_workers(*path, n)),
+            None => base,
+        }
+    }
+}
 
 /// The ramp's steps: `factors` times `capacity` (or times the plan's rate,
 /// when it was asked for), each [`RAMP_STEP`] long (or an equal share of
@@ -137,24 +217,60 @@ pub fn ramp_steps(
     capacity: f64,
     base: &LoadPlan,
 ) -> Result<Vec<RateStep>, SpecError> {
+    let shape: Vec<(f64, Duration)> = factors.iter().map(|&f| (f, RAMP_STEP)).collect();
+    shaped_steps(&shape, capacity, base)
+}
+
+/// The steps of a load of several phases: each (factor, length) of
+/// `shape` is `factor` times `capacity` (or times the plan's rate, when it
+/// was asked for) for `length` (or, when the plan's duration was asked
+/// for, the same share of it as `length` is of the lengths' sum).
+///
+/// # Errors
+///
+/// A step's rate over the generator's cap, or a step of no length.
+///
+/// ```
+/// use std::time::Duration;
+/// use load_tests::client::Patience;
+/// use load_tests::generator::LoadSpec;
+/// use load_tests::run::LoadPlan;
+/// use load_tests::scenario::{SPIKE_PHASES, shaped_steps};
+///
+/// let mut base = LoadPlan::fixed(LoadSpec::new(128.0, Duration::from_secs(6)).unwrap(),
+///     Duration::from_secs(2), Patience::Budget);
+/// let steps = shaped_steps(&SPIKE_PHASES, 160.0, &base).unwrap();
+/// assert_eq!(steps.iter().map(|s| (s.rate, s.duration.as_secs())).collect::<Vec<_>>(),
+///     [(80.0, 4), (480.0, 2), (80.0, 6)]);
+/// base.duration_given = true;
+/// let steps = shaped_steps(&SPIKE_PHASES, 160.0, &base).unwrap();
+/// assert_eq!(steps.iter().map(|s| s.duration.as_secs()).collect::<Vec<_>>(), [2, 1, 3]);
+/// ```
+pub fn shaped_steps(
+    shape: &[(f64, Duration)],
+    capacity: f64,
+    base: &LoadPlan,
+) -> Result<Vec<RateStep>, SpecError> {
     let reference = if base.rate_given {
         base.spec.rate()
     } else {
         capacity
     };
-    let step = if base.duration_given {
-        base.spec.duration() / factors.len().max(1) as u32
-    } else {
-        RAMP_STEP
-    };
-    factors
+    let total: u128 = shape.iter().map(|(_, d)| d.as_nanos()).sum();
+    shape
         .iter()
-        .map(|&f| {
+        .map(|&(f, length)| {
+            let duration = if base.duration_given && total > 0 {
+                let share = base.spec.duration().as_nanos() * length.as_nanos() / total;
+                Duration::from_nanos(u64::try_from(share).unwrap_or(u64::MAX))
+            } else {
+                length
+            };
             let rate = f * reference;
-            LoadSpec::new(rate, step)?;
+            LoadSpec::new(rate, duration)?;
             Ok(RateStep {
                 rate,
-                duration: step,
+                duration,
                 factor: Some(f),
             })
         })
@@ -198,11 +314,29 @@ pub enum ScenarioName {
     /// `slowdown` times slower (a latency tail), at half the capacity; run
     /// in budget mode with and without hedging ([`ChainMode::Hedged`]).
     Tail,
+    /// The healthy partner at half the capacity, three times it for a
+    /// while, then half again; reported per phase and per second.
+    Spike,
+    /// A cold chain; every request at once; 50 ms on every path, 8 workers
+    /// per path; 10 s budgets, which cover the whole burst.
+    BurstFits,
+    /// As `burst-fits`, with no worker limit at the partner.
+    BurstFitsUnlimited,
+    /// As `burst-fits`, with 1 s budgets, which cover a part of it.
+    BurstPart,
+    /// As `burst-part`, with no worker limit at the partner.
+    BurstPartUnlimited,
+    /// The healthy partner at 20 req/s; a quarter into the run
+    /// `/inventory` stops answering for half of it, then recovers; budgets
+    /// of 1.9 to 2.1 s.
+    Hang,
+    /// As `hang`, at 2 req/s.
+    HangSlowRate,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 12] = [
+    pub const ALL: [ScenarioName; 19] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -215,6 +349,13 @@ impl ScenarioName {
         ScenarioName::Deep,
         ScenarioName::Outage,
         ScenarioName::Tail,
+        ScenarioName::Spike,
+        ScenarioName::BurstFits,
+        ScenarioName::BurstFitsUnlimited,
+        ScenarioName::BurstPart,
+        ScenarioName::BurstPartUnlimited,
+        ScenarioName::Hang,
+        ScenarioName::HangSlowRate,
     ];
 
     /// The name as on the command line.
@@ -232,6 +373,13 @@ impl ScenarioName {
             ScenarioName::Deep => "deep",
             ScenarioName::Outage => "outage",
             ScenarioName::Tail => "tail",
+            ScenarioName::Spike => "spike",
+            ScenarioName::BurstFits => "burst-fits",
+            ScenarioName::BurstFitsUnlimited => "burst-fits-unlimited",
+            ScenarioName::BurstPart => "burst-part",
+            ScenarioName::BurstPartUnlimited => "burst-part-unlimited",
+            ScenarioName::Hang => "hang",
+            ScenarioName::HangSlowRate => "hang-slow-rate",
         }
     }
 }
@@ -247,6 +395,11 @@ pub enum ChainMode {
     /// Edge in budget mode with its default config, checkout swapped for
     /// [`PeerCheckout`]: plain tower, no budget.
     Peer,
+    /// Edge in budget mode with its default config, checkout swapped for
+    /// [`PeerCheckout`] without shedding: per dependency a tower
+    /// `ConcurrencyLimit` whose calls wait for a permit, under a `Timeout`
+    /// (2 s, the peer's) that covers the wait and the call; no budget.
+    Queue,
     /// Budget mode, with checkout's three dependencies hedged
     /// (`hedge = "auto"`, opt-in): only the `tail` scenario runs it, beside
     /// [`ChainMode::Budget`].
@@ -254,8 +407,13 @@ pub enum ChainMode {
 }
 
 impl ChainMode {
-    /// The three every scenario runs, in the order they run.
-    pub const ALL: [ChainMode; 3] = [ChainMode::Budget, ChainMode::Naive, ChainMode::Peer];
+    /// The four every scenario runs, in the order they run.
+    pub const ALL: [ChainMode; 4] = [
+        ChainMode::Budget,
+        ChainMode::Naive,
+        ChainMode::Peer,
+        ChainMode::Queue,
+    ];
 
     /// The modes `scenario` runs of `asked`: `asked`, and for `tail`
     /// [`ChainMode::Hedged`] right after [`ChainMode::Budget`], so that
@@ -265,7 +423,7 @@ impl ChainMode {
     /// use load_tests::scenario::{ChainMode, ScenarioName};
     ///
     /// let tail = ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Tail);
-    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer]);
+    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer, ChainMode::Queue]);
     /// assert_eq!(ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Slow), ChainMode::ALL);
     /// assert_eq!(ChainMode::for_scenario(&[ChainMode::Naive], ScenarioName::Tail), [ChainMode::Naive]);
     /// ```
@@ -283,7 +441,7 @@ impl ChainMode {
         modes
     }
 
-    /// `budget`, `naive` or `peer`: the report's `mode`.
+    /// `budget`, `naive`, `peer`, `queue` or `hedged`: the report's `mode`.
     ///
     /// ```
     /// assert_eq!(load_tests::scenario::ChainMode::Peer.as_str(), "peer");
@@ -293,14 +451,33 @@ impl ChainMode {
             ChainMode::Budget => "budget",
             ChainMode::Naive => "naive",
             ChainMode::Peer => "peer",
+            ChainMode::Queue => "queue",
             ChainMode::Hedged => "hedged",
+        }
+    }
+
+    /// What the mode is, in a few words, for a report's legend.
+    ///
+    /// ```
+    /// use load_tests::scenario::ChainMode;
+    /// assert_eq!(ChainMode::Queue.label(), "queue (tower ConcurrencyLimit + Timeout, no shedding)");
+    /// ```
+    pub fn label(self) -> &'static str {
+        match self {
+            ChainMode::Budget => "budget (budget mode on)",
+            ChainMode::Naive => "naive (budget mode off: fixed 30 s timeouts)",
+            ChainMode::Peer => "peer (tower LoadShed + ConcurrencyLimit + Timeout)",
+            ChainMode::Queue => "queue (tower ConcurrencyLimit + Timeout, no shedding)",
+            ChainMode::Hedged => "hedged (budget mode, hedge = \"auto\")",
         }
     }
 
     /// The budget mode of edge (and of checkout, where it runs).
     pub fn budget_mode(self) -> BudgetMode {
         match self {
-            ChainMode::Budget | ChainMode::Peer | ChainMode::Hedged => BudgetMode::On,
+            ChainMode::Budget | ChainMode::Peer | ChainMode::Queue | ChainMode::Hedged => {
+                BudgetMode::On
+            }
             ChainMode::Naive => BudgetMode::Off,
         }
     }
@@ -497,9 +674,10 @@ pub struct Scenario {
     /// the capacity), unless the plan's rate was asked for; `None`: the
     /// plan's.
     pub rate: Option<f64>,
-    /// The `ramp` scenario's steps, as multiples of the capacity (or of
-    /// the plan's rate, when it was asked for).
-    pub ramp: Option<Vec<f64>>,
+    /// The steps of the `ramp` and `spike` scenarios: (multiple of the
+    /// capacity, or of the plan's rate when it was asked for; length when
+    /// the plan's duration was not asked for), see [`shaped_steps`].
+    pub ramp: Option<Vec<(f64, Duration)>>,
     /// The chain's healthy capacity ([`ChainSettings::capacity`]).
     pub capacity: f64,
     /// A [`Middle`] hop between checkout and the partner (`deep`).
@@ -507,6 +685,15 @@ pub struct Scenario {
     /// `/pricing` fails for a while during the run (`outage`,
     /// [`crate::outage`]).
     pub outage: bool,
+    /// Every request at once, against a partner of its own started for
+    /// each run (the `burst-*` scenarios).
+    pub burst: Option<Burst>,
+    /// `/inventory` hangs for a while during the run (`hang`,
+    /// `hang-slow-rate`, [`crate::hang`]).
+    pub hang: bool,
+    /// The run is a spike between calm phases, reported as such
+    /// ([`crate::spike`]).
+    pub spike: bool,
 }
 
 impl Scenario {
@@ -545,10 +732,33 @@ impl Scenario {
         {
             plan.spec = plan.spec.with_rate(rate)?;
         }
-        if let Some(factors) = &self.ramp {
+        if let Some(shape) = &self.ramp {
             plan.spec = plan
                 .spec
-                .with_steps(ramp_steps(factors, self.capacity, base)?)?;
+                .with_steps(shaped_steps(shape, self.capacity, base)?)?;
+        }
+        if let Some(burst) = self.burst {
+            // `--requests` when given (the spec's count is below the cap).
+            let n = if base.spec.max_requests() < MAX_REQUESTS {
+                base.spec.max_requests()
+            } else {
+                BURST_REQUESTS
+            };
+            plan.spec = LoadSpec::burst(n)?.with_max_in_flight(base.spec.max_in_flight())?;
+            plan.budgets = BudgetDistribution::Fixed(burst.budget);
+            plan.patience = Patience::Fixed(burst.budget.saturating_add(BURST_MARGIN));
+            plan.fresh_connections = true;
+            plan.watch = Some(Watch {
+                what: "the burst".into(),
+                from: Duration::ZERO,
+                to: plan.spec.duration(),
+                mark: None,
+            });
+        }
+        if self.hang {
+            plan.watch = Some(crate::hang::watch(OutageWindow::of_run(
+                plan.spec.duration(),
+            )));
         }
         Ok(plan)
     }
@@ -578,6 +788,9 @@ impl Scenario {
             capacity: settings.capacity(),
             deep: false,
             outage: false,
+            burst: None,
+            hang: false,
+            spike: false,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -642,7 +855,7 @@ impl Scenario {
                         .join(", "),
                     settings.capacity()
                 );
-                s.ramp = Some(RAMP_FACTORS.to_vec());
+                s.ramp = Some(RAMP_FACTORS.iter().map(|&f| (f, RAMP_STEP)).collect());
             }
             ScenarioName::Deep => {
                 s.description = format!(
@@ -658,6 +871,71 @@ impl Scenario {
                                  for half of it (5 s to 15 s of 20 s), then recovers"
                     .into();
                 s.outage = true;
+            }
+            ScenarioName::Spike => {
+                s.description = format!(
+                    "healthy partner; offered load {}x of capacity ({:.0} req/s) for 4 s, {}x for \
+                     2 s, {}x for 6 s (a given --duration in the same proportions)",
+                    SPIKE_PHASES[0].0,
+                    settings.capacity(),
+                    SPIKE_PHASES[1].0,
+                    SPIKE_PHASES[2].0,
+                );
+                s.ramp = Some(SPIKE_PHASES.to_vec());
+                s.spike = true;
+            }
+            ScenarioName::BurstFits
+            | ScenarioName::BurstFitsUnlimited
+            | ScenarioName::BurstPart
+            | ScenarioName::BurstPartUnlimited => {
+                let fits = matches!(
+                    name,
+                    ScenarioName::BurstFits | ScenarioName::BurstFitsUnlimited
+                );
+                let limited = matches!(name, ScenarioName::BurstFits | ScenarioName::BurstPart);
+                let burst = Burst {
+                    budget: if fits {
+                        BURST_FITS_BUDGET
+                    } else {
+                        BURST_PART_BUDGET
+                    },
+                    partner_workers: limited.then_some(settings.partner_workers),
+                };
+                let delay = format!("delay={}ms", BURST_DELAY.as_millis());
+                s.inventory.clone_from(&delay);
+                s.pricing.clone_from(&delay);
+                s.recommendations = delay;
+                s.description = format!(
+                    "cold chain and partner; every request at once, one connection each; {} ms \
+                     on every path, {}; {} s budgets, which cover {} the burst",
+                    BURST_DELAY.as_millis(),
+                    match burst.partner_workers {
+                        Some(n) => format!(
+                            "{n} workers per path ({:.0} req/s)",
+                            n as f64 / BURST_DELAY.as_secs_f64()
+                        ),
+                        None => "no worker limit".to_owned(),
+                    },
+                    burst.budget.as_secs(),
+                    if fits { "all of" } else { "a part of" }
+                );
+                s.burst = Some(burst);
+            }
+            ScenarioName::Hang | ScenarioName::HangSlowRate => {
+                let rate = if name == ScenarioName::Hang {
+                    HANG_RATE
+                } else {
+                    HANG_SLOW_RATE
+                };
+                let budgets = BudgetDistribution::uniform(HANG_BUDGETS.0, HANG_BUDGETS.1);
+                s.description = format!(
+                    "healthy, {rate} req/s; from a quarter into the run {HANG_PATH} stops \
+                     answering for half of it (5 s to 15 s of 20 s), then recovers; budgets {}",
+                    budgets.describe()
+                );
+                s.rate = Some(rate);
+                s.budgets = Some(budgets);
+                s.hang = true;
             }
             ScenarioName::Tail => {
                 let capacity = settings.capacity();
@@ -836,7 +1114,8 @@ pub fn checkout_config(
 
 /// The peer checkout of a chain: checkout's URLs, the chain's
 /// [`ChainSettings::peer_concurrency`], the defaults of [`PeerConfig`]
-/// otherwise.
+/// otherwise (it sheds: the `peer` mode; the `queue` mode sets
+/// [`PeerConfig::shed`] to `false`).
 pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerConfig {
     let mut peer = PeerConfig::new(loopback());
     peer.inventory_url = checkout.inventory_url.clone();
@@ -848,7 +1127,8 @@ pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerC
 }
 
 impl Chain {
-    /// Starts checkout (or, in [`ChainMode::Peer`], the peer checkout) and
+    /// Starts checkout (or, in [`ChainMode::Peer`] and [`ChainMode::Queue`],
+    /// the peer checkout, shedding or not) and
     /// edge for `scenario` in `mode`.
     ///
     /// # Errors
@@ -900,8 +1180,9 @@ impl Chain {
         let stopped = async move {
             let _ = stopped.await;
         };
-        let (checkout_addr, server) = if mode == ChainMode::Peer {
-            let peer = peer_config(&checkout, settings);
+        let (checkout_addr, server) = if matches!(mode, ChainMode::Peer | ChainMode::Queue) {
+            let mut peer = peer_config(&checkout, settings);
+            peer.shed = mode == ChainMode::Peer;
             PeerCheckout::spawn(&peer, stopped)
                 .await
                 .map_err(|e| ChainError::new("peer checkout", e))?
@@ -1052,6 +1333,75 @@ mod tests {
                 .steps()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn bursts_hangs_and_the_spike_shape_their_own_load() {
+        let settings = ChainSettings::default();
+        let base = LoadPlan::fixed(
+            LoadSpec::new(128.0, Duration::from_secs(20)).unwrap(),
+            Duration::from_secs(2),
+            crate::client::Patience::Fixed(Duration::from_secs(35)),
+        );
+        for (name, budget, workers) in [
+            (ScenarioName::BurstFits, 10, Some(8)),
+            (ScenarioName::BurstFitsUnlimited, 10, None),
+            (ScenarioName::BurstPart, 1, Some(8)),
+            (ScenarioName::BurstPartUnlimited, 1, None),
+        ] {
+            let s = Scenario::new(name, &settings);
+            let burst = s.burst.expect("a burst");
+            assert_eq!(burst.budget, Duration::from_secs(budget), "{name:?}");
+            assert_eq!(burst.partner_workers, workers, "{name:?}");
+            for q in [&s.inventory, &s.pricing, &s.recommendations] {
+                assert_eq!(q, "delay=50ms");
+            }
+            let plan = s.plan(&base).unwrap();
+            assert_eq!(plan.spec.expected_requests(), BURST_REQUESTS);
+            assert!(plan.spec.schedule().all(|o| o.is_zero()));
+            assert_eq!(plan.budgets.max(), Duration::from_secs(budget));
+            assert_eq!(
+                plan.patience,
+                crate::client::Patience::Fixed(Duration::from_secs(budget + 5))
+            );
+            assert!(plan.fresh_connections && plan.watch.is_some());
+        }
+        // --requests sets the burst's size.
+        let asked = LoadPlan {
+            spec: base.spec.clone().with_max_requests(40).unwrap(),
+            ..base.clone()
+        };
+        let burst = Scenario::new(ScenarioName::BurstPart, &settings);
+        assert_eq!(burst.plan(&asked).unwrap().spec.expected_requests(), 40);
+        // The hangs: their own rates unless one was asked for, budgets of
+        // 1.9 to 2.1 s, the failures' window 2 s after the hang began.
+        for (name, rate) in [
+            (ScenarioName::Hang, 20.0),
+            (ScenarioName::HangSlowRate, 2.0),
+        ] {
+            let s = Scenario::new(name, &settings);
+            assert!(s.hang);
+            let plan = s.plan(&base).unwrap();
+            assert_eq!(plan.spec.rate(), rate);
+            assert_eq!(plan.budgets.max(), Duration::from_millis(2100));
+            let watch = plan.watch.unwrap();
+            assert_eq!(
+                (watch.from, watch.to),
+                (Duration::from_secs(7), Duration::from_secs(15))
+            );
+            assert!(!plan.fresh_connections);
+        }
+        // The spike: 0.5x, 3x, 0.5x of the capacity for 4, 2 and 6 s.
+        let spike = Scenario::new(ScenarioName::Spike, &settings)
+            .plan(&base)
+            .unwrap();
+        let steps: Vec<(f64, u64)> = spike
+            .spec
+            .steps()
+            .iter()
+            .map(|s| (s.rate, s.duration.as_secs()))
+            .collect();
+        assert_eq!(steps, [(80.0, 4), (480.0, 2), (80.0, 6)]);
     }
 
     #[test]

@@ -119,12 +119,16 @@ impl fmt::Display for LoopbackUrl {
 ///
 /// When reqwest cannot build the client (its TLS backend failed to start).
 pub fn loopback_client(connect: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    loopback_builder(connect).build()
+}
+
+/// The builder of [`loopback_client`], for a caller that sets more.
+pub(crate) fn loopback_builder(connect: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .http1_only()
         .connect_timeout(connect)
-        .build()
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use load_tests::plot::write_svg;
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_json() {
+async fn smoke_healthy_in_all_four_modes_gives_tables_counts_that_add_up_and_json() {
     let _one = ONE_AT_A_TIME.lock().await;
     let args = Args::try_parse_from([
         "load-tests",
@@ -39,10 +39,10 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
         .expect("the run stops by itself")
         .expect("the run works");
 
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     assert_eq!(
         reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
-        ["budget", "naive", "peer"]
+        ["budget", "naive", "peer", "queue"]
     );
     for r in &reports {
         assert_eq!(r.scenario, "healthy");
@@ -109,6 +109,9 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     // it one.
     assert_eq!(reports[2].partner.as_ref().unwrap().with_budget, 0);
     assert!(reports[2].steps.iter().any(|s| s.name == "budget"));
+    // Nor does the queue (the peer without shedding).
+    assert_eq!(reports[3].partner.as_ref().unwrap().with_budget, 0);
+    assert!(reports[3].steps.iter().any(|s| s.name == "budget"));
 
     let md = markdown(&invocation, "load-tests --scenario healthy", &reports);
     assert!(md.contains("### healthy"), "{md}");
@@ -119,6 +122,7 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     assert!(md.contains("Budget table, budget mode"), "{md}");
     assert!(md.contains("Budget table, naive mode"), "{md}");
     assert!(md.contains(" peer mode |"), "{md}");
+    assert!(md.contains(" queue mode |"), "{md}");
     assert!(md.contains("| checkout.pricing"), "{md}");
 
     let dir = std::env::temp_dir().join(format!("load-tests-smoke-{}", std::process::id()));
@@ -134,8 +138,9 @@ async fn smoke_healthy_in_all_three_modes_gives_tables_counts_that_add_up_and_js
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 3);
+    assert_eq!(runs.len(), 4);
     assert_eq!(runs[2]["mode"], "peer");
+    assert_eq!(runs[3]["mode"], "queue");
     assert_eq!(
         runs[0]["outcomes"]["ok"].as_u64().unwrap()
             + runs[0]["outcomes"]["degraded"].as_u64().unwrap()
@@ -186,7 +191,7 @@ async fn smoke_mixed_budgets_and_criticality_report_their_classes_in_every_mode(
         "2",
     ])
     .await;
-    assert_eq!(reports.len(), 6);
+    assert_eq!(reports.len(), 8);
     for r in &reports {
         let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.classes);
         assert_eq!(r.scheduled, 20, "{what}");
@@ -237,7 +242,7 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
     // --rate stands for the capacity: steps of 5 to 40 req/s, 0.5 s each.
     let (invocation, reports) =
         run_scenarios(&["--scenario", "ramp", "--rate", "10", "--duration", "3s"]).await;
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     for r in &reports {
         let ramp = r.ramp.as_ref().expect("a ramp report");
         let due: Vec<u64> = ramp.steps.iter().map(|s| s.due).collect();
@@ -339,7 +344,7 @@ async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode(
         "2",
     ])
     .await;
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     for r in &reports {
         let what = format!("{} mode: {:?} {:?}", r.mode, r.middle, r.outcomes);
         let middle = r.middle.expect("middle's counters");
@@ -367,7 +372,7 @@ async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery
     // 8 s: /pricing answers 503 from 2 s to 6 s.
     let (invocation, reports) =
         run_scenarios(&["--scenario", "outage", "--rate", "20", "--duration", "8s"]).await;
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 4);
     for r in &reports {
         let o = r.outage.as_ref().expect("an outage report");
         let what = format!("{} mode: {o:?} {:?}", r.mode, r.outcomes);
@@ -445,4 +450,169 @@ async fn smoke_tail_runs_hedged_beside_budget_mode_within_the_hedge_budget() {
     let md = markdown(&invocation, "load-tests --scenario tail", &reports);
     assert!(md.contains("| partner calls per request sent"), "{md}");
     assert!(md.contains("hedged mode"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_spike_reports_each_phase_second_and_the_p99_back_time_in_every_mode() {
+    // --rate stands for the capacity: 5, 30, 5 req/s for 1, 0.5, 1.5 s.
+    let (invocation, reports) =
+        run_scenarios(&["--scenario", "spike", "--rate", "10", "--duration", "3s"]).await;
+    let modes: Vec<_> = reports.iter().map(|r| r.mode.as_str()).collect();
+    assert_eq!(modes, ["budget", "naive", "peer", "queue"]);
+    for r in &reports {
+        let what = format!("{} mode: {:?}", r.mode, r.outcomes);
+        assert_eq!(r.scheduled, 28, "{what}");
+        assert_eq!(r.outcomes.total(), 28, "{what}");
+        let ramp = r.ramp.as_ref().expect("per phase");
+        let due: Vec<u64> = ramp.steps.iter().map(|s| s.due).collect();
+        assert_eq!(due, [5, 15, 8], "{what}");
+        let factors: Vec<_> = ramp.steps.iter().map(|s| s.factor).collect();
+        assert_eq!(factors, [Some(0.5), Some(3.0), Some(0.5)], "{what}");
+        for s in &ramp.steps {
+            assert!(s.good + s.refused <= s.due, "{what}: {s:?}");
+        }
+        assert_eq!(ramp.series.second.len(), 3, "{what}");
+        let spike = r.spike.as_ref().expect("a spike report");
+        assert_eq!((spike.spike_from_s, spike.spike_to_s), (1.0, 1.5), "{what}");
+        // The calm phase was sent and answered: it has a p99, and the
+        // threshold is at least 10 ms above it.
+        let calm = spike.calm_p99_ms.expect("a calm p99");
+        assert!(spike.back_threshold_ms.unwrap() >= calm + 10.0, "{spike:?}");
+        if let Some(after) = spike.p99_back_after_s {
+            assert!((0.0..=1.5).contains(&after), "{spike:?}");
+        }
+    }
+    let md = markdown(&invocation, "load-tests --scenario spike", &reports);
+    assert!(md.contains("Per phase of the spike"), "{md}");
+    assert!(md.contains("Per second (by intended send time)"), "{md}");
+    assert!(md.contains("queue mode: goodput / p99 ms"), "{md}");
+    assert!(md.contains("| spike (1 to 1.5 s): calm p99"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bursts_send_every_request_at_once_and_account_for_each_in_every_mode() {
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "burst-fits,burst-part-unlimited",
+        "--requests",
+        "40",
+    ])
+    .await;
+    assert_eq!(reports.len(), 8);
+    for r in &reports {
+        let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.window);
+        let w = r.window.as_ref().expect("the burst's window");
+        // Every request due at once, and each in exactly one outcome.
+        assert_eq!((r.scheduled, r.sent), (40, 40), "{what}");
+        assert_eq!(r.outcomes.total(), 40, "{what}");
+        assert_eq!(r.timeline.len(), 1, "all due in the first second: {what}");
+        assert_eq!(w.requests, 40, "{what}");
+        assert_eq!(w.success + w.failures + w.not_sent, 40, "{what}");
+        assert!(w.good <= w.success, "{what}");
+        let budget = if r.scenario == "burst-fits" {
+            10_000
+        } else {
+            1_000
+        };
+        assert_eq!(r.budget_ms, budget, "{what}");
+        // The wait for the last answer is bounded: budget plus 5 s.
+        assert!(r.latency_ms.max <= budget as f64 + 5_500.0, "{what}");
+        assert!(r.partner.is_some(), "{what}");
+        if r.mode == "naive" && r.scenario == "burst-fits" {
+            // 40 requests, 160 req/s of capacity, 10 s: all served.
+            assert_eq!(w.good, 40, "{what}");
+        }
+    }
+    assert!(reports[0].description.contains("8 workers per path"));
+    assert!(reports[4].description.contains("no worker limit"));
+    let dir = std::env::temp_dir().join(format!("load-tests-burst-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_path = dir.join("burst.json");
+    write_json(
+        &json_path,
+        &invocation,
+        "load-tests --scenario burst-fits",
+        &reports,
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    for run in json["runs"].as_array().unwrap() {
+        assert_eq!(run["window"]["requests"], 40, "{run}");
+        assert_eq!(run["arrivals"], "burst", "{run}");
+        assert!(run["hang"].is_null() && run["spike"].is_null(), "{run}");
+    }
+    let md = markdown(&invocation, "load-tests --scenario burst-fits", &reports);
+    assert!(md.contains("### burst-fits:"), "{md}");
+    assert!(md.contains("### burst-part-unlimited:"), "{md}");
+    assert!(
+        md.contains("| the burst: failures' latency p50 / p99, ms"),
+        "{md}"
+    );
+    assert!(md.contains("| the burst: slowest 2xx, ms"), "{md}");
+    assert!(md.contains(" queue mode |"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_hang_holds_inventory_and_reports_failures_held_calls_and_recovery() {
+    // 6 s at 10 req/s: /inventory hangs from 1.5 s to 4.5 s; failures are
+    // counted from 3.5 s. The client gives up after 4 s (naive's 30 s
+    // timeouts are not what this checks; the queue is the new mode).
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "hang",
+        "--rate",
+        "10",
+        "--duration",
+        "6s",
+        "--modes",
+        "on,queue",
+        "--client-timeout",
+        "4s",
+    ])
+    .await;
+    let modes: Vec<_> = reports.iter().map(|r| r.mode.as_str()).collect();
+    assert_eq!(modes, ["budget", "queue"]);
+    for r in &reports {
+        let h = r.hang.as_ref().expect("a hang report");
+        let w = r.window.as_ref().expect("the hang's window");
+        let what = format!("{} mode: {h:?} {w:?} {:?}", r.mode, r.outcomes);
+        assert_eq!(r.outcomes.total(), 60, "{what}");
+        assert_eq!(
+            (h.path.as_str(), h.from_s, h.to_s),
+            ("/inventory", 1.5, 4.5),
+            "{what}"
+        );
+        assert_eq!(
+            (w.from_s, w.to_s, w.mark_s),
+            (3.5, 4.5, Some(4.5)),
+            "{what}"
+        );
+        assert_eq!(w.requests, 10, "{what}");
+        // Each accounted for once. (A 2xx is possible: a call that waited
+        // for a permit past the hang's end, as the queue's do.)
+        assert_eq!(w.success + w.failures + w.not_sent, 10, "{what}");
+        assert!(w.good <= w.success, "{what}");
+        assert_eq!(w.failures > 0, w.failure_p50_ms.is_some(), "{what}");
+        // Calls reached the hung path before anything could notice.
+        assert!(h.held_max.is_some_and(|n| n >= 1), "{what}");
+        // The run is too short for the settled part (from 5.6 s).
+        assert_eq!(
+            (h.settled_from_s, h.settled_held_max),
+            (5.6, None),
+            "{what}"
+        );
+        // Healthy before the hang.
+        assert!(h.pre_hang_goodput_per_s >= 9.0, "{what}");
+        if let Some(first) = h.first_success_after_s {
+            assert!(first >= 0.0, "{what}");
+        }
+        // Every budget was 1.9 to 2.1 s.
+        assert_eq!(r.budget_ms, 2100, "{what}");
+    }
+    let md = markdown(&invocation, "load-tests --scenario hang", &reports);
+    assert!(md.contains("most calls held at once on it"), "{md}");
+    assert!(md.contains("until the first 2xx"), "{md}");
+    assert!(md.contains("1900-2100 ms, uniform per request"), "{md}");
 }

@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 use crate::app::{AppState, admin_router, main_router};
 use crate::config::PartnerConfig;
 use crate::error::PartnerError;
+use crate::hangs::HungPath;
 use crate::listener::{self, Conns, Serve};
 use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
@@ -217,6 +218,40 @@ impl PartnerHandle {
             .map(|status| Fault::new(u64::from(status), None))
             .transpose()?;
         self.overrides.set(path, fault)
+    }
+
+    /// Makes every request to `path` hang (`true`): counted, then held
+    /// without an answer until its caller goes away or the partner stops,
+    /// while the other paths answer as usual; or ends that (`false`) for
+    /// the requests that arrive after it (those held stay held). The
+    /// calls held now and at most at once are in
+    /// [`StatsSnapshot::hung`] ([`hung`](Self::hung) reads one path's
+    /// alone, cheaply). A status override of the same path
+    /// ([`set_path_status`](Self::set_path_status)) is checked first.
+    ///
+    /// # Errors
+    ///
+    /// [`OverrideError`] when `path` does not start with `/`, is reserved
+    /// or too long, or when [`MAX_PATH_OVERRIDES`](crate::MAX_PATH_OVERRIDES)
+    /// paths hang or hold calls already.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let partner = slow_partner::spawn(slow_partner::PartnerConfig::new("127.0.0.1:0".parse()?)).await?;
+    /// partner.set_path_hang("/inventory", true)?; // inventory stops answering
+    /// partner.set_path_hang("/inventory", false)?; // and answers again
+    /// assert!(partner.hung("/inventory").is_some_and(|p| !p.hanging));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_path_hang(&self, path: &str, hang: bool) -> Result<(), OverrideError> {
+        self.stats.hangs().set(path, hang)
+    }
+
+    /// The counters of one path that hangs or hung (`None`: it never hung
+    /// since the last reset), without copying the rest of the stats.
+    pub fn hung(&self, path: &str) -> Option<HungPath> {
+        self.stats.hangs().get(path)
     }
 
     /// The paths overridden now (what `GET /admin/paths` lists).

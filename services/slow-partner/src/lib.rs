@@ -19,7 +19,9 @@
 //!   N requests of a path do their work at once, the others wait in a FIFO
 //!   queue, so latency grows with load; and a fault switched at run time
 //!   ([`PartnerHandle::set_path_status`] or `PUT /admin/paths/{path}`): every
-//!   request to the path answers a status at once.
+//!   request to the path answers a status at once; or a hang
+//!   ([`PartnerHandle::set_path_hang`]): every request to the path is held
+//!   without an answer, the calls held at once counted ([`HungPath`]).
 //! - **`GET /stats`** ([`StatsSnapshot`]): requests, answers by status,
 //!   `late` work (finished after the budget it arrived with had run out),
 //!   per `x-request-id` the budgets each attempt arrived with, and per
@@ -87,6 +89,7 @@ mod config;
 mod error;
 mod grpc;
 mod handle;
+mod hangs;
 mod knobs;
 mod listener;
 mod metrics_text;
@@ -100,6 +103,7 @@ mod workers;
 pub use config::{DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE, PartnerConfig};
 pub use error::{PartnerError, chain as error_chain};
 pub use handle::{PartnerHandle, spawn};
+pub use hangs::HungPath;
 pub use knobs::{
     DRIP_CHUNKS, Knobs, MAX_BODY_BYTES, MAX_DURATION, MAX_SCRIPT_ENTRIES, Plan, QueryError, Reason,
     Script, ScriptEntry, Tail,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hangs::{Hangs, HungPath};
 use crate::workers::{PathWorkers, Workers};
 
 /// How many `x-request-id`s are remembered by default.
@@ -100,6 +101,12 @@ pub struct StatsSnapshot {
     /// when no path is limited.
     #[serde(default)]
     pub paths: BTreeMap<String, PathWorkers>,
+    /// Per path that hangs, hung since the last reset, or still holds
+    /// calls ([`PartnerHandle::set_path_hang`](crate::PartnerHandle::set_path_hang)):
+    /// the calls held now and at most at once. Empty (and absent from
+    /// older JSON) when no path hung.
+    #[serde(default)]
+    pub hung: BTreeMap<String, HungPath>,
 }
 
 impl StatsSnapshot {
@@ -154,6 +161,7 @@ pub(crate) struct Stats {
     inner: Mutex<Inner>,
     max_ids: usize,
     workers: Workers,
+    hangs: Hangs,
 }
 
 #[derive(Debug, Default)]
@@ -184,12 +192,18 @@ impl Stats {
             inner: Mutex::new(Inner::default()),
             max_ids: max_ids.max(1),
             workers,
+            hangs: Hangs::default(),
         }
     }
 
     /// The worker pools.
     pub(crate) fn workers(&self) -> &Workers {
         &self.workers
+    }
+
+    /// The hanging paths.
+    pub(crate) fn hangs(&self) -> &Hangs {
+        &self.hangs
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -289,6 +303,7 @@ impl Stats {
                 })
                 .collect(),
             paths: self.workers.snapshot(),
+            hung: self.hangs.snapshot(),
         }
     }
 
@@ -296,6 +311,7 @@ impl Stats {
     pub(crate) fn reset(&self) {
         *self.lock() = Inner::default();
         self.workers.reset();
+        self.hangs.reset();
     }
 }
 

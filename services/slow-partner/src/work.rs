@@ -126,6 +126,12 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
     if let Some(fault) = app.overrides.get(path) {
         return overridden(&app.stats, fault, answer, echo_id);
     }
+    if let Some(held) = HungCall::enter(&app.stats, path, budget) {
+        // No answer, ever: the future is dropped when the caller goes away
+        // or the partner stops, and `held` counts the call's end then.
+        let _held = held;
+        return std::future::pending().await;
+    }
 
     let knobs = match Knobs::from_query(uri.query().unwrap_or("")) {
         Ok(knobs) => knobs,
@@ -240,6 +246,34 @@ fn overridden(
     }
     stats.answered(fault.status.as_u16());
     response
+}
+
+/// A call held on a hanging path (see the hangs module); when it is
+/// dropped (its caller went away), the call leaves the path's count and is
+/// recorded as abandoned, and as late when it had a budget: its work never
+/// ended.
+struct HungCall {
+    stats: Arc<Stats>,
+    path: String,
+    budget: Option<Duration>,
+}
+
+impl HungCall {
+    /// `Some` when `path` hangs now.
+    fn enter(stats: &Arc<Stats>, path: &str, budget: Option<Duration>) -> Option<Self> {
+        stats.hangs().enter(path).then(|| Self {
+            stats: Arc::clone(stats),
+            path: path.to_owned(),
+            budget,
+        })
+    }
+}
+
+impl Drop for HungCall {
+    fn drop(&mut self) {
+        self.stats.hangs().leave(&self.path);
+        self.stats.finished(self.budget.is_some(), true);
+    }
 }
 
 /// A uniformly random duration in `[0, max]`.
