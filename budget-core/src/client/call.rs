@@ -168,7 +168,8 @@ where
             let acquired = acquire_permit(permits, timing, floor.floor, plan.criticality).await;
             let waited = match &acquired {
                 Ok(permit) => permit.waited,
-                Err(Refusal::NoPermit { waited, .. }) => Some(*waited),
+                // Refused at arrival: no wait to show, the skip note says why.
+                Err(Refusal::NoPermit { waited, .. }) => Some(*waited).filter(|w| !w.is_zero()),
                 Err(_) => None,
             };
             if let Some(waited) = waited {
@@ -1582,10 +1583,14 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn rule11_a_standing_queue_refuses_at_once_with_the_fast_answer() {
+    async fn rule11_a_call_whose_predicted_wait_does_not_fit_is_refused_at_once() {
         let mut c = config();
         c.concurrency = Some(1.into());
         let settings = c.settings(None).unwrap();
+        // The queue learns that its one permit is held 500 ms.
+        let first = hold(&settings).await;
+        tokio::time::sleep(ms(500)).await;
+        drop(first);
         let _holder = hold(&settings).await;
         let ledger = Ledger::new();
         let fake = Fake::new(&[200], Duration::ZERO);
@@ -1593,21 +1598,26 @@ mod tests {
         let err = run(
             &settings,
             &clock(),
-            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            plan(Timing::Budget(Budget::new(ms(300))), &ledger),
             |s| fake.attempt(s),
         )
         .await
         .unwrap_err();
-        // The queue never drained for its 100 ms interval: refused then,
-        // not at the deadline (1.99 s later).
-        assert_eq!(start.elapsed(), ms(100));
+        // A wait of one hold (500 ms) cannot fit in 300 ms: refused at
+        // arrival, not at the deadline less the floor.
+        assert_eq!(start.elapsed(), Duration::ZERO);
         assert_eq!(err.kind(), CallErrorKind::NoPermit);
         assert!(!err.is_budget_exhausted());
-        assert_eq!(err.retry_after(), Some(ms(1000)));
+        assert_eq!(err.retry_after(), None);
         assert!(fake.seen().is_empty());
         assert_eq!(
             ledger.server_timing(),
-            "pricing-queue;dur=100, pricing;desc=\"skipped: no concurrency permit in 100ms (standing queue)\""
+            "pricing;desc=\"skipped: expected wait 500ms + floor 0ms > 300ms left (0 queued, 2.0/s)\""
+        );
+        let detail = err.problem().detail;
+        assert!(
+            detail.ends_with(": expected wait 500ms + floor 0ms > 300ms left (0 queued, 2.0/s)"),
+            "{detail}"
         );
     }
 

@@ -11,9 +11,11 @@
 //! - the more critical are served first (`critical`, then `default`, then
 //!   `sheddable`; rule 2): under overload the `sheddable` wait longest, so
 //!   they are the ones whose budgets run out in line;
-//! - a line that has not been empty for the longest budget a request can
-//!   have ([`queue_config`]) is a standing queue, and its waiters are
-//!   refused as overload (rule 3).
+//! - a request whose predicted wait (the queue measures how long a slot
+//!   is held) plus the floor does not fit in its budget is refused at
+//!   arrival, and a line fed faster than it drains and deeper than its
+//!   requests can afford stands and admits only short waits, the others
+//!   refused at arrival as overload (the queue's rules 1 and 4).
 //!
 //! The limit is fixed (`max_in_flight = 256`) or adaptive
 //! (`max_in_flight = "auto"`: an [`AdaptiveLimit`] fed with every answered
@@ -39,8 +41,8 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::admission::{
-    AdaptiveLimit, Criticality, DEFAULT_INTERVAL, DEFAULT_TARGET, PermitQueue, QueueConfig,
-    QueueOrder, QueuePermit, Refusal, RefusalReason, Sample, Waiter,
+    AdaptiveLimit, Criticality, PermitQueue, QueueConfig, QueuePermit, Refusal, RefusalReason,
+    Sample, Short, Waiter,
 };
 use crate::budget::whole_millis;
 use crate::problem::{Problem, ProblemKind};
@@ -63,8 +65,6 @@ pub(crate) struct NoSlot {
     refusal: Refusal,
     /// The limit when it was refused.
     limit: usize,
-    /// How long the line must stand before it is overload.
-    standing_after: Duration,
     floor: Duration,
     retry_after: Duration,
 }
@@ -104,14 +104,19 @@ impl NoSlot {
         let (limit, floor) = (self.limit, self.floor);
         let waited = whole_millis(self.refusal.waited());
         let reason = self.refusal.reason();
+        let prediction = self.refusal.prediction();
         if reason == RefusalReason::StandingQueue {
+            let expected = match prediction {
+                Some(p) => format!(
+                    "expected wait {} ({}), more than a newcomer may wait",
+                    Short(p.wait()),
+                    p.queued()
+                ),
+                None => format!("waited {waited}ms"),
+            };
             return Problem::new(
                 ProblemKind::Overloaded,
-                format!(
-                    "waited {waited}ms for an in-flight slot (limit {limit}) \
-                     in a line not empty for {}ms: overloaded",
-                    whole_millis(self.standing_after)
-                ),
+                format!("a standing line for an in-flight slot (limit {limit}): {expected}: overloaded"),
             )
             .with_retry_after(self.retry_after);
         }
@@ -123,6 +128,15 @@ impl NoSlot {
                 "waited {waited}ms for an in-flight slot (limit {limit}) \
                  until only the floor of {}ms was left: the request was not started",
                 whole_millis(floor)
+            )
+        } else if let Some(p) = prediction {
+            format!(
+                "no in-flight slot (limit {limit}) within the budget: expected wait {} + \
+                 floor {} > {} left ({}): the request was not started",
+                Short(p.wait()),
+                Short(floor),
+                Short(remaining),
+                p.queued()
             )
         } else {
             format!(
@@ -139,39 +153,19 @@ impl NoSlot {
     }
 }
 
-/// The queue's rules at a server whose largest budget is `max_budget`:
-/// the client's defaults (adaptive order, 5 ms target), but the line counts
-/// as standing only once it has not been empty for `max_budget` (at least
-/// the client's 100 ms interval).
-///
-/// At the client a standing queue refuses waiters after 5 ms; at a server
-/// that would refuse most of a burst that the budgets could cover (300
-/// requests with 10 s each at a server answering 8 at a time in 50 ms: the
-/// line stands for 1.9 s, so every request still queued at 100 ms would be
-/// refused). Each waiter already leaves the line when its budget can no
-/// longer cover the floor; a line that has not emptied for longer than any
-/// budget is sustained overload, and only then are waiters refused early.
-pub(crate) fn queue_config(max_budget: Duration) -> QueueConfig {
-    QueueConfig {
-        order: QueueOrder::Adaptive,
-        target: DEFAULT_TARGET,
-        interval: max_budget.max(DEFAULT_INTERVAL),
-    }
-}
-
 impl InFlight {
     /// A fixed limit of `limit` slots (at least 1).
-    pub(crate) fn new(limit: usize, max_budget: Duration) -> Arc<Self> {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
         Arc::new(Self {
-            slots: slots(limit, max_budget),
+            slots: slots(limit),
             adaptive: None,
         })
     }
 
     /// A limit that follows `adaptive`.
-    pub(crate) fn adaptive(adaptive: AdaptiveLimit, max_budget: Duration) -> Arc<Self> {
+    pub(crate) fn adaptive(adaptive: AdaptiveLimit) -> Arc<Self> {
         Arc::new(Self {
-            slots: slots(adaptive.current(), max_budget),
+            slots: slots(adaptive.current()),
             adaptive: Some(adaptive),
         })
     }
@@ -215,7 +209,6 @@ impl InFlight {
                 Err(refusal) => Err(NoSlot {
                     refusal,
                     limit: in_flight.limit(),
-                    standing_after: in_flight.slots.config().interval,
                     floor,
                     retry_after,
                 }),
@@ -272,11 +265,11 @@ impl InFlight {
     }
 }
 
-/// The queue of `limit` slots for a server whose largest budget is
-/// `max_budget`.
-fn slots(limit: usize, max_budget: Duration) -> PermitQueue {
-    PermitQueue::new(limit.max(1), queue_config(max_budget))
-        .expect("a limit of at least 1, a target (5 ms) below the interval (100 ms at least)")
+/// The queue of `limit` slots, with the queue's default rules (one set of
+/// rules for the client's permits and the server's slots).
+fn slots(limit: usize) -> PermitQueue {
+    PermitQueue::new(limit.max(1), QueueConfig::default())
+        .expect("a limit of at least 1 and the default config are valid")
 }
 
 /// One admitted request; its slot frees when the response future is done
@@ -338,6 +331,7 @@ impl Drop for Adaptive {
                 self.sample,
             );
             self.in_flight.resize(next);
+            self.in_flight.slots.set_growth(adaptive.growth());
         }
     }
 }
@@ -347,21 +341,21 @@ mod tests {
     use super::*;
     use crate::admission::AdaptiveLimitConfig;
 
-    const MAX_BUDGET: Duration = Duration::from_secs(10);
     const FLOOR: Duration = Duration::from_millis(50);
     const RETRY_AFTER: Duration = Duration::from_secs(1);
 
     /// The response future holds an `Option<InFlightGuard>` whether a
-    /// limit is configured or not: it stays as small as the counter it
-    /// replaced (40 bytes), so no request moves more.
+    /// limit is configured or not: it stays within 56 bytes (the counter it
+    /// replaced was 40; a queue permit now carries the instant it was
+    /// handed out, 16 bytes, for the queue's measured hold).
     #[test]
     fn a_guard_is_small() {
-        assert!(std::mem::size_of::<Option<InFlightGuard>>() <= 40);
+        assert!(std::mem::size_of::<Option<InFlightGuard>>() <= 56);
     }
 
     #[test]
     fn admits_up_to_the_limit_and_frees_on_drop() {
-        let in_flight = InFlight::new(2, MAX_BUDGET);
+        let in_flight = InFlight::new(2);
         let a = in_flight.try_acquire(Criticality::Default).expect("first");
         let b = in_flight.try_acquire(Criticality::Default).expect("second");
         assert!(
@@ -381,28 +375,17 @@ mod tests {
     /// first, `sheddable` requests may use every free slot.
     #[test]
     fn sheddable_requests_take_every_free_slot() {
-        let in_flight = InFlight::new(4, MAX_BUDGET);
+        let in_flight = InFlight::new(4);
         let shed: Vec<_> = (0..5)
             .filter_map(|_| in_flight.try_acquire(Criticality::Sheddable))
             .collect();
         assert_eq!(shed.len(), 4);
     }
 
-    /// The line stands only once it has not been empty for the largest
-    /// budget: a waiter is not refused after 5 ms of a burst.
-    #[test]
-    fn the_server_queue_stands_only_after_the_largest_budget() {
-        let config = queue_config(MAX_BUDGET);
-        assert_eq!(config.interval, MAX_BUDGET);
-        config.validate().unwrap();
-        let tiny = queue_config(Duration::from_millis(1));
-        assert_eq!(tiny.interval, DEFAULT_INTERVAL);
-        tiny.validate().unwrap();
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_gets_the_slot_freed_and_says_how_long_it_waited() {
-        let in_flight = InFlight::new(1, MAX_BUDGET);
+        let in_flight = InFlight::new(1);
         let held = in_flight.try_acquire(Criticality::Default).unwrap();
         let far = Instant::now() + Duration::from_secs(5);
         let (slot, ()) = tokio::join!(
@@ -419,7 +402,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_is_refused_at_its_give_up_instant() {
-        let in_flight = InFlight::new(1, MAX_BUDGET);
+        let in_flight = InFlight::new(1);
         let _held = in_flight.try_acquire(Criticality::Default).unwrap();
         let start = Instant::now();
         let refusal = in_flight
@@ -449,10 +432,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_adaptive_limit_admits_initial_50ms_after_its_first_refusal_with_no_answer() {
-        let in_flight = InFlight::adaptive(
-            AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap(),
-            MAX_BUDGET,
-        );
+        let in_flight =
+            InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
         let first: Vec<_> = (0..3)
             .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
             .collect();
@@ -478,10 +459,8 @@ mod tests {
     /// no answer and no other request.
     #[tokio::test(start_paused = true)]
     async fn waiters_get_the_slots_the_hold_s_end_adds() {
-        let in_flight = InFlight::adaptive(
-            AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap(),
-            MAX_BUDGET,
-        );
+        let in_flight =
+            InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
         let _first: Vec<_> = (0..3)
             .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
             .collect();
@@ -502,7 +481,7 @@ mod tests {
             initial: Some(10),
             ..Default::default()
         };
-        let in_flight = InFlight::adaptive(AdaptiveLimit::new(config).unwrap(), MAX_BUDGET);
+        let in_flight = InFlight::adaptive(AdaptiveLimit::new(config).unwrap());
         // The first requests run at the probe's limit (3), as Envoy
         // measures its first min-RTT at `min_concurrency`: their answers
         // are the no-queue latency. From the first answer on the limit is

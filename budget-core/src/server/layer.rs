@@ -135,7 +135,7 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn max_in_flight(mut self, limit: NonZeroUsize, retry_after: Duration) -> Self {
         let settings = Arc::make_mut(&mut self.settings);
-        settings.in_flight = Some(InFlight::new(limit.get(), settings.inbound.max()));
+        settings.in_flight = Some(InFlight::new(limit.get()));
         settings.overload_retry_after = retry_after;
         self
     }
@@ -154,7 +154,7 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn adaptive_in_flight(mut self, adaptive: AdaptiveLimit, retry_after: Duration) -> Self {
         let settings = Arc::make_mut(&mut self.settings);
-        settings.in_flight = Some(InFlight::adaptive(adaptive, settings.inbound.max()));
+        settings.in_flight = Some(InFlight::adaptive(adaptive));
         settings.overload_retry_after = retry_after;
         self
     }
