@@ -662,7 +662,11 @@ impl fmt::Display for Why<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = self.0;
         let Some(p) = e.predicted else {
-            return write!(f, "waited {}ms for a concurrency permit", e.waited.as_millis());
+            return write!(
+                f,
+                "waited {}ms for a concurrency permit",
+                e.waited.as_millis()
+            );
         };
         let (wait, queued) = (Short(p.prediction.wait()), p.prediction.queued());
         match p.reason {

@@ -18,8 +18,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::admission::{
-    AdaptiveLimit, Criticality, LimitConfig, PermitQueue, QueueConfig, QueuePermit, Refusal, Sample,
-    Waiter,
+    AdaptiveLimit, Criticality, LimitConfig, PermitQueue, QueueConfig, QueuePermit, Refusal,
+    Sample, Waiter,
 };
 use crate::config::ConfigError;
 use crate::telemetry::meter;

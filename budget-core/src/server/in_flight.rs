@@ -116,7 +116,9 @@ impl NoSlot {
             };
             return Problem::new(
                 ProblemKind::Overloaded,
-                format!("a standing line for an in-flight slot (limit {limit}): {expected}: overloaded"),
+                format!(
+                    "a standing line for an in-flight slot (limit {limit}): {expected}: overloaded"
+                ),
             )
             .with_retry_after(self.retry_after);
         }
@@ -381,7 +383,6 @@ mod tests {
             .collect();
         assert_eq!(shed.len(), 4);
     }
-
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_gets_the_slot_freed_and_says_how_long_it_waited() {

@@ -140,8 +140,9 @@ use crate::config::ConfigError;
 pub use self::config::{
     DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, QueueConfig, QueueOrder,
 };
-pub use self::refusal::{Prediction, Refusal, RefusalReason};
+#[cfg(any(feature = "client", feature = "server"))]
 pub(crate) use self::refusal::Short;
+pub use self::refusal::{Prediction, Refusal, RefusalReason};
 
 /// A pool of `limit` concurrency permits with a deadline-aware, priority
 /// and controlled-delay waiting line; see the [module docs](self) for the

@@ -165,7 +165,8 @@ impl State {
     /// The moving average of how long a permit is held, once one has come
     /// back.
     pub(super) fn hold(&self) -> Option<Duration> {
-        self.hold.and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        self.hold
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
     }
 
     /// Sets how often the limit is expected to double (`None`: it is not

@@ -286,7 +286,11 @@ async fn a_newcomer_whose_predicted_wait_does_not_fit_is_refused_at_arrival() {
     assert!(served.iter().all(|&&(i, _, _)| i < 160));
     for &&(i, at, ref result) in &refused {
         let refusal = result.as_ref().unwrap_err();
-        assert_eq!(refusal.reason(), RefusalReason::PredictedWait, "waiter {i}: {refusal}");
+        assert_eq!(
+            refusal.reason(),
+            RefusalReason::PredictedWait,
+            "waiter {i}: {refusal}"
+        );
         assert_eq!((at, refusal.waited()), (Duration::ZERO, Duration::ZERO));
         let prediction = refusal.prediction().expect("a prediction");
         assert_eq!(prediction.ahead(), 152, "every one behind the same 152");
@@ -403,7 +407,11 @@ async fn a_queue_fed_faster_than_it_drains_stands_and_admits_only_short_waits() 
         .iter()
         .filter(|r| **r == RefusalReason::StandingQueue)
         .count();
-    assert!(standing > 100, "{standing} refused as standing of {}", reasons.len());
+    assert!(
+        standing > 100,
+        "{standing} refused as standing of {}",
+        reasons.len()
+    );
     // Refused at arrival (waited zero), never after a wait; nobody admitted
     // gave up waiting.
     for (i, _, result) in ends.iter() {
@@ -736,9 +744,8 @@ async fn stress(seed: u64, limit: usize, order: QueueOrder, change_limit: bool) 
                         RefusalReason::PredictedWait => {
                             assert!(Instant::now() < give_up_at);
                             let p = refusal.prediction().expect("a prediction");
-                            assert!(p.wait() > give_up_at - Instant::now());
+                            assert!(p.wait() >= give_up_at - Instant::now());
                         }
-                        other => panic!("unexpected reason {other:?}"),
                     }
                     End::Refused
                 }
