@@ -78,7 +78,7 @@ pub use router::{X_REQUEST_ID, install_metrics, router};
 pub use run::{
     error_chain, flush_telemetry, init_telemetry, init_tracing, run_server, shutdown_signal,
 };
-pub use serve::{Bound, bind};
+pub use serve::{ACCEPT_BACKLOG, Bound, bind};
 pub use service_config::ServiceConfig;
 pub use service_settings::{DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_MAX_BUDGET, ServiceSettings};
 pub use start_error::StartError;

@@ -39,7 +39,16 @@ pub struct Bound {
     limits: HttpLimits,
 }
 
-/// Binds `addr` (port 0 picks a free port) for `app`.
+/// How many connections a listener queues before it accepts them: a burst
+/// of a few hundred new connections (a deploy's cold start, a fan-out) is
+/// queued, not dropped. The standard library's and tokio's `bind` use
+/// 128, and past it Linux drops the SYN, so the client retries a second
+/// later (its budget gone before the service sees the request). The
+/// kernel caps it at `net.core.somaxconn` (4096 on current Linux).
+pub const ACCEPT_BACKLOG: u32 = 1024;
+
+/// Binds `addr` (port 0 picks a free port) for `app`, with an accept
+/// backlog of [`ACCEPT_BACKLOG`].
 ///
 /// # Errors
 ///
@@ -55,7 +64,17 @@ pub struct Bound {
 /// ```
 pub async fn bind(addr: SocketAddr, app: Router) -> Result<Bound, StartError> {
     let bind = |source| StartError::Bind { addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(bind)?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(bind)?;
+    // As `TcpListener::bind` does: a restarted service rebinds its port
+    // at once.
+    socket.set_reuseaddr(true).map_err(bind)?;
+    socket.bind(addr).map_err(bind)?;
+    let listener = socket.listen(ACCEPT_BACKLOG).map_err(bind)?;
     let addr = listener.local_addr().map_err(bind)?;
     Ok(Bound {
         listener,
@@ -174,4 +193,38 @@ where
     tracker.close();
     tracker.wait().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bound listener that has not accepted yet queues a burst of 300
+    /// connections: with the standard backlog of 128, Linux would drop
+    /// the SYNs past 129 and those connects would hang for a second.
+    #[tokio::test]
+    async fn a_burst_of_300_connections_is_queued_before_any_accept() {
+        let bound = bind("127.0.0.1:0".parse().unwrap(), Router::new())
+            .await
+            .unwrap();
+        let addr = bound.addr();
+        let connects: Vec<_> = (0..300)
+            .map(|_| {
+                tokio::spawn(async move {
+                    tokio::time::timeout(
+                        Duration::from_millis(500),
+                        tokio::net::TcpStream::connect(addr),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        let mut connected = Vec::new();
+        for connect in connects {
+            let stream = connect.await.unwrap().expect("connected within 500 ms");
+            connected.push(stream.unwrap());
+        }
+        assert_eq!(connected.len(), 300);
+        drop(bound);
+    }
 }
