@@ -173,11 +173,11 @@ async fn a_burst_that_the_budgets_cover_is_served_whole_most_critical_first() {
 /// has left is down to the floor (250 ms budgets, floor 50 ms: at 200 ms),
 /// and is refused as soon as the line predicts it will not get one. At a
 /// limit of 4 with 100 ms of work, 8 of 20 start (at 0 and 100 ms). At
-/// 100 ms the line knows a slot is held 100 ms: the newest of those still
-/// waiting would need three rounds of 4 or more with 150 ms left, more
-/// than a hold over, and are refused then for the prediction; the others
-/// (200 ms, within a hold) wait and are refused at 200 ms exactly, when
-/// only the floor is left. Every refusal is `504` `below-floor` (not
+/// 100 ms the line knows a slot is held 100 ms: those still waiting that
+/// would need a second round of 4 (another 100 ms, with 100 ms to their
+/// give-up instant) are refused then for the prediction; the rest wait,
+/// and any not served by 200 ms is refused then exactly, when only the
+/// floor is left. Every refusal is `504` `below-floor` (not
 /// retryable, what was left and the floor in the problem, the wait in the
 /// ledger), and no refused handler ever runs, not even once slots free.
 #[tokio::test(start_paused = true)]

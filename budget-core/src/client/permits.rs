@@ -152,10 +152,12 @@ impl Permits {
         } = self
         {
             let next = limit.on_sample_within(Instant::now(), took, in_flight, sample, budget);
-            self.resize(next);
+            // The growth first: resizing hands permits out, and the
+            // waiters left are judged by the prediction it makes.
             if let Permits::Queue { queue, .. } = self {
                 queue.set_growth(limit.growth());
             }
+            self.resize(next);
         }
     }
 

@@ -332,8 +332,8 @@ impl Drop for Adaptive {
                 self.at_start,
                 self.sample,
             );
-            self.in_flight.resize(next);
             self.in_flight.slots.set_growth(adaptive.growth());
+            self.in_flight.resize(next);
         }
     }
 }

@@ -24,21 +24,26 @@
 //! 1. **Wait when the wait fits.** The queue measures how long a permit is
 //!    held (a moving average over about the last ten returned, `hold`) and
 //!    predicts a newcomer's wait: with `ahead` waiters of its criticality
-//!    or a higher one queued before it, `ceil((ahead + 1 + over) / limit)`
-//!    rounds of `hold` (`over`: permits held beyond a shrunk limit; whole
-//!    rounds, since permits taken together come back together), counted
-//!    in arrival order. While an adaptive limit grows (its slow start,
-//!    [`PermitQueue::set_growth`]), the limit doubles every growth period
-//!    and the prediction counts the rounds that takes instead. A newcomer
-//!    whose predicted wait does not end before its `give_up_at` is refused
-//!    **at arrival** ([`RefusalReason::PredictedWait`], waited zero, the
-//!    [`Prediction`] on the refusal); one whose wait fits queues. Before
-//!    any permit has come back there is no prediction, and everyone
-//!    queues. The prediction is kept honest: each time permits are handed
-//!    out in arrival order, the newest waiters whose prediction (with the
-//!    hold and the limit as they are now) misses their `give_up_at` by
-//!    more than one hold are refused then (within one hold, the evenly
-//!    spread returns the prediction assumes may just be late).
+//!    or a higher one queued before it, `needed = ahead + 1 + over`
+//!    permits must come back first (`over`: permits held beyond a shrunk
+//!    limit). They come back in rounds of `limit`, one `hold` apart, the
+//!    first round once the permits held now reach an age of one `hold`
+//!    (their mean age: a burst's permits, taken together, come back
+//!    together; permits taken one by one, about half a hold from now):
+//!    the wait is that first return plus `ceil(needed / limit) - 1`
+//!    holds, counted in arrival order. While an adaptive limit grows (its
+//!    slow start, [`PermitQueue::set_growth`]), the limit doubles every
+//!    growth period and the prediction counts the rounds that takes
+//!    instead. A newcomer whose predicted wait does not end before its
+//!    `give_up_at` is refused **at arrival**
+//!    ([`RefusalReason::PredictedWait`], waited zero, the [`Prediction`]
+//!    on the refusal); one whose wait fits queues. Before any permit has
+//!    come back there is no prediction, and everyone queues. The
+//!    prediction is kept honest: each time permits are handed out in
+//!    arrival order, the newest waiters whose prediction (with the hold,
+//!    the permits' ages and the limit as they are now) no longer ends
+//!    before their `give_up_at` are refused then, so a burst that came
+//!    before anything was measured is sorted out at the first answer.
 //! 2. **No permit for a waiter that can no longer finish.** A waiter whose
 //!    `give_up_at` has come is refused [`RefusalReason::Expired`] at that
 //!    instant by its own timer (exactly, to the 1 ms resolution of tokio's
@@ -184,7 +189,7 @@ impl Shared {
     fn release(&self, since: Instant) {
         let now = Instant::now();
         let mut state = self.lock();
-        state.returned(now.saturating_duration_since(since));
+        state.returned(since, now);
         state.hand_out(now, &self.config);
     }
 }
@@ -425,8 +430,9 @@ impl PermitQueue {
     /// ```
     pub fn try_acquire(&self, criticality: Criticality) -> Option<QueuePermit> {
         let _ = criticality;
-        let taken = self.shared.lock().try_take();
-        taken.then(|| self.permit(Duration::ZERO))
+        let now = Instant::now();
+        let taken = self.shared.lock().try_take(now);
+        taken.then(|| self.permit_since(Duration::ZERO, now))
     }
 
     /// Waits for a permit by the rules of the [module docs](self): at once
@@ -464,7 +470,7 @@ impl PermitQueue {
             if waiter.give_up_at <= now {
                 return Err(Refusal::new(RefusalReason::Expired, Duration::ZERO));
             }
-            if state.try_take() {
+            if state.try_take(now) {
                 drop(state);
                 return Ok(self.permit_since(Duration::ZERO, now));
             }
@@ -497,11 +503,6 @@ impl PermitQueue {
     pub fn is_overloaded(&self) -> bool {
         let now = Instant::now();
         self.shared.lock().is_standing(now, &self.shared.config)
-    }
-
-    /// A permit of this queue, already counted in `in_use`, held from now.
-    fn permit(&self, waited: Duration) -> QueuePermit {
-        self.permit_since(waited, Instant::now())
     }
 
     /// A permit of this queue, already counted in `in_use`, held from
@@ -633,7 +634,7 @@ impl InLine<'_> {
         self.settled = true;
         match outcome {
             Outcome::Granted(waited) => {
-                let permit = self.queue.permit(waited);
+                let permit = self.granted(waited);
                 let now = Instant::now();
                 if now >= self.ticket.give_up_at {
                     drop(permit);
@@ -643,6 +644,17 @@ impl InLine<'_> {
             }
             Outcome::Refused(refusal) => Err(refusal),
         }
+    }
+
+    /// The permit granted after `waited`, held from the instant it was
+    /// granted (as the queue counted it).
+    fn granted(&self, waited: Duration) -> QueuePermit {
+        let since = self
+            .ticket
+            .enqueued
+            .checked_add(waited)
+            .unwrap_or(self.ticket.enqueued);
+        self.queue.permit_since(waited, since)
     }
 
     /// A refusal for this waiter at `now`.
@@ -667,7 +679,7 @@ impl Drop for InLine<'_> {
         // Taken out by someone else, who told us under the lock: a grant
         // must go back (outside the lock).
         if let Ok(Outcome::Granted(waited)) = self.rx.try_recv() {
-            drop(self.queue.permit(waited));
+            drop(self.granted(waited));
         }
     }
 }

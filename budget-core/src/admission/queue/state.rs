@@ -137,6 +137,10 @@ pub(super) struct State {
     /// (rule 4), empty or not.
     standing_until: Option<Instant>,
     flow: Flow,
+    /// The instants held permits were handed out, summed as nanoseconds
+    /// since `epoch`: their mean age tells when the next returns (rule 1).
+    held_since: u128,
+    epoch: Instant,
 }
 
 impl State {
@@ -154,6 +158,8 @@ impl State {
             deep: false,
             standing_until: None,
             flow: Flow::new(now),
+            held_since: 0,
+            epoch: now,
         }
     }
 
@@ -175,20 +181,36 @@ impl State {
         self.growth = growth.filter(|period| !period.is_zero());
     }
 
-    /// Takes a free permit if there is one and nobody waits for it.
-    pub(super) fn try_take(&mut self) -> bool {
+    /// Takes a free permit at `now` if there is one and nobody waits for it.
+    pub(super) fn try_take(&mut self, now: Instant) -> bool {
         if self.waiting == 0 && self.in_use < self.limit {
-            self.in_use += 1;
+            self.take(now);
             true
         } else {
             false
         }
     }
 
-    /// A permit held for `held` came back.
-    pub(super) fn returned(&mut self, held: Duration) {
+    /// Counts a permit handed out at `now`.
+    fn take(&mut self, now: Instant) {
+        self.in_use += 1;
+        self.held_since = self
+            .held_since
+            .saturating_add(now.saturating_duration_since(self.epoch).as_nanos());
+    }
+
+    /// Counts out a permit handed out at `since`.
+    fn untake(&mut self, since: Instant) {
         self.in_use = self.in_use.saturating_sub(1);
-        let held = held.as_secs_f64();
+        self.held_since = self
+            .held_since
+            .saturating_sub(since.saturating_duration_since(self.epoch).as_nanos());
+    }
+
+    /// A permit handed out at `since` came back at `now`.
+    pub(super) fn returned(&mut self, since: Instant, now: Instant) {
+        self.untake(since);
+        let held = now.saturating_duration_since(since).as_secs_f64();
         self.hold = Some(match self.hold {
             Some(mean) => mean + HOLD_WEIGHT * (held - mean),
             None => held,
@@ -214,37 +236,46 @@ impl State {
     /// measured hold and the limit (rule 1); `None` before any permit has
     /// come back. Counted in arrival order whatever the queue's order:
     /// it is how much queue stands before the newcomer.
-    pub(super) fn predict(&self, class: usize) -> Option<Prediction> {
+    pub(super) fn predict(&self, class: usize, now: Instant) -> Option<Prediction> {
         let hold = self.hold.filter(|h| h.is_finite() && *h > 0.0)?;
         let ahead: usize = self.classes[class..].iter().map(VecDeque::len).sum();
-        Some(self.prediction(ahead, hold))
+        Some(self.prediction(ahead, hold, now))
     }
 
-    /// The prediction for a waiter with `ahead` waiters to be served first.
-    fn prediction(&self, ahead: usize, hold: f64) -> Prediction {
+    /// The prediction for a waiter with `ahead` waiters to be served first,
+    /// at `now`.
+    ///
+    /// Permits come back in rounds of `limit`, a hold apart, the first
+    /// round when the permits held now have been held a hold: their mean
+    /// age tells how soon that is (a burst's permits, all taken together,
+    /// come back together; permits taken one by one, about half a hold
+    /// from now).
+    fn prediction(&self, ahead: usize, hold: f64, now: Instant) -> Prediction {
         let limit = self.limit.max(1) as f64;
         // Permits to come back before this waiter's: one per waiter ahead,
         // its own, and those held beyond a shrunk limit.
         let needed = (ahead + 1 + self.in_use.saturating_sub(self.limit)) as f64;
         let hold = Duration::try_from_secs_f64(hold).unwrap_or(Duration::MAX);
-        let wait = match self.growth {
+        let first = match u64::try_from(self.in_use) {
+            Ok(held @ 1..) => {
+                let mean = self.held_since / u128::from(held);
+                let mean = Duration::from_nanos(u64::try_from(mean).unwrap_or(u64::MAX));
+                let age = now
+                    .saturating_duration_since(self.epoch)
+                    .saturating_sub(mean);
+                hold.saturating_sub(age)
+            }
+            _ => Duration::ZERO,
+        };
+        let (rounds, every) = match self.growth {
             // A limit that doubles every `period` serves `limit * (2^r - 1)`
             // in `r` rounds.
-            Some(period) => {
-                let rounds = (needed / limit + 1.0).log2().ceil().max(1.0);
-                period.max(hold).mul_f64(rounds)
-            }
-            // Whole rounds of `limit` permits: permits taken together come
-            // back together (a burst on a cold queue), and spread evenly
-            // they come back sooner, so this errs on the side of a wait
-            // that is kept.
-            None => {
-                let rounds = (needed / limit).ceil().max(1.0);
-                hold.mul_f64(rounds)
-            }
+            Some(period) => ((needed / limit + 1.0).log2().ceil(), period.max(hold)),
+            None => ((needed / limit).ceil(), hold),
         };
+        let later = every.mul_f64((rounds - 1.0).max(0.0));
         Prediction::new(
-            wait,
+            first.saturating_add(later),
             ahead,
             hold / u32::try_from(self.limit.max(1)).unwrap_or(u32::MAX),
         )
@@ -261,7 +292,7 @@ impl State {
     ) -> Result<(), Refusal> {
         self.flow.roll(now, config.interval / 2);
         self.flow.current.0 += 1;
-        let Some(prediction) = self.predict(class) else {
+        let Some(prediction) = self.predict(class, now) else {
             return Ok(());
         };
         let slack = give_up_at.saturating_duration_since(now);
@@ -355,8 +386,8 @@ impl State {
     }
 
     /// Refuses the newest waiters whose prediction no longer fits what
-    /// they can wait by more than one hold (rule 1, kept honest as the
-    /// measured hold and the limit change): in each class, from the back,
+    /// they can wait (rule 1, kept honest as the measured hold, the
+    /// permits' ages and the limit change): in each class, from the back,
     /// until one fits.
     fn refuse_unfit(&mut self, now: Instant) {
         let Some(hold) = self.hold.filter(|h| h.is_finite() && *h > 0.0) else {
@@ -368,14 +399,9 @@ impl State {
                 let Some(back) = self.classes[class].back() else {
                     break;
                 };
-                let prediction = self.prediction(ahead.saturating_sub(1), hold);
+                let prediction = self.prediction(ahead.saturating_sub(1), hold, now);
                 let left = back.give_up_at.saturating_duration_since(now);
-                // Out by more than one hold: the prediction spreads the
-                // permits' returns evenly, and permits taken together come
-                // back together, so just after the first of them it is up
-                // to a hold too long.
-                let slack = Duration::try_from_secs_f64(hold).unwrap_or(Duration::MAX);
-                if left.is_zero().not() && prediction.wait() <= left.saturating_add(slack) {
+                if left.is_zero().not() && prediction.wait() < left {
                     break;
                 }
                 if let Some(entry) = self.classes[class].pop_back() {
@@ -424,13 +450,13 @@ impl State {
                 entry.refuse(Refusal::new(RefusalReason::Expired, waited));
                 continue;
             }
-            self.in_use += 1;
+            self.take(now);
             self.flow.roll(now, config.interval / 2);
             self.flow.current.1 += 1;
             if entry.tx.send(Outcome::Granted(waited)).is_err() {
                 // The receiver is gone (it cannot be while its waiter is
                 // queued, but the count must not depend on that).
-                self.in_use -= 1;
+                self.untake(now);
             }
         }
         // In arrival order the prediction is what the waiters will see;
