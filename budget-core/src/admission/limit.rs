@@ -133,8 +133,9 @@
 //!    for many more calls than `initial` (no worker limit, or a large
 //!    pool) is found in a few round trips (10, 20, 40, 80, 160, about one
 //!    doubling every two `min_rtt`), not held at `initial` while a burst
-//!    waits; the first window with a queue ends the slow start, and the
-//!    knee (item 4) takes over. [`AdaptiveLimit::growth`] tells a permit
+//!    waits; the first call of a round slower than 1.5 `min_rtt` (it met
+//!    a queue at the partner, HyStart's delay signal), or the first window
+//!    with a queue, ends the slow start, and the knee (item 4) takes over. [`AdaptiveLimit::growth`] tells a permit
 //!    queue how fast the limit is growing, so that its predicted waits
 //!    count the doubling.
 //!
@@ -210,6 +211,9 @@ const MAX_GRADIENT: f64 = 2.0;
 const FLOOR_WINDOWS: u32 = 5;
 /// The weight of a queued window in the moving average of the knee.
 const KNEE_WEIGHT: f64 = 0.3;
+/// In slow start, a call of the round slower than this many no-queue
+/// latencies met a queue at the partner: the slow start ends (item 9).
+const SLOW_START_EXIT: f64 = 1.5;
 /// The share of the callers' slack a standing partner queue may cost
 /// them. Small: a call does not know what the calls after it in its
 /// request still need of the same budget.
@@ -785,7 +789,8 @@ impl AdaptiveLimit {
     /// While the limit is in its slow start (item 9 of the module docs)
     /// and outside a probe, about how often it doubles: two no-queue
     /// latencies, the time for a whole round of calls sent in a window to
-    /// answer. `None` otherwise. A [`PermitQueue`](super::PermitQueue)
+    /// answer (from the first successful answer on, before the first
+    /// min-RTT is complete). `None` otherwise. A [`PermitQueue`](super::PermitQueue)
     /// predicts its waits with it ([`set_growth`](super::PermitQueue::set_growth)).
     ///
     /// ```
@@ -808,10 +813,22 @@ impl AdaptiveLimit {
     /// ```
     pub fn growth(&self) -> Option<Duration> {
         let state = self.lock();
+        if !state.slow_start {
+            return None;
+        }
         match (&state.phase, state.min_rtt) {
-            (Phase::Window { .. }, Some(min_rtt)) if state.slow_start => {
-                Some(min_rtt.saturating_mul(2))
-            }
+            (Phase::Window { .. }, Some(min_rtt)) => Some(min_rtt.saturating_mul(2)),
+            // Past the first calls' limit, before the first min-RTT: the
+            // slow start is about to begin, at the latency of the first
+            // answers.
+            (
+                Phase::Unstarted {
+                    first,
+                    hold: Hold::Over(_),
+                    ..
+                },
+                _,
+            ) if first.count > 0 => Some(first.value().saturating_mul(2)),
             _ => None,
         }
     }
@@ -1070,6 +1087,15 @@ impl AdaptiveLimit {
                     *peak_in_mean = (*peak_in_mean).max(in_flight);
                     if let Some(budget) = budget {
                         budgets.add(budget);
+                    }
+                    // One call of the round queued at the partner ends the
+                    // slow start at once, as HyStart's delay increase ends
+                    // TCP's (item 9); the window closes as it would have.
+                    if state
+                        .min_rtt
+                        .is_some_and(|min| rtt.as_secs_f64() > min.as_secs_f64() * SLOW_START_EXIT)
+                    {
+                        state.slow_start = false;
                     }
                 }
                 // Any answer in the window shows how busy the client is, even

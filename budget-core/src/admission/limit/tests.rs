@@ -908,3 +908,17 @@ async fn slow_start_does_not_double_a_limit_the_calls_did_not_use() {
     assert_eq!(now, 10);
     assert_eq!(limit.growth(), Some(RTT * 2), "still in slow start");
 }
+
+#[tokio::test(start_paused = true)]
+async fn one_call_of_the_round_that_met_a_queue_ends_the_slow_start() {
+    let (limit, t) = measured(config());
+    assert!(limit.growth().is_some());
+    // 1.4 no-queue latencies: noise, still slow start.
+    limit.on_sample(t + RTT * 2, RTT.mul_f64(1.4), 10, Sample::Success);
+    assert!(limit.growth().is_some());
+    // Twice the no-queue latency, sent in the window: a queue at the
+    // partner, the slow start is over before the window closes.
+    limit.on_sample(t + RTT * 3, RTT * 2, 10, Sample::Success);
+    assert_eq!(limit.growth(), None);
+    assert_eq!(limit.current(), 10, "the limit itself is untouched");
+}
