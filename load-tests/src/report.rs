@@ -1334,6 +1334,19 @@ mod tests {
     use super::*;
     use crate::generator::Scheduled;
 
+    /// A budget-mode run of `scenario` at 10 req/s for 1 s, 1 s budgets.
+    fn one_second_run(scenario: &str) -> RunInfo {
+        RunInfo {
+            scenario: scenario.into(),
+            mode: "budget".into(),
+            description: "test".into(),
+            spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
+            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
+            patience: Patience::Budget,
+            load_average: None,
+        }
+    }
+
     fn sample(index: u64, outcome: Outcome, latency_ms: u64, timing: Option<&str>) -> Sample {
         let start = Instant::now();
         Sample {
@@ -1570,19 +1583,7 @@ mod tests {
         ] {
             rec.record(&s);
         }
-        let report = rec.finish(
-            RunInfo {
-                scenario: "hang".into(),
-                mode: "budget".into(),
-                description: "test".into(),
-                spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
-                budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
-                patience: Patience::Budget,
-                load_average: None,
-            },
-            RunTotals::default(),
-            None,
-        );
+        let report = rec.finish(one_second_run("hang"), RunTotals::default(), None);
         let w = report.window.as_ref().expect("a window report");
         assert_eq!((w.requests, w.success, w.good, w.failures), (4, 1, 0, 3));
         assert_eq!(w.refused, BTreeMap::from([(503, 1), (504, 1)]));
@@ -1602,19 +1603,7 @@ mod tests {
         assert!(md.contains("2 (503: 1, 504: 1, client timeout: 1)"), "{md}");
         assert!(md.contains("0 / 1 of 4"), "{md}");
         // Without a watch, no window.
-        let plain = Recorder::new().finish(
-            RunInfo {
-                scenario: "t".into(),
-                mode: "budget".into(),
-                description: "test".into(),
-                spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
-                budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
-                patience: Patience::Budget,
-                load_average: None,
-            },
-            RunTotals::default(),
-            None,
-        );
+        let plain = Recorder::new().finish(one_second_run("t"), RunTotals::default(), None);
         assert!(plain.window.is_none());
     }
 

@@ -4,11 +4,13 @@
 //! converges near that number from latency alone, and keeps the queue on
 //! its own side (where it is deadline-aware) instead of the partner's.
 
+mod common;
+
 use std::time::Duration;
 
 use budget_core::Budget;
 use budget_core::client::DependencyConfig;
-use slow_partner::PartnerConfig;
+use common::partner_with_workers;
 use tokio::time::Instant;
 
 const WORKERS: usize = 4;
@@ -16,13 +18,7 @@ const WORKERS: usize = 4;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_auto_limit_settles_near_the_partner_s_workers_from_latency_alone() {
     tokio::time::timeout(Duration::from_secs(60), async {
-        let partner = slow_partner::spawn(
-            PartnerConfig::new("127.0.0.1:0".parse().unwrap())
-                .with_workers(Some(WORKERS))
-                .with_shutdown_grace(Duration::from_secs(1)),
-        )
-        .await
-        .unwrap();
+        let partner = partner_with_workers(WORKERS).await;
         let mut config = DependencyConfig::new("work", partner.url("/work?delay=50ms"));
         config.concurrency = Some("auto".parse().unwrap());
         let client = config.build().unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use budget_core::problem::Problem;
 use common::*;
-use slow_partner::{PartnerConfig, PartnerHandle};
+use slow_partner::PartnerHandle;
 use tokio::time::Instant;
 
 const WORKERS: usize = 8;
@@ -19,13 +19,7 @@ const WORKERS: usize = 8;
 /// The partner (kept alive by the caller) and checkout's URL in front of
 /// it, every path at 50 ms.
 async fn chain() -> (PartnerHandle, String) {
-    let partner = slow_partner::spawn(
-        PartnerConfig::new("127.0.0.1:0".parse().unwrap())
-            .with_workers(Some(WORKERS))
-            .with_shutdown_grace(Duration::from_secs(1)),
-    )
-    .await
-    .unwrap();
+    let partner = partner_with_workers(WORKERS).await;
     let delay = "?delay=50ms";
     let url = start(&config(&partner, delay, delay, delay)).await;
     (partner, url)

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use checkout::CheckoutConfig;
-use slow_partner::PartnerHandle;
+use slow_partner::{PartnerConfig, PartnerHandle};
 
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use test_support::{bounded, client, ms, names, partner, server_timing};
@@ -43,4 +43,17 @@ pub fn paths_seen(partner: &PartnerHandle, id: &str) -> Vec<String> {
         .get(id)
         .map(|s| s.calls.iter().map(|c| c.path.clone()).collect())
         .unwrap_or_default()
+}
+
+/// A slow partner on a free loopback port that works on at most `workers`
+/// calls at once per path (FIFO beyond), as a real server's latency grows
+/// with load.
+pub async fn partner_with_workers(workers: usize) -> PartnerHandle {
+    slow_partner::spawn(
+        PartnerConfig::new("127.0.0.1:0".parse().unwrap())
+            .with_workers(Some(workers))
+            .with_shutdown_grace(std::time::Duration::from_secs(1)),
+    )
+    .await
+    .unwrap()
 }
