@@ -362,9 +362,9 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
                 assert!(problem.retryable);
                 assert_eq!(problem.retry_after_ms, Some(1500));
                 assert!(
-                    problem.detail.starts_with(
-                        "a standing line for an in-flight slot (limit 1): expected wait "
-                    ),
+                    problem
+                        .detail
+                        .starts_with("no in-flight slot (limit 1): standing queue: expected wait "),
                     "{}",
                     problem.detail
                 );

@@ -62,8 +62,6 @@ pub mod queue;
 
 pub use criticality::{Criticality, REQUEST_CRITICALITY, ReadCriticality};
 pub use limit::{AdaptiveLimit, AdaptiveLimitConfig, LimitConfig, Sample};
-#[cfg(any(feature = "client", feature = "server"))]
-pub(crate) use queue::Short;
 pub use queue::{
     DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, PermitQueue, Prediction, QueueConfig,
     QueueOrder, QueuePermit, Refusal, RefusalReason, Waiter,

@@ -759,14 +759,13 @@ fn no_permit_in_budget(
     queue: Option<QueueRefusal>,
     left: Option<Duration>,
 ) -> NoPermitInBudget {
-    match (queue, left) {
-        (Some(refusal), Some(left)) => match refusal.prediction() {
-            Some(prediction) => {
-                NoPermitInBudget::predicted(refusal.reason(), prediction, floor.get(), left)
-                    .after(waited)
-            }
-            None => NoPermitInBudget::new(waited),
-        },
+    match (
+        queue.and_then(|q| Some((q.reason(), q.prediction()?))),
+        left,
+    ) {
+        (Some((reason, prediction)), Some(left)) => {
+            NoPermitInBudget::predicted(reason, prediction, floor.get(), left).after(waited)
+        }
         _ => NoPermitInBudget::new(waited),
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::admission::{Prediction, RefusalReason, Short};
+use crate::admission::{Prediction, RefusalReason};
 use crate::problem::{Problem, ProblemKind};
 use crate::retry::TransportKind;
 
@@ -668,21 +668,7 @@ impl fmt::Display for Why<'_> {
                 e.waited.as_millis()
             );
         };
-        let (wait, queued) = (Short(p.prediction.wait()), p.prediction.queued());
-        match p.reason {
-            RefusalReason::StandingQueue => write!(
-                f,
-                "standing queue: expected wait {wait} ({queued}), \
-                 more than a newcomer may wait with {} left",
-                Short(p.left)
-            )?,
-            _ => write!(
-                f,
-                "expected wait {wait} + floor {} > {} left ({queued})",
-                Short(p.floor),
-                Short(p.left)
-            )?,
-        }
+        write!(f, "{}", p.prediction.against(p.reason, p.floor, p.left))?;
         if !e.waited.is_zero() {
             write!(f, " after waiting {}ms", e.waited.as_millis())?;
         }

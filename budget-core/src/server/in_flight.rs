@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 use crate::admission::{
     AdaptiveLimit, Criticality, PermitQueue, QueueConfig, QueuePermit, Refusal, RefusalReason,
-    Sample, Short, Waiter,
+    Sample, Waiter,
 };
 use crate::budget::whole_millis;
 use crate::problem::{Problem, ProblemKind};
@@ -107,18 +107,12 @@ impl NoSlot {
         let prediction = self.refusal.prediction();
         if reason == RefusalReason::StandingQueue {
             let expected = match prediction {
-                Some(p) => format!(
-                    "expected wait {} ({}), more than a newcomer may wait",
-                    Short(p.wait()),
-                    p.queued()
-                ),
+                Some(p) => p.against(reason, floor, remaining).to_string(),
                 None => format!("waited {waited}ms"),
             };
             return Problem::new(
                 ProblemKind::Overloaded,
-                format!(
-                    "a standing line for an in-flight slot (limit {limit}): {expected}: overloaded"
-                ),
+                format!("no in-flight slot (limit {limit}): {expected}: overloaded"),
             )
             .with_retry_after(self.retry_after);
         }
@@ -133,12 +127,9 @@ impl NoSlot {
             )
         } else if let Some(p) = prediction {
             format!(
-                "no in-flight slot (limit {limit}) within the budget: expected wait {} + \
-                 floor {} > {} left ({}): the request was not started",
-                Short(p.wait()),
-                Short(floor),
-                Short(remaining),
-                p.queued()
+                "no in-flight slot (limit {limit}) within the budget: {}: \
+                 the request was not started",
+                p.against(reason, floor, remaining)
             )
         } else {
             format!(

@@ -145,8 +145,6 @@ use crate::config::ConfigError;
 pub use self::config::{
     DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, QueueConfig, QueueOrder,
 };
-#[cfg(any(feature = "client", feature = "server"))]
-pub(crate) use self::refusal::Short;
 pub use self::refusal::{Prediction, Refusal, RefusalReason};
 
 /// A pool of `limit` concurrency permits with a deadline-aware, priority

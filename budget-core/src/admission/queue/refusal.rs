@@ -149,8 +149,56 @@ impl fmt::Display for Prediction {
 }
 
 impl Prediction {
+    /// The prediction against what a waiter had: for a
+    /// [`RefusalReason::StandingQueue`] refusal `standing queue: expected
+    /// wait 300ms (12 queued, 40/s), more than a newcomer may wait with
+    /// 1.1s left`, else `expected wait 2.4s + floor 60ms > 1.1s left (180
+    /// queued, 75/s)`. The one wording of a predicted refusal, for the
+    /// client's notes and the server's problems.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::admission::{Prediction, RefusalReason};
+    ///
+    /// let p = Prediction::new(Duration::from_millis(2400), 180, Duration::from_micros(13_333));
+    /// let (floor, left) = (Duration::from_millis(60), Duration::from_millis(1100));
+    /// assert_eq!(
+    ///     p.against(RefusalReason::PredictedWait, floor, left).to_string(),
+    ///     "expected wait 2.4s + floor 60ms > 1.1s left (180 queued, 75/s)"
+    /// );
+    /// ```
+    pub fn against(
+        &self,
+        reason: RefusalReason,
+        floor: Duration,
+        left: Duration,
+    ) -> impl fmt::Display + '_ {
+        struct Against<'a>(&'a Prediction, RefusalReason, Duration, Duration);
+        impl fmt::Display for Against<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let Against(p, reason, floor, left) = self;
+                let (wait, queued) = (Short(p.wait), p.queued());
+                match reason {
+                    RefusalReason::StandingQueue => write!(
+                        f,
+                        "standing queue: expected wait {wait} ({queued}), \
+                         more than a newcomer may wait with {} left",
+                        Short(*left)
+                    ),
+                    _ => write!(
+                        f,
+                        "expected wait {wait} + floor {} > {} left ({queued})",
+                        Short(*floor),
+                        Short(*left)
+                    ),
+                }
+            }
+        }
+        Against(self, reason, floor, left)
+    }
+
     /// `180 queued, 75/s`: the rate to one decimal below 10 per second.
-    pub(crate) fn queued(&self) -> impl fmt::Display + '_ {
+    fn queued(&self) -> impl fmt::Display + '_ {
         struct Queued<'a>(&'a Prediction);
         impl fmt::Display for Queued<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -168,7 +216,7 @@ impl Prediction {
 
 /// A duration as a person reads it in a note: `60ms` below a second,
 /// else seconds to two decimals without trailing zeros (`2.4s`, `1.25s`).
-pub(crate) struct Short(pub(crate) Duration);
+struct Short(Duration);
 
 impl fmt::Display for Short {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
