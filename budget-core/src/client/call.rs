@@ -1620,6 +1620,44 @@ mod tests {
         );
     }
 
+    /// A standing queue's refusal is about the dependency's load, not the
+    /// caller's budget: not spent, `Retry-After` 1 s, the prediction in the
+    /// note and the problem.
+    #[tokio::test(start_paused = true)]
+    async fn rule11_a_standing_queue_refusal_is_overload_with_a_retry_after() {
+        let settings = config().settings(None).unwrap();
+        let ledger = Ledger::new();
+        let prediction = crate::admission::Prediction::new(ms(300), 12, ms(25));
+        let err = refuse(
+            &settings,
+            Timing::Budget(Budget::new(ms(1100))),
+            &Some(ledger.clone()),
+            Refusal::NoPermit {
+                waited: Duration::ZERO,
+                floor: Floor::default(),
+                queue: Some(QueueRefusal::predicted(
+                    RefusalReason::StandingQueue,
+                    prediction,
+                )),
+                left: Some(ms(1100)),
+            },
+        );
+        assert_eq!(err.kind(), CallErrorKind::NoPermit);
+        assert!(!err.is_budget_exhausted());
+        assert_eq!(err.retry_after(), Some(ms(1000)));
+        let note = "standing queue: expected wait 300ms (12 queued, 40/s), \
+                    more than a newcomer may wait with 1.1s left";
+        assert_eq!(
+            ledger.server_timing(),
+            format!("pricing;desc=\"skipped: {note}\"")
+        );
+        assert!(
+            err.problem().detail.ends_with(note),
+            "{}",
+            err.problem().detail
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn rule11_a_freed_permit_goes_to_the_more_critical_waiter() {
         let mut c = config();
