@@ -164,10 +164,10 @@ async fn a_call_whose_budget_does_not_cover_the_wait_is_deadline_exceeded() {
 
 /// A call the line predicts cannot get a slot in time is refused at
 /// arrival, not at its deadline: once a slot has been seen held 300 ms, a
-/// call with 150 ms behind a holder is `DEADLINE_EXCEEDED` at once, its
-/// message saying what the line expected.
+/// call with 150 ms behind a holder is over the limit, `UNAVAILABLE` at
+/// once with a pushback, its message saying what the line expected.
 #[tokio::test]
-async fn a_call_predicted_not_to_fit_is_deadline_exceeded_at_arrival() {
+async fn a_call_predicted_not_to_fit_is_unavailable_at_arrival() {
     let addr = serve_with("max_in_flight = 1").await;
     // The line learns that a slot is held about 300 ms.
     let res = call(addr, "Hang", &[("grpc-timeout", "300m")]).await;
@@ -177,7 +177,8 @@ async fn a_call_predicted_not_to_fit_is_deadline_exceeded_at_arrival() {
     let start = Instant::now();
     let res = call(addr, "Echo", &[("grpc-timeout", "150m")]).await;
     let took = start.elapsed();
-    assert_eq!(res.headers()["grpc-status"], "4");
+    assert_eq!(res.headers()["grpc-status"], "14");
+    assert!(res.headers().contains_key("grpc-retry-pushback-ms"));
     let message = res.headers()["grpc-message"].to_str().unwrap().to_owned();
     assert!(message.contains("expected wait"), "{message}");
     assert!(took < Duration::from_millis(100), "{took:?}");

@@ -177,9 +177,11 @@ async fn a_burst_that_the_budgets_cover_is_served_whole_most_critical_first() {
 /// would need a second round of 4 (another 100 ms, with 100 ms to their
 /// give-up instant) are refused then for the prediction; the rest wait,
 /// and any not served by 200 ms is refused then exactly, when only the
-/// floor is left. Every refusal is `504` `below-floor` (not
-/// retryable, what was left and the floor in the problem, the wait in the
-/// ledger), and no refused handler ever runs, not even once slots free.
+/// floor is left. A predicted refusal is a request over the limit, `503`
+/// `overloaded` with `Retry-After`; one whose budget came down to the
+/// floor is `504` `below-floor` (not retryable, what was left and the
+/// floor in the problem); both have their wait in the ledger, and no
+/// refused handler ever runs, not even once slots free.
 #[tokio::test(start_paused = true)]
 async fn a_waiter_is_refused_when_only_the_floor_is_left_and_never_runs() {
     let shed = Arc::new(AtomicUsize::new(0));
@@ -202,31 +204,36 @@ async fn a_waiter_is_refused_when_only_the_floor_is_left_and_never_runs() {
             served += 1;
             continue;
         }
-        assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
         let wait = queue_entry(&res).expect("the wait in the ledger");
         let desc = wait.desc.clone();
-        let problem = problem(res).await;
-        assert_eq!(problem.type_uri, "urn:budget:problem:below-floor");
-        assert!(!problem.retryable);
-        assert_eq!(problem.floor_ms, Some(50));
         if at - start == ms(100) {
+            // Over the limit and predicted not to fit: `503` with
+            // `Retry-After`, as a request over the limit is answered.
             predicted += 1;
+            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(res.headers().contains_key("retry-after"));
             assert_eq!(wait.dur, Some(100.0));
             assert_eq!(desc.as_deref(), Some("predicted wait"));
-            // Slots come back one by one at 100 ms: right after the first,
-            // the newest of 15 waiting are predicted 4 rounds.
+            let problem = problem(res).await;
+            assert_eq!(problem.type_uri, "urn:budget:problem:overloaded");
+            assert!(problem.retryable);
             let detail = &problem.detail;
             assert!(
-                detail.starts_with("no in-flight slot (limit 4) within the budget: expected wait ")
+                detail.starts_with("no in-flight slot (limit 4): expected wait ")
                     && detail.contains("+ floor 50ms > 150ms left (")
-                    && detail.ends_with("queued, 40/s): the request was not started"),
+                    && detail.ends_with("queued, 40/s): overloaded"),
                 "{detail}"
             );
         } else {
             expired += 1;
+            assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
             assert_eq!(at - start, ms(200), "refused when only the floor was left");
             assert_eq!(wait.dur, Some(200.0));
             assert_eq!(desc.as_deref(), Some("expired"));
+            let problem = problem(res).await;
+            assert_eq!(problem.type_uri, "urn:budget:problem:below-floor");
+            assert!(!problem.retryable);
+            assert_eq!(problem.floor_ms, Some(50));
             assert_eq!(problem.remaining_ms, Some(50));
             assert_eq!(
                 problem.detail,
@@ -237,7 +244,7 @@ async fn a_waiter_is_refused_when_only_the_floor_is_left_and_never_runs() {
     }
     assert_eq!((served, predicted + expired), (8, 12));
     assert!(predicted >= 4, "{predicted} refused for the prediction");
-    assert_eq!(shed.load(Ordering::SeqCst), 12);
+    assert_eq!(shed.load(Ordering::SeqCst), expired);
     tokio::time::sleep(ms(1000)).await;
     assert_eq!(starts.lock().unwrap().len(), 8, "no refused handler ran");
 }
@@ -344,7 +351,7 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
         }));
         tokio::time::sleep(ms(10)).await;
     }
-    let (mut ok, mut overloaded) = (0, 0);
+    let (mut ok, mut overloaded, mut standing) = (0, 0, 0);
     for task in tasks {
         let (res, took) = task.await.unwrap();
         match res.status() {
@@ -353,21 +360,22 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
                 overloaded += 1;
                 assert_eq!(took, Duration::ZERO, "refused at arrival");
                 assert_eq!(res.headers()["retry-after"], "2");
-                assert_eq!(
-                    queue_entry(&res).unwrap().desc.as_deref(),
-                    Some("standing queue")
-                );
+                // Refused by the standing line, or (a request over the
+                // limit too) for a predicted wait that does not fit.
+                let desc = queue_entry(&res).unwrap().desc;
                 let problem = problem(res).await;
                 assert_eq!(problem.type_uri, "urn:budget:problem:overloaded");
                 assert!(problem.retryable);
                 assert_eq!(problem.retry_after_ms, Some(1500));
-                assert!(
-                    problem
-                        .detail
-                        .starts_with("no in-flight slot (limit 1): standing queue: expected wait "),
-                    "{}",
-                    problem.detail
-                );
+                let expected = match desc.as_deref() {
+                    Some("standing queue") => {
+                        standing += 1;
+                        "no in-flight slot (limit 1): standing queue: expected wait "
+                    }
+                    Some("predicted wait") => "no in-flight slot (limit 1): expected wait ",
+                    other => panic!("refused for {other:?}"),
+                };
+                assert!(problem.detail.starts_with(expected), "{}", problem.detail);
             }
             StatusCode::GATEWAY_TIMEOUT => {}
             other => panic!("unexpected {other}"),
@@ -376,6 +384,7 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
     // The slot served about one request in ten, never idle.
     assert!(ok >= 14, "{ok} served");
     assert!(overloaded >= 50, "{overloaded} refused as overload");
+    assert!(standing >= 50, "{standing} refused by the standing line");
 }
 
 /// `max_in_flight = "auto"` reads from TOML and sizes the line with the

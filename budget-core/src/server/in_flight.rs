@@ -15,7 +15,10 @@
 //!   is held) plus the floor does not fit in its budget is refused at
 //!   arrival, and a line fed faster than it drains and deeper than its
 //!   requests can afford stands and admits only short waits, the others
-//!   refused at arrival as overload (the queue's rules 1 and 4).
+//!   refused at arrival (the queue's rules 1 and 4). Both are requests
+//!   over the concurrency limit: `503` with `Retry-After`
+//!   (docs/contract.md §3); one whose budget came down to the floor in
+//!   line is `504`.
 //!
 //! The limit is fixed (`max_in_flight = 256`) or adaptive
 //! (`max_in_flight = "auto"`: an [`AdaptiveLimit`] fed with every answered
@@ -70,11 +73,16 @@ pub(crate) struct NoSlot {
 }
 
 impl NoSlot {
-    /// Whether the refusal is about the service's load (a standing line:
-    /// `503` with `Retry-After`) rather than about the request's budget
-    /// (it could not cover the wait and the floor: `504`).
+    /// Whether the request is refused for the service's limit (a standing
+    /// line, or a predicted wait its budget cannot cover: `503` with
+    /// `Retry-After`, as docs/contract.md §3 answers a request over the
+    /// concurrency limit) rather than because its budget came down to the
+    /// floor while it waited (`504`).
     pub(crate) fn is_overload(&self) -> bool {
-        self.refusal.reason() == RefusalReason::StandingQueue
+        matches!(
+            self.refusal.reason(),
+            RefusalReason::StandingQueue | RefusalReason::PredictedWait
+        )
     }
 
     /// The limit when it was refused.
@@ -98,38 +106,32 @@ impl NoSlot {
     }
 
     /// The problem answered, `remaining` left of the budget (docs/contract.md
-    /// §3): `overloaded` (`503`) for a standing line, `below-floor` (`504`)
-    /// when the budget could no longer cover the wait and the floor.
+    /// §3): `overloaded` (`503`) for a standing line or a predicted wait
+    /// the budget cannot cover, `below-floor` (`504`) when the budget came
+    /// down to the floor in line.
     pub(crate) fn problem(&self, remaining: Duration) -> Problem {
         let (limit, floor) = (self.limit, self.floor);
         let waited = whole_millis(self.refusal.waited());
         let reason = self.refusal.reason();
-        let prediction = self.refusal.prediction();
-        if reason == RefusalReason::StandingQueue {
-            let expected = match prediction {
+        if self.is_overload() {
+            let why = match self.refusal.prediction() {
                 Some(p) => p.against(reason, floor, remaining).to_string(),
                 None => format!("waited {waited}ms"),
             };
             return Problem::new(
                 ProblemKind::Overloaded,
-                format!("no in-flight slot (limit {limit}): {expected}: overloaded"),
+                format!("no in-flight slot (limit {limit}): {why}: overloaded"),
             )
             .with_retry_after(self.retry_after);
         }
         // Every other reason, the ones to come included (the enum is
-        // `#[non_exhaustive]`), is about the waiter's budget: the wait and
-        // the floor did not fit in it.
+        // `#[non_exhaustive]`), is about the waiter's budget: it came down
+        // to the floor while the request waited.
         let detail = if reason == RefusalReason::Expired {
             format!(
                 "waited {waited}ms for an in-flight slot (limit {limit}) \
                  until only the floor of {}ms was left: the request was not started",
                 whole_millis(floor)
-            )
-        } else if let Some(p) = prediction {
-            format!(
-                "no in-flight slot (limit {limit}) within the budget: {}: \
-                 the request was not started",
-                p.against(reason, floor, remaining)
             )
         } else {
             format!(
