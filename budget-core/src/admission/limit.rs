@@ -113,7 +113,12 @@
 //!    limit below the partner's capacity for the answers that succeed.
 //!    A timed-out call's latency also counts in its window's mean: the
 //!    answers that came in time are those that met no queue, and a mean of
-//!    them alone would not see the queue the timeouts did.
+//!    them alone would not see the queue the timeouts did. A call whose
+//!    caller's budget ended it before `min_rtt` is neither: it was cut
+//!    short, not queued, and its latency is only a bound below one answer's
+//!    (counted, a few such calls make a window look faster than the
+//!    partner, lower `min_rtt`, and every later window then reads as a
+//!    queue and cuts the limit towards 1).
 //! 8. **A slower partner.** If the partner becomes slower for good (say ten
 //!    times), every window's gradient hits the `0.5` clamp; after 5 such
 //!    windows in a row a probe re-measures `min_rtt` at once, and the limit
@@ -561,7 +566,9 @@ pub enum Sample {
     /// A call that ran out of time before its answer: a drop, and its
     /// latency (the answer would have taken at least this) counts in the
     /// window's mean, so that a queue the successful answers do not show
-    /// (only the calls that met none answered in time) is seen.
+    /// (only the calls that met none answered in time) is seen. One that
+    /// ran out before `min_rtt` was cut short by its caller's budget, not
+    /// slowed by the partner: it changes nothing.
     TimedOut,
     /// Says nothing about load (say a `404`): changes nothing.
     Ignore,
@@ -1025,6 +1032,8 @@ impl AdaptiveLimit {
         let started = now.checked_sub(rtt);
         match outcome {
             Sample::Dropped => self.on_drop(&mut state, now, started),
+            // Cut short by its caller's budget (item 7): says nothing.
+            Sample::TimedOut if state.min_rtt.is_some_and(|min_rtt| rtt < min_rtt) => {}
             Sample::TimedOut => {
                 self.on_drop(&mut state, now, started);
                 self.on_latency(&mut state, now, rtt, started, in_flight, budget);

@@ -507,6 +507,30 @@ async fn a_burst_of_drops_cuts_once_per_round_trip_down_to_min() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_timeout_cut_short_by_its_caller_s_budget_neither_cuts_nor_lowers_min_rtt() {
+    let (limit, t) = measured(config());
+    let initial = limit.current();
+    // Callers with less than one no-queue latency left: their calls time
+    // out before the partner could have answered any of them.
+    let mut now = t;
+    for _ in 0..50 {
+        now += limit.config.window;
+        limit.on_sample(now, RTT / 2, initial, Sample::TimedOut);
+    }
+    assert_eq!(limit.current(), initial, "no cut");
+    assert_eq!(limit.min_rtt(), Some(RTT), "min_rtt not lowered");
+    // Windows at the partner's no-queue latency then read as no queue:
+    // the limit grows, not shrinks.
+    let (_, after) = window(&limit, now, RTT, initial);
+    assert!(after > initial, "{after} > {initial}");
+    // A timeout past min_rtt is still a drop.
+    now += limit.config.window * 2;
+    let grown = limit.current();
+    limit.on_sample(now, RTT * 2, grown, Sample::TimedOut);
+    assert!(limit.current() < grown, "{} < {grown}", limit.current());
+}
+
+#[tokio::test(start_paused = true)]
 async fn fast_failures_cut_at_most_once_per_window() {
     let (limit, t) = measured(config());
     let fast = Duration::from_millis(1);
