@@ -75,8 +75,12 @@
 //!    arriving any more) is waited out whole, and a sustained overload
 //!    keeps a short queue of waiters who will still have most of their
 //!    budget when they get their permit, the rest refused at once.
-//!    Waiters already queued keep their place: the rule bounds what the
-//!    queue admits, not how long an admitted waiter may wait.
+//!    Served newest first, a queued waiter that has waited more than
+//!    `standing_share` of what it could wait when it came (and more than
+//!    `target`) is refused then (`StandingQueue`, with how long it
+//!    waited): newcomers overtake it for as long as the queue stands,
+//!    which nothing promises will end before its give-up instant, and a
+//!    refusal late in its budget is one its caller can no longer use.
 //! 5. **No lost permit.** A returned permit goes to the next live waiter
 //!    (by rules 1 to 4) or back to the pool. A waiter whose `acquire` future
 //!    is dropped leaves the line; if a permit had already been handed to it,

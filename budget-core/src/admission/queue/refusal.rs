@@ -22,7 +22,8 @@ pub enum RefusalReason {
     Expired,
     /// The queue stands (rule 4 of the [module docs](super)) and the
     /// newcomer's predicted wait was more than the queue lets a newcomer
-    /// wait while it stands.
+    /// wait while it stands, or newer waiters overtook a queued one for
+    /// longer than that.
     StandingQueue,
     /// The predicted wait does not fit before the waiter's `give_up_at`
     /// (rule 1 of the [module docs](super)): refused at arrival, or as

@@ -385,6 +385,34 @@ impl State {
         }
     }
 
+    /// Served newest first, refuses the oldest waiters that have waited
+    /// longer than a newcomer may wait in a standing queue (rule 4): they
+    /// wait only until the newcomers stop overtaking them, which a standing
+    /// queue does not promise before their give-up instant. Checked when
+    /// permits are handed out, so a refusal comes at most a hold late.
+    fn refuse_overtaken(&mut self, now: Instant, config: &QueueConfig) {
+        for class in 0..Criticality::COUNT {
+            while let Some(front) = self.classes[class].front() {
+                let could = front.give_up_at.saturating_duration_since(front.enqueued);
+                let bound = could.mul_f64(config.standing_share).max(config.target);
+                if front.waited(now) <= bound {
+                    break;
+                }
+                if let Some(entry) = self.classes[class].pop_front() {
+                    self.removed_one(now);
+                    let waited = entry.waited(now);
+                    // At its give-up instant it has expired (rule 2).
+                    let reason = if entry.give_up_at <= now {
+                        RefusalReason::Expired
+                    } else {
+                        RefusalReason::StandingQueue
+                    };
+                    entry.refuse(Refusal::new(reason, waited));
+                }
+            }
+        }
+    }
+
     /// Refuses the newest waiters whose prediction no longer fits what
     /// they can wait (rule 1, kept honest as the measured hold, the
     /// permits' ages and the limit change): in each class, from the back,
@@ -461,6 +489,9 @@ impl State {
         }
         // In arrival order the prediction is what the waiters will see;
         // served newest first, an older waiter's turn depends on who comes.
+        if self.waiting > 0 && newest_first {
+            self.refuse_overtaken(now, config);
+        }
         if self.waiting > 0 && !newest_first {
             self.refuse_unfit(now);
         }
