@@ -328,7 +328,8 @@ async fn a_waiter_dropped_by_its_caller_leaves_the_line() {
 /// Overload is still `503`: a line fed faster than it drains and deeper
 /// than its requests can afford stands, and a newcomer predicted to wait
 /// more than a quarter of what it can wait is refused at once with `503`
-/// `overloaded` and `Retry-After`, as at the client's permit queues. One
+/// `overloaded` and `Retry-After`, as at the client's permit queues; one
+/// in line overtaken for longer than that is refused then, the same way. One
 /// slot, 100 ms of work, a request every 10 ms with 1 s budgets for 1.5 s:
 /// ten times what the slot serves.
 #[tokio::test(start_paused = true)]
@@ -351,28 +352,40 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
         }));
         tokio::time::sleep(ms(10)).await;
     }
-    let (mut ok, mut overloaded, mut standing) = (0, 0, 0);
+    let (mut ok, mut overloaded, mut standing, mut overtaken) = (0, 0, 0, 0);
     for task in tasks {
         let (res, took) = task.await.unwrap();
         match res.status() {
             StatusCode::OK => ok += 1,
             StatusCode::SERVICE_UNAVAILABLE => {
                 overloaded += 1;
-                assert_eq!(took, Duration::ZERO, "refused at arrival");
                 assert_eq!(res.headers()["retry-after"], "2");
-                // Refused by the standing line, or (a request over the
-                // limit too) for a predicted wait that does not fit.
+                // Refused at arrival by the standing line, or (a request
+                // over the limit too) for a predicted wait that does not
+                // fit; or, served newest first while the line stands,
+                // overtaken for more than a quarter of what it could wait.
                 let desc = queue_entry(&res).unwrap().desc;
                 let problem = problem(res).await;
                 assert_eq!(problem.type_uri, "urn:budget:problem:overloaded");
                 assert!(problem.retryable);
                 assert_eq!(problem.retry_after_ms, Some(1500));
                 let expected = match desc.as_deref() {
-                    Some("standing queue") => {
+                    Some("standing queue") if took.is_zero() => {
                         standing += 1;
                         "no in-flight slot (limit 1): standing queue: expected wait "
                     }
-                    Some("predicted wait") => "no in-flight slot (limit 1): expected wait ",
+                    Some("standing queue") => {
+                        overtaken += 1;
+                        // A quarter of the 960 ms it could wait (1 s less the floor).
+                        assert!(took >= ms(240), "overtaken after {took:?}");
+                        // Checked when the slot comes back: a hold late at most.
+                        assert!(took <= ms(350), "overtaken after {took:?}");
+                        "no in-flight slot (limit 1): standing queue: waited "
+                    }
+                    Some("predicted wait") => {
+                        assert_eq!(took, Duration::ZERO, "refused at arrival");
+                        "no in-flight slot (limit 1): expected wait "
+                    }
                     other => panic!("refused for {other:?}"),
                 };
                 assert!(problem.detail.starts_with(expected), "{}", problem.detail);
@@ -385,6 +398,9 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
     assert!(ok >= 14, "{ok} served");
     assert!(overloaded >= 50, "{overloaded} refused as overload");
     assert!(standing >= 50, "{standing} refused by the standing line");
+    // Served newest first, the oldest in line are overtaken and refused
+    // then, a quarter into what they could wait, not at its end.
+    assert!(overtaken >= 5, "{overtaken} overtaken");
 }
 
 /// `max_in_flight = "auto"` reads from TOML and sizes the line with the

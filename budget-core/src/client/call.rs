@@ -667,8 +667,15 @@ impl Refusal {
                 left,
             } => {
                 let why = no_permit_in_budget(*waited, *floor, *queue, *left);
+                let standing = queue.is_some_and(|q| q.reason() == RefusalReason::StandingQueue);
                 if why.prediction().is_some() {
                     format!("skipped: {why}")
+                } else if standing {
+                    // Overtaken in a standing queue for longer than it may wait.
+                    format!(
+                        "skipped: no concurrency permit in {}ms (standing queue)",
+                        waited.as_millis()
+                    )
                 } else {
                     format!("skipped: no concurrency permit in {}ms", waited.as_millis())
                 }

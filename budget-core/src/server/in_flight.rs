@@ -116,7 +116,8 @@ impl NoSlot {
         if self.is_overload() {
             let why = match self.refusal.prediction() {
                 Some(p) => p.against(reason, floor, remaining).to_string(),
-                None => format!("waited {waited}ms"),
+                // Overtaken in a standing line for longer than it may wait.
+                None => format!("{reason}: waited {waited}ms"),
             };
             return Problem::new(
                 ProblemKind::Overloaded,

@@ -7,8 +7,9 @@
 //! It has what inventory's HTTP client has: the dependency's `floor`
 //! (learned by default), and with `budget_mode = on` the default breaker
 //! and retry budget; not its permit queue and adaptive concurrency. With
-//! `budget_mode = off` no budget is sent and the call has the HTTP client's
-//! fixed timeout.
+//! `budget_mode = off` no budget is sent (no `grpc-timeout`, as no budget
+//! header over HTTP) and the call has the HTTP client's fixed timeout,
+//! enforced here: a call with no answer by then is `DEADLINE_EXCEEDED`.
 
 use std::time::Duration;
 
@@ -82,16 +83,27 @@ impl GrpcInventory {
         {
             req.metadata_mut().insert("x-request-id", id);
         }
-        if let Some(timeout) = self.fixed_timeout {
-            req.set_timeout(timeout);
-        }
         let client = self.client.get_or_init(|| {
             let channel = tower::ServiceBuilder::new()
                 .layer(self.layer.clone())
                 .service(self.endpoint.connect_lazy());
             PartnerClient::new(channel)
         });
-        let reply = client.clone().call(req).await.map_err(problem)?;
+        let mut client = client.clone();
+        // Off mode forwards nothing: the fixed timeout is ours alone, not a
+        // `grpc-timeout` (tonic's `Request::set_timeout` would send one).
+        let reply = match self.fixed_timeout {
+            None => client.call(req).await,
+            Some(timeout) => tokio::time::timeout(timeout, client.call(req))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(tonic::Status::deadline_exceeded(format!(
+                        "no answer within the fixed timeout ({}ms)",
+                        timeout.as_millis()
+                    )))
+                }),
+        };
+        let reply = reply.map_err(problem)?;
         serde_json::from_str(&reply.into_inner().body).map_err(|e| {
             Problem::new(
                 ProblemKind::DependencyFailed,

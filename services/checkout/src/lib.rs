@@ -48,7 +48,8 @@
 //! # `budget_mode = off`
 //!
 //! The baseline for comparisons: no budget layer (no ingress budget, no
-//! `504` at a deadline), no budget header forwarded, every attempt gets a
+//! `504` at a deadline), no budget header forwarded (no `grpc-timeout` to a
+//! gRPC inventory either: its fixed timeout is checkout's own), every attempt gets a
 //! fixed 30 s timeout, retries are the fixed attempt counts, and
 //! recommendations is always called. Attempts are still listed in
 //! `Server-Timing`, so both modes give budget tables.

@@ -404,6 +404,52 @@ async fn the_budget_layer_guards_checkout_and_healthz_answers() {
     .await;
 }
 
+/// `budget_mode = off` with inventory over gRPC forwards nothing either:
+/// no `grpc-timeout` (the slow partner's gRPC face reports the budget
+/// header it saw), and the fixed timeout is checkout's own: a 2 s call
+/// against a 300 ms `fixed_timeout` is a `504` after about 300 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn budget_mode_off_sends_no_grpc_timeout_and_keeps_the_fixed_timeout_local() {
+    bounded(async {
+        let partner = partner(FaultMode::Normal).await;
+        let mut config = config(&partner, "", "", "");
+        config.budget_mode = service_kit::BudgetMode::Off;
+        config.inventory_url = format!("grpc://{}/inventory?delay=5ms", partner.addr());
+        let url = start(&config).await;
+        let res = client()
+            .get(&url)
+            .header("request-budget-ms", "300")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let answer: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(answer["inventory"]["path"], "/inventory");
+        assert_eq!(
+            answer["inventory"]["budget_header"],
+            serde_json::Value::Null,
+            "no grpc-timeout sent: {answer}"
+        );
+
+        config.inventory_url = format!("grpc://{}/inventory?delay=2s", partner.addr());
+        config.inventory.fixed_timeout = Some(ms(300));
+        let url = start(&config).await;
+        let started = tokio::time::Instant::now();
+        let res = client().get(&url).send().await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(res.status(), 504);
+        assert!(took >= ms(300) && took < ms(1500), "{took:?}");
+        let problem: budget_core::problem::Problem = res.json().await.unwrap();
+        assert_eq!(problem.dependency.as_deref(), Some("inventory"));
+        assert!(
+            problem.detail.contains("fixed timeout (300ms)"),
+            "{}",
+            problem.detail
+        );
+    })
+    .await;
+}
+
 /// `budget_mode = off`: no budget forwarded, no floor (recommendations is
 /// called whatever the budget), attempts still listed in Server-Timing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
