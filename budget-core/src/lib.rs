@@ -52,8 +52,6 @@ pub mod admission;
 pub mod breaker;
 pub mod budget;
 pub mod clock;
-// The file says what it holds (`ConfigError`); the public path stays `config`.
-#[path = "config_error.rs"]
 pub mod config;
 pub mod context;
 mod decimal;

@@ -87,9 +87,6 @@
 //! ```
 
 pub mod backoff;
-// The file is `retry_budget.rs`, apart from the crate's `budget.rs` (the
-// request time budget); the public path stays `retry::budget`.
-#[path = "retry_budget.rs"]
 pub mod budget;
 pub mod classify;
 pub mod config;
