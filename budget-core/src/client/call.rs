@@ -527,11 +527,7 @@ impl Race<'_> {
         }
         let breaker = acquire_breaker(settings).map_err(|_| Declined::Circuit)?;
         let permit = match &settings.permits {
-            Some(permits) => Some(
-                permits
-                    .try_acquire(self.plan.criticality)
-                    .ok_or(Declined::Permit)?,
-            ),
+            Some(permits) => Some(permits.try_acquire().ok_or(Declined::Permit)?),
             None => None,
         };
         if !self.hedging.withdraw() {

@@ -94,7 +94,7 @@ impl Permits {
         give_up_at: Instant,
         criticality: Criticality,
     ) -> Result<Permit, (Duration, Option<Refusal>)> {
-        if let Some(permit) = self.try_acquire(criticality) {
+        if let Some(permit) = self.try_acquire() {
             return Ok(permit);
         }
         let start = Instant::now();
@@ -125,14 +125,14 @@ impl Permits {
 
     /// A permit if one is free now, without waiting: the fast path of
     /// [`acquire`](Self::acquire), and all a hedge asks (it never waits).
-    pub(crate) fn try_acquire(&self, criticality: Criticality) -> Option<Permit> {
+    pub(crate) fn try_acquire(&self) -> Option<Permit> {
         match self {
             Permits::Fifo(semaphore, _) => Arc::clone(semaphore)
                 .try_acquire_owned()
                 .ok()
                 .map(|permit| Permit::fifo(permit, None)),
             Permits::Queue { queue, .. } => queue
-                .try_acquire(criticality)
+                .try_acquire()
                 .map(|permit| Permit::queued(permit, None)),
         }
     }
@@ -276,10 +276,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn calls_waiting_behind_the_first_three_start_50ms_later_with_no_answer() {
         let permits = adaptive();
-        let held: Vec<_> = (0..3)
-            .map(|_| permits.try_acquire(Criticality::Default).unwrap())
-            .collect();
-        assert!(permits.try_acquire(Criticality::Default).is_none());
+        let held: Vec<_> = (0..3).map(|_| permits.try_acquire().unwrap()).collect();
+        assert!(permits.try_acquire().is_none());
         let far = Instant::now() + Duration::from_secs(10);
         let waiters: Vec<_> = (0..7)
             .map(|_| {
@@ -302,7 +300,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn no_call_waiting_no_hold() {
         let permits = adaptive();
-        let _held = permits.try_acquire(Criticality::Default).unwrap();
+        let _held = permits.try_acquire().unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(permits.limit(), 3);
     }

@@ -173,8 +173,8 @@ impl InFlight {
 
     /// A slot if one is free and nobody waits for one, or `None`: one
     /// uncontended lock.
-    pub(crate) fn try_acquire(self: &Arc<Self>, criticality: Criticality) -> Option<InFlightGuard> {
-        match self.slots.try_acquire(criticality) {
+    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<InFlightGuard> {
+        match self.slots.try_acquire() {
             Some(permit) => Some(self.guard(permit)),
             None => {
                 self.on_full();
@@ -352,17 +352,12 @@ mod tests {
     #[test]
     fn admits_up_to_the_limit_and_frees_on_drop() {
         let in_flight = InFlight::new(2);
-        let a = in_flight.try_acquire(Criticality::Default).expect("first");
-        let b = in_flight.try_acquire(Criticality::Default).expect("second");
-        assert!(
-            in_flight.try_acquire(Criticality::Critical).is_none(),
-            "third is refused"
-        );
+        let a = in_flight.try_acquire().expect("first");
+        let b = in_flight.try_acquire().expect("second");
+        assert!(in_flight.try_acquire().is_none(), "third is refused");
         assert_eq!(in_flight.current(), 2);
         drop(a);
-        let c = in_flight
-            .try_acquire(Criticality::Default)
-            .expect("a slot came free");
+        let c = in_flight.try_acquire().expect("a slot came free");
         drop((b, c));
         assert_eq!(in_flight.current(), 0);
     }
@@ -372,16 +367,14 @@ mod tests {
     #[test]
     fn sheddable_requests_take_every_free_slot() {
         let in_flight = InFlight::new(4);
-        let shed: Vec<_> = (0..5)
-            .filter_map(|_| in_flight.try_acquire(Criticality::Sheddable))
-            .collect();
+        let shed: Vec<_> = (0..5).filter_map(|_| in_flight.try_acquire()).collect();
         assert_eq!(shed.len(), 4);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_gets_the_slot_freed_and_says_how_long_it_waited() {
         let in_flight = InFlight::new(1);
-        let held = in_flight.try_acquire(Criticality::Default).unwrap();
+        let held = in_flight.try_acquire().unwrap();
         let far = Instant::now() + Duration::from_secs(5);
         let (slot, ()) = tokio::join!(
             in_flight.wait(far, Criticality::Default, FLOOR, RETRY_AFTER),
@@ -398,7 +391,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_waiter_is_refused_at_its_give_up_instant() {
         let in_flight = InFlight::new(1);
-        let _held = in_flight.try_acquire(Criticality::Default).unwrap();
+        let _held = in_flight.try_acquire().unwrap();
         let start = Instant::now();
         let refusal = in_flight
             .wait(
@@ -429,24 +422,14 @@ mod tests {
     async fn an_adaptive_limit_admits_initial_50ms_after_its_first_refusal_with_no_answer() {
         let in_flight =
             InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
-        let first: Vec<_> = (0..3)
-            .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
-            .collect();
-        assert!(
-            in_flight.try_acquire(Criticality::Default).is_none(),
-            "the probe's 3"
-        );
+        let first: Vec<_> = (0..3).map(|_| in_flight.try_acquire().unwrap()).collect();
+        assert!(in_flight.try_acquire().is_none(), "the probe's 3");
         tokio::time::sleep(Duration::from_millis(49)).await;
-        assert!(
-            in_flight.try_acquire(Criticality::Default).is_none(),
-            "held for 50 ms"
-        );
+        assert!(in_flight.try_acquire().is_none(), "held for 50 ms");
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert_eq!(in_flight.limit(), 10, "`initial` once the hold is over");
-        let more: Vec<_> = (0..7)
-            .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
-            .collect();
-        assert!(in_flight.try_acquire(Criticality::Default).is_none());
+        let more: Vec<_> = (0..7).map(|_| in_flight.try_acquire().unwrap()).collect();
+        assert!(in_flight.try_acquire().is_none());
         drop((first, more));
     }
 
@@ -456,10 +439,8 @@ mod tests {
     async fn waiters_get_the_slots_the_hold_s_end_adds() {
         let in_flight =
             InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
-        let _first: Vec<_> = (0..3)
-            .map(|_| in_flight.try_acquire(Criticality::Default).unwrap())
-            .collect();
-        assert!(in_flight.try_acquire(Criticality::Default).is_none());
+        let _first: Vec<_> = (0..3).map(|_| in_flight.try_acquire().unwrap()).collect();
+        assert!(in_flight.try_acquire().is_none());
         let far = Instant::now() + Duration::from_secs(5);
         let waiters: Vec<_> = (0..7)
             .map(|_| tokio::spawn(in_flight.wait(far, Criticality::Default, FLOOR, RETRY_AFTER)))
@@ -483,7 +464,7 @@ mod tests {
         // `initial`.
         assert_eq!(in_flight.limit(), 3);
         for answered in 1..=3 {
-            let mut guard = in_flight.try_acquire(Criticality::Default).unwrap();
+            let mut guard = in_flight.try_acquire().unwrap();
             tokio::time::advance(Duration::from_millis(20)).await;
             guard.answered(StatusCode::OK);
             drop(guard);
@@ -491,7 +472,7 @@ mod tests {
         }
         // A request dropped unanswered (at its deadline) is a drop: the
         // limit is cut by the drop factor (0.9).
-        let guard = in_flight.try_acquire(Criticality::Default).unwrap();
+        let guard = in_flight.try_acquire().unwrap();
         tokio::time::advance(Duration::from_millis(20)).await;
         drop(guard);
         assert_eq!(in_flight.limit(), 9);

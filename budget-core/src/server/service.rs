@@ -146,7 +146,7 @@ where
         let mut wait = None;
         let guard = match &self.settings.in_flight {
             None => None,
-            Some(in_flight) => match in_flight.try_acquire(criticality.criticality) {
+            Some(in_flight) => match in_flight.try_acquire() {
                 Some(guard) => Some(guard),
                 None => {
                     wait = Some(self.wait_for_slot(in_flight, &budget, criticality.criticality));

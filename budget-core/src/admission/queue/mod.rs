@@ -112,7 +112,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
-//! let held = queue.try_acquire(Criticality::Default).unwrap();
+//! let held = queue.try_acquire().unwrap();
 //!
 //! // Nothing frees the permit in time: the waiter is refused at its give-up instant.
 //! let start = Instant::now();
@@ -163,9 +163,9 @@ pub use self::refusal::{Prediction, Refusal, RefusalReason};
 /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
 ///
 /// let queue = PermitQueue::new(2, QueueConfig::default()).unwrap();
-/// let a = queue.try_acquire(Criticality::Default).unwrap();
-/// let _b = queue.try_acquire(Criticality::Default).unwrap();
-/// assert!(queue.try_acquire(Criticality::Critical).is_none());
+/// let a = queue.try_acquire().unwrap();
+/// let _b = queue.try_acquire().unwrap();
+/// assert!(queue.try_acquire().is_none());
 /// drop(a);
 /// assert_eq!(queue.in_use(), 1);
 /// ```
@@ -324,7 +324,7 @@ impl PermitQueue {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(3, QueueConfig::default()).unwrap();
-    /// let _p = queue.try_acquire(Criticality::Default);
+    /// let _p = queue.try_acquire();
     /// assert_eq!(queue.in_use(), 1);
     /// # }
     /// ```
@@ -357,11 +357,11 @@ impl PermitQueue {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(2, QueueConfig::default()).unwrap();
-    /// let (a, _b) = (queue.try_acquire(Criticality::Default), queue.try_acquire(Criticality::Default));
+    /// let (a, _b) = (queue.try_acquire(), queue.try_acquire());
     /// queue.set_limit(1);
     /// assert_eq!((queue.limit(), queue.in_use()), (1, 2));
     /// drop(a);
-    /// assert!(queue.try_acquire(Criticality::Default).is_none()); // 1 held, limit 1
+    /// assert!(queue.try_acquire().is_none()); // 1 held, limit 1
     /// queue.set_limit(0);
     /// assert_eq!(queue.limit(), 1);
     /// # }
@@ -403,7 +403,7 @@ impl PermitQueue {
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
     /// assert_eq!(queue.hold(), None);
-    /// let permit = queue.try_acquire(Criticality::Default).unwrap();
+    /// let permit = queue.try_acquire().unwrap();
     /// tokio::time::advance(Duration::from_millis(40)).await;
     /// drop(permit);
     /// assert_eq!(queue.hold(), Some(Duration::from_millis(40)));
@@ -413,25 +413,22 @@ impl PermitQueue {
         self.shared.lock().hold()
     }
 
-    /// A permit if one is free and nobody is waiting, without waiting.
-    ///
-    /// `criticality` does not change the answer: a free permit with nobody
-    /// waiting goes to anyone. It is asked for so that callers say it and a
-    /// future policy (a reserve for critical requests, say) can use it.
+    /// A permit if one is free and nobody is waiting, without waiting: a
+    /// free permit with nobody waiting goes to anyone, whatever its
+    /// criticality.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+    /// use budget_core::admission::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
-    /// let permit = queue.try_acquire(Criticality::Sheddable).unwrap();
+    /// let permit = queue.try_acquire().unwrap();
     /// assert_eq!(permit.waited(), Duration::ZERO);
-    /// assert!(queue.try_acquire(Criticality::Critical).is_none());
+    /// assert!(queue.try_acquire().is_none());
     /// # }
     /// ```
-    pub fn try_acquire(&self, criticality: Criticality) -> Option<QueuePermit> {
-        let _ = criticality;
+    pub fn try_acquire(&self) -> Option<QueuePermit> {
         let now = Instant::now();
         let taken = self.shared.lock().try_take(now);
         taken.then(|| self.permit_since(Duration::ZERO, now))
@@ -455,7 +452,7 @@ impl PermitQueue {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
-    /// let held = queue.try_acquire(Criticality::Default).unwrap();
+    /// let held = queue.try_acquire().unwrap();
     /// let waiter = Waiter::new(Instant::now() + Duration::from_secs(1), Criticality::Default);
     /// let (permit, ()) = tokio::join!(queue.acquire(waiter), async {
     ///     tokio::time::sleep(Duration::from_millis(3)).await;
@@ -540,7 +537,7 @@ impl fmt::Debug for PermitQueue {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
-/// let permit = queue.try_acquire(Criticality::Default).unwrap();
+/// let permit = queue.try_acquire().unwrap();
 /// assert_eq!(queue.in_use(), 1);
 /// drop(permit);
 /// assert_eq!(queue.in_use(), 0);
@@ -563,7 +560,7 @@ impl QueuePermit {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
-    /// assert_eq!(queue.try_acquire(Criticality::Default).unwrap().waited(), Duration::ZERO);
+    /// assert_eq!(queue.try_acquire().unwrap().waited(), Duration::ZERO);
     /// # }
     /// ```
     pub fn waited(&self) -> Duration {

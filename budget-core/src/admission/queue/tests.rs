@@ -112,10 +112,10 @@ async fn new_refuses_a_zero_limit_and_a_bad_config_naming_the_field() {
 #[tokio::test(start_paused = true)]
 async fn try_acquire_takes_free_permits_and_waited_is_zero() {
     let queue = queue(2, QueueOrder::Adaptive);
-    let a = queue.try_acquire(Criticality::Sheddable).unwrap();
-    let b = queue.try_acquire(Criticality::Default).unwrap();
+    let a = queue.try_acquire().unwrap();
+    let b = queue.try_acquire().unwrap();
     assert_eq!((a.waited(), b.waited()), (Duration::ZERO, Duration::ZERO));
-    assert!(queue.try_acquire(Criticality::Critical).is_none());
+    assert!(queue.try_acquire().is_none());
     assert_eq!(queue.in_use(), 2);
     drop(a);
     assert_eq!(queue.in_use(), 1);
@@ -129,7 +129,7 @@ async fn try_acquire_takes_free_permits_and_waited_is_zero() {
 async fn fifo_serves_the_oldest_first() {
     let queue = queue(1, QueueOrder::Fifo);
     let start = Instant::now();
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let log = Log::default();
     let line = [
         ("a", patient(Criticality::Default)),
@@ -151,7 +151,7 @@ async fn fifo_serves_the_oldest_first() {
 async fn lifo_serves_the_newest_first() {
     let queue = queue(1, QueueOrder::Lifo);
     let start = Instant::now();
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let log = Log::default();
     let line = [
         ("a", patient(Criticality::Default)),
@@ -175,7 +175,7 @@ async fn adaptive_is_fifo_while_the_queue_keeps_emptying() {
     // Two spells of 90 ms with waiters (180 ms in all), the queue empty in
     // between: never `interval` (100 ms) without emptying.
     for round in [["a", "b", "c"], ["d", "e", "f"]] {
-        let held = queue.try_acquire(Criticality::Default).unwrap();
+        let held = queue.try_acquire().unwrap();
         let line = round.map(|label| (label, patient(Criticality::Default)));
         let tasks = line_up(&queue, &line, start, ms(1), &log).await;
         sleep(ms(89)).await;
@@ -194,9 +194,7 @@ async fn adaptive_is_fifo_while_the_queue_keeps_emptying() {
 /// taken and returned after `hold`, so that the measured hold is `hold`.
 async fn measured(limit: usize, order: QueueOrder, hold: Duration) -> PermitQueue {
     let queue = queue(limit, order);
-    let permits: Vec<_> = (0..limit)
-        .map(|_| queue.try_acquire(Criticality::Default).unwrap())
-        .collect();
+    let permits: Vec<_> = (0..limit).map(|_| queue.try_acquire().unwrap()).collect();
     sleep(hold).await;
     drop(permits);
     assert_eq!(queue.hold(), Some(hold));
@@ -305,7 +303,7 @@ async fn a_newcomer_whose_predicted_wait_does_not_fit_is_refused_at_arrival() {
 async fn the_prediction_follows_a_drain_rate_that_changes() {
     // One permit held 10 ms: five queued, the sixth is predicted 60 ms.
     let queue = measured(1, QueueOrder::Fifo, ms(10)).await;
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let ends = Ends::default();
     let tasks = arrive(&queue, 5, ms(250), ms(100), &ends).await;
     let sixth = Waiter::new(Instant::now() + ms(59), Criticality::Default);
@@ -351,9 +349,7 @@ async fn a_growing_limit_counts_its_doublings_in_the_prediction() {
     // limit doubling every 100 ms (10, 20, 40, 80, 160 serve 310 in 5
     // rounds), the first round at 50 ms and four more, 450 ms.
     let queue = measured(10, QueueOrder::Fifo, ms(50)).await;
-    let held: Vec<_> = (0..10)
-        .map(|_| queue.try_acquire(Criticality::Default).unwrap())
-        .collect();
+    let held: Vec<_> = (0..10).map(|_| queue.try_acquire().unwrap()).collect();
     let ends = Ends::default();
     let tasks = arrive(&queue, 290, Duration::from_secs(10), ms(1), &ends).await;
     let newcomer = || Waiter::new(Instant::now() + ms(400), Criticality::Default);
@@ -445,7 +441,7 @@ async fn higher_criticality_is_served_first_then_the_order_within_a_class() {
     ] {
         let queue = queue(1, order);
         let start = Instant::now();
-        let held = queue.try_acquire(Default).unwrap();
+        let held = queue.try_acquire().unwrap();
         let log = Log::default();
         let line = [
             ("s1", patient(Sheddable)),
@@ -466,7 +462,7 @@ async fn higher_criticality_is_served_first_then_the_order_within_a_class() {
 async fn a_waiter_is_refused_expired_exactly_at_give_up_at() {
     let queue = queue(1, QueueOrder::Adaptive);
     let start = Instant::now();
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let give_up_at = start + ms(30);
     let waiter = tokio::spawn({
         let queue = queue.clone();
@@ -493,7 +489,7 @@ async fn a_waiter_is_refused_expired_exactly_at_give_up_at() {
 async fn a_permit_freed_at_give_up_at_skips_the_expired_waiter() {
     let queue = queue(1, QueueOrder::Fifo);
     let start = Instant::now();
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     // `w` is first in line and gives up at 30 ms; `v` is behind it.
     let mut w = Box::pin(queue.acquire(Waiter::new(start + ms(30), Criticality::Default)));
     let mut v = Box::pin(queue.acquire(patient(Criticality::Default)));
@@ -540,7 +536,7 @@ async fn without_a_measured_hold_everyone_queues_until_give_up() {
     // No permit has come back yet: no prediction, so a newcomer queues
     // even with a short budget, and is refused only at its give-up instant.
     let queue = queue(1, QueueOrder::Adaptive);
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let start = Instant::now();
     let refusal = queue
         .acquire(Waiter::new(start + ms(20), Criticality::Default))
@@ -554,7 +550,7 @@ async fn without_a_measured_hold_everyone_queues_until_give_up() {
 #[tokio::test(start_paused = true)]
 async fn cancelling_a_waiter_before_its_grant_leaves_the_line() {
     let queue = queue(1, QueueOrder::Fifo);
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let mut first = Box::pin(queue.acquire(patient(Criticality::Default)));
     let mut second = Box::pin(queue.acquire(patient(Criticality::Default)));
     assert!(poll_once(&mut first).is_pending());
@@ -574,7 +570,7 @@ async fn cancelling_a_waiter_before_its_grant_leaves_the_line() {
 #[tokio::test(start_paused = true)]
 async fn cancelling_a_waiter_after_a_grant_raced_passes_the_permit_on() {
     let queue = queue(1, QueueOrder::Fifo);
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let mut first = Box::pin(queue.acquire(patient(Criticality::Default)));
     let mut second = Box::pin(queue.acquire(patient(Criticality::Default)));
     assert!(poll_once(&mut first).is_pending());
@@ -592,7 +588,7 @@ async fn cancelling_a_waiter_after_a_grant_raced_passes_the_permit_on() {
     assert_eq!(permit.waited(), ms(2));
     drop(permit);
     // With nobody left, a cancelled grant goes back to the pool.
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let mut last = Box::pin(queue.acquire(patient(Criticality::Default)));
     assert!(poll_once(&mut last).is_pending());
     drop(held);
@@ -603,7 +599,7 @@ async fn cancelling_a_waiter_after_a_grant_raced_passes_the_permit_on() {
 #[tokio::test(start_paused = true)]
 async fn cancelling_a_spawned_waiter_leaves_the_line() {
     let queue = queue(1, QueueOrder::Adaptive);
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let task = tokio::spawn({
         let queue = queue.clone();
         async move { queue.acquire(patient(Criticality::Default)).await.is_ok() }
@@ -619,7 +615,7 @@ async fn cancelling_a_spawned_waiter_leaves_the_line() {
 #[tokio::test(start_paused = true)]
 async fn set_limit_grow_wakes_waiters_at_once_most_critical_first() {
     let queue = queue(1, QueueOrder::Adaptive);
-    let held = queue.try_acquire(Criticality::Default).unwrap();
+    let held = queue.try_acquire().unwrap();
     let mut sheddable = Box::pin(queue.acquire(patient(Criticality::Sheddable)));
     let mut default = Box::pin(queue.acquire(patient(Criticality::Default)));
     let mut critical = Box::pin(queue.acquire(patient(Criticality::Critical)));
@@ -647,9 +643,7 @@ async fn set_limit_grow_wakes_waiters_at_once_most_critical_first() {
 #[tokio::test(start_paused = true)]
 async fn set_limit_shrink_never_revokes_and_grants_only_below_the_new_limit() {
     let queue = queue(3, QueueOrder::Adaptive);
-    let mut held: Vec<_> = (0..3)
-        .map(|_| queue.try_acquire(Criticality::Default).unwrap())
-        .collect();
+    let mut held: Vec<_> = (0..3).map(|_| queue.try_acquire().unwrap()).collect();
     queue.set_limit(1);
     assert_eq!((queue.limit(), queue.in_use()), (1, 3));
     let mut waiter = Box::pin(queue.acquire(patient(Criticality::Critical)));
@@ -660,7 +654,7 @@ async fn set_limit_shrink_never_revokes_and_grants_only_below_the_new_limit() {
     held.pop();
     assert_eq!(queue.in_use(), 1);
     assert!(poll_once(&mut waiter).is_pending());
-    assert!(queue.try_acquire(Criticality::Critical).is_none());
+    assert!(queue.try_acquire().is_none());
     held.pop();
     let Poll::Ready(Ok(_granted)) = poll_once(&mut waiter) else {
         panic!("granted once in use is below the new limit");
