@@ -528,7 +528,7 @@ async fn with_a_concurrency_limit_of_1_the_second_call_pays_for_its_wait() {
     .await;
 }
 
-/// Issue 9, item 2, on the client side: a call queued for a concurrency
+/// Queued work, on the client side: a call queued for a concurrency
 /// permit gives up when what is left reaches the floor; it is never sent,
 /// not even once the permit comes free.
 #[tokio::test]

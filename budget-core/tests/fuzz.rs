@@ -1,4 +1,4 @@
-//! Fuzz targets (issue 9), as property tests, in the test suite beside the
+//! Fuzz targets, as property tests, in the test suite beside the
 //! coverage-guided `cargo fuzz` targets of `fuzz/` (README, "Fuzzing"): the
 //! parsers that take peer or user input, driven by proptest with generated
 //! input.

@@ -1,7 +1,7 @@
 //! The budget layer in front of a gRPC service, over real HTTP/2 on
 //! loopback: what it refuses or cuts short is answered the gRPC way
 //! (trailers-only, `grpc-status`), read by reqwest speaking HTTP/2 and by
-//! Python's `grpcio`, an outside gRPC client (issue 17, server side).
+//! Python's `grpcio`, an outside gRPC client.
 //!
 //! The service is a hand-written unary echo (`/test.Echo/Echo` answers the
 //! message it got, `/test.Echo/Hang` never answers), so that the layer is

@@ -1,4 +1,4 @@
-//! The budget metrics (issue 6) through a real recorder: a service with the
+//! The budget metrics through a real recorder: a service with the
 //! budget layer and budget clients, partners on 127.0.0.1, and the counters
 //! and histograms checked in the Prometheus rendering.
 
@@ -228,7 +228,7 @@ async fn the_metrics_route_serves_the_prometheus_text_and_installs_once() {
     assert_eq!(value(&text, METRIC_MALFORMED_TOTAL), Some(1.0));
 }
 
-/// Issue 13: the floor gauge is set when a client is built, with no call
+/// The floor gauge is set when a client is built, with no call
 /// needed to read it (a learned one follows its recomputations: the
 /// floor's own unit test).
 #[test]

@@ -1,5 +1,5 @@
 //! `install_prometheus` when the process already has another `metrics`
-//! recorder: a typed error, never a panic (issue 6). A binary of its own,
+//! recorder: a typed error, never a panic. A binary of its own,
 //! since a global recorder is set once per process.
 
 use budget_core::telemetry::{self, PrometheusError};

@@ -1,7 +1,7 @@
 //! The budget layer around a plain hyper service, no axum anywhere: the
 //! service's own body type (`Full<Bytes>`) comes back out of the layer, on
-//! a real loopback socket, read by a real HTTP client (issue 16, "generic
-//! over the body").
+//! a real loopback socket, read by a real HTTP client (the layer is
+//! generic over the body).
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -402,7 +402,7 @@ async fn real_server_reads_headers_and_answers_504_within_the_budget() {
     assert_eq!(problem.header.as_deref(), Some("request-budget-ms"));
 }
 
-/// Issue 9, item 2: work queued behind a concurrency limit inside the
+/// Work queued behind a concurrency limit inside the
 /// layer (tower's `GlobalConcurrencyLimitLayer`), whose budget runs out while it
 /// waits, is dropped before it starts: a `504` at its deadline, and the
 /// handler never runs for it, not even once the permit comes free.

@@ -1,5 +1,5 @@
 //! Traces over a real chain on 127.0.0.1 (docs/contract.md §4: the ledger is
-//! also recorded on the request's span; issue 6: one trace across hops):
+//! also recorded on the request's span; one trace across hops):
 //!
 //!     test client -> A (BudgetLayer + BudgetClient) -> B (BudgetLayer + BudgetClient) -> partner
 //!

@@ -1,5 +1,5 @@
 //! `telemetry::init`: the global subscriber, the OTLP/HTTP exporter and
-//! the guard that flushes it (issue 6), against a stub collector on
+//! the guard that flushes it, against a stub collector on
 //! 127.0.0.1. A binary of its own: a global subscriber is set once per
 //! process.
 

@@ -3,7 +3,7 @@
 //! request the call is made in travels as `grpc-timeout`, a call that
 //! cannot fit is not made, one that runs out is `DEADLINE_EXCEEDED` (not
 //! tonic's `Cancelled`), every attempt is in the ledger, and an idempotent
-//! call is retried on `UNAVAILABLE` after the server's pushback (issue 17,
+//! call is retried on `UNAVAILABLE` after the server's pushback (gRPC,
 //! client side).
 
 mod grpc_support;

@@ -1,7 +1,7 @@
 //! The budget layer on a tonic server (`Server::builder().layer(..)`), called
 //! by a tonic client whose `Request::set_timeout` sends `grpc-timeout`: the
 //! handler sees the budget, and what the layer refuses or cuts short comes
-//! back to the client as a `tonic::Status` (issue 17, server side).
+//! back to the client as a `tonic::Status` (gRPC, server side).
 
 mod grpc_support;
 

@@ -387,7 +387,7 @@ async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery
         assert!(o.recovered_after_s.is_some(), "{what}");
         if r.mode == "budget" {
             // The retry budget and checkout's default breaker: fewer
-            // attempts than requests (issue 13: at most 1.2).
+            // attempts than requests (the goal: at most 1.2).
             assert!(o.pricing_attempts_per_request <= 1.2, "{what}");
         } else {
             // Three attempts of every request, as configured.

@@ -489,7 +489,7 @@ impl CallError {
                 status: self.status.map_or(503, |s| s.as_u16()),
             },
             // No answer came through: the caller sees a gateway timeout, as
-            // for a hang (docs/contract.md §3; issue 5's fault shapes).
+            // for a hang (docs/contract.md §3, its fault shapes).
             CallErrorKind::Connect
             | CallErrorKind::ConnectTimeout
             | CallErrorKind::Reset

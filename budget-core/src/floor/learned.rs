@@ -127,7 +127,8 @@ impl LearnedFloorConfig {
     /// Most calls start with more time left than the floor (the permit
     /// queue serves the freshest waiter first under load), so the share of
     /// calls that outlive their budget stays near 1 % (`BENCHMARKS.md`,
-    /// issue 13: `slow` at 10x and 20x, `mixed-budgets`, `deep`).
+    /// "Overload without hand-tuning": `slow` at 10x and 20x,
+    /// `mixed-budgets`, `deep`).
     ///
     /// The margin is 1: the quantile already holds the tail. A larger
     /// margin refuses calls that would succeed 95 times in 100, and when
@@ -706,7 +707,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn rule10_a_floor_that_refused_every_call_is_not_set_by_one_burst() {
-        // Issue 13 at 20x: pricing's first 25 answers, 20 in its body
+        // `slow` at 20x: pricing's first 25 answers, 20 in its body
         // (900-1 100 ms) and the calls of the first burst that queued at
         // the partner (1 300-1 600 ms, three of them timed out). Callers
         // reach pricing with about 1 450 ms left: a floor above that

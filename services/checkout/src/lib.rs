@@ -41,7 +41,7 @@
 //!
 //! A refused connection is retried like any connect failure; when the
 //! attempts are spent, no answer came through: `504` like every other
-//! fault shape (issue 5), with `type` `dependency-unavailable` and the
+//! fault shape, with `type` `dependency-unavailable` and the
 //! cause in `detail`, so it is not mistaken for a spent budget. Errors are
 //! `application/problem+json` bodies ([`Problem`](budget_core::problem::Problem)).
 //!

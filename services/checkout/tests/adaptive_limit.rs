@@ -1,4 +1,4 @@
-//! Issue 13, item 4, in the style of Envoy's adaptive concurrency tests:
+//! The adaptive limit, in the style of Envoy's adaptive concurrency tests:
 //! against a real partner with a fixed number of workers (the slow
 //! partner's `--workers`), a real client with `concurrency = "auto"`
 //! converges near that number from latency alone, and keeps the queue on

@@ -118,7 +118,7 @@ pub fn router(config: &EdgeConfig) -> Result<Router, ConfigError> {
     Ok(app)
 }
 
-/// Removes every budget header a caller sent (issue 9: edge trust), so the
+/// Removes every budget header a caller sent (edge trust), so the
 /// request gets edge's `default_budget`.
 async fn distrust_inbound_budget(mut req: Request<Body>) -> Request<Body> {
     for name in &budget_core::header::INBOUND {

@@ -443,7 +443,7 @@ async fn healthz_answers_ok() {
     .await;
 }
 
-/// Issue 5: every fault shape of a required dependency, seen through the
+/// Every fault shape of a required dependency, seen through the
 /// whole chain, is answered with the contract's 504 within the caller's
 /// budget (plus a generous tolerance), never a hang: refuse, blackhole,
 /// hang, drip (a body slower than the budget) and reset.
@@ -490,7 +490,7 @@ async fn every_fault_shape_of_a_required_dependency_is_a_504_within_the_budget()
     .await;
 }
 
-/// Issue 9, "no data lost": a POST without `Idempotency-Key` reaches the
+/// "No data lost": a POST without `Idempotency-Key` reaches the
 /// partner at most once under every fault shape the partner can play per
 /// request (error statuses, a rate limit with a short `Retry-After`, a
 /// body slower than the budget, an answer after the budget), and an answer
@@ -535,10 +535,10 @@ async fn a_post_without_a_key_is_never_sent_twice_and_an_expired_one_is_never_a_
     .await;
 }
 
-/// Issue 9, retry amplification across hops: with pricing failing every
+/// Retry amplification across hops: with pricing failing every
 /// time, per-request retries (3 attempts at checkout, 1 at edge) and a
 /// retry budget of 10 % of calls keep pricing's attempts per client request
-/// at 1.1 in steady state (the issue's goal), not 3 (or 3 x 3 without the
+/// at 1.1 in steady state (the goal), not 3 (or 3 x 3 without the
 /// one-attempt edge). Bounded: 60 requests, sequential.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() {
@@ -603,7 +603,7 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
             "amplification {ratio:.3} > 1 + ratio (0.1) + slack"
         );
         assert!(ratio >= 1.0, "every request reached pricing at least once");
-        // Checkout's defaults (issue 13, outage): the retry budget and the
+        // Checkout's defaults (the outage scenario): the retry budget and the
         // breaker (20 consecutive failures open it for 1 s). 60 sequential
         // requests take well under a second: 20 failing attempts open it,
         // and the rest are refused without a call.
@@ -613,7 +613,7 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
     .await;
 }
 
-/// Issue 9, edge trust: told to distrust inbound budgets, edge gives every
+/// Edge trust: told to distrust inbound budgets, edge gives every
 /// request its own default whatever the caller sends (a huge or a tiny
 /// budget, in any format, even a malformed one), and told to strip internal
 /// headers, it returns no `Server-Timing` to the public.

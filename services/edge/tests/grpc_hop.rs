@@ -2,7 +2,7 @@
 //! the slow partner's gRPC face (`inventory_url = grpc://...`), the others
 //! its HTTP paths. The budget crosses the gRPC hop as `grpc-timeout`, the
 //! hop's attempts are in the one ledger, and a slow gRPC inventory is the
-//! same 504 as a slow HTTP one (issue 17, "in the chain").
+//! same 504 as a slow HTTP one (gRPC in the chain).
 
 mod common;
 
