@@ -19,13 +19,13 @@ use crate::breaker::{BreakerPermit, BreakerPolicy, CircuitBreaker, Verdict};
 use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
+use crate::grpc::grpc_answer;
 use crate::grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, Pushback, parse_pushback};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
 use crate::ledger::Entry;
+use crate::problem::ProblemBody;
 use crate::problem::{Problem, ProblemKind};
 use crate::retry::{RetryBudget, RetryBudgetConfig};
-use crate::server::ProblemBody;
-use crate::server::response::grpc_answer;
 
 /// Makes every call through a tonic channel spend the current request's
 /// budget: it sends `grpc-timeout` = what is left minus the reserve (the

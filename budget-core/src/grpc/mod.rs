@@ -12,9 +12,14 @@
 //! With the `grpc` feature, [`GrpcBudgetLayer`] makes a tonic client's
 //! channel spend the current request's budget.
 
+#[cfg(any(feature = "server", feature = "grpc"))]
+mod answer;
 #[cfg(feature = "grpc")]
 mod client;
 mod status;
+
+#[cfg(any(feature = "server", feature = "grpc"))]
+pub(crate) use answer::grpc_answer;
 
 #[cfg(feature = "grpc")]
 pub use client::{GrpcBudgetLayer, GrpcBudgetService};

@@ -1,12 +1,14 @@
-//! [`ProblemBody`]: the response bodies the budget layer can make its own
-//! answers with, so that it keeps the inner service's body type.
+//! [`ProblemBody`]: the response bodies the budget layer and the gRPC
+//! client layer can make their own answers with, so that each keeps the
+//! inner service's body type (features `server` or `grpc`).
 
 use bytes::Bytes;
 
 /// A response body type the budget layer can write its own answers in
-/// (the problem+json of a refusal or an expired budget).
+/// (the problem+json of a refusal or an expired budget), and the gRPC
+/// client layer its trailers-only answers.
 ///
-/// [`BudgetService`](crate::server::BudgetService) answers with the inner
+/// The server's `BudgetService` answers with the inner
 /// service's own body type, as tower-http's `TimeoutLayer` does (it asks
 /// `Default` of the body, for an empty one): a response the handler made
 /// passes through without being re-boxed, so the layer wraps an axum
@@ -17,7 +19,7 @@ use bytes::Bytes;
 /// # Example
 ///
 /// ```
-/// use budget_core::server::ProblemBody;
+/// use budget_core::problem::ProblemBody;
 /// use bytes::Bytes;
 /// use http_body_util::{BodyExt, Full};
 ///
@@ -31,6 +33,8 @@ pub trait ProblemBody {
     fn from_problem(json: Bytes) -> Self;
 }
 
+/// axum's body (feature `server`).
+#[cfg(feature = "server")]
 impl ProblemBody for axum::body::Body {
     fn from_problem(json: Bytes) -> Self {
         Self::from(json)
@@ -62,8 +66,8 @@ impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Byte
 }
 
 /// tonic's body (feature `grpc`): the budget layer in front of a tonic
-/// server. The layer's gRPC answers are trailers-only, so their body is
-/// empty.
+/// server, and the gRPC client layer's own answers. gRPC answers are
+/// trailers-only, so their body is empty.
 #[cfg(feature = "grpc")]
 impl ProblemBody for tonic::body::Body {
     fn from_problem(json: Bytes) -> Self {
@@ -93,8 +97,11 @@ mod tests {
     #[tokio::test]
     async fn every_body_carries_the_problem_unchanged() {
         let json = Bytes::from_static(br#"{"status":504}"#);
-        let axum = axum::body::Body::from_problem(json.clone());
-        assert_eq!(axum.collect().await.unwrap().to_bytes(), json);
+        #[cfg(feature = "server")]
+        {
+            let axum = axum::body::Body::from_problem(json.clone());
+            assert_eq!(axum.collect().await.unwrap().to_bytes(), json);
+        }
         let boxed = http_body_util::combinators::BoxBody::<Bytes, std::io::Error>::from_problem(
             json.clone(),
         );

@@ -23,9 +23,16 @@
 //! assert_eq!(back, p);
 //! ```
 
+#[cfg(any(feature = "server", feature = "grpc"))]
+mod body;
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+#[cfg(any(feature = "server", feature = "grpc"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "server", feature = "grpc"))))]
+pub use body::ProblemBody;
 
 use crate::budget::whole_millis;
 

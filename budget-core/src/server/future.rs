@@ -11,11 +11,12 @@ use tokio::time::{Instant, Sleep};
 
 use crate::context::RequestContext;
 use crate::ledger::{Entry, IN_FLIGHT_QUEUE_METRIC, Ledger};
+use crate::problem::ProblemBody;
 use crate::problem::{Problem, ProblemKind};
 use crate::server::in_flight::{InFlightGuard, NoSlot, SlotWait};
 use crate::server::response::append_server_timing;
 use crate::server::service::answer;
-use crate::server::{BudgetEvent, OnBudgetEvent, ProblemBody};
+use crate::server::{BudgetEvent, OnBudgetEvent};
 use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 

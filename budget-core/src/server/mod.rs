@@ -30,7 +30,7 @@
 //!
 //! Budget problems become responses; the inner service's error type is kept
 //! and its errors pass through untouched. So is its response body type: the
-//! layer writes its own answers in it ([`ProblemBody`]) rather than
+//! layer writes its own answers in it ([`ProblemBody`](crate::problem::ProblemBody)) rather than
 //! re-boxing every response, so it wraps a plain hyper service as it wraps
 //! an axum router.
 //!
@@ -74,7 +74,6 @@
 //! cannot finish by then". The two compose: a fixed timeout outside the
 //! budget layer is a last-resort guard.
 
-mod body;
 mod config;
 mod event;
 mod extract;
@@ -87,7 +86,6 @@ mod ledger_layer;
 pub(crate) mod response;
 mod service;
 
-pub use body::ProblemBody;
 pub use config::ServerConfig;
 pub use event::{BudgetEvent, OnBudgetEvent};
 pub use extract::{MissingBudgetLayer, request_context, request_ledger};

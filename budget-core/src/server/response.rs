@@ -3,10 +3,10 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
-use crate::grpc::{GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, encode_message};
 use crate::ledger::Ledger;
+use crate::problem::ProblemBody;
 use crate::problem::{self, Problem};
-use crate::server::{ProblemBody, SERVER_TIMING};
+use crate::server::SERVER_TIMING;
 
 /// A problem+json response carrying `ledger` as `Server-Timing`, and
 /// `Retry-After` (whole seconds, rounded up) when the problem says when to
@@ -50,27 +50,6 @@ pub(crate) fn problem_answer<B: ProblemBody>(problem: &Problem) -> Response<B> {
     );
     if let Some(secs) = problem.retry_after_secs() {
         headers.insert(RETRY_AFTER, HeaderValue::from(secs));
-    }
-    res
-}
-
-/// `problem` as a gRPC trailers-only answer: HTTP 200 with no body, its
-/// `grpc-status` ([`GrpcCode::for_http_status`]), `grpc-message` (the
-/// detail, percent-encoded) and `grpc-retry-pushback-ms` when the problem
-/// says when to retry. No `Server-Timing`: the layer adds it.
-pub(crate) fn grpc_answer<B: ProblemBody>(problem: &Problem) -> Response<B> {
-    let mut res = Response::new(B::from_problem(Bytes::new()));
-    let headers = res.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert(
-        GRPC_STATUS,
-        GrpcCode::for_http_status(problem.status).header_value(),
-    );
-    if let Ok(message) = HeaderValue::try_from(encode_message(&problem.detail)) {
-        headers.insert(GRPC_MESSAGE, message);
-    }
-    if let Some(ms) = problem.retry_after_ms {
-        headers.insert(GRPC_RETRY_PUSHBACK_MS, HeaderValue::from(ms));
     }
     res
 }
