@@ -390,7 +390,10 @@ impl DependencyConfig {
         }
         floor.report_as(Arc::clone(&name));
         if hedge.is_some() {
-            crate::telemetry::meter::register_hedging(&name);
+            crate::telemetry::meter::register_hedging(
+                &name,
+                super::hedge::Declined::ALL.map(super::hedge::Declined::label),
+            );
         }
         Ok(Settings {
             name,

@@ -381,8 +381,7 @@ impl Declined {
         }
     }
 
-    /// Every label, for registering the counters at 0.
-    #[cfg(feature = "metrics")]
+    /// Every reason, for registering the counters at 0.
     pub(crate) const ALL: [Declined; 4] = [
         Declined::HedgeBudget,
         Declined::Floor,

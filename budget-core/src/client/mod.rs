@@ -176,7 +176,6 @@ pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
 #[cfg(feature = "metrics")]
-pub(crate) use hedge::Declined as HedgeDeclined;
 pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;

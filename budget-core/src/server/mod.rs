@@ -78,7 +78,6 @@ mod config;
 mod event;
 mod extract;
 mod future;
-pub(crate) mod header_cache;
 mod in_flight;
 mod ingress;
 mod layer;

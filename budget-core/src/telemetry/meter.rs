@@ -344,18 +344,22 @@ pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
     }
 }
 
-/// Registers `dependency`'s hedge counters at 0: called when a client
-/// with hedging is built.
+/// Registers `dependency`'s hedge counters at 0, one declined counter per
+/// reason in `declined`: called when a client with hedging is built (the
+/// client names its reasons; this module knows none of its types).
 #[cfg(feature = "client")]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn register_hedging(dependency: &Arc<str>) {
+pub(crate) fn register_hedging(
+    dependency: &Arc<str>,
+    declined: impl IntoIterator<Item = &'static str>,
+) {
     #[cfg(feature = "metrics")]
     {
         for result in [true, false] {
             hedge(dependency, result, 0);
         }
-        for reason in crate::client::HedgeDeclined::ALL {
-            hedge_declined_by(dependency, reason.label(), 0);
+        for reason in declined {
+            hedge_declined_by(dependency, reason, 0);
         }
     }
 }

@@ -43,6 +43,9 @@
 //! );
 //! ```
 
+#[cfg(feature = "server")]
+mod header_cache;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -489,9 +492,9 @@ fn ingress_parts(millis: &[u8]) -> [&[u8]; 3] {
 #[cfg(feature = "server")]
 fn ingress_header_value(budget: Duration) -> Option<http::HeaderValue> {
     match MillisText::key(budget) {
-        Some(key) => crate::server::header_cache::get_or_render(key, || {
-            ingress_header_render(&MillisText::new(budget))
-        }),
+        Some(key) => {
+            header_cache::get_or_render(key, || ingress_header_render(&MillisText::new(budget)))
+        }
         None => ingress_header_render(&MillisText::new(budget)),
     }
 }

@@ -1,6 +1,7 @@
 //! A small per-thread cache of rendered header values, for the one header
-//! the budget layer writes on every response: the ingress-only
-//! `Server-Timing` (`budget;dur=1500;desc="ingress"`).
+//! the budget layer writes on every response: the ingress-only ledger's
+//! `Server-Timing` (`budget;dur=1500;desc="ingress"`), which the ledger
+//! renders (feature `server`).
 //!
 //! Rendering that value, checking it and copying it into a fresh
 //! allocation is about half of what the layer adds to a request
