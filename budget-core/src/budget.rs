@@ -34,22 +34,12 @@ use tokio::time::Instant;
 /// How far in the future a deadline may lie. A requested budget longer than
 /// this (say `u64::MAX` milliseconds) ends here instead of overflowing the
 /// clock: about thirty years is "forever" for a request.
-pub const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+pub(crate) const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
 /// `d` in whole milliseconds (rounded down), saturating at `u64::MAX`
 /// rather than wrapping: the one conversion for every millisecond count this
 /// crate writes (problem bodies, log fields, budgets cut to the millisecond).
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use budget_core::budget::whole_millis;
-///
-/// assert_eq!(whole_millis(Duration::from_micros(1999)), 1);
-/// assert_eq!(whole_millis(Duration::MAX), u64::MAX);
-/// ```
-pub fn whole_millis(d: Duration) -> u64 {
+pub(crate) fn whole_millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -88,7 +78,8 @@ impl Budget {
     /// # use std::time::Duration;
     /// # use budget_core::Budget;
     /// let huge = Budget::new(Duration::from_millis(u64::MAX)); // no panic, no wrap
-    /// assert!(huge.remaining() <= budget_core::budget::FOREVER);
+    /// // Clamped to about thirty years.
+    /// assert!(huge.remaining() <= Duration::from_secs(30 * 365 * 24 * 60 * 60));
     /// ```
     pub fn new(duration: Duration) -> Self {
         Self::starting_at(Instant::now(), duration)
@@ -347,6 +338,12 @@ fn add_saturating(start: Instant, duration: Duration) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_millis_rounds_down_and_saturates() {
+        assert_eq!(whole_millis(Duration::from_micros(1999)), 1);
+        assert_eq!(whole_millis(Duration::MAX), u64::MAX);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn remaining_shrinks_with_paused_clock_and_saturates_at_zero() {

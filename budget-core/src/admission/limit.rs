@@ -948,8 +948,8 @@ impl AdaptiveLimit {
     /// [`on_sample`](Self::on_sample) for a call that had `budget` to
     /// answer in (`None`: no deadline known). The callers' budgets bound
     /// the queue the limit lets stand at the partner: past the knee, the
-    /// headroom is what a small share of their slack pays for (see
-    /// [`AdaptiveLimit::close_window`]).
+    /// headroom is what a small share of their slack pays for (item 5 of
+    /// the [module docs](self)).
     ///
     /// ```
     /// use std::time::Duration;

@@ -13,10 +13,10 @@
 //! so that the floor rests on at least five of them (or as many as a
 //! window of 100 samples puts at or above the quantile, if fewer: two for
 //! a p99): the fifth-longest at most, and until `min_samples` exist the
-//! fifth-longest itself (see [`TAIL_SAMPLES`]).
+//! fifth-longest itself).
 //!
 //! Reading the quantile walks the histogram, so the effective floor is
-//! recomputed at most every [`REFRESH`] and cached: a call reads a cached
+//! recomputed at most every 100 ms and cached: a call reads a cached
 //! number under a short lock.
 //!
 //! # Example
@@ -34,7 +34,8 @@
 //! for _ in 0..100 {
 //!     floor.observe(Duration::from_millis(400));
 //! }
-//! tokio::time::advance(budget_core::floor::REFRESH).await;
+//! // The floor is recomputed at most every 100 ms.
+//! tokio::time::advance(Duration::from_millis(100)).await;
 //! let now = floor.current();
 //! // p95 (the default quantile) of 400 ms, times the margin 1.5.
 //! assert_eq!(now.floor.get().as_millis(), 600);
@@ -54,10 +55,10 @@ use super::fixed::Floor;
 use crate::config::ConfigError;
 
 /// How often at most the effective floor is recomputed from the window.
-pub const REFRESH: Duration = Duration::from_millis(100);
+pub(crate) const REFRESH: Duration = Duration::from_millis(100);
 
 /// The longest latency the histograms hold; longer samples count as this.
-pub const MAX_SAMPLE: Duration = Duration::from_secs(60);
+pub(crate) const MAX_SAMPLE: Duration = Duration::from_secs(60);
 
 /// A learned floor's settings, as in a dependency's TOML table
 /// (`floor = { quantile = 0.99, margin = 1.5, min = "5ms", max = "2s" }`;
@@ -122,7 +123,7 @@ impl LearnedFloorConfig {
     /// timed-out attempt, which counts at its budget) would set the floor
     /// for up to 10 s and refuse calls that fit. The p95 of such a window
     /// is its fifth-longest sample (and a sparser window's is read as no
-    /// higher than that, see [`TAIL_SAMPLES`]); for a dependency whose latency is a
+    /// higher than that, fewer); for a dependency whose latency is a
     /// steady body with jitter it is within a few percent of the p99.
     /// Most calls start with more time left than the floor (the permit
     /// queue serves the freshest waiter first under load), so the share of
@@ -351,7 +352,9 @@ impl Effective {
 }
 
 /// A floor learned from a dependency's latency; shared by every call to
-/// it. See the [module docs](self).
+/// it: the quantile of a decaying window of its successful attempts'
+/// latencies, times a margin, within configured bounds
+/// ([`LearnedFloorConfig`]).
 #[derive(Debug)]
 pub struct LearnedFloor {
     config: LearnedFloorConfig,
@@ -463,7 +466,7 @@ impl LearnedFloor {
     }
 
     /// The floor in force now and its basis; recomputed from the window
-    /// at most every [`REFRESH`].
+    /// at most every `REFRESH`.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -593,10 +596,6 @@ impl LearnedFloor {
 /// many as a window of 100 samples puts at or above it, if fewer (two for
 /// the p99).
 ///
-/// ```
-/// assert_eq!(budget_core::floor::TAIL_SAMPLES, 5);
-/// ```
-///
 /// A slow dependency's window holds few samples (a partner answering 8
 /// calls a second leaves 20 to 40 in the first seconds), and its p95 is
 /// then one of its two longest: two or three calls of one burst that met
@@ -605,11 +604,11 @@ impl LearnedFloor {
 /// that refuses every call learns nothing new, so it stands until the
 /// window forgets. From 80 samples on for the p95 (100 for the p99) the
 /// floor is the quantile itself.
-pub const TAIL_SAMPLES: u64 = 5;
+pub(crate) const TAIL_SAMPLES: u64 = 5;
 
 /// How many samples, at least, are at or above a learned floor's quantile
 /// `q` in its window: as many as a window of 100 samples puts there (6 for
-/// the p95, 2 for the p99), but at most [`TAIL_SAMPLES`].
+/// the p95, 2 for the p99), but at most `TAIL_SAMPLES`.
 fn tail(q: f64) -> u64 {
     // Less a hair, so that 0.95 (95.000...01 in binary) is 95.
     let in_100 = 101u64

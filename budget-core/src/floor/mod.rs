@@ -34,7 +34,6 @@ mod learned;
 
 pub use config::{DependencyFloor, FloorConfig};
 pub use fixed::{BelowFloor, Floor};
-pub use learned::{
-    Clamp, Effective, FloorBasis, LearnedFloor, LearnedFloorConfig, MAX_SAMPLE, REFRESH,
-    TAIL_SAMPLES,
-};
+#[cfg(test)]
+pub(crate) use learned::REFRESH;
+pub use learned::{Clamp, Effective, FloorBasis, LearnedFloor, LearnedFloorConfig};

@@ -73,7 +73,7 @@ impl Partner for GrpcPartner {
         let code = Code::from_i32(i32::from(GrpcCode::for_http_status(status.as_u16()) as u8));
         let mut failed = Status::new(code, body);
         if let Some(wait) = retry_after
-            && let Ok(ms) = budget_core::budget::whole_millis(wait).to_string().parse()
+            && let Ok(ms) = crate::stats::whole_millis(wait).to_string().parse()
         {
             failed.metadata_mut().insert(PUSHBACK, ms);
         }

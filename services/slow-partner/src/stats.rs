@@ -316,7 +316,10 @@ impl Stats {
 }
 
 /// A duration in whole milliseconds, saturating (budget-core's rule).
-pub(crate) use budget_core::budget::whole_millis;
+/// `d` in whole milliseconds (rounded down), saturating at `u64::MAX`.
+pub(crate) fn whole_millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// `s` cut to at most `max` bytes, at a character boundary.
 pub(crate) fn cut(s: &str, max: usize) -> &str {
