@@ -663,18 +663,17 @@ impl Refusal {
                 left,
             } => {
                 let why = no_permit_in_budget(*waited, *floor, *queue, *left);
-                let standing = queue.is_some_and(|q| q.reason() == RefusalReason::StandingQueue);
                 if why.prediction().is_some() {
-                    format!("skipped: {why}")
-                } else if standing {
-                    // Overtaken in a standing queue for longer than it may wait.
-                    format!(
-                        "skipped: no concurrency permit in {}ms (standing queue)",
-                        waited.as_millis()
-                    )
-                } else {
-                    format!("skipped: no concurrency permit in {}ms", waited.as_millis())
+                    return format!("skipped: {why}");
                 }
+                // Overtaken in a standing queue for longer than it may wait,
+                // or the wait ran to the floor.
+                let standing = queue.is_some_and(|q| q.reason() == RefusalReason::StandingQueue);
+                format!(
+                    "skipped: no concurrency permit in {}ms{}",
+                    waited.as_millis(),
+                    if standing { " (standing queue)" } else { "" }
+                )
             }
         }
     }
@@ -1658,6 +1657,33 @@ mod tests {
             err.problem().detail.ends_with(note),
             "{}",
             err.problem().detail
+        );
+    }
+
+    /// A waiter overtaken in a standing queue (refused after a wait, with
+    /// no prediction) is overload too: not spent, `Retry-After` 1 s, and
+    /// its note says why.
+    #[tokio::test(start_paused = true)]
+    async fn rule11_an_overtaken_waiter_s_refusal_is_overload_with_a_retry_after() {
+        let settings = config().settings(None).unwrap();
+        let ledger = Ledger::new();
+        let err = refuse(
+            &settings,
+            Timing::Budget(Budget::new(ms(820))),
+            &Some(ledger.clone()),
+            Refusal::NoPermit {
+                waited: ms(280),
+                floor: Floor::default(),
+                queue: Some(QueueRefusal::new(RefusalReason::StandingQueue, ms(280))),
+                left: Some(ms(820)),
+            },
+        );
+        assert_eq!(err.kind(), CallErrorKind::NoPermit);
+        assert!(!err.is_budget_exhausted());
+        assert_eq!(err.retry_after(), Some(ms(1000)));
+        assert_eq!(
+            ledger.server_timing(),
+            "pricing;desc=\"skipped: no concurrency permit in 280ms (standing queue)\""
         );
     }
 

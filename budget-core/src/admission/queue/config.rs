@@ -178,6 +178,13 @@ impl Default for QueueConfig {
 }
 
 impl QueueConfig {
+    /// How long a waiter that could wait `could` may wait while the queue
+    /// stands (rule 4): `standing_share` of it, at least `target`. The one
+    /// bound for a newcomer admitted and for a waiter overtaken.
+    pub(super) fn standing_wait(&self, could: Duration) -> Duration {
+        could.mul_f64(self.standing_share).max(self.target)
+    }
+
     /// Checks the config, or returns a [`ConfigError`] naming the bad field:
     /// `target` or `interval` zero, `target` not shorter than `interval`,
     /// or `standing_share` not more than 0 and at most 1.

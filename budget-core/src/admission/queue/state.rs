@@ -306,7 +306,7 @@ impl State {
         if prediction.wait() > share {
             self.deep = true;
         }
-        if self.is_standing(now, config) && prediction.wait() > share.max(config.target) {
+        if self.is_standing(now, config) && prediction.wait() > config.standing_wait(slack) {
             self.extend_standing(now, config);
             return Err(Refusal::predicted(RefusalReason::StandingQueue, prediction));
         }
@@ -394,8 +394,7 @@ impl State {
         for class in 0..Criticality::COUNT {
             while let Some(front) = self.classes[class].front() {
                 let could = front.give_up_at.saturating_duration_since(front.enqueued);
-                let bound = could.mul_f64(config.standing_share).max(config.target);
-                if front.waited(now) <= bound {
+                if front.waited(now) <= config.standing_wait(could) {
                     break;
                 }
                 if let Some(entry) = self.classes[class].pop_front() {
