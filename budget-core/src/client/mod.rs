@@ -175,7 +175,6 @@ pub type Mode = TimeoutMode;
 pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
-#[cfg(feature = "metrics")]
 pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;
