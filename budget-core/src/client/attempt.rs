@@ -10,7 +10,8 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Method};
 use reqwest::Url;
 
-use super::call::{AttemptError, AttemptResult, AttemptSpec};
+use super::call::AttemptResult;
+use super::engine::{AttemptError, AttemptSpec};
 use crate::context::InboundTrace;
 use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
 use crate::retry::TransportKind;

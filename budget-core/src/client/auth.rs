@@ -70,7 +70,7 @@ use http::HeaderValue;
 use http::header::AUTHORIZATION;
 use tokio::time::Instant;
 
-use super::call::Timing;
+use super::engine::Timing;
 use super::error::{BoxError, CallError, CallErrorKind, error_chain};
 use super::response::BudgetResponse;
 use crate::floor::Floor;

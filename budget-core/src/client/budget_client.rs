@@ -137,7 +137,7 @@ impl BudgetClient {
     /// assert_eq!(DependencyConfig::new("inventory", "http://a").build().unwrap().name(), "inventory");
     /// ```
     pub fn name(&self) -> &str {
-        &self.inner.settings.name
+        &self.inner.settings.dependency.name
     }
 
     /// The base URL.
@@ -171,7 +171,7 @@ impl BudgetClient {
     /// assert_eq!(config.build().unwrap().breaker().unwrap().key(), "http://a:80");
     /// ```
     pub fn breaker(&self) -> Option<&CircuitBreaker> {
-        self.inner.settings.breaker.as_deref()
+        self.inner.settings.dependency.breaker.as_deref()
     }
 
     /// The floor in force now and where it came from (fixed, or learned
@@ -185,7 +185,7 @@ impl BudgetClient {
     /// assert_eq!(config.build().unwrap().floor().floor.get(), Duration::from_millis(50));
     /// ```
     pub fn floor(&self) -> crate::floor::Effective {
-        self.inner.settings.floor.current()
+        self.inner.settings.dependency.floor.current()
     }
 
     /// The concurrency limit now (fixed, or where an adaptive limit stands);
@@ -199,7 +199,12 @@ impl BudgetClient {
     /// assert_eq!(config.build().unwrap().concurrency_limit(), Some(8));
     /// ```
     pub fn concurrency_limit(&self) -> Option<usize> {
-        self.inner.settings.permits.as_ref().map(Permits::limit)
+        self.inner
+            .settings
+            .dependency
+            .permits
+            .as_ref()
+            .map(Permits::limit)
     }
 
     /// The client's retry budget, if it has one.
@@ -211,7 +216,7 @@ impl BudgetClient {
     /// assert!(config.build().unwrap().retry_budget().is_some());
     /// ```
     pub fn retry_budget(&self) -> Option<&RetryBudget> {
-        self.inner.settings.retry_budget.as_ref()
+        self.inner.settings.dependency.retry_budget.as_ref()
     }
 
     /// The underlying reqwest client.
@@ -235,9 +240,9 @@ impl fmt::Debug for BudgetClient {
         // No URL: it may carry credentials.
         let settings = &self.inner.settings;
         f.debug_struct("BudgetClient")
-            .field("name", &settings.name)
+            .field("name", &settings.dependency.name)
             .field("mode", &settings.mode)
-            .field("floor", &settings.floor)
+            .field("floor", &settings.dependency.floor)
             .finish_non_exhaustive()
     }
 }
@@ -294,7 +299,7 @@ impl BudgetClientBuilder {
     /// use budget_core::breaker::{BreakerConfig, BreakerRegistry};
     /// use budget_core::client::{BudgetClient, DependencyConfig};
     /// let mut config = DependencyConfig::new("a", "http://a");
-    /// config.breaker = Some(BreakerConfig { failure_threshold: 2, ..Default::default() });
+    /// config.breaker = Some(BreakerConfig::default().failure_threshold(2));
     /// let err = BudgetClient::builder(config).breakers(BreakerRegistry::default()).build().unwrap_err();
     /// assert_eq!(err.field(), "breaker");
     /// ```

@@ -1,876 +1,43 @@
-//! The call engine: docs/contract.md §2 for one dependency call, from the
-//! floor check to the last attempt.
-//!
-//! It is generic over the attempt (a function from [`AttemptSpec`] to a
-//! buffered response), so the timing rules are tested here with a paused
-//! clock and no sockets; [`attempt`](super::attempt) is the reqwest one.
+//! The HTTP client's pass of the [call engine](super::engine): an
+//! attempt is a buffered `http::Response<Bytes>`, and the call's answer a
+//! [`BudgetResponse`].
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::time::Instant;
-use tracing::Instrument;
 
 use super::config::Settings;
-use super::error::{
-    AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
-};
-use super::hedge::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
-use super::permits::{Permit, Permits};
+use super::engine::{self, AttemptError, AttemptSpec, Plan};
+use super::error::CallError;
 use super::response::BudgetResponse;
-use crate::admission::{Criticality, Refusal as QueueRefusal, RefusalReason, Sample};
-use crate::breaker::{BreakerPermit, CircuitOpen, Verdict};
-use crate::budget::{Budget, whole_millis};
 use crate::clock::WallClock;
-use crate::floor::{BelowFloor, Effective, Floor};
-use crate::ledger::{Entry, Ledger};
-use crate::retry::{
-    Decision, DecisionInput, Outcome, RetryBudget, StopReason, TransportKind, sleep_within,
-};
-use crate::telemetry::semconv::{
-    OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, REASON_EXPIRED,
-    REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE,
-};
-use crate::telemetry::{meter, trace};
 
-/// The ledger metric suffix for the time a call waited for a concurrency
-/// permit: `pricing-queue;dur=12`.
-pub const QUEUE_SUFFIX: &str = "-queue";
-
-/// Where a call's time comes from.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Timing {
-    /// The request's budget, already net of the per-hop reserve.
-    Budget(Budget),
-    /// Every attempt gets this long; no budget.
-    Fixed(Duration),
-}
-
-/// One call, apart from the request itself.
-#[derive(Debug)]
-pub(crate) struct Plan {
-    pub(crate) timing: Timing,
-    pub(crate) ledger: Option<Ledger>,
-    /// Idempotent (or keyed) and with a replayable body.
-    pub(crate) may_retry: bool,
-    /// The request's method, for the attempts' spans.
-    pub(crate) method: http::Method,
-    /// The request's criticality: the permit queue's order.
-    pub(crate) criticality: Criticality,
-    /// A `401` is answered by refreshing the client's token (the `auth`
-    /// module), not a sign of a failing dependency: the breaker hears it
-    /// as neutral.
-    pub(crate) refreshes_auth: bool,
-}
-
-/// What one attempt is told.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct AttemptSpec {
-    /// 1 for the first attempt.
-    pub(crate) number: u32,
-    /// The budget to send (`request-budget-ms`), net of the reserve, taken
-    /// the moment the attempt starts; `None` in fixed mode.
-    pub(crate) budget: Option<Duration>,
-}
-
-/// An attempt that produced no response.
-#[derive(Debug)]
-pub(crate) struct AttemptError {
-    pub(crate) kind: TransportKind,
-    /// What the breaker hears: a timeout is [`Verdict::TimedOut`] (the
-    /// breaker judges it by how long it went unanswered), a body over
-    /// `max_body` is neutral (our limit, not the endpoint's health), any
-    /// other failure a failure.
-    pub(crate) verdict: Verdict,
-    pub(crate) source: BoxError,
-}
-
-impl AttemptError {
-    pub(crate) fn new(kind: TransportKind, source: impl Into<BoxError>) -> Self {
-        let verdict = match kind {
-            TransportKind::Timeout => Verdict::TimedOut,
-            _ => Verdict::Failure,
-        };
-        Self {
-            kind,
-            verdict,
-            source: source.into(),
-        }
-    }
-
-    fn timed_out(limit: Duration) -> Self {
-        Self::new(TransportKind::Timeout, AttemptTimedOut::new(limit))
-    }
-
-    pub(crate) fn too_large(limit: u64) -> Self {
-        Self {
-            kind: TransportKind::Body,
-            verdict: Verdict::Neutral,
-            source: Box::new(BodyTooLarge::new(limit)),
-        }
-    }
-}
-
-/// The result of one attempt.
+/// The result of one HTTP attempt.
 pub(crate) type AttemptResult = Result<http::Response<Bytes>, AttemptError>;
 
-/// Runs one call: refuses it below the floor or with the circuit open,
-/// waits for a concurrency permit (paid from the budget), then makes
-/// attempts until the [retry policy](crate::retry::RetryPolicy) stops,
-/// sleeping its backoff within the budget. Every attempt, wait and skip
-/// goes into `plan.ledger`.
-///
-/// Each attempt runs under `timeout_at(deadline)` on tokio's clock: the
-/// budget's deadline (net of the reserve), or `fixed_timeout` from its
-/// start. Dropping the returned future drops the attempt in flight, and
-/// no further attempt starts.
-///
-/// Every refusal, before the first attempt or before a retry, goes
-/// through [`refuse`]: one ledger note, log line, metric and span each.
+/// Runs one call through the engine and reads its last answer as a
+/// [`BudgetResponse`]: the response, the attempts made, its
+/// `Retry-After`, and whether that wait is passed up to the caller.
 pub(crate) async fn run<A, F>(
     settings: &Settings,
     clock: &dyn WallClock,
     plan: Plan,
-    mut attempt: A,
+    attempt: A,
 ) -> Result<BudgetResponse, CallError>
 where
     A: FnMut(AttemptSpec) -> F,
     F: Future<Output = AttemptResult>,
 {
-    let name = &settings.name;
-    let timing = plan.timing;
-    let record = |entry: Entry| {
-        if let Some(ledger) = &plan.ledger {
-            ledger.record(entry);
-        }
-    };
-
-    // Rule 2: below the floor, no I/O at all.
-    let floor = settings.floor.current();
-    if let Err(below) = timing.check_floor(&floor) {
-        return Err(refuse(
-            settings,
-            timing,
-            &plan.ledger,
-            Refusal::BelowFloor(below),
-        ));
-    }
-
-    let mut breaker_permit = acquire_breaker(settings)
-        .map_err(|open| refuse(settings, timing, &plan.ledger, Refusal::CircuitOpen(open)))?;
-
-    // Held to the end of the call, backoff included (rule 8).
-    let _permit = match &settings.permits {
-        Some(permits) => {
-            let acquired = acquire_permit(permits, timing, floor.floor, plan.criticality).await;
-            let waited = match &acquired {
-                Ok(permit) => permit.waited,
-                // Refused at arrival: no wait to show, the skip note says why.
-                Err(Refusal::NoPermit { waited, .. }) => Some(*waited).filter(|w| !w.is_zero()),
-                Err(_) => None,
-            };
-            if let Some(waited) = waited {
-                record(Entry::local(format!("{name}{QUEUE_SUFFIX}"), waited, None));
-            }
-            Some(acquired.map_err(|refusal| refuse(settings, timing, &plan.ledger, refusal))?)
-        }
-        None => None,
-    };
-
-    let retry_budget = timing.retry_budget(settings);
-    if let Some(retry_budget) = retry_budget {
-        retry_budget.deposit();
-    }
-    // Only a call that may be sent twice is hedged, in budget mode, on its
-    // first attempt (README, "Hedged requests").
-    let hedging = match (&settings.hedge, timing) {
-        (Some(hedging), Timing::Budget(_)) if plan.may_retry => {
-            hedging.deposit();
-            Some(&**hedging)
-        }
-        _ => None,
-    };
-
-    let mut number = 0;
-    let mut waited = None;
-    loop {
-        number += 1;
-        // The breaker counts the attempt's silence from now, not from its
-        // admission (before the wait for a concurrency permit).
-        if let Some(permit) = &mut breaker_permit {
-            permit.mark_sent();
-        }
-        let started = Instant::now();
-        let window = timing.attempt(started, attempt_cap(settings, breaker_permit.as_ref()));
-        let budget = window.budget;
-        let span = trace::attempt_span(name, &plan.method, number, budget, waited);
-        meter::attempt(name, number, budget);
-        let in_flight = settings
-            .permits
-            .as_ref()
-            .and_then(Permits::adaptive_in_flight);
-        let hedge_delay = hedging.filter(|_| number == 1).and_then(Hedging::delay);
-        // The attempt lives in this block only: a race's loser is dropped
-        // (cancelled) as soon as the race ends.
-        let (result, took, hedge_won) = {
-            // Pinned where it is: awaiting it (or racing it) through the
-            // pin keeps one copy of the attempt's state in this future,
-            // not two.
-            let mut sent = std::pin::pin!(bounded(
-                window,
-                attempt(AttemptSpec { number, budget }).instrument(span.clone()),
-            ));
-            match (hedging, hedge_delay) {
-                (Some(hedging), Some(delay)) => {
-                    let race = Race {
-                        settings,
-                        clock,
-                        plan: &plan,
-                        timing,
-                        hedging,
-                        started,
-                    };
-                    let primary_breaker = breaker_permit.take();
-                    // Boxed: a race holds a second attempt, and only hedged
-                    // calls should carry its size.
-                    let raced =
-                        Box::pin(race.run(delay, sent.as_mut(), primary_breaker, &mut attempt))
-                            .await;
-                    (raced.result, raced.took, raced.hedge_won)
-                }
-                _ => (sent.as_mut().await, started.elapsed(), false),
-            }
-        };
-
-        let outcome = outcome_of(&result, clock);
-        if hedge_won {
-            record(Entry::attempt(
-                format!("{name}{HEDGE_SUFFIX}"),
-                number,
-                took,
-                outcome.to_string(),
-            ));
-        } else {
-            record(Entry::attempt(&**name, number, took, outcome.to_string()));
-        }
-        meter::attempt_done(name, &plan.method, &outcome, took);
-        if let Some(permit) = breaker_permit.take() {
-            permit.record(verdict_of(&result, &plan));
-        }
-
-        let floor = settings.floor.current();
-        let (remaining, keep) = timing.for_decision(floor.floor);
-        let input = DecisionInput {
-            outcome,
-            attempts: number,
-            may_retry: plan.may_retry,
-            remaining,
-            floor: keep,
-            previous_wait: waited,
-        };
-        let decision = settings
-            .policy
-            .decide(&input, retry_budget, &mut rand::rng());
-        if matches!(decision, Decision::Stop(StopReason::Succeeded))
-            || outcome == Outcome::Transport(TransportKind::Timeout)
-        {
-            // Rule 10: a learned floor learns from successful attempts,
-            // and from timed-out ones (their latency is at least `took`).
-            settings.floor.observe(took);
-            if let Some(hedging) = &settings.hedge {
-                hedging.observe(took);
-            }
-        }
-        if let (Some(permits), Some(in_flight)) = (&settings.permits, in_flight) {
-            let sample = limit_sample(&outcome, &decision);
-            permits.sample(took, in_flight, sample, budget);
-        }
-        tracing::debug!(
-            dependency = %name,
-            attempt = number,
-            outcome = %outcome,
-            duration_ms = whole_millis(took),
-            budget_sent_ms = budget.map(whole_millis),
-            remaining_ms = (remaining != Duration::MAX).then_some(whole_millis(remaining)),
-            %decision,
-            "dependency attempt"
-        );
-        trace::record_attempt(&span, &outcome, &decision, remaining);
-        drop(span);
-        meter::decision(name, &decision);
-
-        let Decision::Retry { after } = decision else {
-            return finish(name, timing, result, outcome, number, decision);
-        };
-
-        let waiting = Instant::now();
-        match timing {
-            // An error means the deadline came: the floor check below stops.
-            Timing::Budget(net) => sleep_within(after, &net).await.unwrap_or_default(),
-            Timing::Fixed(_) => tokio::time::sleep(after).await,
-        }
-        let wait = waiting.elapsed();
-        record(Entry::wait(&**name, wait));
-        waited = Some(wait);
-        // Rule 2 holds for retries too: the wait was chosen to leave the
-        // floor, but time passes between the decision and the send (rule 3).
-        if let Err(below) = timing.check_floor(&settings.floor.current()) {
-            refuse(settings, timing, &plan.ledger, Refusal::BelowFloor(below));
-            let stop = Decision::Stop(StopReason::WaitExceedsBudget {
-                wait: after,
-                remaining,
-                floor: keep,
-            });
-            return finish(name, timing, result, outcome, number, stop);
-        }
-        match acquire_breaker(settings) {
-            Ok(permit) => breaker_permit = permit,
-            Err(open) => {
-                refuse(settings, timing, &plan.ledger, Refusal::CircuitOpen(open));
-                let stop = Decision::Stop(StopReason::NotRetryable);
-                return finish(name, timing, result, outcome, number, stop);
-            }
-        }
-    }
-}
-
-/// An attempt bounded by its window: past its deadline it is dropped and
-/// reads as a timeout.
-async fn bounded<F>(window: AttemptWindow, sent: F) -> AttemptResult
-where
-    F: Future<Output = AttemptResult>,
-{
-    tokio::time::timeout_at(window.deadline, sent)
-        .await
-        .unwrap_or_else(|_| Err(AttemptError::timed_out(window.limit)))
-}
-
-/// What the retry policy and the ledger read of an attempt's result.
-fn outcome_of(result: &AttemptResult, clock: &dyn WallClock) -> Outcome {
-    match result {
-        Ok(res) => Outcome::from_response(res.status(), res.headers(), clock),
-        Err(e) => Outcome::Transport(e.kind),
-    }
-}
-
-/// What the breaker hears of an attempt's result: a `401` the client
-/// answers with a token refresh is neutral.
-fn verdict_of(result: &AttemptResult, plan: &Plan) -> Verdict {
-    match result {
-        Ok(res) if plan.refreshes_auth && res.status() == http::StatusCode::UNAUTHORIZED => {
-            Verdict::Neutral
-        }
-        Ok(res) => Verdict::from_status(res.status()),
-        Err(e) => e.verdict,
-    }
-}
-
-/// A first attempt that may be hedged.
-struct Race<'a> {
-    settings: &'a Settings,
-    clock: &'a dyn WallClock,
-    plan: &'a Plan,
-    timing: Timing,
-    hedging: &'a Hedging,
-    /// When the first attempt started.
-    started: Instant,
-}
-
-/// The answer of a [`Race`]: the result that won, its attempt's own
-/// duration, and whether it was the hedge's.
-struct Raced {
-    result: AttemptResult,
-    took: Duration,
-    hedge_won: bool,
-}
-
-impl Race<'_> {
-    /// Waits for `first` until `delay` after its start; then, if a hedge
-    /// is admitted ([`Race::admit`]), sends one and takes the first answer
-    /// (a response, whatever its status). A failed attempt (no response)
-    /// waits for the other; when both fail, the later failure is the
-    /// answer. The loser is dropped (cancelled) and leaves its own ledger
-    /// entry: its outcome, or `cancelled` with how long it ran.
-    /// `first_breaker` is the first attempt's breaker permit: it hears the
-    /// first attempt's own result, or nothing when it was cancelled.
-    async fn run<A, F, P>(
-        &self,
-        delay: Duration,
-        mut first: Pin<&mut P>,
-        first_breaker: Option<BreakerPermit>,
-        attempt: &mut A,
-    ) -> Raced
-    where
-        A: FnMut(AttemptSpec) -> F,
-        F: Future<Output = AttemptResult>,
-        P: Future<Output = AttemptResult>,
-    {
-        let name = &self.settings.name;
-        let started = self.started;
-        let settle_first = |breaker: Option<BreakerPermit>, result: &AttemptResult| {
-            if let Some(permit) = breaker {
-                permit.record(verdict_of(result, self.plan));
-            }
-        };
-        let due = started.checked_add(delay).unwrap_or(started);
-        tokio::select! {
-            biased;
-            result = &mut first => {
-                settle_first(first_breaker, &result);
-                return Raced { result, took: started.elapsed(), hedge_won: false };
-            }
-            () = tokio::time::sleep_until(due) => {}
-        }
-        let (_permit, hedge_breaker) = match self.admit() {
-            Ok(admitted) => admitted,
-            Err(declined) => {
-                tracing::debug!(dependency = %name, reason = declined.label(), "hedge not sent");
-                meter::hedge_declined_by(name, declined.label(), 1);
-                let result = first.await;
-                settle_first(first_breaker, &result);
-                return Raced {
-                    result,
-                    took: started.elapsed(),
-                    hedge_won: false,
-                };
-            }
-        };
-
-        let hedge_started = Instant::now();
-        let window = self.timing.attempt(
-            hedge_started,
-            attempt_cap(self.settings, hedge_breaker.as_ref()),
-        );
-        tracing::debug!(
-            dependency = %name,
-            after_ms = whole_millis(delay),
-            budget_sent_ms = window.budget.map(whole_millis),
-            "hedge sent"
-        );
-        let span = trace::attempt_span(name, &self.plan.method, 1, window.budget, None);
-        meter::attempt(name, 1, window.budget);
-        let spec = AttemptSpec {
-            number: 1,
-            budget: window.budget,
-        };
-        let mut second = std::pin::pin!(bounded(window, attempt(spec).instrument(span)));
-
-        let hedge_name = format!("{name}{HEDGE_SUFFIX}");
-        let record = |entry: Entry| {
-            if let Some(ledger) = &self.plan.ledger {
-                ledger.record(entry);
-            }
-        };
-        let mut first_breaker = first_breaker;
-        let mut first_failed: Option<(AttemptResult, Duration)> = None;
-        let mut second_failed: Option<(AttemptResult, Duration)> = None;
-        loop {
-            tokio::select! {
-                result = &mut first, if first_failed.is_none() => {
-                    let took = started.elapsed();
-                    settle_first(first_breaker.take(), &result);
-                    if result.is_err() && second_failed.is_none() {
-                        first_failed = Some((result, took));
-                        continue;
-                    }
-                    match second_failed.take() {
-                        Some((failed, ran)) => {
-                            record(Entry::attempt(&*hedge_name, 1, ran, outcome_of(&failed, self.clock).to_string()));
-                            if let Some(permit) = hedge_breaker {
-                                permit.record(verdict_of(&failed, self.plan));
-                            }
-                        }
-                        // The hedge is cancelled: its breaker permit is
-                        // dropped unheard (neutral).
-                        None => record(Entry::attempt(&*hedge_name, 1, hedge_started.elapsed(), CANCELLED)),
-                    }
-                    meter::hedge(name, false, 1);
-                    return Raced { result, took, hedge_won: false };
-                }
-                result = &mut second, if second_failed.is_none() => {
-                    let took = hedge_started.elapsed();
-                    if result.is_err() && first_failed.is_none() {
-                        second_failed = Some((result, took));
-                        continue;
-                    }
-                    if let Some(permit) = hedge_breaker {
-                        permit.record(verdict_of(&result, self.plan));
-                    }
-                    match first_failed.take() {
-                        Some((failed, ran)) => {
-                            record(Entry::attempt(&**name, 1, ran, outcome_of(&failed, self.clock).to_string()));
-                        }
-                        None => {
-                            let ran = started.elapsed();
-                            // The first attempt's latency is at least this.
-                            self.hedging.observe(ran);
-                            record(Entry::attempt(&**name, 1, ran, CANCELLED));
-                        }
-                    }
-                    meter::hedge(name, true, 1);
-                    return Raced { result, took, hedge_won: true };
-                }
-            }
-        }
-    }
-
-    /// A hedge may be sent when what is left covers the floor, the circuit
-    /// lets another call through, a concurrency permit is free at once, and
-    /// the hedge budget has one; the permits are held until the race ends.
-    fn admit(&self) -> Result<(Option<Permit>, Option<BreakerPermit>), Declined> {
-        let settings = self.settings;
-        if self.timing.check_floor(&settings.floor.current()).is_err() {
-            return Err(Declined::Floor);
-        }
-        let breaker = acquire_breaker(settings).map_err(|_| Declined::Circuit)?;
-        let permit = match &settings.permits {
-            Some(permits) => Some(permits.try_acquire().ok_or(Declined::Permit)?),
-            None => None,
-        };
-        if !self.hedging.withdraw() {
-            return Err(Declined::HedgeBudget);
-        }
-        Ok((permit, breaker))
-    }
-}
-
-/// One attempt's time: when it must end, how long that is, and the budget
-/// its header says (`None` in fixed mode).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct AttemptWindow {
-    deadline: Instant,
-    limit: Duration,
-    budget: Option<Duration>,
-}
-
-impl Timing {
-    /// What is left, net of the reserve; `None` in fixed mode.
-    fn remaining(self) -> Option<Duration> {
-        match self {
-            Timing::Budget(net) => Some(net.remaining()),
-            Timing::Fixed(_) => None,
-        }
-    }
-
-    /// Rule 2: `Err` when what is left does not reach `floor`. Fixed mode
-    /// has no floor.
-    fn check_floor(self, floor: &Effective) -> Result<(), BelowFloor> {
-        match self {
-            Timing::Budget(net) => floor.check(net.remaining()),
-            Timing::Fixed(_) => Ok(()),
-        }
-    }
-
-    /// An attempt starting at `started`: it gets what is left, or less
-    /// with a per-attempt `cap`, and its header says what it will be
-    /// waited for; in fixed mode, the fixed timeout.
-    fn attempt(self, started: Instant, cap: Option<Duration>) -> AttemptWindow {
-        match self {
-            Timing::Budget(net) => {
-                let attempt = match cap {
-                    Some(cap) => net.child_capped(cap),
-                    None => net,
-                };
-                let left = attempt.remaining_at(started);
-                AttemptWindow {
-                    deadline: attempt.deadline(),
-                    limit: left,
-                    budget: Some(left),
-                }
-            }
-            Timing::Fixed(timeout) => AttemptWindow {
-                deadline: Budget::starting_at(started, timeout).deadline(),
-                limit: timeout,
-                budget: None,
-            },
-        }
-    }
-
-    /// Until when a call may wait for a concurrency permit (or a token
-    /// refresh): until only the floor is left (later, the call could not
-    /// be made anyway), or the fixed timeout from `start`.
-    pub(crate) fn wait_until(self, start: Instant, floor: Floor) -> Instant {
-        match self {
-            Timing::Budget(net) => net
-                .deadline()
-                .checked_sub(floor.get())
-                .map_or(start, |until| until.max(start)),
-            Timing::Fixed(timeout) => Budget::starting_at(start, timeout).deadline(),
-        }
-    }
-
-    /// What the retry decision sees: the time left and the floor the next
-    /// attempt needs; unbounded and no floor in fixed mode.
-    fn for_decision(self, floor: Floor) -> (Duration, Floor) {
-        match self {
-            Timing::Budget(net) => (net.remaining(), floor),
-            Timing::Fixed(_) => (Duration::MAX, Floor::default()),
-        }
-    }
-
-    /// The retry budget that pays for retries: none in fixed mode.
-    fn retry_budget(self, settings: &Settings) -> Option<&RetryBudget> {
-        match self {
-            Timing::Budget(_) => settings.retry_budget.as_ref(),
-            Timing::Fixed(_) => None,
-        }
-    }
-}
-
-/// Why a call, or its next attempt, was not made.
-#[derive(Debug)]
-pub(crate) enum Refusal {
-    /// Too little budget left for the dependency's floor.
-    BelowFloor(BelowFloor),
-    /// The dependency's circuit is open.
-    CircuitOpen(CircuitOpen),
-    /// No concurrency permit came in time, or the queue predicted none
-    /// would.
-    NoPermit {
-        /// How long the call waited for one.
-        waited: Duration,
-        /// The floor the wait kept free.
-        floor: Floor,
-        /// What the queue said (`None`: the fixed-mode wait timed out).
-        queue: Option<QueueRefusal>,
-        /// The budget left when the queue refused (`None` in fixed mode).
-        left: Option<Duration>,
-    },
-}
-
-impl Refusal {
-    /// The span's and the log's outcome.
-    fn outcome(&self) -> &'static str {
-        match self {
-            Refusal::BelowFloor(_) => OUTCOME_BELOW_FLOOR,
-            Refusal::CircuitOpen(_) => OUTCOME_CIRCUIT_OPEN,
-            Refusal::NoPermit { .. } => OUTCOME_NO_PERMIT,
-        }
-    }
-
-    /// The ledger's skip note (docs/contract.md §4).
-    fn note(&self) -> String {
-        match self {
-            Refusal::BelowFloor(below) => format!("skipped: {below}"),
-            Refusal::CircuitOpen(open) => open.skip_note(),
-            Refusal::NoPermit {
-                waited,
-                floor,
-                queue,
-                left,
-            } => {
-                let why = no_permit_in_budget(*waited, *floor, *queue, *left);
-                if why.prediction().is_some() {
-                    return format!("skipped: {why}");
-                }
-                // Overtaken in a standing queue for longer than it may wait,
-                // or the wait ran to the floor.
-                let standing = queue.is_some_and(|q| q.reason() == RefusalReason::StandingQueue);
-                format!(
-                    "skipped: no concurrency permit in {}ms{}",
-                    waited.as_millis(),
-                    if standing { " (standing queue)" } else { "" }
-                )
-            }
-        }
-    }
-}
-
-/// Records a refusal once everywhere it shows (the ledger's skip note, a
-/// debug log line, the metrics, a span of the call not sent) and returns
-/// the call's error. A refused retry records the same and then ends the
-/// call with its last outcome instead of this error.
-fn refuse(
-    settings: &Settings,
-    timing: Timing,
-    ledger: &Option<Ledger>,
-    refusal: Refusal,
-) -> CallError {
-    let name = &settings.name;
-    let note = refusal.note();
-    tracing::debug!(dependency = %name, outcome = refusal.outcome(), %note, "dependency call not made");
-    if let Some(ledger) = ledger {
-        ledger.record(Entry::skip(&**name, note.clone()));
-    }
-    let remaining = timing.remaining();
-    let error = CallError::new(Arc::clone(name), refusal_kind(&refusal)).with_skip_note(note);
-    match refusal {
-        Refusal::BelowFloor(below) => {
-            meter::below_floor(name);
-            let source: &dyn std::fmt::Display = match below.basis() {
-                Some(basis) => basis,
-                None => &"fixed",
-            };
-            trace::refused(
-                name,
-                OUTCOME_BELOW_FLOOR,
-                Some(below.remaining()),
-                Some(below.floor()),
-                Some(source),
-            );
-            error
-                .with_budget(below.remaining(), below.remaining().is_zero())
-                .with_floor(below.floor())
-                .with_source(below)
-        }
-        Refusal::CircuitOpen(open) => {
-            trace::refused(name, OUTCOME_CIRCUIT_OPEN, remaining, None, None);
-            error
-                .with_retry_after(Some(open.retry_after()))
-                .with_source(open)
-        }
-        Refusal::NoPermit {
-            waited,
-            floor,
-            queue,
-            left,
-        } => {
-            trace::refused(name, OUTCOME_NO_PERMIT, remaining, Some(floor.get()), None);
-            let why = no_permit_in_budget(waited, floor, queue, left);
-            let error = error.with_source(why);
-            match (queue.map(|q| q.reason()), remaining) {
-                // Overload, not the budget: the caller may come back soon.
-                (Some(RefusalReason::StandingQueue), Some(left)) => {
-                    meter::no_permit(name, REASON_STANDING_QUEUE);
-                    error
-                        .with_budget(left, false)
-                        .with_retry_after(Some(STANDING_QUEUE_RETRY_AFTER))
-                }
-                // The wait would not fit this budget: a larger one might.
-                (Some(RefusalReason::PredictedWait), Some(left)) => {
-                    meter::no_permit(name, REASON_PREDICTED_WAIT);
-                    error.with_budget(left, false).with_floor(floor.get())
-                }
-                (_, Some(left)) => {
-                    meter::no_permit(name, REASON_EXPIRED);
-                    error.with_budget(left, true).with_floor(floor.get())
-                }
-                (_, None) => error,
-            }
-        }
-    }
-}
-
-/// Why a call got no permit, as its error's source says it.
-fn no_permit_in_budget(
-    waited: Duration,
-    floor: Floor,
-    queue: Option<QueueRefusal>,
-    left: Option<Duration>,
-) -> NoPermitInBudget {
-    match (
-        queue.and_then(|q| Some((q.reason(), q.prediction()?))),
-        left,
-    ) {
-        (Some((reason, prediction)), Some(left)) => {
-            NoPermitInBudget::predicted(reason, prediction, floor.get(), left).after(waited)
-        }
-        _ => NoPermitInBudget::new(waited),
-    }
-}
-
-fn refusal_kind(refusal: &Refusal) -> CallErrorKind {
-    match refusal {
-        Refusal::BelowFloor(_) => CallErrorKind::BelowFloor,
-        Refusal::CircuitOpen(_) => CallErrorKind::CircuitOpen,
-        Refusal::NoPermit { .. } => CallErrorKind::NoPermit,
-    }
-}
-
-/// An attempt's own limit, below what is left of the budget: the retry
-/// policy's `attempt_timeout`, shortened for the breaker's half-open probe
-/// to its [`attempt_limit`](BreakerPermit::attempt_limit), so that a probe
-/// of an endpoint that still does not answer ends soon.
-fn attempt_cap(settings: &Settings, breaker: Option<&BreakerPermit>) -> Option<Duration> {
-    let probe = breaker.and_then(BreakerPermit::attempt_limit);
-    match (settings.policy.attempt_timeout(), probe) {
-        (Some(timeout), Some(probe)) => Some(timeout.min(probe)),
-        (timeout, probe) => timeout.or(probe),
-    }
-}
-
-/// A breaker permit for the next attempt (`None` without a breaker), or
-/// why the circuit refuses.
-fn acquire_breaker(settings: &Settings) -> Result<Option<BreakerPermit>, CircuitOpen> {
-    match &settings.breaker {
-        Some(breaker) => breaker.try_acquire().map(Some),
-        None => Ok(None),
-    }
-}
-
-/// The `Retry-After` of a call refused by a standing queue: the
-/// dependency is overloaded now, not for long.
-const STANDING_QUEUE_RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// Waits for a concurrency permit: at once when one is free; otherwise at
-/// most until [`Timing::wait_until`] (the queue may refuse earlier, rule 11).
-async fn acquire_permit(
-    permits: &Permits,
-    timing: Timing,
-    floor: Floor,
-    criticality: Criticality,
-) -> Result<Permit, Refusal> {
-    let until = timing.wait_until(Instant::now(), floor);
-    permits
-        .acquire(until, criticality)
-        .await
-        .map_err(|(waited, queue)| Refusal::NoPermit {
-            waited,
-            floor,
-            queue,
-            left: timing.remaining(),
-        })
-}
-
-/// What an attempt tells an adaptive limit: a success or an answer that
-/// is not about load is latency to learn from; a failed connection or an
-/// overload answer (`429`, `503`) is a drop; a timeout is a drop whose
-/// latency counts too.
-fn limit_sample(outcome: &Outcome, decision: &Decision) -> Sample {
-    match outcome {
-        Outcome::Transport(TransportKind::Timeout) => Sample::TimedOut,
-        Outcome::Transport(_) => Sample::Dropped,
-        Outcome::Status { status, .. } if matches!(status.as_u16(), 429 | 503) => Sample::Dropped,
-        _ if matches!(decision, Decision::Stop(StopReason::Succeeded)) => Sample::Success,
-        _ => Sample::Ignore,
-    }
-}
-
-/// The call's answer after its last attempt.
-fn finish(
-    name: &Arc<str>,
-    timing: Timing,
-    result: AttemptResult,
-    outcome: Outcome,
-    attempts: u32,
-    decision: Decision,
-) -> Result<BudgetResponse, CallError> {
-    match result {
-        Ok(res) => Ok(BudgetResponse::new(
-            res,
-            Arc::clone(name),
-            attempts,
-            outcome.retry_after(),
-            decision.passes_up(&outcome),
-        )),
-        Err(e) => {
-            let mut error = CallError::from_transport(Arc::clone(name), e.kind)
-                .with_attempts(attempts)
-                .with_boxed_source(Some(e.source));
-            if let Some(remaining) = timing.remaining() {
-                let ran_out = remaining.is_zero()
-                    && matches!(
-                        e.kind,
-                        TransportKind::Timeout | TransportKind::ConnectTimeout
-                    );
-                error = error.with_budget(remaining, ran_out);
-            }
-            Err(error)
-        }
-    }
+    let dep = &settings.dependency;
+    let finished = engine::run(dep, clock, plan, attempt).await?;
+    Ok(BudgetResponse::new(
+        finished.response,
+        Arc::clone(&dep.name),
+        finished.attempts,
+        finished.outcome.retry_after(),
+        finished.decision.passes_up(&finished.outcome),
+    ))
 }
 
 #[cfg(test)]
@@ -882,10 +49,22 @@ mod tests {
     use http::StatusCode;
     use http::header::RETRY_AFTER;
 
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
     use super::*;
+    use crate::admission::Criticality;
     use crate::breaker::BreakerConfig;
+    use crate::budget::Budget;
     use crate::client::config::DependencyConfig;
+    use crate::client::engine::{Rpc, Timing};
+    use crate::client::error::CallErrorKind;
+    use crate::client::permits::Permit;
     use crate::clock::FixedClock;
+    use crate::floor::Floor;
+    use crate::ledger::{Entry, Ledger};
+    use crate::retry::TransportKind;
     use crate::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
 
     fn ms(v: u64) -> Duration {
@@ -925,6 +104,7 @@ mod tests {
             method: http::Method::GET,
             criticality: Criticality::Default,
             refreshes_auth: false,
+            rpc: Rpc::Http,
         }
     }
 
@@ -1365,7 +545,7 @@ mod tests {
             ..Default::default()
         });
         let settings = c.settings(None).unwrap();
-        let crate::floor::DependencyFloor::Learned(learned) = &settings.floor else {
+        let crate::floor::DependencyFloor::Learned(learned) = &settings.dependency.floor else {
             unreachable!("configured learned")
         };
         let learned = Arc::clone(learned);
@@ -1549,7 +729,7 @@ mod tests {
         let mut c = config();
         c.concurrency = Some(1.into());
         let settings = c.settings(None).unwrap();
-        let permits = settings.permits.clone().unwrap();
+        let permits = settings.dependency.permits.clone().unwrap();
         let fake = Fake::new(&[503, 200], ms(10));
         let free_during_backoff = AtomicU32::new(0);
         let ledger = Ledger::new();
@@ -1575,6 +755,7 @@ mod tests {
     async fn hold(settings: &Settings) -> Permit {
         let far = Instant::now() + Duration::from_secs(3600);
         settings
+            .dependency
             .permits
             .as_ref()
             .unwrap()
@@ -1619,71 +800,6 @@ mod tests {
         assert!(
             detail.ends_with(": expected wait 500ms + floor 0ms > 300ms left (0 queued, 2.0/s)"),
             "{detail}"
-        );
-    }
-
-    /// A standing queue's refusal is about the dependency's load, not the
-    /// caller's budget: not spent, `Retry-After` 1 s, the prediction in the
-    /// note and the problem.
-    #[tokio::test(start_paused = true)]
-    async fn rule11_a_standing_queue_refusal_is_overload_with_a_retry_after() {
-        let settings = config().settings(None).unwrap();
-        let ledger = Ledger::new();
-        let prediction = crate::admission::Prediction::new(ms(300), 12, ms(25));
-        let err = refuse(
-            &settings,
-            Timing::Budget(Budget::new(ms(1100))),
-            &Some(ledger.clone()),
-            Refusal::NoPermit {
-                waited: Duration::ZERO,
-                floor: Floor::default(),
-                queue: Some(QueueRefusal::predicted(
-                    RefusalReason::StandingQueue,
-                    prediction,
-                )),
-                left: Some(ms(1100)),
-            },
-        );
-        assert_eq!(err.kind(), CallErrorKind::NoPermit);
-        assert!(!err.is_budget_exhausted());
-        assert_eq!(err.retry_after(), Some(ms(1000)));
-        let note = "standing queue: expected wait 300ms (12 queued, 40/s), \
-                    more than a newcomer may wait with 1.1s left";
-        assert_eq!(
-            ledger.server_timing(),
-            format!("pricing;desc=\"skipped: {note}\"")
-        );
-        assert!(
-            err.problem().detail.ends_with(note),
-            "{}",
-            err.problem().detail
-        );
-    }
-
-    /// A waiter overtaken in a standing queue (refused after a wait, with
-    /// no prediction) is overload too: not spent, `Retry-After` 1 s, and
-    /// its note says why.
-    #[tokio::test(start_paused = true)]
-    async fn rule11_an_overtaken_waiter_s_refusal_is_overload_with_a_retry_after() {
-        let settings = config().settings(None).unwrap();
-        let ledger = Ledger::new();
-        let err = refuse(
-            &settings,
-            Timing::Budget(Budget::new(ms(820))),
-            &Some(ledger.clone()),
-            Refusal::NoPermit {
-                waited: ms(280),
-                floor: Floor::default(),
-                queue: Some(QueueRefusal::new(RefusalReason::StandingQueue, ms(280))),
-                left: Some(ms(820)),
-            },
-        );
-        assert_eq!(err.kind(), CallErrorKind::NoPermit);
-        assert!(!err.is_budget_exhausted());
-        assert_eq!(err.retry_after(), Some(ms(1000)));
-        assert_eq!(
-            ledger.server_timing(),
-            "pricing;desc=\"skipped: no concurrency permit in 280ms (standing queue)\""
         );
     }
 
@@ -1850,7 +966,7 @@ mod tests {
         for _ in 0..5 {
             assert_eq!(call().await.1.unwrap().status(), StatusCode::OK);
         }
-        let breaker = settings.breaker.clone().unwrap();
+        let breaker = settings.dependency.breaker.clone().unwrap();
         assert_eq!(breaker.typical_latency(), Some(ms(200)));
 
         hanging.store(true, Ordering::Relaxed);

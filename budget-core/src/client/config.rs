@@ -8,15 +8,16 @@ use std::time::Duration;
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
-use super::hedge::{HedgeConfig, Hedging};
+use super::engine::Dependency;
+use super::hedge::HedgeConfig;
 use super::permits::Permits;
 use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
 use crate::admission::{LimitConfig, QueueConfig};
 use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
-use crate::floor::{DependencyFloor, FloorConfig};
+use crate::floor::FloorConfig;
 use crate::ledger::is_tchar;
-use crate::retry::{RetryBudget, RetryBudgetConfig, RetryConfig, RetryPolicy};
+use crate::retry::{RetryBudgetConfig, RetryConfig};
 
 /// The connect cap when the config does not say: 1 s.
 ///
@@ -396,16 +397,18 @@ impl DependencyConfig {
             );
         }
         Ok(Settings {
-            name,
+            dependency: Dependency {
+                name,
+                floor,
+                policy,
+                retry_budget,
+                breaker,
+                permits,
+                hedge,
+            },
             base,
             connect_cap: self.connect_cap,
             pool_idle_timeout: self.pool_idle_timeout,
-            floor,
-            policy,
-            retry_budget,
-            breaker,
-            permits,
-            hedge,
             on_unavailable: self.on_unavailable,
             stale,
             grpc_timeout: self.grpc_timeout,
@@ -420,16 +423,11 @@ impl DependencyConfig {
 /// A validated [`DependencyConfig`].
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
-    pub(crate) name: Arc<str>,
+    /// What the call engine knows of the dependency.
+    pub(crate) dependency: Dependency,
     pub(crate) base: Url,
     pub(crate) connect_cap: Duration,
     pub(crate) pool_idle_timeout: Duration,
-    pub(crate) floor: DependencyFloor,
-    pub(crate) policy: RetryPolicy,
-    pub(crate) retry_budget: Option<RetryBudget>,
-    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
-    pub(crate) permits: Option<Permits>,
-    pub(crate) hedge: Option<Arc<Hedging>>,
     pub(crate) on_unavailable: OnUnavailable,
     /// The last good answers, with `on_unavailable = "stale"`.
     pub(crate) stale: Option<Arc<StaleCache>>,
@@ -618,12 +616,22 @@ mod tests {
         assert_eq!(c.settings(Some(&other)).unwrap_err().field(), "breaker");
 
         let registry = BreakerRegistry::new(c.breaker.unwrap().build().unwrap());
-        let a = c.settings(Some(&registry)).unwrap().breaker.unwrap();
+        let a = c
+            .settings(Some(&registry))
+            .unwrap()
+            .dependency
+            .breaker
+            .unwrap();
         c.url = "http://PRICING:9000/other?q=1".into();
-        let b = c.settings(Some(&registry)).unwrap().breaker.unwrap();
+        let b = c
+            .settings(Some(&registry))
+            .unwrap()
+            .dependency
+            .breaker
+            .unwrap();
         assert!(Arc::ptr_eq(&a, &b), "one endpoint, one breaker");
         // Without a registry, each client has its own.
-        let c1 = c.settings(None).unwrap().breaker.unwrap();
+        let c1 = c.settings(None).unwrap().dependency.breaker.unwrap();
         assert!(!Arc::ptr_eq(&a, &c1));
     }
 

@@ -145,6 +145,7 @@ pub mod auth;
 mod budget_client;
 mod call;
 mod config;
+mod engine;
 mod error;
 mod hedge;
 mod optional;
@@ -155,11 +156,11 @@ pub mod stale;
 
 pub use auth::{AUTH_SUFFIX, InvalidToken, Token, TokenSource, TokenUnavailable};
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
-pub use call::QUEUE_SUFFIX;
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     DependencyConfig, OnUnavailable, TimeoutMode,
 };
+pub use engine::QUEUE_SUFFIX;
 pub use optional::{OptionalResponse, Skipped};
 
 /// The old name of [`TimeoutMode`] (how a client spends time: from the

@@ -13,8 +13,9 @@ use serde::Serialize;
 use super::attempt::{self, Prepared};
 use super::auth;
 use super::budget_client::{BudgetClient, Inner};
-use super::call::{self, Plan, Timing};
+use super::call;
 use super::config::{OnUnavailable, TimeoutMode};
+use super::engine::{Plan, Rpc, Timing};
 use super::error::{BoxError, CallError, CallErrorKind};
 use super::optional::{OptionalResponse, Skipped};
 use super::response::BudgetResponse;
@@ -347,10 +348,11 @@ impl RequestBuilder {
             .ledger
             .or_else(|| cx.as_ref().map(|cx| cx.ledger().clone()));
         if let Some(error) = self.error {
-            return Err(
-                CallError::new(Arc::clone(&settings.name), CallErrorKind::Request)
-                    .with_source(error),
-            );
+            return Err(CallError::new(
+                Arc::clone(&settings.dependency.name),
+                CallErrorKind::Request,
+            )
+            .with_source(error));
         }
         let timing = match settings.mode {
             TimeoutMode::Fixed => Timing::Fixed(settings.fixed_timeout),
@@ -360,10 +362,13 @@ impl RequestBuilder {
                     .or_else(|| cx.as_ref().map(RequestContext::budget))
                 else {
                     if let Some(ledger) = &ledger {
-                        ledger.record(Entry::skip(&*settings.name, "skipped: no budget"));
+                        ledger.record(Entry::skip(
+                            &*settings.dependency.name,
+                            "skipped: no budget",
+                        ));
                     }
                     return Err(CallError::new(
-                        Arc::clone(&settings.name),
+                        Arc::clone(&settings.dependency.name),
                         CallErrorKind::NoBudget,
                     ));
                 };
@@ -392,6 +397,7 @@ impl RequestBuilder {
             method: self.method.clone(),
             criticality,
             refreshes_auth,
+            rpc: Rpc::Http,
         };
         let stale_key = settings
             .stale
@@ -410,12 +416,12 @@ impl RequestBuilder {
         let settle_in = stale_key.as_ref().and_then(|_| ledger.clone());
         let result = match &inner.auth {
             Some(auth) if refreshes_auth => {
-                let floor = settings.floor.current().floor;
+                let floor = settings.dependency.floor.current().floor;
                 // Boxed: it may hold two passes of the engine, and only
                 // clients with a token source should carry their size.
                 Box::pin(auth::send_with_token(
                     auth,
-                    &settings.name,
+                    &settings.dependency.name,
                     timing,
                     floor,
                     ledger.as_ref(),
@@ -430,7 +436,7 @@ impl RequestBuilder {
         };
         match (&settings.stale, &stale_key) {
             (Some(cache), Some(key)) => {
-                cache.settle(key, result, &settings.name, settle_in.as_ref())
+                cache.settle(key, result, &settings.dependency.name, settle_in.as_ref())
             }
             _ => result,
         }

@@ -108,7 +108,7 @@ pub fn encode_message(message: &str) -> String {
 
 /// What a `grpc-retry-pushback-ms` value asks of the caller (gRPC's retry
 /// design, A6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pushback {
     /// Retry no sooner than this.
     After(std::time::Duration),

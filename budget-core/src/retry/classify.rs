@@ -43,6 +43,7 @@ use http::{Method, StatusCode};
 
 use super::retry_after::parse_retry_after;
 use crate::clock::WallClock;
+use crate::grpc::{GrpcCode, Pushback};
 
 /// The `Idempotency-Key` request header
 /// (draft-ietf-httpapi-idempotency-key-header): with it, a POST or PATCH may
@@ -74,11 +75,20 @@ pub const DEFAULT_RETRYABLE_STATUSES: [StatusCode; 6] = [
     StatusCode::GATEWAY_TIMEOUT,
 ];
 
+/// The gRPC statuses retried by default: `UNAVAILABLE` alone, as gRPC's
+/// retry design advises (the others say the call reached the server).
+///
+/// ```
+/// use budget_core::grpc::GrpcCode;
+/// assert_eq!(budget_core::retry::DEFAULT_RETRYABLE_GRPC_CODES, [GrpcCode::Unavailable]);
+/// ```
+pub const DEFAULT_RETRYABLE_GRPC_CODES: [GrpcCode; 1] = [GrpcCode::Unavailable];
+
 /// What one attempt ended with.
 ///
-/// Not `#[non_exhaustive]`: the server answered or it did not, so a
-/// caller's `match` stays exhaustive; new kinds of failure go into
-/// [`TransportKind`], which is.
+/// Not `#[non_exhaustive]`: the server answered (over HTTP or gRPC) or it
+/// did not, so a caller's `match` stays exhaustive; new kinds of failure
+/// go into [`TransportKind`], which is.
 ///
 /// # Example
 ///
@@ -106,6 +116,17 @@ pub enum Outcome {
     },
     /// No response head was received.
     Transport(TransportKind),
+    /// A gRPC answer whose head carries a `grpc-status` other than `OK`
+    /// (a trailers-only answer: the call failed before any message). An
+    /// answer with messages reads as its HTTP status (`200`), its
+    /// `grpc-status` still to come in the trailers.
+    Grpc {
+        /// The status code as on the wire (`14`: `UNAVAILABLE`).
+        code: u8,
+        /// The answer's `grpc-retry-pushback-ms`, if it gave a readable
+        /// one.
+        pushback: Option<Pushback>,
+    },
 }
 
 impl Outcome {
@@ -161,31 +182,42 @@ impl Outcome {
     pub fn status_code(&self) -> Option<StatusCode> {
         match self {
             Outcome::Status { status, .. } => Some(*status),
-            Outcome::Transport(_) => None,
+            Outcome::Transport(_) | Outcome::Grpc { .. } => None,
         }
     }
 
-    /// The server's `Retry-After`, if it gave one.
+    /// The server's `Retry-After` (over gRPC, its
+    /// `grpc-retry-pushback-ms`), if it gave one.
     ///
     /// ```
+    /// use std::time::Duration;
+    /// use budget_core::grpc::Pushback;
     /// use budget_core::retry::Outcome;
     /// assert_eq!(Outcome::status(http::StatusCode::OK).retry_after(), None);
+    /// let pushed = Outcome::Grpc { code: 14, pushback: Some(Pushback::After(Duration::from_millis(20))) };
+    /// assert_eq!(pushed.retry_after(), Some(Duration::from_millis(20)));
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Outcome::Status { retry_after, .. } => *retry_after,
-            Outcome::Transport(_) => None,
+            Outcome::Grpc {
+                pushback: Some(Pushback::After(wait)),
+                ..
+            } => Some(*wait),
+            Outcome::Transport(_) | Outcome::Grpc { .. } => None,
         }
     }
 }
 
 impl fmt::Display for Outcome {
-    /// The status code (`503`) or the failure kind (`connect`), as the
-    /// ledger records an attempt's outcome.
+    /// The status code (`503`), the gRPC status (`grpc-14`) or the
+    /// failure kind (`connect`), as the ledger records an attempt's
+    /// outcome.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Status { status, .. } => write!(f, "{}", status.as_u16()),
             Outcome::Transport(kind) => kind.fmt(f),
+            Outcome::Grpc { code, .. } => write!(f, "grpc-{code}"),
         }
     }
 }
@@ -306,6 +338,8 @@ pub enum Class {
 pub struct Classifier {
     /// Sorted, without duplicates.
     statuses: Vec<StatusCode>,
+    /// The retryable gRPC status codes, sorted, without duplicates.
+    grpc: Vec<u8>,
 }
 
 impl Classifier {
@@ -321,7 +355,28 @@ impl Classifier {
         let mut statuses: Vec<StatusCode> = statuses.into_iter().collect();
         statuses.sort_unstable();
         statuses.dedup();
-        Self { statuses }
+        Self {
+            statuses,
+            grpc: DEFAULT_RETRYABLE_GRPC_CODES.map(|code| code as u8).to_vec(),
+        }
+    }
+
+    /// The same classifier, retrying gRPC answers with exactly `codes`
+    /// (default: `UNAVAILABLE` alone, as gRPC's retry design advises).
+    ///
+    /// ```
+    /// use budget_core::grpc::{GrpcCode, Pushback};
+    /// use budget_core::retry::{Class, Classifier, Outcome};
+    /// let c = Classifier::default().with_grpc_codes([GrpcCode::Internal]);
+    /// assert_eq!(c.classify(&Outcome::Grpc { code: 13, pushback: None }), Class::Retryable);
+    /// assert_eq!(c.classify(&Outcome::Grpc { code: 14, pushback: None }), Class::Fatal);
+    /// ```
+    pub fn with_grpc_codes(mut self, codes: impl IntoIterator<Item = GrpcCode>) -> Self {
+        let mut grpc: Vec<u8> = codes.into_iter().map(|code| code as u8).collect();
+        grpc.sort_unstable();
+        grpc.dedup();
+        self.grpc = grpc;
+        self
     }
 
     /// True when `status` is in the retryable set.
@@ -359,6 +414,13 @@ impl Classifier {
             Outcome::Status { .. } => Class::Fatal,
             Outcome::Transport(kind) if kind.is_retryable() => Class::Retryable,
             Outcome::Transport(_) => Class::Fatal,
+            // A negative pushback is the server's "do not retry".
+            Outcome::Grpc {
+                pushback: Some(Pushback::DoNotRetry),
+                ..
+            } => Class::Fatal,
+            Outcome::Grpc { code, .. } if self.grpc.binary_search(code).is_ok() => Class::Retryable,
+            Outcome::Grpc { .. } => Class::Fatal,
         }
     }
 }

@@ -97,8 +97,8 @@ pub mod sleep;
 pub use backoff::{Backoff, Jitter};
 pub use budget::{RetryBudget, RetryBudgetConfig};
 pub use classify::{
-    Class, Classifier, DEFAULT_RETRYABLE_STATUSES, IDEMPOTENCY_KEY, Outcome, TransportKind,
-    is_idempotent,
+    Class, Classifier, DEFAULT_RETRYABLE_GRPC_CODES, DEFAULT_RETRYABLE_STATUSES, IDEMPOTENCY_KEY,
+    Outcome, TransportKind, is_idempotent,
 };
 pub use config::{BackoffConfig, RetryConfig};
 pub use policy::{Decision, DecisionInput, RetryPolicy, StopReason};

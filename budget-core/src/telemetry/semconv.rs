@@ -12,7 +12,7 @@
 //! | span | kind | attributes |
 //! | --- | --- | --- |
 //! | [`SERVER_SPAN`]: one per request, opened by the server layer | server | [`HTTP_REQUEST_METHOD`], [`URL_PATH`], [`HTTP_ROUTE`] (axum's matched path, when the layer is added with `Router::layer`), [`HTTP_RESPONSE_STATUS_CODE`], [`ERROR_TYPE`] (5xx), [`BUDGET_INGRESS_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_OUTCOME`], [`BUDGET_LEDGER`] |
-//! | [`ATTEMPT_SPAN`]: one per attempt of a dependency call | client | [`HTTP_REQUEST_METHOD`], [`URL_FULL`] (userinfo removed), [`SERVER_ADDRESS`], [`SERVER_PORT`], [`HTTP_RESPONSE_STATUS_CODE`], [`HTTP_REQUEST_RESEND_COUNT`] (retries only), [`ERROR_TYPE`], [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_WAIT_MS`], [`BUDGET_OUTCOME`], [`BUDGET_DECISION`] |
+//! | [`ATTEMPT_SPAN`]: one per attempt of a dependency call | client | [`HTTP_REQUEST_METHOD`], [`URL_FULL`] (userinfo removed), [`SERVER_ADDRESS`], [`SERVER_PORT`], [`HTTP_RESPONSE_STATUS_CODE`], [`HTTP_REQUEST_RESEND_COUNT`] (retries only), [`ERROR_TYPE`], [`RPC_SYSTEM`] and [`RPC_GRPC_STATUS_CODE`] (gRPC calls), [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_WAIT_MS`], [`BUDGET_OUTCOME`], [`BUDGET_DECISION`] |
 //! | [`REFUSED_SPAN`]: a dependency call not made (floor, circuit, permit) | client | [`BUDGET_DEPENDENCY`], [`BUDGET_REMAINING_MS`], [`BUDGET_FLOOR_MS`], [`BUDGET_FLOOR_SOURCE`], [`BUDGET_OUTCOME`], [`ERROR_TYPE`] |
 //! | [`STALE_SPAN`]: a dependency's last good answer served in place of a call not made or failed | internal | [`BUDGET_DEPENDENCY`], [`BUDGET_STALE_AGE_MS`], [`BUDGET_OUTCOME`] ([`OUTCOME_STALE`]) |
 //!
@@ -97,6 +97,14 @@ pub const HTTP_REQUEST_HEADER_X_REQUEST_ID: &str = "http.request.header.x-reques
 /// transport failure (`timeout`, `connect`), or a budget refusal
 /// (`below_floor`). Semantic conventions, stable.
 pub const ERROR_TYPE: &str = "error.type";
+/// The RPC system of a dependency call made over gRPC (`grpc`); absent on
+/// plain HTTP calls. Semantic conventions (RPC), development.
+pub const RPC_SYSTEM: &str = "rpc.system";
+/// The `grpc-status` a gRPC call's answer carried in its head (a
+/// trailers-only answer). Semantic conventions (RPC), development.
+pub const RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
+/// [`RPC_SYSTEM`]'s value for gRPC.
+pub const RPC_SYSTEM_GRPC: &str = "grpc";
 
 // ------------------------------------------------------ budget.* attributes
 

@@ -176,13 +176,15 @@ pub(crate) fn record_response(
 
 #[cfg(feature = "client")]
 /// Opens the span of one attempt. `budget` is what the attempt carries
-/// (`None` in fixed mode), `waited` the backoff paid before it.
+/// (`None` in fixed mode), `waited` the backoff paid before it, `rpc_system`
+/// `Some("grpc")` for a gRPC call.
 pub(crate) fn attempt_span(
     dependency: &str,
     method: &http::Method,
     number: u32,
     budget: Option<Duration>,
     waited: Option<Duration>,
+    rpc_system: Option<&'static str>,
 ) -> Span {
     if !tracing::level_enabled!(tracing::Level::INFO) {
         return Span::none();
@@ -204,6 +206,8 @@ pub(crate) fn attempt_span(
         { HTTP_RESPONSE_STATUS_CODE } = Empty,
         { HTTP_REQUEST_RESEND_COUNT } = (number > 1).then(|| i64::from(number - 1)),
         { ERROR_TYPE } = Empty,
+        { RPC_SYSTEM } = rpc_system,
+        { RPC_GRPC_STATUS_CODE } = Empty,
         { BUDGET_DEPENDENCY } = dependency,
         { BUDGET_REMAINING_MS } = budget.map(ms),
         { BUDGET_WAIT_MS } = waited.map(ms),
@@ -300,6 +304,10 @@ pub(crate) fn record_attempt(
         }
         Outcome::Transport(kind) => {
             span.record(ERROR_TYPE, kind.as_str());
+            true
+        }
+        Outcome::Grpc { code, .. } => {
+            span.record(RPC_GRPC_STATUS_CODE, i64::from(*code));
             true
         }
     };

@@ -1,0 +1,180 @@
+//! One attempt: what it is told ([`AttemptSpec`]), how it fails
+//! ([`AttemptError`]), and the deadline it runs under ([`bounded`], with
+//! its [cap](cap)).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Dependency;
+use super::timing::{AttemptWindow, Timing};
+use crate::breaker::{BreakerPermit, Verdict};
+use crate::client::error::{AttemptTimedOut, BodyTooLarge, BoxError, CallError};
+use crate::retry::TransportKind;
+
+/// What one attempt is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AttemptSpec {
+    /// 1 for the first attempt.
+    pub(crate) number: u32,
+    /// The budget to send (`request-budget-ms`, `grpc-timeout`), net of
+    /// the reserve, taken the moment the attempt starts; `None` in fixed
+    /// mode.
+    pub(crate) budget: Option<Duration>,
+}
+
+/// An attempt that produced no answer.
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    pub(crate) kind: TransportKind,
+    /// What the breaker hears: a timeout is [`Verdict::TimedOut`] (the
+    /// breaker judges it by how long it went unanswered), a body over
+    /// `max_body` is neutral (our limit, not the endpoint's health), any
+    /// other failure a failure.
+    pub(crate) verdict: Verdict,
+    pub(crate) source: BoxError,
+}
+
+/// The result of one attempt.
+pub(crate) type Tried<R> = Result<R, AttemptError>;
+
+impl AttemptError {
+    pub(crate) fn new(kind: TransportKind, source: impl Into<BoxError>) -> Self {
+        let verdict = match kind {
+            TransportKind::Timeout => Verdict::TimedOut,
+            _ => Verdict::Failure,
+        };
+        Self {
+            kind,
+            verdict,
+            source: source.into(),
+        }
+    }
+
+    /// The attempt ran out of its `limit`.
+    pub(crate) fn timed_out(limit: Duration) -> Self {
+        Self::new(TransportKind::Timeout, AttemptTimedOut::new(limit))
+    }
+
+    /// The answer's body was over `limit` bytes.
+    pub(crate) fn too_large(limit: u64) -> Self {
+        Self {
+            kind: TransportKind::Body,
+            verdict: Verdict::Neutral,
+            source: Box::new(BodyTooLarge::new(limit)),
+        }
+    }
+
+    /// The call's error when this was its last attempt's: with the
+    /// attempts made and, in budget mode, what was left (spent, for a
+    /// timeout with nothing left).
+    pub(crate) fn into_call_error(
+        self,
+        name: &Arc<str>,
+        timing: Timing,
+        attempts: u32,
+    ) -> CallError {
+        let mut error = CallError::from_transport(Arc::clone(name), self.kind)
+            .with_attempts(attempts)
+            .with_boxed_source(Some(self.source));
+        if let Some(remaining) = timing.remaining() {
+            let ran_out = remaining.is_zero()
+                && matches!(
+                    self.kind,
+                    TransportKind::Timeout | TransportKind::ConnectTimeout
+                );
+            error = error.with_budget(remaining, ran_out);
+        }
+        error
+    }
+}
+
+/// An attempt bounded by its window: past its deadline it is dropped and
+/// reads as a timeout.
+pub(crate) async fn bounded<F, R>(window: AttemptWindow, sent: F) -> Tried<R>
+where
+    F: Future<Output = Tried<R>>,
+{
+    tokio::time::timeout_at(window.deadline, sent)
+        .await
+        .unwrap_or_else(|_| Err(AttemptError::timed_out(window.limit)))
+}
+
+/// An attempt's own limit, below what is left of the budget: the retry
+/// policy's `attempt_timeout`, shortened for the breaker's half-open probe
+/// to its [`attempt_limit`](BreakerPermit::attempt_limit), so that a probe
+/// of an endpoint that still does not answer ends soon.
+pub(crate) fn cap(dep: &Dependency, breaker: Option<&BreakerPermit>) -> Option<Duration> {
+    let probe = breaker.and_then(BreakerPermit::attempt_limit);
+    match (dep.policy.attempt_timeout(), probe) {
+        (Some(timeout), Some(probe)) => Some(timeout.min(probe)),
+        (timeout, probe) => timeout.or(probe),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Budget;
+    use tokio::time::Instant;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_past_its_deadline_is_dropped_and_reads_as_a_timeout() {
+        let timing = Timing::Budget(Budget::new(ms(100)));
+        let window = timing.attempt(Instant::now(), None);
+        let start = Instant::now();
+        let tried: Tried<()> = bounded(window, std::future::pending()).await;
+        assert_eq!(start.elapsed(), ms(100));
+        let error = tried.unwrap_err();
+        assert_eq!(
+            (error.kind, error.verdict),
+            (TransportKind::Timeout, Verdict::TimedOut)
+        );
+        assert_eq!(
+            error.source.to_string(),
+            AttemptTimedOut::new(ms(100)).to_string()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_before_the_deadline_is_the_attempt_s() {
+        let window = Timing::Fixed(ms(100)).attempt(Instant::now(), None);
+        let tried = bounded(window, async {
+            tokio::time::sleep(ms(99)).await;
+            Ok::<_, AttemptError>(7)
+        })
+        .await;
+        assert_eq!(tried.unwrap(), 7);
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_neutral_to_the_breaker_and_other_failures_count() {
+        assert_eq!(AttemptError::too_large(10).verdict, Verdict::Neutral);
+        assert_eq!(
+            AttemptError::new(TransportKind::Connect, "refused").verdict,
+            Verdict::Failure
+        );
+        assert_eq!(
+            AttemptError::new(TransportKind::Timeout, "late").verdict,
+            Verdict::TimedOut
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_with_nothing_left_is_the_budget_running_out() {
+        let name: Arc<str> = Arc::from("pricing");
+        let timing = Timing::Budget(Budget::new(ms(50)));
+        tokio::time::advance(ms(50)).await;
+        let spent = AttemptError::timed_out(ms(50)).into_call_error(&name, timing, 2);
+        assert!(spent.is_budget_exhausted());
+        assert_eq!(spent.attempts(), 2);
+        let refused =
+            AttemptError::new(TransportKind::Connect, "refused").into_call_error(&name, timing, 1);
+        assert!(!refused.is_budget_exhausted());
+        assert!(refused.is_connect());
+    }
+}

@@ -1,0 +1,99 @@
+//! What an attempt teaches the dependency's shared state: the learned
+//! floor and the hedge delay hear its latency (docs/contract.md §2 rule
+//! 10), an adaptive concurrency limit its latency and whether it was
+//! dropped.
+
+use std::time::Duration;
+
+use super::Dependency;
+use crate::admission::Sample;
+use crate::retry::{Decision, Outcome, StopReason, TransportKind};
+
+/// Teaches `dep` an attempt that took `took` and read as `outcome`, with
+/// `in_flight` calls out when it started (an adaptive limit's sample) and
+/// `budget` sent with it.
+pub(crate) fn attempt(
+    dep: &Dependency,
+    outcome: &Outcome,
+    decision: &Decision,
+    took: Duration,
+    in_flight: Option<usize>,
+    budget: Option<Duration>,
+) {
+    if matches!(decision, Decision::Stop(StopReason::Succeeded))
+        || *outcome == Outcome::Transport(TransportKind::Timeout)
+    {
+        // Rule 10: a learned floor learns from successful attempts, and
+        // from timed-out ones (their latency is at least `took`).
+        dep.floor.observe(took);
+        if let Some(hedging) = &dep.hedge {
+            hedging.observe(took);
+        }
+    }
+    if let (Some(permits), Some(in_flight)) = (&dep.permits, in_flight) {
+        permits.sample(took, in_flight, limit_sample(outcome, decision), budget);
+    }
+}
+
+/// What an attempt tells an adaptive limit: a success or an answer that
+/// is not about load is latency to learn from; a failed connection or an
+/// overload answer (`429`, `503`, gRPC's `UNAVAILABLE` and
+/// `RESOURCE_EXHAUSTED`) is a drop; a timeout is a drop whose latency
+/// counts too.
+fn limit_sample(outcome: &Outcome, decision: &Decision) -> Sample {
+    match outcome {
+        Outcome::Transport(TransportKind::Timeout) => Sample::TimedOut,
+        Outcome::Transport(_) => Sample::Dropped,
+        Outcome::Status { status, .. } if matches!(status.as_u16(), 429 | 503) => Sample::Dropped,
+        Outcome::Grpc { code: 8 | 14, .. } => Sample::Dropped,
+        _ if matches!(decision, Decision::Stop(StopReason::Succeeded)) => Sample::Success,
+        _ => Sample::Ignore,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+
+    use super::*;
+
+    #[test]
+    fn a_limit_hears_overload_as_a_drop_and_a_success_as_latency() {
+        let ok = Decision::Stop(StopReason::Succeeded);
+        let stop = Decision::Stop(StopReason::NotRetryable);
+        let retry = Decision::Retry {
+            after: Duration::ZERO,
+        };
+        assert_eq!(
+            limit_sample(&Outcome::status(StatusCode::OK), &ok),
+            Sample::Success
+        );
+        assert_eq!(
+            limit_sample(&Outcome::status(StatusCode::NOT_FOUND), &stop),
+            Sample::Ignore
+        );
+        for overload in [
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::SERVICE_UNAVAILABLE,
+        ] {
+            assert_eq!(
+                limit_sample(&Outcome::status(overload), &retry),
+                Sample::Dropped
+            );
+        }
+        let unavailable = Outcome::Grpc {
+            code: 14,
+            pushback: None,
+        };
+        assert_eq!(limit_sample(&unavailable, &retry), Sample::Dropped);
+        let invalid = Outcome::Grpc {
+            code: 3,
+            pushback: None,
+        };
+        assert_eq!(limit_sample(&invalid, &stop), Sample::Ignore);
+        let timeout = Outcome::Transport(TransportKind::Timeout);
+        assert_eq!(limit_sample(&timeout, &retry), Sample::TimedOut);
+        let refused = Outcome::Transport(TransportKind::Connect);
+        assert_eq!(limit_sample(&refused, &retry), Sample::Dropped);
+    }
+}

@@ -1,0 +1,240 @@
+//! The call engine: docs/contract.md §2 for one dependency call, from the
+//! floor check to the last attempt, shared by the HTTP client and the gRPC
+//! layer.
+//!
+//! [`run`] reads as the order of its steps; each step is one file, named
+//! after what it decides:
+//!
+//! 1. [`admission`]: may the call be made at all (the floor, the circuit,
+//!    a concurrency permit paid from the budget, the retry and hedge
+//!    budgets' deposits)?
+//! 2. [`attempt`]: one attempt under its deadline (what is left, or a
+//!    per-attempt cap, or the fixed timeout), the budget it is sent;
+//!    [`hedge`] races a second one against a slow first.
+//! 3. [`classify`]: what the answer is (the retry policy's outcome, the
+//!    breaker's verdict), for HTTP and gRPC answers alike.
+//! 4. [`record`]: the ledger entry, metric, span and log line of every
+//!    attempt and every refusal, written in one place.
+//! 5. [`learn`]: the learned floor, the hedge delay and the adaptive limit
+//!    hear the attempt.
+//! 6. [`retry`]: another attempt or not, and the wait before it, paid
+//!    from the budget, with the floor and the circuit checked again.
+//!
+//! The engine is generic over the attempt (a function from
+//! [`AttemptSpec`] to an answer), so the timing rules are tested with a
+//! paused clock and no sockets; the transports (reqwest, a tonic channel)
+//! each provide one.
+
+mod admission;
+mod attempt;
+mod classify;
+mod hedge;
+mod learn;
+mod record;
+mod retry;
+mod timing;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::error::CallError;
+use super::hedge::Hedging;
+use super::permits::{Permit, Permits};
+use crate::admission::Criticality;
+use crate::breaker::CircuitBreaker;
+use crate::clock::WallClock;
+use crate::floor::DependencyFloor;
+use crate::ledger::Ledger;
+use crate::retry::{Decision, Outcome, RetryBudget, RetryPolicy};
+
+pub(crate) use attempt::{AttemptError, AttemptSpec};
+pub(crate) use classify::Answer;
+pub use record::QUEUE_SUFFIX;
+pub(crate) use timing::Timing;
+
+/// What the engine knows of one dependency, shared by all its calls: its
+/// name, floor, retry policy and budget, breaker, permits and hedging.
+#[derive(Clone, Debug)]
+pub(crate) struct Dependency {
+    pub(crate) name: Arc<str>,
+    pub(crate) floor: DependencyFloor,
+    pub(crate) policy: RetryPolicy,
+    pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
+    pub(crate) permits: Option<Permits>,
+    pub(crate) hedge: Option<Arc<Hedging>>,
+}
+
+/// The protocol of a call's answers, for reading them ([`classify`]) and
+/// for the telemetry's `rpc.system`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rpc {
+    /// Plain HTTP: the status and `Retry-After`.
+    Http,
+    /// gRPC: `grpc-status` and `grpc-retry-pushback-ms` in the head.
+    Grpc,
+}
+
+/// One call, apart from the request itself.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) timing: Timing,
+    pub(crate) ledger: Option<Ledger>,
+    /// Idempotent (or keyed) and with a replayable body.
+    pub(crate) may_retry: bool,
+    /// The request's method, for the attempts' spans.
+    pub(crate) method: http::Method,
+    /// The request's criticality: the permit queue's order.
+    pub(crate) criticality: Criticality,
+    /// A `401` is answered by refreshing the client's token (the `auth`
+    /// module), not a sign of a failing dependency: the breaker hears it
+    /// as neutral.
+    pub(crate) refreshes_auth: bool,
+    /// How the answers read.
+    pub(crate) rpc: Rpc,
+}
+
+/// The answer of a call's last attempt, and what the engine made of it.
+#[derive(Debug)]
+pub(crate) struct Finished<R> {
+    pub(crate) response: R,
+    pub(crate) attempts: u32,
+    pub(crate) outcome: Outcome,
+    pub(crate) decision: Decision,
+}
+
+/// Runs one call: [`admission`], then attempts (the first maybe
+/// [hedged](hedge)) until the [retry step](retry) stops, each
+/// [classified](classify), [recorded](record) and [learned](learn) from.
+/// Every attempt, wait and skip goes into `plan.ledger`.
+///
+/// Dropping the returned future drops the attempt in flight, and no
+/// further attempt starts.
+pub(crate) async fn run<R, A, F>(
+    dep: &Dependency,
+    clock: &dyn WallClock,
+    plan: Plan,
+    mut attempt: A,
+) -> Result<Finished<R>, CallError>
+where
+    R: Answer,
+    A: FnMut(AttemptSpec) -> F,
+    F: Future<Output = attempt::Tried<R>>,
+{
+    let admitted = admission::admit(dep, &plan).await?;
+    // Held to the end of the call, backoff included (rule 8).
+    let _permit: Option<Permit> = admitted.permit;
+    let mut breaker = admitted.breaker;
+    let mut number = 0;
+    let mut waited = None;
+    loop {
+        number += 1;
+        if let Some(permit) = &mut breaker {
+            // The breaker counts the attempt's silence from now, not from
+            // its admission (before the wait for a concurrency permit).
+            permit.mark_sent();
+        }
+        let started = Instant::now();
+        let window = plan
+            .timing
+            .attempt(started, attempt::cap(dep, breaker.as_ref()));
+        let span = record::attempt_started(dep, &plan, number, window.budget, waited);
+        let in_flight = dep.permits.as_ref().and_then(Permits::adaptive_in_flight);
+        let hedge_delay = admitted
+            .hedging
+            .filter(|_| number == 1)
+            .and_then(Hedging::delay);
+        // The attempt lives in this block only: a race's loser is dropped
+        // (cancelled) as soon as the race ends.
+        let tried = {
+            let spec = AttemptSpec {
+                number,
+                budget: window.budget,
+            };
+            // Pinned where it is: awaiting it (or racing it) through the
+            // pin keeps one copy of the attempt's state in this future.
+            let mut sent = std::pin::pin!(attempt::bounded(
+                window,
+                attempt(spec).instrument(span.clone())
+            ));
+            match (admitted.hedging, hedge_delay) {
+                (Some(hedging), Some(delay)) => {
+                    let race = hedge::Race {
+                        dep,
+                        clock,
+                        plan: &plan,
+                        hedging,
+                        started,
+                    };
+                    // Boxed: a race holds a second attempt, and only
+                    // hedged calls should carry its size.
+                    Box::pin(race.run(delay, sent.as_mut(), breaker.take(), &mut attempt)).await
+                }
+                _ => {
+                    let result = sent.as_mut().await;
+                    hedge::Raced::alone(result, started)
+                }
+            }
+        };
+
+        let outcome = classify::outcome_of(&tried.result, plan.rpc, clock);
+        if let Some(permit) = breaker.take() {
+            permit.record(classify::verdict_of(&tried.result, &outcome, &plan));
+        }
+        record::attempt_ended(dep, &plan, number, &tried, &outcome);
+        let decided = retry::decide(dep, &plan, outcome, number, waited, admitted.retry_budget);
+        learn::attempt(
+            dep,
+            &outcome,
+            &decided.decision,
+            tried.took,
+            in_flight,
+            window.budget,
+        );
+        record::decided(
+            dep,
+            &span,
+            number,
+            &outcome,
+            &decided,
+            tried.took,
+            window.budget,
+        );
+        drop(span);
+
+        let Decision::Retry { after } = decided.decision else {
+            return finish(dep, &plan, tried.result, outcome, number, decided.decision);
+        };
+        match retry::wait(dep, &plan, after, &decided).await {
+            Ok((wait, permit)) => {
+                waited = Some(wait);
+                breaker = permit;
+            }
+            Err(stop) => return finish(dep, &plan, tried.result, outcome, number, stop),
+        }
+    }
+}
+
+/// The call's answer after its last attempt: the answer, or the transport
+/// failure as the call's error.
+fn finish<R>(
+    dep: &Dependency,
+    plan: &Plan,
+    result: attempt::Tried<R>,
+    outcome: Outcome,
+    attempts: u32,
+    decision: Decision,
+) -> Result<Finished<R>, CallError> {
+    match result {
+        Ok(response) => Ok(Finished {
+            response,
+            attempts,
+            outcome,
+            decision,
+        }),
+        Err(e) => Err(e.into_call_error(&dep.name, plan.timing, attempts)),
+    }
+}
