@@ -68,21 +68,46 @@ use crate::context;
 ///
 /// let config: FanOutConfig = serde_json::from_str(r#"{ "concurrency": 4 }"#).unwrap();
 /// assert_eq!(config.build().unwrap().concurrency(), 4);
+/// assert_eq!(config, FanOutConfig::new(4));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct FanOutConfig {
     /// The most calls in flight at once; at least 1.
     pub concurrency: usize,
 }
 
 impl FanOutConfig {
+    /// A config of at most `concurrency` calls in flight (checked by
+    /// [`build`](Self::build): at least 1).
+    ///
+    /// ```
+    /// # use budget_core::fan_out::FanOutConfig;
+    /// assert_eq!(FanOutConfig::new(8).concurrency, 8);
+    /// ```
+    pub const fn new(concurrency: usize) -> Self {
+        Self { concurrency }
+    }
+
+    /// The same config with `concurrency`: the most calls in flight at
+    /// once, at least 1 (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::fan_out::FanOutConfig;
+    /// assert_eq!(FanOutConfig::new(8).concurrency(2).concurrency, 2);
+    /// ```
+    pub const fn concurrency(mut self, value: usize) -> Self {
+        self.concurrency = value;
+        self
+    }
+
     /// Validates the config into a [`FanOut`], or a [`ConfigError`] naming
     /// `concurrency`.
     ///
     /// ```
     /// # use budget_core::fan_out::FanOutConfig;
-    /// assert_eq!(FanOutConfig { concurrency: 0 }.build().unwrap_err().field(), "concurrency");
+    /// assert_eq!(FanOutConfig::new(0).build().unwrap_err().field(), "concurrency");
     /// ```
     pub fn build(&self) -> Result<FanOut, ConfigError> {
         FanOut::new(self.concurrency)

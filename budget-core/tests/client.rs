@@ -402,11 +402,12 @@ async fn the_retry_budget_caps_retries_when_the_dependency_always_fails() {
         let mut config = dep("pricing", &partner.url("/"));
         config.retry.backoff.initial = ms(1);
         config.retry.backoff.max = ms(1);
-        config.retry_budget = Some(RetryBudgetConfig {
-            ratio: 0.2,
-            min_per_sec: 0,
-            ttl: Duration::from_secs(10),
-        });
+        config.retry_budget = Some(
+            RetryBudgetConfig::default()
+                .ratio(0.2)
+                .min_per_sec(0)
+                .ttl(Duration::from_secs(10)),
+        );
         let client = config.build().unwrap();
         let calls = 50;
         for _ in 0..calls {
@@ -439,11 +440,11 @@ async fn the_breaker_opens_after_n_failures_then_probes_after_open_for() {
         .await;
         let mut config = dep("pricing", &partner.url("/"));
         config.retry.max_attempts = 1;
-        config.breaker = Some(BreakerConfig {
-            failure_threshold: 3,
-            open_for: ms(300),
-            ..Default::default()
-        });
+        config.breaker = Some(
+            BreakerConfig::default()
+                .failure_threshold(3)
+                .open_for(ms(300)),
+        );
         let client = config.build().unwrap();
         let call = || client.get("").budget(Budget::new(ms(1000))).send();
         for _ in 0..3 {
@@ -781,10 +782,7 @@ async fn without_any_budget_a_budget_mode_call_is_a_typed_error() {
 /// A front service with the budget layer, calling `dependency` from its
 /// handler with no budget argument.
 async fn front(dependency: BudgetClient) -> String {
-    let config = ServerConfig {
-        reserve: ms(5),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().reserve(ms(5));
     let app = Router::new()
         .route(
             "/",

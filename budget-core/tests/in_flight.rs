@@ -25,14 +25,12 @@ fn ms(v: u64) -> Duration {
 
 /// A floor of 50 ms, budgets up to 10 s, at most `limit` requests at once.
 fn limited(limit: usize) -> ServerConfig {
-    ServerConfig {
-        default_budget: ms(2000),
-        max_budget: ms(10_000),
-        floor: ms(50),
-        reserve: ms(5),
-        max_in_flight: Some(limit.into()),
-        ..ServerConfig::default()
-    }
+    ServerConfig::default()
+        .default_budget(ms(2000))
+        .max_budget(ms(10_000))
+        .floor(ms(50))
+        .reserve(ms(5))
+        .max_in_flight(limit)
 }
 
 /// When each handler started, and with which `request-criticality`.
@@ -334,10 +332,7 @@ async fn a_waiter_dropped_by_its_caller_leaves_the_line() {
 /// ten times what the slot serves.
 #[tokio::test(start_paused = true)]
 async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload() {
-    let config = ServerConfig {
-        overload_retry_after: ms(1500),
-        ..limited(1)
-    };
+    let config = limited(1).overload_retry_after(ms(1500));
     let (router, _starts) = working(config.layer().unwrap(), ms(100));
     let mut tasks = Vec::new();
     for _ in 0..150 {
@@ -423,10 +418,7 @@ async fn an_adaptive_limit_sizes_the_line() {
 
     let bad = toml::from_str::<ServerConfig>("max_in_flight = { min = 0 }").unwrap();
     assert_eq!(bad.layer().unwrap_err().field(), "max_in_flight.min");
-    let zero = ServerConfig {
-        max_in_flight: Some(0.into()),
-        ..limited(1)
-    };
+    let zero = limited(1).max_in_flight(0);
     assert_eq!(zero.layer().unwrap_err().field(), "max_in_flight");
 }
 

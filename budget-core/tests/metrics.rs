@@ -75,16 +75,9 @@ fn every_budget_counter_and_histogram_moves() {
             recs.floor = Floor::new(ms(5000)).into();
             let mut flaky = dependency("flaky", failing.url("/"));
             flaky.retry.max_attempts = 1;
-            flaky.breaker = Some(BreakerConfig {
-                failure_threshold: 1,
-                ..BreakerConfig::default()
-            });
+            flaky.breaker = Some(BreakerConfig::default().failure_threshold(1));
             let mut storm = dependency("stormy", stormy.url("/"));
-            storm.retry_budget = Some(RetryBudgetConfig {
-                min_per_sec: 0,
-                ratio: 0.0,
-                ..RetryBudgetConfig::default()
-            });
+            storm.retry_budget = Some(RetryBudgetConfig::default().min_per_sec(0).ratio(0.0));
 
             let mut app = Router::new();
             app = route(app, "partner", partner);
@@ -98,14 +91,7 @@ fn every_budget_counter_and_histogram_moves() {
                         tokio::time::sleep(ms(2000)).await;
                     }),
                 )
-                .layer(
-                    ServerConfig {
-                        floor: ms(20),
-                        ..ServerConfig::default()
-                    }
-                    .layer()
-                    .unwrap(),
-                );
+                .layer(ServerConfig::default().floor(ms(20)).layer().unwrap());
 
             assert_eq!(get_with_budget(&app, "/partner", "2000").await, 200);
             assert_eq!(get_with_budget(&app, "/recs", "1000").await, 504);

@@ -163,13 +163,12 @@ proptest! {
         max_attempts in 1u32..5,
     ) {
         let ratio = f64::from(permille) / 1000.0;
-        let retry_budget = RetryBudgetConfig {
-            ttl: Duration::from_secs(10),
-            min_per_sec: 0,
-            ratio,
-        }
-        .build()
-        .unwrap();
+        let retry_budget = RetryBudgetConfig::default()
+            .ttl(Duration::from_secs(10))
+            .min_per_sec(0)
+            .ratio(ratio)
+            .build()
+            .unwrap();
         let policy = RetryConfig { max_attempts, backoff: exact_backoff(), ..Default::default() }
             .build()
             .unwrap();

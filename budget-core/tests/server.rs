@@ -19,13 +19,11 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 
 fn config() -> ServerConfig {
-    ServerConfig {
-        default_budget: Duration::from_millis(2000),
-        max_budget: Duration::from_millis(10_000),
-        floor: Duration::from_millis(50),
-        reserve: Duration::from_millis(5),
-        ..ServerConfig::default()
-    }
+    ServerConfig::default()
+        .default_budget(Duration::from_millis(2000))
+        .max_budget(Duration::from_millis(10_000))
+        .floor(Duration::from_millis(50))
+        .reserve(Duration::from_millis(5))
 }
 
 /// A handler answering with the budget it was given, in ms.
@@ -142,10 +140,7 @@ async fn contract_1_each_malformed_form_is_a_400_naming_the_header() {
 
 #[tokio::test(start_paused = true)]
 async fn contract_1_use_default_policy_ignores_the_bad_header() {
-    let config = ServerConfig {
-        on_malformed: budget_core::header::OnMalformed::UseDefault,
-        ..config()
-    };
+    let config = config().on_malformed(budget_core::header::OnMalformed::UseDefault);
     let res = app(config.layer().unwrap())
         .oneshot(get_with(&[("request-budget-ms", b"-5")]))
         .await

@@ -186,11 +186,11 @@ async fn an_open_circuit_and_a_refused_connection_are_answered_stale() {
             Partner::start(vec![Answer::status(200).body(GOOD), Answer::status(500)]).await;
         let mut config = stale_dep(&partner.url("/stock"));
         config.retry.max_attempts = 1;
-        config.breaker = Some(BreakerConfig {
-            failure_threshold: 1,
-            open_for: Duration::from_secs(30),
-            ..Default::default()
-        });
+        config.breaker = Some(
+            BreakerConfig::default()
+                .failure_threshold(1)
+                .open_for(Duration::from_secs(30)),
+        );
         let client = config.build().unwrap();
         client
             .get("")
@@ -318,10 +318,7 @@ async fn the_bounds_evict_the_oldest_url_and_the_query_is_part_of_the_key() {
         .await;
         let mut config = stale_dep(&partner.url("/stock"));
         config.retry.max_attempts = 1;
-        config.stale_cache = StaleCacheConfig {
-            max_entries: 2,
-            ..StaleCacheConfig::default()
-        };
+        config.stale_cache = StaleCacheConfig::default().max_entries(2);
         let client = config.build().unwrap();
         let get = |q: &str| client.get(q).budget(Budget::new(ms(2000))).send();
         for q in ["?sku=1", "?sku=2", "?sku=3"] {
@@ -347,10 +344,7 @@ async fn the_bounds_evict_the_oldest_url_and_the_query_is_part_of_the_key() {
         .await;
         let mut config = stale_dep(&partner.url("/stock"));
         config.retry.max_attempts = 1;
-        config.stale_cache = StaleCacheConfig {
-            max_bytes: 130,
-            ..StaleCacheConfig::default()
-        };
+        config.stale_cache = StaleCacheConfig::default().max_bytes(130);
         let client = config.build().unwrap();
         let get = |q: &str| client.get(q).budget(Budget::new(ms(2000))).send();
         get("?sku=1").await.unwrap();

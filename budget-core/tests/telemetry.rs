@@ -196,10 +196,7 @@ async fn hop(route: &'static str, next: BudgetClient, server: ServerConfig) -> S
 }
 
 fn server_config() -> ServerConfig {
-    ServerConfig {
-        reserve: ms(5),
-        ..ServerConfig::default()
-    }
+    ServerConfig::default().reserve(ms(5))
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -334,14 +331,7 @@ async fn a_caller_traceparent_becomes_the_parent_and_a_shed_request_says_shed() 
     bounded(async {
         let app = Router::new()
             .route("/a", get(|| async { "never run" }))
-            .layer(
-                ServerConfig {
-                    floor: ms(100),
-                    ..server_config()
-                }
-                .layer()
-                .unwrap(),
-            );
+            .layer(server_config().floor(ms(100)).layer().unwrap());
         let addr = serve(app).await;
         let res = reqwest::Client::new()
             .get(format!("http://{addr}/a"))

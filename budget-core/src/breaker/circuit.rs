@@ -481,7 +481,7 @@ impl BreakerPermit {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig { failure_threshold: 1, ..Default::default() }.build().unwrap();
+    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.state(), BreakerState::Open);

@@ -60,8 +60,25 @@ pub const DEFAULT_TIMEOUT_THRESHOLD: u32 = 3;
 /// assert_eq!(policy.open_for(), Duration::from_millis(750));
 /// assert_eq!(policy.timeout_threshold(), 3, "the default");
 /// ```
+///
+/// In code, start from [`Default`] (or [`DEFAULT`](Self::DEFAULT) in a
+/// `const`) and change what differs with the setters, one per field;
+/// [`build`](Self::build) validates:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::breaker::BreakerConfig;
+///
+/// let policy = BreakerConfig::default()
+///     .failure_threshold(20)
+///     .open_for(Duration::from_secs(1))
+///     .build()
+///     .unwrap();
+/// assert_eq!(policy.failure_threshold(), 20);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct BreakerConfig {
     /// Consecutive failures that open the breaker; at least 1.
     pub failure_threshold: u32,
@@ -93,13 +110,13 @@ impl Default for BreakerConfig {
 
 impl BreakerConfig {
     /// Every default, as a constant (for a `const` config that changes a
-    /// few fields).
+    /// few fields with the setters, which are `const`).
     ///
     /// ```
     /// use std::time::Duration;
     /// use budget_core::breaker::BreakerConfig;
     ///
-    /// const FAST: BreakerConfig = BreakerConfig { open_for: Duration::from_secs(1), ..BreakerConfig::DEFAULT };
+    /// const FAST: BreakerConfig = BreakerConfig::DEFAULT.open_for(Duration::from_secs(1));
     /// assert_eq!(FAST.timeout_threshold, BreakerConfig::default().timeout_threshold);
     /// ```
     pub const DEFAULT: Self = Self {
@@ -108,17 +125,57 @@ impl BreakerConfig {
         timeout_threshold: DEFAULT_TIMEOUT_THRESHOLD,
     };
 
+    /// The same config with `failure_threshold`: the consecutive failures
+    /// that open the breaker, at least 1 (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerConfig;
+    /// assert_eq!(BreakerConfig::default().failure_threshold(20).failure_threshold, 20);
+    /// ```
+    pub const fn failure_threshold(mut self, value: u32) -> Self {
+        self.failure_threshold = value;
+        self
+    }
+
+    /// The same config with `open_for`: how long an open breaker refuses
+    /// calls before it admits a probe, more than zero (checked by
+    /// [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::breaker::BreakerConfig;
+    /// let c = BreakerConfig::default().open_for(Duration::from_secs(1));
+    /// assert_eq!(c.open_for, Duration::from_secs(1));
+    /// ```
+    pub const fn open_for(mut self, value: Duration) -> Self {
+        self.open_for = value;
+        self
+    }
+
+    /// The same config with `timeout_threshold`: the attempts in a row
+    /// without an answer that open the breaker, at least 1 (checked by
+    /// [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerConfig;
+    /// assert_eq!(BreakerConfig::default().timeout_threshold(5).timeout_threshold, 5);
+    /// ```
+    pub const fn timeout_threshold(mut self, value: u32) -> Self {
+        self.timeout_threshold = value;
+        self
+    }
+
     /// Validates the config into a [`BreakerPolicy`] (with a no-op
     /// state-change hook), or a [`ConfigError`] naming the bad field.
     ///
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::BreakerConfig;
-    /// let err = BreakerConfig { failure_threshold: 0, ..Default::default() }.build().unwrap_err();
+    /// let err = BreakerConfig::default().failure_threshold(0).build().unwrap_err();
     /// assert_eq!(err.field(), "failure_threshold");
-    /// let err = BreakerConfig { open_for: Duration::ZERO, ..Default::default() }.build().unwrap_err();
+    /// let err = BreakerConfig::default().open_for(Duration::ZERO).build().unwrap_err();
     /// assert_eq!(err.field(), "open_for");
-    /// let err = BreakerConfig { timeout_threshold: 0, ..Default::default() }.build().unwrap_err();
+    /// let err = BreakerConfig::default().timeout_threshold(0).build().unwrap_err();
     /// assert_eq!(err.field(), "timeout_threshold");
     /// ```
     pub fn build(&self) -> Result<BreakerPolicy, ConfigError> {

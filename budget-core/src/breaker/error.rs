@@ -15,7 +15,9 @@ use std::time::Duration;
 /// use std::time::Duration;
 /// use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
 ///
-/// let policy = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(3), ..Default::default() }
+/// let policy = BreakerConfig::default()
+///     .failure_threshold(1)
+///     .open_for(Duration::from_secs(3))
 ///     .build()
 ///     .unwrap();
 /// let breaker = CircuitBreaker::new("http://inventory:80", policy);
@@ -53,7 +55,7 @@ impl CircuitOpen {
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig { failure_threshold: 1, ..Default::default() }.build().unwrap();
+    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
     /// let breaker = CircuitBreaker::new("https://auth:443", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.try_acquire().unwrap_err().key(), "https://auth:443");
@@ -69,7 +71,9 @@ impl CircuitOpen {
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig { failure_threshold: 1, open_for: Duration::from_secs(2), ..Default::default() }
+    /// let policy = BreakerConfig::default()
+    ///     .failure_threshold(1)
+    ///     .open_for(Duration::from_secs(2))
     ///     .build()
     ///     .unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
@@ -87,7 +91,7 @@ impl CircuitOpen {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig { failure_threshold: 1, ..Default::default() }.build().unwrap();
+    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.try_acquire().unwrap_err().no_answer_for(), None);

@@ -88,7 +88,9 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let ms = Duration::from_millis;
-//! let policy = BreakerConfig { failure_threshold: 20, open_for: ms(1000), ..Default::default() }
+//! let policy = BreakerConfig::default()
+//!     .failure_threshold(20)
+//!     .open_for(ms(1000))
 //!     .build()
 //!     .unwrap();
 //! let breaker = CircuitBreaker::new("http://pricing:80", policy);
@@ -127,7 +129,9 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let policy = BreakerConfig { failure_threshold: 2, open_for: Duration::from_secs(5), ..Default::default() }
+//! let policy = BreakerConfig::default()
+//!     .failure_threshold(2)
+//!     .open_for(Duration::from_secs(5))
 //!     .build()
 //!     .unwrap();
 //! let registry = BreakerRegistry::new(policy);

@@ -76,7 +76,7 @@ impl BreakerRegistry {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, BreakerRegistry};
-    /// let policy = BreakerConfig { failure_threshold: 3, ..Default::default() }.build().unwrap();
+    /// let policy = BreakerConfig::default().failure_threshold(3).build().unwrap();
     /// let registry = BreakerRegistry::new(policy);
     /// assert_eq!(registry.get("http://a:80").policy().failure_threshold(), 3);
     /// ```

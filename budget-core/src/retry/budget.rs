@@ -36,7 +36,10 @@
 //! use std::time::Duration;
 //! use budget_core::retry::RetryBudgetConfig;
 //!
-//! let budget = RetryBudgetConfig { ttl: Duration::from_secs(10), min_per_sec: 0, ratio: 0.2 }
+//! let budget = RetryBudgetConfig::default()
+//!     .ttl(Duration::from_secs(10))
+//!     .min_per_sec(0)
+//!     .ratio(0.2)
 //!     .build()
 //!     .unwrap();
 //! for _ in 0..10 {
@@ -82,8 +85,19 @@ const MAX_TTL: Duration = Duration::from_secs(60);
 /// assert_eq!(c.min_per_sec, 10);
 /// assert!(c.build().is_ok());
 /// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters, one per field; [`build`](Self::build) validates:
+///
+/// ```
+/// use budget_core::retry::RetryBudgetConfig;
+///
+/// let budget = RetryBudgetConfig::default().ratio(0.1).min_per_sec(5).build().unwrap();
+/// assert_eq!(budget.available(), 50); // 5 per second over the 10 s ttl
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetryBudgetConfig {
     /// How long a deposit counts, 1 s to 60 s.
     #[serde(with = "humantime_serde")]
@@ -105,6 +119,44 @@ impl Default for RetryBudgetConfig {
 }
 
 impl RetryBudgetConfig {
+    /// The same configuration with `ttl`: how long a deposit counts, 1 s
+    /// to 60 s (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::retry::RetryBudgetConfig;
+    /// let c = RetryBudgetConfig::default().ttl(Duration::from_secs(5));
+    /// assert_eq!(c.ttl, Duration::from_secs(5));
+    /// ```
+    pub fn ttl(mut self, value: Duration) -> Self {
+        self.ttl = value;
+        self
+    }
+
+    /// The same configuration with `min_per_sec`: retries allowed per
+    /// second regardless of deposits.
+    ///
+    /// ```
+    /// # use budget_core::retry::RetryBudgetConfig;
+    /// assert_eq!(RetryBudgetConfig::default().min_per_sec(1).min_per_sec, 1);
+    /// ```
+    pub fn min_per_sec(mut self, value: u32) -> Self {
+        self.min_per_sec = value;
+        self
+    }
+
+    /// The same configuration with `ratio`: retries per request, from 0
+    /// to 10 (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::retry::RetryBudgetConfig;
+    /// assert_eq!(RetryBudgetConfig::default().ratio(0.1).ratio, 0.1);
+    /// ```
+    pub fn ratio(mut self, value: f64) -> Self {
+        self.ratio = value;
+        self
+    }
+
     /// Validates the configuration into a [`RetryBudget`], or a
     /// [`ConfigError`] naming the field: `ratio` negative, above 10 or not
     /// finite; `ttl` outside 1 s to 60 s.
@@ -112,9 +164,10 @@ impl RetryBudgetConfig {
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
     ///
-    /// let err = RetryBudgetConfig { ratio: -0.1, ..Default::default() }.build().unwrap_err();
+    /// let err = RetryBudgetConfig::default().ratio(-0.1).build().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `ratio` must not be negative");
-    /// let err = RetryBudgetConfig { ttl: std::time::Duration::ZERO, ..Default::default() }
+    /// let err = RetryBudgetConfig::default()
+    ///     .ttl(std::time::Duration::ZERO)
     ///     .build()
     ///     .unwrap_err();
     /// assert_eq!(err.field(), "ttl");
@@ -165,7 +218,10 @@ impl RetryBudgetConfig {
 /// use std::time::Duration;
 /// use budget_core::retry::RetryBudgetConfig;
 ///
-/// let budget = RetryBudgetConfig { min_per_sec: 1, ratio: 0.0, ttl: Duration::from_secs(2) }
+/// let budget = RetryBudgetConfig::default()
+///     .min_per_sec(1)
+///     .ratio(0.0)
+///     .ttl(Duration::from_secs(2))
 ///     .build()
 ///     .unwrap();
 /// let shared = budget.clone();
@@ -204,7 +260,7 @@ impl RetryBudget {
     ///
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
-    /// let b = RetryBudgetConfig { min_per_sec: 0, ratio: 1.0, ..Default::default() }.build().unwrap();
+    /// let b = RetryBudgetConfig::default().min_per_sec(0).ratio(1.0).build().unwrap();
     /// b.deposit();
     /// assert!(b.withdraw());
     /// ```
@@ -218,7 +274,7 @@ impl RetryBudget {
     ///
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
-    /// let b = RetryBudgetConfig { min_per_sec: 0, ..Default::default() }.build().unwrap();
+    /// let b = RetryBudgetConfig::default().min_per_sec(0).build().unwrap();
     /// assert!(!b.withdraw());
     /// ```
     pub fn withdraw(&self) -> bool {
@@ -235,7 +291,10 @@ impl RetryBudget {
     ///
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
-    /// let b = RetryBudgetConfig { min_per_sec: 3, ratio: 0.0, ttl: std::time::Duration::from_secs(1) }
+    /// let b = RetryBudgetConfig::default()
+    ///     .min_per_sec(3)
+    ///     .ratio(0.0)
+    ///     .ttl(std::time::Duration::from_secs(1))
     ///     .build()
     ///     .unwrap();
     /// assert_eq!(b.available(), 3);
@@ -293,9 +352,7 @@ impl RetryBudget {
 /// use tower::retry::budget::Budget;
 /// use budget_core::retry::RetryBudgetConfig;
 ///
-/// let budget = RetryBudgetConfig { min_per_sec: 0, ratio: 1.0, ..Default::default() }
-///     .build()
-///     .unwrap();
+/// let budget = RetryBudgetConfig::default().min_per_sec(0).ratio(1.0).build().unwrap();
 /// Budget::deposit(&budget);
 /// assert!(Budget::withdraw(&budget));
 /// assert!(!Budget::withdraw(&budget));

@@ -36,8 +36,24 @@ use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 /// let bad: ServerConfig = toml::from_str(r#"floor = "40s""#).unwrap();
 /// assert_eq!(bad.layer().unwrap_err().field(), "floor");
 /// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters (one per field, named after it); [`layer`](Self::layer)
+/// validates:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::server::ServerConfig;
+///
+/// let config = ServerConfig::default()
+///     .max_budget(Duration::from_secs(10))
+///     .floor(Duration::from_millis(10))
+///     .max_in_flight(256);
+/// assert!(config.layer().is_ok());
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The budget a request gets when it carries no budget header.
     #[serde(with = "humantime_serde")]
@@ -84,6 +100,127 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The same configuration with `default_budget`: the budget of a
+    /// request that carries no budget header (checked by
+    /// [`layer`](Self::layer): more than zero, at most `max_budget`).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().default_budget(Duration::from_millis(1500));
+    /// assert_eq!(c.default_budget, Duration::from_millis(1500));
+    /// ```
+    pub fn default_budget(mut self, value: Duration) -> Self {
+        self.default_budget = value;
+        self
+    }
+
+    /// The same configuration with `max_budget`: the largest budget any
+    /// request gets (checked by [`layer`](Self::layer): more than zero).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().max_budget(Duration::from_secs(10));
+    /// assert_eq!(c.max_budget, Duration::from_secs(10));
+    /// ```
+    pub fn max_budget(mut self, value: Duration) -> Self {
+        self.max_budget = value;
+        self
+    }
+
+    /// The same configuration with `floor`: a request with less budget
+    /// than this on arrival is shed (checked by [`layer`](Self::layer):
+    /// below `max_budget`).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().floor(Duration::from_millis(10));
+    /// assert_eq!(c.floor, Duration::from_millis(10));
+    /// ```
+    pub fn floor(mut self, value: Duration) -> Self {
+        self.floor = value;
+        self
+    }
+
+    /// The same configuration with `reserve`: the time every outbound call
+    /// holds back for this service's reply (checked by
+    /// [`layer`](Self::layer): below `max_budget`).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().reserve(Duration::from_millis(10));
+    /// assert_eq!(c.reserve, Duration::from_millis(10));
+    /// ```
+    pub fn reserve(mut self, value: Duration) -> Self {
+        self.reserve = value;
+        self
+    }
+
+    /// The same configuration with `on_malformed`: what to do with a
+    /// malformed budget header.
+    ///
+    /// ```
+    /// # use budget_core::header::OnMalformed;
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().on_malformed(OnMalformed::UseDefault);
+    /// assert_eq!(c.on_malformed, OnMalformed::UseDefault);
+    /// ```
+    pub fn on_malformed(mut self, value: OnMalformed) -> Self {
+        self.on_malformed = value;
+        self
+    }
+
+    /// The same configuration with an in-flight limit: a number (`256`) or
+    /// a [`LimitConfig`] (`LimitConfig::Adaptive(..)` for `"auto"`). The
+    /// default is no limit; to remove one, set the field to `None`.
+    /// Checked by [`layer`](Self::layer): at least 1, an adaptive table
+    /// valid.
+    ///
+    /// ```
+    /// # use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().max_in_flight(256);
+    /// assert_eq!(c.max_in_flight, Some(LimitConfig::Fixed(256)));
+    /// let auto = ServerConfig::default().max_in_flight(LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
+    /// assert!(auto.layer().is_ok());
+    /// ```
+    pub fn max_in_flight(mut self, value: impl Into<LimitConfig>) -> Self {
+        self.max_in_flight = Some(value.into());
+        self
+    }
+
+    /// The same configuration with `overload_retry_after`: the
+    /// `Retry-After` of a `503` at the in-flight limit.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::server::ServerConfig;
+    /// let c = ServerConfig::default().overload_retry_after(Duration::from_secs(2));
+    /// assert_eq!(c.overload_retry_after, Duration::from_secs(2));
+    /// ```
+    pub fn overload_retry_after(mut self, value: Duration) -> Self {
+        self.overload_retry_after = value;
+        self
+    }
+
+    /// The same configuration with `ledger`: each request's ledger bound
+    /// (checked by [`layer`](Self::layer), see [`LedgerLimits::validate`]).
+    ///
+    /// ```
+    /// # use budget_core::ledger::LedgerLimits;
+    /// # use budget_core::server::ServerConfig;
+    /// let limits: LedgerLimits = toml::from_str("max_entries = 32").unwrap();
+    /// let c = ServerConfig::default().ledger(limits);
+    /// assert_eq!(c.ledger.max_entries, 32);
+    /// ```
+    pub fn ledger(mut self, value: LedgerLimits) -> Self {
+        self.ledger = value;
+        self
+    }
+
     /// Validates the configuration into a [`BudgetLayer`] (with no event
     /// hook; add one with [`BudgetLayer::on_event`]).
     ///
@@ -94,7 +231,8 @@ impl ServerConfig {
     ///
     /// ```
     /// use budget_core::server::ServerConfig;
-    /// let err = ServerConfig { reserve: std::time::Duration::from_secs(60), ..Default::default() }
+    /// let err = ServerConfig::default()
+    ///     .reserve(std::time::Duration::from_secs(60))
     ///     .layer()
     ///     .unwrap_err();
     /// assert_eq!(err.field(), "reserve");

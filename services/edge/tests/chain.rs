@@ -555,16 +555,14 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
             let mut defaults = false;
             match retry_budget {
                 Some(Some(ratio)) => {
-                    chain.checkout.pricing.retry_budget =
-                        Some(budget_core::retry::RetryBudgetConfig {
-                            min_per_sec: 0,
-                            ratio,
-                            ..Default::default()
-                        });
-                    chain.checkout.pricing.breaker = Some(budget_core::breaker::BreakerConfig {
-                        failure_threshold: 1_000_000,
-                        ..Default::default()
-                    });
+                    chain.checkout.pricing.retry_budget = Some(
+                        budget_core::retry::RetryBudgetConfig::default()
+                            .min_per_sec(0)
+                            .ratio(ratio),
+                    );
+                    chain.checkout.pricing.breaker = Some(
+                        budget_core::breaker::BreakerConfig::default().failure_threshold(1_000_000),
+                    );
                 }
                 Some(None) => defaults = true,
                 None => chain = chain.mode(BudgetMode::Off),

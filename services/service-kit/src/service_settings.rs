@@ -123,13 +123,11 @@ impl ServiceSettings {
     /// assert_eq!(s.max_budget, Duration::from_secs(10));
     /// ```
     pub fn new(listen: SocketAddr, reserve: Duration) -> Self {
-        let budget = ServerConfig {
-            default_budget: DEFAULT_BUDGET,
-            max_budget: DEFAULT_MAX_BUDGET,
-            floor: DEFAULT_FLOOR,
-            reserve,
-            ..ServerConfig::default()
-        };
+        let budget = ServerConfig::default()
+            .default_budget(DEFAULT_BUDGET)
+            .max_budget(DEFAULT_MAX_BUDGET)
+            .floor(DEFAULT_FLOOR)
+            .reserve(reserve);
         Self::from_server_config(listen, &budget)
     }
 
@@ -158,15 +156,14 @@ impl ServiceSettings {
     /// assert_eq!(s.server_config().reserve, Duration::from_millis(10));
     /// ```
     pub fn server_config(&self) -> ServerConfig {
-        ServerConfig {
-            default_budget: self.default_budget,
-            max_budget: self.max_budget,
-            floor: self.floor,
-            reserve: self.reserve,
-            max_in_flight: self.max_in_flight,
-            ledger: self.ledger,
-            ..ServerConfig::default()
-        }
+        let mut config = ServerConfig::default()
+            .default_budget(self.default_budget)
+            .max_budget(self.max_budget)
+            .floor(self.floor)
+            .reserve(self.reserve)
+            .ledger(self.ledger);
+        config.max_in_flight = self.max_in_flight;
+        config
     }
 
     /// The layer in front of the service's route: the budget layer with
@@ -220,12 +217,10 @@ mod tests {
         assert_eq!(DEFAULT_BUDGET, library.default_budget);
         assert_eq!(
             service.server_config(),
-            ServerConfig {
-                max_budget: DEFAULT_MAX_BUDGET,
-                floor: DEFAULT_FLOOR,
-                reserve,
-                ..library
-            }
+            library
+                .max_budget(DEFAULT_MAX_BUDGET)
+                .floor(DEFAULT_FLOOR)
+                .reserve(reserve)
         );
         assert_eq!(
             ServiceSettings::from_server_config(service.listen, &service.server_config()),

@@ -90,11 +90,23 @@ pub enum QueueOrder {
 /// config.validate().unwrap();
 ///
 /// let lifo: QueueConfig = serde_json::from_str(r#""lifo""#).unwrap();
-/// assert_eq!(lifo, QueueConfig { order: QueueOrder::Lifo, ..Default::default() });
+/// assert_eq!(lifo, QueueConfig::default().order(QueueOrder::Lifo));
 /// assert!(serde_json::from_str::<QueueConfig>(r#""random""#).is_err());
+/// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters, one per field; [`validate`](Self::validate) checks them:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::admission::{QueueConfig, QueueOrder};
+///
+/// let c = QueueConfig::default().order(QueueOrder::Fifo).target(Duration::from_millis(10));
+/// assert!(c.validate().is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, remote = "Self")]
+#[non_exhaustive]
 pub struct QueueConfig {
     /// The order among waiters of one criticality.
     pub order: QueueOrder,
@@ -185,6 +197,61 @@ impl QueueConfig {
         could.mul_f64(self.standing_share).max(self.target)
     }
 
+    /// The same config with `order`: the order among waiters of one
+    /// criticality.
+    ///
+    /// ```
+    /// # use budget_core::admission::{QueueConfig, QueueOrder};
+    /// assert_eq!(QueueConfig::default().order(QueueOrder::Lifo).order, QueueOrder::Lifo);
+    /// ```
+    pub fn order(mut self, value: QueueOrder) -> Self {
+        self.order = value;
+        self
+    }
+
+    /// The same config with `target`: what a newcomer may always wait
+    /// while the queue stands, more than zero and shorter than `interval`
+    /// (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::admission::QueueConfig;
+    /// let c = QueueConfig::default().target(Duration::from_millis(10));
+    /// assert_eq!(c.target, Duration::from_millis(10));
+    /// ```
+    pub fn target(mut self, value: Duration) -> Self {
+        self.target = value;
+        self
+    }
+
+    /// The same config with `interval`: how long the queue must go
+    /// without emptying before it can stand, more than zero (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::admission::QueueConfig;
+    /// let c = QueueConfig::default().interval(Duration::from_millis(200));
+    /// assert_eq!(c.interval, Duration::from_millis(200));
+    /// ```
+    pub fn interval(mut self, value: Duration) -> Self {
+        self.interval = value;
+        self
+    }
+
+    /// The same config with `standing_share`: the share of what a
+    /// newcomer can wait that a standing queue lets it wait, more than 0
+    /// and at most 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::QueueConfig;
+    /// assert_eq!(QueueConfig::default().standing_share(0.5).standing_share, 0.5);
+    /// ```
+    pub fn standing_share(mut self, value: f64) -> Self {
+        self.standing_share = value;
+        self
+    }
+
     /// Checks the config, or returns a [`ConfigError`] naming the bad field:
     /// `target` or `interval` zero, `target` not shorter than `interval`,
     /// or `standing_share` not more than 0 and at most 1.
@@ -193,7 +260,8 @@ impl QueueConfig {
     /// use std::time::Duration;
     /// use budget_core::admission::QueueConfig;
     ///
-    /// let err = QueueConfig { target: Duration::from_millis(100), ..Default::default() }
+    /// let err = QueueConfig::default()
+    ///     .target(Duration::from_millis(100))
     ///     .validate()
     ///     .unwrap_err();
     /// assert_eq!(err.field(), "target");
