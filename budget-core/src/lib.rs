@@ -71,8 +71,8 @@ pub mod telemetry;
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
 
-#[cfg(feature = "client")]
-#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "client", feature = "grpc"))))]
 pub mod client;
 
 pub use budget::{Budget, Exhausted};

@@ -170,7 +170,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let config = AdaptiveLimitConfig { probe_samples: 1, window_samples: 1, ..Default::default() };
+//! let config = AdaptiveLimitConfig::default().probe_samples(1).window_samples(1);
 //! let limit = AdaptiveLimit::new(config).unwrap();
 //! let rtt = Duration::from_millis(50);
 //!
@@ -271,7 +271,7 @@ impl LimitConfig {
     ///
     /// assert!(LimitConfig::Fixed(8).validate().is_ok());
     /// assert_eq!(LimitConfig::Fixed(0).validate().unwrap_err().field(), "concurrency");
-    /// let inverted = AdaptiveLimitConfig { min: 20, max: 10, ..Default::default() };
+    /// let inverted = AdaptiveLimitConfig::default().min(20).max(10);
     /// assert_eq!(LimitConfig::Adaptive(inverted).validate().unwrap_err().field(), "max");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -398,8 +398,21 @@ impl<'de> Visitor<'de> for LimitConfigVisitor {
 /// assert_eq!(c.initial_limit(), 10);
 /// assert!(c.validate().is_ok());
 /// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters, one per field; [`validate`](Self::validate) (and
+/// [`AdaptiveLimit::new`]) checks them:
+///
+/// ```
+/// use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+///
+/// let c = AdaptiveLimitConfig::default().min(2).max(64).initial(16);
+/// assert_eq!(c.initial_limit(), 16);
+/// assert!(LimitConfig::Adaptive(c).validate().is_ok());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct AdaptiveLimitConfig {
     /// The smallest limit, at least 1. Default 1.
     pub min: usize,
@@ -466,6 +479,137 @@ impl Default for AdaptiveLimitConfig {
 }
 
 impl AdaptiveLimitConfig {
+    /// The same settings with `min`: the smallest limit, at least 1
+    /// (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().min(2).min, 2);
+    /// ```
+    pub fn min(mut self, value: usize) -> Self {
+        self.min = value;
+        self
+    }
+
+    /// The same settings with `max`: the largest limit, at least `min`
+    /// (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().max(64).max, 64);
+    /// ```
+    pub fn max(mut self, value: usize) -> Self {
+        self.max = value;
+        self
+    }
+
+    /// The same settings with `initial`: the limit once the first call has
+    /// answered, within `[min, max]` (checked by
+    /// [`validate`](Self::validate)). Unset (the default), it is 10
+    /// clamped into `[min, max]`; to unset it again, set the field to
+    /// `None`.
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().initial(16).initial, Some(16));
+    /// ```
+    pub fn initial(mut self, value: usize) -> Self {
+        self.initial = Some(value);
+        self
+    }
+
+    /// The same settings with `window`: the shortest sample window, more
+    /// than zero (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// let c = AdaptiveLimitConfig::default().window(Duration::from_millis(500));
+    /// assert_eq!(c.window, Duration::from_millis(500));
+    /// ```
+    pub fn window(mut self, value: Duration) -> Self {
+        self.window = value;
+        self
+    }
+
+    /// The same settings with `window_samples`: the most answers a window
+    /// waits for, at least 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().window_samples(100).window_samples, 100);
+    /// ```
+    pub fn window_samples(mut self, value: usize) -> Self {
+        self.window_samples = value;
+        self
+    }
+
+    /// The same settings with `buffer`: how much slower than `min_rtt` the
+    /// latency may be before the limit stops growing, finite and at least
+    /// 0 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().buffer(0.2).buffer, 0.2);
+    /// ```
+    pub fn buffer(mut self, value: f64) -> Self {
+        self.buffer = value;
+        self
+    }
+
+    /// The same settings with `drop_factor`: what a drop multiplies the
+    /// limit by, more than 0 and less than 1 (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().drop_factor(0.5).drop_factor, 0.5);
+    /// ```
+    pub fn drop_factor(mut self, value: f64) -> Self {
+        self.drop_factor = value;
+        self
+    }
+
+    /// The same settings with `probe_interval`: the time between two
+    /// min-RTT probes, more than zero (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// let c = AdaptiveLimitConfig::default().probe_interval(Duration::from_secs(30));
+    /// assert_eq!(c.probe_interval, Duration::from_secs(30));
+    /// ```
+    pub fn probe_interval(mut self, value: Duration) -> Self {
+        self.probe_interval = value;
+        self
+    }
+
+    /// The same settings with `probe_jitter`: the largest fraction of
+    /// `probe_interval` added at random to each wait for a probe, from 0
+    /// to 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().probe_jitter(0.0).probe_jitter, 0.0);
+    /// ```
+    pub fn probe_jitter(mut self, value: f64) -> Self {
+        self.probe_jitter = value;
+        self
+    }
+
+    /// The same settings with `probe_samples`: the calls a min-RTT probe
+    /// averages, at least 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// assert_eq!(AdaptiveLimitConfig::default().probe_samples(5).probe_samples, 5);
+    /// ```
+    pub fn probe_samples(mut self, value: usize) -> Self {
+        self.probe_samples = value;
+        self
+    }
+
     /// Checks every field, or returns a [`ConfigError`] naming the first bad
     /// one (`min`, `max`, `initial`, `window`, `window_samples`, `buffer`,
     /// `drop_factor`, `probe_interval`, `probe_jitter`, `probe_samples`).
@@ -473,9 +617,9 @@ impl AdaptiveLimitConfig {
     /// ```
     /// use budget_core::admission::AdaptiveLimitConfig;
     ///
-    /// let c = AdaptiveLimitConfig { buffer: f64::NAN, ..Default::default() };
+    /// let c = AdaptiveLimitConfig::default().buffer(f64::NAN);
     /// assert_eq!(c.validate().unwrap_err().to_string(), "invalid config: `buffer` must be a finite number, at least 0");
-    /// let c = AdaptiveLimitConfig { initial: Some(300), ..Default::default() };
+    /// let c = AdaptiveLimitConfig::default().initial(300);
     /// assert_eq!(c.validate().unwrap_err().field(), "initial");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -533,8 +677,8 @@ impl AdaptiveLimitConfig {
     /// ```
     /// use budget_core::admission::AdaptiveLimitConfig;
     ///
-    /// assert_eq!(AdaptiveLimitConfig { max: 4, ..Default::default() }.initial_limit(), 4);
-    /// assert_eq!(AdaptiveLimitConfig { initial: Some(16), ..Default::default() }.initial_limit(), 16);
+    /// assert_eq!(AdaptiveLimitConfig::default().max(4).initial_limit(), 4);
+    /// assert_eq!(AdaptiveLimitConfig::default().initial(16).initial_limit(), 16);
     /// ```
     pub fn initial_limit(&self) -> usize {
         self.initial
@@ -589,7 +733,7 @@ pub enum Sample {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let config = AdaptiveLimitConfig { probe_samples: 1, ..Default::default() };
+/// let config = AdaptiveLimitConfig::default().probe_samples(1);
 /// let limit = Arc::new(AdaptiveLimit::new(config).unwrap());
 /// let rtt = Duration::from_millis(20);
 /// // The first min-RTT probe: one call at low concurrency.
@@ -733,14 +877,14 @@ impl AdaptiveLimit {
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { initial: Some(16), ..Default::default() }).unwrap();
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default().initial(16)).unwrap();
     /// assert_eq!(limit.current(), 3);
     /// let now = tokio::time::Instant::now();
     /// for in_flight in 1..=3 {
     ///     limit.on_sample(now, Duration::from_millis(50), in_flight, Sample::Success);
     /// }
     /// assert_eq!(limit.current(), 16);
-    /// let err = AdaptiveLimit::new(AdaptiveLimitConfig { min: 0, ..Default::default() }).unwrap_err();
+    /// let err = AdaptiveLimit::new(AdaptiveLimitConfig::default().min(0)).unwrap_err();
     /// assert_eq!(err.field(), "min");
     /// # }
     /// ```
@@ -773,7 +917,7 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
-    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig { max: 2, ..Default::default() }).unwrap();
+    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default().max(2)).unwrap();
     /// assert_eq!(limit.current(), 2);
     /// ```
     pub fn current(&self) -> usize {
@@ -905,7 +1049,7 @@ impl AdaptiveLimit {
     /// ends the hold (`on_full(end)`) and takes the new limit, so that the
     /// calls waiting get it even if no other call comes. Outside a tokio
     /// runtime nothing is timed, and the first answer ends the hold.
-    #[cfg(any(feature = "client", feature = "server"))]
+    #[cfg(any(any(feature = "client", feature = "grpc"), feature = "server"))]
     pub(crate) fn at_hold_end(end: Instant, then: impl FnOnce() + Send + 'static) {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {

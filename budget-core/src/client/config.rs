@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::Url;
 use serde::{Deserialize, Serialize};
+use url::Url;
 
 use super::engine::Dependency;
 use super::hedge::HedgeConfig;
@@ -333,6 +333,7 @@ impl DependencyConfig {
     /// c.retry.max_attempts = 0;
     /// assert_eq!(c.build().unwrap_err().to_string(), "invalid config: `retry.max_attempts` must be at least 1");
     /// ```
+    #[cfg(feature = "client")]
     pub fn build(&self) -> Result<super::BudgetClient, ConfigError> {
         super::BudgetClient::builder(self.clone()).build()
     }

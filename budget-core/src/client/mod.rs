@@ -140,21 +140,31 @@
 //! # fn main() {}
 //! ```
 
+// With `grpc` alone, the HTTP client's own parts (the token refresh, the
+// stale cache, the buffered response) are built for their public types and
+// `DependencyConfig`, but nothing calls them.
+#![cfg_attr(not(feature = "client"), allow(dead_code))]
+
+#[cfg(feature = "client")]
 mod attempt;
 pub mod auth;
+#[cfg(feature = "client")]
 mod budget_client;
+#[cfg(feature = "client")]
 mod call;
 mod config;
-mod engine;
+pub(crate) mod engine;
 mod error;
 mod hedge;
 mod optional;
 mod permits;
+#[cfg(feature = "client")]
 mod request;
 mod response;
 pub mod stale;
 
 pub use auth::{AUTH_SUFFIX, InvalidToken, Token, TokenSource, TokenUnavailable};
+#[cfg(feature = "client")]
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
@@ -177,6 +187,7 @@ pub use error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
 pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
+#[cfg(feature = "client")]
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;
 pub use stale::{

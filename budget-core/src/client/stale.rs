@@ -81,9 +81,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::CACHE_CONTROL;
 use http::{HeaderMap, Method, StatusCode, Version};
-use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
+use url::Url;
 
 use super::config::OnUnavailable;
 use super::error::{CallError, CallErrorKind};
@@ -126,11 +126,23 @@ pub const DEFAULT_STALE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// use budget_core::client::StaleCacheConfig;
 /// let c: StaleCacheConfig = toml::from_str("max_entries = 16").unwrap();
 /// assert_eq!((c.max_entries, c.max_bytes), (16, 8 * 1024 * 1024));
-/// let err = StaleCacheConfig { max_bytes: 0, ..c }.validate().unwrap_err();
+/// let err = c.max_bytes(0).validate().unwrap_err();
 /// assert_eq!(err.field(), "max_bytes");
+/// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters, one per field:
+///
+/// ```
+/// use budget_core::client::StaleCacheConfig;
+///
+/// let c = StaleCacheConfig::default().max_entries(512).max_bytes(1 << 20);
+/// assert_eq!((c.max_entries, c.max_bytes), (512, 1 << 20));
+/// assert!(c.validate().is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct StaleCacheConfig {
     /// URLs kept at most; at least 1. Default 1024.
     pub max_entries: usize,
@@ -149,6 +161,30 @@ impl Default for StaleCacheConfig {
 }
 
 impl StaleCacheConfig {
+    /// The same config with `max_entries`: the URLs kept at most, at
+    /// least 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::client::StaleCacheConfig;
+    /// assert_eq!(StaleCacheConfig::default().max_entries(16).max_entries, 16);
+    /// ```
+    pub fn max_entries(mut self, value: usize) -> Self {
+        self.max_entries = value;
+        self
+    }
+
+    /// The same config with `max_bytes`: the bytes kept at most, at least
+    /// 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::client::StaleCacheConfig;
+    /// assert_eq!(StaleCacheConfig::default().max_bytes(1 << 20).max_bytes, 1 << 20);
+    /// ```
+    pub fn max_bytes(mut self, value: u64) -> Self {
+        self.max_bytes = value;
+        self
+    }
+
     /// Checks both bounds.
     ///
     /// # Errors
@@ -158,7 +194,7 @@ impl StaleCacheConfig {
     /// ```
     /// use budget_core::client::StaleCacheConfig;
     /// assert!(StaleCacheConfig::default().validate().is_ok());
-    /// let err = StaleCacheConfig { max_entries: 0, ..Default::default() }.validate().unwrap_err();
+    /// let err = StaleCacheConfig::default().max_entries(0).validate().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `max_entries` must be at least 1");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -97,7 +97,7 @@ impl FloorConfig {
     /// ```
     /// # use budget_core::floor::{FloorConfig, LearnedFloorConfig};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// let bad = FloorConfig::Learned(LearnedFloorConfig { margin: 0.0, ..Default::default() });
+    /// let bad = FloorConfig::Learned(LearnedFloorConfig::default().margin(0.0));
     /// assert_eq!(bad.build().unwrap_err().field(), "margin");
     /// # }
     /// ```
@@ -248,7 +248,7 @@ impl DependencyFloor {
 
     /// Reports the floor as `dependency`'s `budget_floor_seconds` gauge:
     /// a fixed one once, a learned one whenever it is recomputed.
-    #[cfg(any(feature = "client", test))]
+    #[cfg(any(any(feature = "client", feature = "grpc"), test))]
     pub(crate) fn report_as(&self, dependency: Arc<str>) {
         match self {
             DependencyFloor::Fixed(floor) => {

@@ -27,7 +27,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let config = LearnedFloorConfig { margin: 1.5, ..Default::default() };
+//! let config = LearnedFloorConfig::default().margin(1.5);
 //! let floor = LearnedFloor::new(config).unwrap();
 //! // Cold start: too few samples, the configured minimum applies.
 //! assert_eq!(floor.current().floor.get(), Duration::from_millis(5));
@@ -83,8 +83,22 @@ pub(crate) const MAX_SAMPLE: Duration = Duration::from_secs(60);
 /// assert_eq!(c.margin, 1.0);
 /// assert!(toml::from_str::<LearnedFloorConfig>("p = 0.9").is_err());
 /// ```
+///
+/// In code, start from [`Default`] (or [`DEFAULT`](Self::DEFAULT) in a
+/// `const`) and change what differs with the setters, one per field;
+/// [`validate`](Self::validate) (and [`LearnedFloor::new`]) checks them:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::floor::LearnedFloorConfig;
+///
+/// const P99: LearnedFloorConfig = LearnedFloorConfig::DEFAULT.quantile(0.99).max(Duration::from_secs(1));
+/// assert!(P99.validate().is_ok());
+/// assert_eq!(P99.margin, LearnedFloorConfig::default().margin);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct LearnedFloorConfig {
     /// The latency quantile, strictly between 0 and 1.
     pub quantile: f64,
@@ -151,6 +165,101 @@ impl LearnedFloorConfig {
         window: Duration::from_secs(10),
     };
 
+    /// The same settings with `quantile`: the latency quantile, strictly
+    /// between 0 and 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// assert_eq!(LearnedFloorConfig::default().quantile(0.99).quantile, 0.99);
+    /// ```
+    pub const fn quantile(mut self, value: f64) -> Self {
+        self.quantile = value;
+        self
+    }
+
+    /// The same settings with `margin`: the factor on the quantile, at
+    /// least 1 (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// assert_eq!(LearnedFloorConfig::default().margin(1.5).margin, 1.5);
+    /// ```
+    pub const fn margin(mut self, value: f64) -> Self {
+        self.margin = value;
+        self
+    }
+
+    /// The same settings with `min`: the lowest floor, at most `max`
+    /// (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// let c = LearnedFloorConfig::default().min(Duration::from_millis(20));
+    /// assert_eq!(c.min, Duration::from_millis(20));
+    /// ```
+    pub const fn min(mut self, value: Duration) -> Self {
+        self.min = value;
+        self
+    }
+
+    /// The same settings with `max`: the highest floor, more than zero
+    /// (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// let c = LearnedFloorConfig::default().max(Duration::from_secs(1));
+    /// assert_eq!(c.max, Duration::from_secs(1));
+    /// ```
+    pub const fn max(mut self, value: Duration) -> Self {
+        self.max = value;
+        self
+    }
+
+    /// The same settings with `cold_start`: the floor while fewer than
+    /// `min_samples` exist, within `[min, max]` (checked by
+    /// [`validate`](Self::validate)). Unset (the default), it is `min`;
+    /// to unset it again, set the field to `None`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// let c = LearnedFloorConfig::default().cold_start(Duration::from_millis(50));
+    /// assert_eq!(c.cold_start, Some(Duration::from_millis(50)));
+    /// ```
+    pub const fn cold_start(mut self, value: Duration) -> Self {
+        self.cold_start = Some(value);
+        self
+    }
+
+    /// The same settings with `min_samples`: how many samples the window
+    /// needs before its quantile is used, at least 1 (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// assert_eq!(LearnedFloorConfig::default().min_samples(50).min_samples, 50);
+    /// ```
+    pub const fn min_samples(mut self, value: u64) -> Self {
+        self.min_samples = value;
+        self
+    }
+
+    /// The same settings with `window`: how long a sample counts, more
+    /// than zero (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::floor::LearnedFloorConfig;
+    /// let c = LearnedFloorConfig::default().window(Duration::from_secs(30));
+    /// assert_eq!(c.window, Duration::from_secs(30));
+    /// ```
+    pub const fn window(mut self, value: Duration) -> Self {
+        self.window = value;
+        self
+    }
+
     /// Checks every field; the error names it.
     ///
     /// # Errors
@@ -161,7 +270,7 @@ impl LearnedFloorConfig {
     ///
     /// ```
     /// use budget_core::floor::LearnedFloorConfig;
-    /// let bad = LearnedFloorConfig { margin: 0.5, ..Default::default() };
+    /// let bad = LearnedFloorConfig::default().margin(0.5);
     /// assert_eq!(bad.validate().unwrap_err().field(), "margin");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -391,7 +500,7 @@ impl LearnedFloor {
     ///
     /// ```
     /// use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
-    /// let bad = LearnedFloorConfig { quantile: 1.0, ..Default::default() };
+    /// let bad = LearnedFloorConfig::default().quantile(1.0);
     /// assert_eq!(LearnedFloor::new(bad).unwrap_err().field(), "quantile");
     /// ```
     pub fn new(config: LearnedFloorConfig) -> Result<Self, ConfigError> {
@@ -422,7 +531,7 @@ impl LearnedFloor {
 
     /// Reports the floor as `dependency`'s gauge from now on: now, and
     /// each time it is recomputed (not on every call that reads it).
-    #[cfg(any(feature = "client", test))]
+    #[cfg(any(any(feature = "client", feature = "grpc"), test))]
     pub(crate) fn report_as(&self, dependency: Arc<str>) {
         crate::telemetry::meter::floor(&dependency, self.current().floor.get());
         let _ = self.gauge.set(dependency);

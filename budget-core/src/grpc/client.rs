@@ -1,50 +1,58 @@
 //! [`GrpcBudgetLayer`]: a tonic client's channel as a member of the budget
-//! chain (feature `grpc`).
+//! chain (feature `grpc`), on the same call engine as the HTTP client.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response};
+#[cfg(test)]
+use http::HeaderValue;
+use http::{Request, Response};
 use http_body_util::BodyExt;
 use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::admission::REQUEST_CRITICALITY;
-use crate::breaker::{BreakerPermit, BreakerPolicy, CircuitBreaker, Verdict};
+use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
+use crate::client::engine::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
+use crate::client::{CallErrorKind, DependencyConfig, TimeoutMode};
+use crate::clock::SystemClock;
 use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
-use crate::grpc::grpc_answer;
-use crate::grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, Pushback, parse_pushback};
+use crate::grpc::{GrpcCode, grpc_answer};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
-use crate::ledger::Entry;
-use crate::problem::ProblemBody;
-use crate::problem::{Problem, ProblemKind};
-use crate::retry::{RetryBudget, RetryBudgetConfig};
+use crate::problem::{Problem, ProblemBody, ProblemKind};
+use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig, TransportKind};
 
 /// Makes every call through a tonic channel spend the current request's
-/// budget: it sends `grpc-timeout` = what is left minus the reserve (the
-/// smaller, when the call set one), refuses below the floor before any I/O
-/// (`DEADLINE_EXCEEDED`, and the call is not made), answers
-/// `DEADLINE_EXCEEDED` itself when the budget runs out in flight (where
-/// tonic's own timeout would say `Cancelled`), records every attempt in the
-/// ledger, forwards `request-criticality`, and retries calls it is told are
-/// idempotent on `UNAVAILABLE` (or the statuses of
-/// [`retry_on`](Self::retry_on)) and transport errors, paid from the budget
-/// and honouring `grpc-retry-pushback-ms`.
+/// budget, on the same call engine as the HTTP client
+/// ([`BudgetClient`](crate::client)): it sends `grpc-timeout` = what is
+/// left minus the reserve (the smaller, when the call set one), refuses
+/// below the floor before any I/O (`DEADLINE_EXCEEDED`, and the call is
+/// not made), answers `DEADLINE_EXCEEDED` itself when the budget runs out
+/// in flight (where tonic's own timeout would say `Cancelled`), records
+/// every attempt in the ledger, forwards `request-criticality`, and
+/// retries calls it is told are idempotent on `UNAVAILABLE` (or the
+/// statuses of [`retry_on`](Self::retry_on)) and transport errors, after
+/// the retry policy's backoff or the answer's `grpc-retry-pushback-ms`,
+/// paid from the budget.
 ///
 /// Inside a budget-aware handler (HTTP or gRPC) it needs no budget
 /// argument: it reads the [`context`](crate::context). Outside one, calls
-/// pass through untouched.
+/// pass through untouched, unless the dependency runs with a fixed timeout
+/// ([`TimeoutMode::Fixed`]).
 ///
-/// Like the HTTP client it can have a learned floor
-/// ([`floor_config`](Self::floor_config)), a circuit breaker and a retry
-/// budget; not here yet: permit queues and adaptive concurrency.
+/// [`from_config`](Self::from_config) gives it everything a
+/// [`DependencyConfig`] gives the HTTP client: the learned floor, the
+/// retry policy and budget, the breaker, the permit queue and adaptive
+/// concurrency, hedging, the fixed-timeout mode; the builder methods set
+/// them one by one. Its attempts have the same spans (with `rpc.system`
+/// `grpc`), metrics and ledger entries as the HTTP client's.
 ///
 /// # Example
 ///
@@ -67,16 +75,15 @@ pub struct GrpcBudgetLayer {
 
 #[derive(Clone, Debug)]
 struct Config {
-    dependency: Arc<str>,
-    floor: DependencyFloor,
-    /// Attempts per call when idempotent (1: no retry).
-    max_attempts: u32,
-    /// The wait before a retry when the answer named none.
-    retry_wait: Duration,
-    breaker: Option<Arc<CircuitBreaker>>,
-    retry_budget: Option<RetryBudget>,
+    dependency: Dependency,
+    /// The retry settings the policy is built from.
+    retry: RetryConfig,
     /// The statuses an idempotent call is retried on.
     retry_on: Vec<GrpcCode>,
+    /// The calls may be sent more than once.
+    idempotent: bool,
+    mode: TimeoutMode,
+    fixed_timeout: Duration,
 }
 
 impl GrpcBudgetLayer {
@@ -88,17 +95,73 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn new(dependency: impl Into<Arc<str>>) -> Self {
+        let retry = RetryConfig {
+            max_attempts: 1,
+            ..RetryConfig::default()
+        };
+        let retry_on = DEFAULT_RETRYABLE_GRPC_CODES.to_vec();
         Self {
             config: Arc::new(Config {
-                dependency: dependency.into(),
-                floor: DependencyFloor::Fixed(Floor::new(Duration::ZERO)),
-                max_attempts: 1,
-                retry_wait: Duration::from_millis(10),
-                breaker: None,
-                retry_budget: None,
-                retry_on: vec![GrpcCode::Unavailable],
+                dependency: Dependency {
+                    name: dependency.into(),
+                    floor: DependencyFloor::Fixed(Floor::new(Duration::ZERO)),
+                    policy: policy(&retry, &retry_on),
+                    retry_budget: None,
+                    breaker: None,
+                    permits: None,
+                    hedge: None,
+                },
+                retry,
+                retry_on,
+                idempotent: false,
+                mode: TimeoutMode::Budget,
+                fixed_timeout: crate::client::DEFAULT_FIXED_TIMEOUT,
             }),
         }
+    }
+
+    /// A layer with everything `config` gives the HTTP client of the same
+    /// dependency: its name, floor, retry policy (the calls are idempotent
+    /// when `retry.max_attempts` is more than 1) and retry budget, breaker
+    /// (shared through `registry` when one is given, keyed by the URL's
+    /// host and port), concurrency limit and permit queue, hedging, and
+    /// its timeout mode. The URL names the endpoint the breaker is kept
+    /// for; the channel the layer wraps is what calls it.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid field, named as [`DependencyConfig::build`]
+    /// names it.
+    ///
+    /// ```
+    /// use budget_core::client::DependencyConfig;
+    /// use budget_core::grpc::GrpcBudgetLayer;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let mut config = DependencyConfig::new("inventory", "http://127.0.0.1:50051");
+    /// config.concurrency = Some(8.into());
+    /// config.retry.max_attempts = 3;
+    /// let layer = GrpcBudgetLayer::from_config(&config, None).unwrap();
+    /// # let _ = layer;
+    /// # }
+    /// ```
+    pub fn from_config(
+        config: &DependencyConfig,
+        registry: Option<&BreakerRegistry>,
+    ) -> Result<Self, ConfigError> {
+        let settings = config.settings(registry)?;
+        let retry_on = DEFAULT_RETRYABLE_GRPC_CODES.to_vec();
+        let mut dependency = settings.dependency;
+        dependency.policy = policy(&config.retry, &retry_on);
+        Ok(Self {
+            config: Arc::new(Config {
+                dependency,
+                retry: config.retry.clone(),
+                retry_on,
+                idempotent: config.retry.max_attempts > 1,
+                mode: settings.mode,
+                fixed_timeout: settings.fixed_timeout,
+            }),
+        })
     }
 
     /// Below `floor` (of what is left net of the reserve) the call is not
@@ -110,7 +173,7 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn floor(self, floor: Duration) -> Self {
-        self.with(|c| c.floor = DependencyFloor::Fixed(Floor::new(floor)))
+        self.with(|c| c.dependency.floor = DependencyFloor::Fixed(Floor::new(floor)))
     }
 
     /// The floor as the HTTP client takes it: fixed, or learned from this
@@ -131,7 +194,8 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn floor_config(self, floor: &FloorConfig) -> Result<Self, ConfigError> {
         let floor = floor.build().map_err(|e| e.within("floor"))?;
-        Ok(self.with(|c| c.floor = floor))
+        floor.report_as(Arc::clone(&self.config.dependency.name));
+        Ok(self.with(|c| c.dependency.floor = floor))
     }
 
     /// A circuit breaker, as the HTTP client's: `UNAVAILABLE`, `INTERNAL`,
@@ -146,8 +210,8 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn breaker(self, policy: BreakerPolicy) -> Self {
-        let breaker = CircuitBreaker::new(self.config.dependency.as_ref(), policy);
-        self.with(|c| c.breaker = Some(Arc::new(breaker)))
+        let breaker = CircuitBreaker::new(self.config.dependency.name.as_ref(), policy);
+        self.with(|c| c.dependency.breaker = Some(Arc::new(breaker)))
     }
 
     /// A retry budget, as the HTTP client's: every call deposits, every
@@ -166,21 +230,26 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn retry_budget(self, config: &RetryBudgetConfig) -> Result<Self, ConfigError> {
         let budget = config.build().map_err(|e| e.within("retry_budget"))?;
-        Ok(self.with(|c| c.retry_budget = Some(budget)))
+        Ok(self.with(|c| c.dependency.retry_budget = Some(budget)))
     }
 
     /// The calls are idempotent: an `UNAVAILABLE` answer or a transport
     /// error is retried, up to `max_attempts` attempts in all, after the
-    /// answer's `grpc-retry-pushback-ms` (or 10 ms), while what is left
-    /// covers the wait and the floor. A negative pushback means "do not
-    /// retry". The request body is buffered to be sent again.
+    /// answer's `grpc-retry-pushback-ms` or the retry policy's backoff
+    /// (100 ms, doubling, jittered), while what is left covers the wait
+    /// and the floor. A negative pushback means "do not retry". The
+    /// request body is buffered to be sent again.
     ///
     /// ```
     /// let layer = budget_core::grpc::GrpcBudgetLayer::new("partner").idempotent(3);
     /// # let _ = layer;
     /// ```
     pub fn idempotent(self, max_attempts: u32) -> Self {
-        self.with(|c| c.max_attempts = max_attempts.max(1))
+        self.with(|c| {
+            c.retry.max_attempts = max_attempts.max(1);
+            c.idempotent = max_attempts > 1;
+            c.dependency.policy = policy(&c.retry, &c.retry_on);
+        })
     }
 
     /// The statuses an idempotent call is retried on (default:
@@ -195,7 +264,10 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn retry_on(self, codes: &[GrpcCode]) -> Self {
-        self.with(|c| c.retry_on = codes.to_vec())
+        self.with(|c| {
+            c.retry_on = codes.to_vec();
+            c.dependency.policy = policy(&c.retry, &c.retry_on);
+        })
     }
 
     fn with(self, f: impl FnOnce(&mut Config)) -> Self {
@@ -205,6 +277,20 @@ impl GrpcBudgetLayer {
             config: Arc::new(config),
         }
     }
+}
+
+/// The retry policy of `retry` (validated: a setting it refuses keeps the
+/// default's), retrying gRPC answers with `codes`.
+fn policy(retry: &RetryConfig, codes: &[GrpcCode]) -> crate::retry::RetryPolicy {
+    let built = retry.build().unwrap_or_else(|_| {
+        RetryConfig {
+            max_attempts: retry.max_attempts.max(1),
+            ..RetryConfig::default()
+        }
+        .build()
+        .unwrap_or_default()
+    });
+    built.with_grpc_codes(codes.iter().copied())
 }
 
 impl<S> Layer<S> for GrpcBudgetLayer {
@@ -258,11 +344,19 @@ where
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
         let config = self.config.clone();
-        match context::current() {
-            None => Box::pin(Call { inner, config }.pass_through(req)),
-            Some(cx) => Box::pin(Call { inner, config }.run(cx, req)),
+        let cx = context::current();
+        if cx.is_none() && config.mode == TimeoutMode::Budget {
+            return Box::pin(pass_through(inner, req));
         }
+        Box::pin(Call { inner, config }.run(cx, req))
     }
+}
+
+async fn pass_through<S, B, RB>(mut inner: S, req: Request<B>) -> Result<Response<RB>, S::Error>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+{
+    inner.call(req).await
 }
 
 /// One call through the layer.
@@ -272,29 +366,32 @@ struct Call<S> {
 }
 
 impl<S> Call<S> {
-    async fn pass_through<B, RB>(mut self, req: Request<B>) -> Result<Response<RB>, S::Error>
-    where
-        S: Service<Request<B>, Response = Response<RB>>,
-    {
-        self.inner.call(req).await
-    }
-
     async fn run<B, RB>(
-        mut self,
-        cx: RequestContext,
+        self,
+        cx: Option<RequestContext>,
         req: Request<B>,
     ) -> Result<Response<RB>, S::Error>
     where
-        S: Service<Request<B>, Response = Response<RB>>,
+        S: Service<Request<B>, Response = Response<RB>> + Clone,
         B: http_body::Body<Data = Bytes> + ProblemBody,
         RB: ProblemBody,
     {
-        let config = &self.config;
-        let dependency = config.dependency.clone();
-        let ledger = cx.ledger().clone();
+        let config = &*self.config;
         let (parts, body) = req.into_parts();
+        let timing = match (config.mode, &cx) {
+            (TimeoutMode::Budget, Some(cx)) => {
+                let net = cx.budget().less(cx.reserve());
+                // The call's own `grpc-timeout`, when smaller, bounds it.
+                let own = parts
+                    .headers
+                    .get(GRPC_TIMEOUT)
+                    .and_then(|v| parse_grpc_timeout(v.as_bytes()).ok());
+                Timing::Budget(own.map_or(net, |own| net.child_capped(own)))
+            }
+            _ => Timing::Fixed(config.fixed_timeout),
+        };
         // Buffered only when it may be sent again.
-        let mut body = if config.max_attempts > 1 {
+        let body = if config.idempotent {
             match body.collect().await {
                 Ok(collected) => Sent::Buffered(collected.to_bytes()),
                 Err(_) => {
@@ -304,212 +401,111 @@ impl<S> Call<S> {
                 }
             }
         } else {
-            Sent::Once(Some(body))
+            Sent::Once(Mutex::new(Some(body)))
         };
-        if let Some(budget) = &config.retry_budget {
-            budget.deposit();
-        }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let left = cx.budget().remaining().saturating_sub(cx.reserve());
-            if let Err(below) = config.floor.current().check(left) {
-                ledger.record(Entry::skip(
-                    dependency.as_ref(),
-                    format!("skipped: {below}"),
-                ));
-                let problem = Problem::new(
-                    ProblemKind::DependencyOutOfBudget,
-                    format!("{dependency} was not called: {below}"),
-                )
-                .with_dependency(dependency.as_ref());
-                return Ok(answer(&problem));
-            }
-            let permit = match config.breaker.as_deref().map(CircuitBreaker::try_acquire) {
-                None => None,
-                Some(Ok(permit)) => Some(permit),
-                Some(Err(open)) => {
-                    ledger.record(Entry::skip(dependency.as_ref(), open.skip_note()));
-                    let problem = Problem::new(
-                        ProblemKind::CircuitOpen,
-                        format!("{dependency} was not called: its circuit is open"),
-                    )
-                    .with_dependency(dependency.as_ref())
-                    .with_retry_after(open.retry_after());
-                    return Ok(answer(&problem));
-                }
-            };
-            // Always there: a body sent once is never sent again (`again`).
-            let Some(this_body) = body.next() else {
-                let problem = Problem::new(ProblemKind::BadBody, "no request body to send");
-                return Ok(answer(&problem));
-            };
-            let mut req = Request::from_parts(parts.clone(), this_body);
-            // A half-open breaker's probe waits no longer than its limit.
-            let sent = sent_timeout(req.headers().get(GRPC_TIMEOUT), left);
-            let sent = permit
-                .as_ref()
-                .and_then(BreakerPermit::attempt_limit)
-                .map_or(sent, |limit| sent.min(limit));
-            req.headers_mut()
-                .insert(GRPC_TIMEOUT, encode_grpc_timeout(sent));
-            req.headers_mut()
-                .insert(REQUEST_CRITICALITY, cx.criticality().header_value());
-            let start = Instant::now();
-            // The caller made the service ready for the first attempt; a
-            // retry readies it again.
-            let ready = if attempt == 1 {
-                Ok(())
-            } else {
-                std::future::poll_fn(|task| self.inner.poll_ready(task)).await
-            };
-            let outcome = match ready {
-                Err(e) => Some(Err(e)),
-                Ok(()) => tokio::time::timeout(sent, self.inner.call(req)).await.ok(),
-            };
-            let took = start.elapsed();
-            // `None` is our deadline. Past it, whatever came back is the
-            // budget running out too: tonic's channel times the call out on
-            // the `grpc-timeout` we sent, at the same instant, and calls
-            // that `Cancelled`.
-            let outcome = match outcome {
-                Some(outcome) if took < sent => outcome,
-                _ => {
-                    ledger.record(Entry::attempt(
-                        dependency.as_ref(),
-                        attempt,
-                        took,
-                        "timeout",
+        let criticality = cx.as_ref().map(RequestContext::criticality);
+        let plan = Plan {
+            timing,
+            ledger: cx.as_ref().map(|cx| cx.ledger().clone()),
+            may_retry: config.idempotent,
+            method: parts.method.clone(),
+            criticality: criticality.unwrap_or_default(),
+            refreshes_auth: false,
+            rpc: Rpc::Grpc,
+        };
+        // The channel's own error of the last attempt that failed, given
+        // back to the caller as it came.
+        let failed: Mutex<Option<S::Error>> = Mutex::new(None);
+        let (body, parts, failed_ref) = (&body, &parts, &failed);
+        let channel = self.inner;
+        let attempt = move |spec: AttemptSpec| {
+            let mut inner = channel.clone();
+            let mut req = body
+                .next()
+                .map(|body| Request::from_parts(parts.clone(), body));
+            let failed = failed_ref;
+            async move {
+                // Always there: a body sent once is never sent again (its
+                // call may not be retried).
+                let Some(mut req) = req.take() else {
+                    return Err(AttemptError::new(
+                        TransportKind::Other,
+                        "no request body to send",
                     ));
-                    config.floor.observe(took);
-                    if let Some(permit) = permit {
-                        permit.record(Verdict::TimedOut);
-                    }
-                    let problem = Problem::new(
-                        ProblemKind::DependencyOutOfBudget,
-                        format!(
-                            "{dependency} did not answer within the budget ({}ms)",
-                            sent.as_millis()
-                        ),
-                    )
-                    .with_dependency(dependency.as_ref());
-                    return Ok(answer(&problem));
+                };
+                let headers = req.headers_mut();
+                headers.remove(GRPC_TIMEOUT);
+                if let Some(budget) = spec.budget {
+                    headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(budget));
                 }
-            };
-            let retry = match &outcome {
-                Err(_) => {
-                    ledger.record(Entry::attempt(
-                        dependency.as_ref(),
-                        attempt,
-                        took,
-                        "transport",
-                    ));
-                    if let Some(permit) = permit {
-                        permit.record(Verdict::Failure);
-                    }
-                    Some(config.retry_wait)
+                if let Some(criticality) = criticality {
+                    headers.insert(REQUEST_CRITICALITY, criticality.header_value());
                 }
-                Ok(res) => {
-                    let status = res.headers().get(GRPC_STATUS).and_then(|v| v.to_str().ok());
-                    let label =
-                        status.map_or_else(|| "200".to_owned(), |code| format!("grpc-{code}"));
-                    ledger.record(Entry::attempt(dependency.as_ref(), attempt, took, label));
-                    let verdict = verdict(status);
-                    if verdict == Verdict::Success {
-                        config.floor.observe(took);
-                    }
-                    if let Some(permit) = permit {
-                        permit.record(verdict);
-                    }
-                    let code = status.and_then(|code| code.parse::<u8>().ok());
-                    let retryable =
-                        code.is_some_and(|code| config.retry_on.iter().any(|c| *c as u8 == code));
-                    retryable
-                        .then(|| {
-                            pushback(res.headers().get(GRPC_RETRY_PUSHBACK_MS), config.retry_wait)
-                        })
-                        .flatten()
-                }
-            };
-            let Some(wait) = retry else { return outcome };
-            let left = cx.budget().remaining().saturating_sub(cx.reserve());
-            let floor = config
-                .floor
-                .current()
-                .floor
-                .get()
-                .max(Duration::from_millis(1));
-            if attempt >= config.max_attempts
-                || !body.again()
-                || left.saturating_sub(wait) < floor
-                || config.retry_budget.as_ref().is_some_and(|b| !b.withdraw())
-            {
-                return outcome;
+                let started = Instant::now();
+                let answered = match std::future::poll_fn(|task| inner.poll_ready(task)).await {
+                    Ok(()) => inner.call(req).await,
+                    Err(e) => Err(e),
+                };
+                answered.map_err(|e| {
+                    // Past the budget sent, tonic's channel times the call
+                    // out on that `grpc-timeout` at the same instant as the
+                    // engine would, and calls that `Cancelled`: it is the
+                    // budget running out.
+                    let kind = if spec.budget.is_some_and(|b| started.elapsed() >= b) {
+                        TransportKind::Timeout
+                    } else {
+                        TransportKind::Reset
+                    };
+                    *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                    AttemptError::new(kind, "the channel failed")
+                })
             }
-            ledger.record(Entry::wait(dependency.as_ref(), wait));
-            tokio::time::sleep(wait).await;
+        };
+        match engine::run(&config.dependency, &SystemClock, plan, attempt).await {
+            Ok(finished) => Ok(finished.response),
+            Err(error) => {
+                let transport = matches!(
+                    error.kind(),
+                    CallErrorKind::Connect | CallErrorKind::Reset | CallErrorKind::Other
+                );
+                let channel = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
+                match channel {
+                    Some(e) if transport => Err(e),
+                    _ => Ok(answer(&error.problem())),
+                }
+            }
         }
     }
 }
 
 /// The body of a call: sent once as it came, or buffered to be sent again.
 enum Sent<B> {
-    Once(Option<B>),
+    Once(Mutex<Option<B>>),
     Buffered(Bytes),
 }
 
 impl<B: ProblemBody> Sent<B> {
-    fn next(&mut self) -> Option<B> {
+    /// The body for the next attempt: the buffered bytes again, or the
+    /// one body the first time.
+    fn next(&self) -> Option<B> {
         match self {
-            Sent::Once(body) => body.take(),
+            Sent::Once(body) => body.lock().unwrap_or_else(PoisonError::into_inner).take(),
             Sent::Buffered(bytes) => Some(B::from_problem(bytes.clone())),
         }
-    }
-
-    /// Whether it can be sent once more.
-    fn again(&self) -> bool {
-        matches!(self, Sent::Buffered(_))
-    }
-}
-
-/// The `grpc-timeout` to send: what is left, or the call's own when it is
-/// smaller (a malformed one is replaced).
-fn sent_timeout(own: Option<&HeaderValue>, left: Duration) -> Duration {
-    own.and_then(|v| parse_grpc_timeout(v.as_bytes()).ok())
-        .map_or(left, |own| own.min(left))
-}
-
-/// The wait before a retry that `grpc-retry-pushback-ms` asks for: `None`
-/// for a negative value (gRPC's "do not retry"), `default` when absent or
-/// unreadable.
-fn pushback(value: Option<&HeaderValue>, default: Duration) -> Option<Duration> {
-    match value.and_then(|v| parse_pushback(v.as_bytes())) {
-        Some(Pushback::After(wait)) => Some(wait),
-        Some(Pushback::DoNotRetry) => None,
-        None => Some(default),
-    }
-}
-
-/// What an answer with `grpc-status` `status` (none in the headers: the
-/// call started, its status comes in the trailers) says of the callee's
-/// health, for the breaker.
-fn verdict(status: Option<&str>) -> Verdict {
-    const FAILURES: [GrpcCode; 4] = [
-        GrpcCode::Unknown,
-        GrpcCode::DeadlineExceeded,
-        GrpcCode::Internal,
-        GrpcCode::Unavailable,
-    ];
-    match status.map(|code| code.parse::<u8>()) {
-        None | Some(Ok(0)) => Verdict::Success,
-        Some(Ok(code)) if FAILURES.iter().any(|f| *f as u8 == code) => Verdict::Failure,
-        Some(_) => Verdict::Neutral,
     }
 }
 
 /// The layer's own answer, trailers-only, as the tonic client reads it.
 fn answer<RB: ProblemBody>(problem: &Problem) -> Response<RB> {
     grpc_answer::<Bytes>(problem).map(RB::from_problem)
+}
+
+/// The `grpc-timeout` to send: what is left, or the call's own when it is
+/// smaller (a malformed one is replaced).
+#[cfg(test)]
+fn sent_timeout(own: Option<&HeaderValue>, left: Duration) -> Duration {
+    own.and_then(|v| parse_grpc_timeout(v.as_bytes()).ok())
+        .map_or(left, |own| own.min(left))
 }
 
 #[cfg(test)]
@@ -539,32 +535,13 @@ mod tests {
     }
 
     #[test]
-    fn the_breaker_counts_what_says_the_callee_is_unwell() {
-        assert_eq!(verdict(None), Verdict::Success);
-        assert_eq!(verdict(Some("0")), Verdict::Success);
-        for failure in ["2", "4", "13", "14"] {
-            assert_eq!(verdict(Some(failure)), Verdict::Failure, "{failure}");
-        }
-        for neutral in ["3", "5", "12", "x"] {
-            assert_eq!(verdict(Some(neutral)), Verdict::Neutral, "{neutral}");
-        }
-    }
-
-    #[test]
-    fn pushback_is_read_as_grpc_says() {
-        let default = Duration::from_millis(10);
-        assert_eq!(pushback(None, default), Some(default));
-        assert_eq!(
-            pushback(Some(&HeaderValue::from_static("250")), default),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            pushback(Some(&HeaderValue::from_static("-1")), default),
-            None
-        );
-        assert_eq!(
-            pushback(Some(&HeaderValue::from_static("x")), default),
-            Some(default)
-        );
+    fn a_setting_the_policy_refuses_keeps_the_default_and_the_attempts() {
+        let bad = RetryConfig {
+            max_attempts: 3,
+            retry_after_max: Duration::ZERO,
+            ..RetryConfig::default()
+        };
+        let built = policy(&bad, &[GrpcCode::Unavailable]);
+        assert_eq!(built.max_attempts(), 3);
     }
 }

@@ -465,6 +465,16 @@ impl RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The same policy, retrying gRPC answers with exactly `codes`.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn with_grpc_codes(
+        mut self,
+        codes: impl IntoIterator<Item = crate::grpc::GrpcCode>,
+    ) -> Self {
+        self.classifier = self.classifier.with_grpc_codes(codes);
+        self
+    }
+
     /// The policy of validated parts; [`RetryConfig::build`] is the way in.
     pub(super) fn from_parts(
         max_attempts: u32,

@@ -11,11 +11,11 @@ use std::time::Duration;
 #[cfg(feature = "metrics")]
 use super::semconv::*;
 use crate::breaker::BreakerState;
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 use crate::retry::Decision;
 
 /// The reasons of [`METRIC_NO_PERMIT_TOTAL`], each registered at 0.
-#[cfg(all(feature = "metrics", feature = "client"))]
+#[cfg(all(feature = "metrics", any(feature = "client", feature = "grpc")))]
 const NO_PERMIT_REASONS: [&str; 3] = [REASON_EXPIRED, REASON_STANDING_QUEUE, REASON_PREDICTED_WAIT];
 
 /// Describes every budget metric (unit and help text) to the installed
@@ -136,7 +136,7 @@ pub fn register_server_metrics() {
 /// Registers `dependency`'s counters at 0 (retries, below floor, no permit
 /// by reason, retry budget refusals, stale answers served): called when
 /// its client is built.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn register_dependency(dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]
@@ -210,7 +210,7 @@ fn status_label(status: u16) -> metrics::SharedString {
 
 /// A dependency attempt ended with `outcome` (its status code, or the
 /// failure's kind) after `took`.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn attempt_done(
@@ -308,7 +308,7 @@ pub(crate) fn malformed() {
 
 /// An attempt to `dependency` about to be sent, the `number`th (retries
 /// are the attempts after the first), with `budget` (`None` in fixed mode).
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn attempt(dependency: &Arc<str>, number: u32, budget: Option<Duration>) {
@@ -327,7 +327,7 @@ pub(crate) fn attempt(dependency: &Arc<str>, number: u32, budget: Option<Duratio
 
 /// The retry policy's `decision` after an attempt to `dependency`: counts
 /// the retries that the retry budget refused.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
@@ -347,7 +347,7 @@ pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
 /// Registers `dependency`'s hedge counters at 0, one declined counter per
 /// reason in `declined`: called when a client with hedging is built (the
 /// client names its reasons; this module knows none of its types).
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn register_hedging(
     dependency: &Arc<str>,
@@ -365,7 +365,7 @@ pub(crate) fn register_hedging(
 }
 
 /// A hedge sent to `dependency`: `won` when it answered first.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn hedge(dependency: &Arc<str>, won: bool, count: u64) {
@@ -379,7 +379,7 @@ pub(crate) fn hedge(dependency: &Arc<str>, won: bool, count: u64) {
 }
 
 /// A hedge to `dependency` that was due and not sent, for `reason`.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn hedge_declined_by(dependency: &Arc<str>, reason: &'static str, count: u64) {
@@ -393,7 +393,7 @@ pub(crate) fn hedge_declined_by(dependency: &Arc<str>, reason: &'static str, cou
 }
 
 /// A call to `dependency` not made below its floor.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn below_floor(dependency: &Arc<str>) {
@@ -403,7 +403,7 @@ pub(crate) fn below_floor(dependency: &Arc<str>) {
 }
 
 /// A call to `dependency` answered from its stale cache.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn stale_served(dependency: &Arc<str>) {
@@ -413,7 +413,7 @@ pub(crate) fn stale_served(dependency: &Arc<str>) {
 }
 
 /// A call to `dependency` refused by its permit queue, for `reason`.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn no_permit(dependency: &Arc<str>, reason: &'static str) {
@@ -423,7 +423,7 @@ pub(crate) fn no_permit(dependency: &Arc<str>, reason: &'static str) {
 }
 
 /// `dependency`'s adaptive concurrency limit changed to `limit`.
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn concurrency_limit(dependency: &Arc<str>, limit: usize) {

@@ -57,14 +57,17 @@
 pub mod semconv;
 
 pub(crate) mod meter;
-#[cfg(any(feature = "server", feature = "client"))]
+#[cfg(any(feature = "server", any(feature = "client", feature = "grpc")))]
 pub(crate) mod trace;
 
 #[cfg(feature = "otel")]
 mod init;
 #[cfg(feature = "prometheus")]
 mod prometheus;
-#[cfg(all(feature = "otel", any(feature = "server", feature = "client")))]
+#[cfg(all(
+    feature = "otel",
+    any(feature = "server", any(feature = "client", feature = "grpc"))
+))]
 mod propagation;
 
 #[cfg(feature = "otel")]

@@ -21,7 +21,7 @@ use tracing::Span;
 use tracing::field::{self, Empty};
 
 use super::semconv::*;
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 
 /// Whole milliseconds as an OpenTelemetry integer (`tracing-opentelemetry`
@@ -174,7 +174,7 @@ pub(crate) fn record_response(
 
 // ------------------------------------------------------------------ client
 
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 /// Opens the span of one attempt. `budget` is what the attempt carries
 /// (`None` in fixed mode), `waited` the backoff paid before it, `rpc_system`
 /// `Some("grpc")` for a gRPC call.
@@ -232,7 +232,7 @@ pub(crate) fn attempt_span(
 #[cfg(feature = "client")]
 pub(crate) fn record_send(
     span: &Span,
-    url: &reqwest::Url,
+    url: &url::Url,
     headers: &mut http::HeaderMap,
     trace_query: bool,
     inbound: Option<&crate::context::InboundTrace>,
@@ -255,7 +255,7 @@ pub(crate) fn record_send(
 /// `url.full` without credentials and, unless `trace_query`, with every
 /// query value `REDACTED`; `server.address`, `server.port`.
 #[cfg(feature = "client")]
-fn record_url(span: &Span, url: &reqwest::Url, trace_query: bool) {
+fn record_url(span: &Span, url: &url::Url, trace_query: bool) {
     let redact = !trace_query && url.query().is_some();
     if url.username().is_empty() && url.password().is_none() && !redact {
         span.record(URL_FULL, url.as_str());
@@ -281,7 +281,7 @@ fn record_url(span: &Span, url: &reqwest::Url, trace_query: bool) {
     }
 }
 
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 /// How the attempt ended and what the retry policy made of it.
 /// `remaining` is the budget left after it (`Duration::MAX` in fixed mode).
 pub(crate) fn record_attempt(
@@ -349,7 +349,7 @@ mod tests {
     }
 }
 
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 /// A call (or its retry) that was not made: a client span of its own, so
 /// the trace shows the call that the budget, the breaker or the
 /// concurrency limit refused, and why.
@@ -379,7 +379,7 @@ pub(crate) fn refused(
     drop(span);
 }
 
-#[cfg(feature = "client")]
+#[cfg(any(feature = "client", feature = "grpc"))]
 /// A stale answer `age` old served for a call to `dependency` that was not
 /// made or failed: a span of its own beside the call's attempt or refused
 /// spans, so the trace shows that the answer was old.

@@ -72,6 +72,12 @@ impl tower::Service<http::Request<Body>> for Echo {
                 headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("20"));
                 return Ok(res);
             }
+            if req.uri().path() == "/test.Echo/Slow" {
+                tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            }
+            if req.uri().path() == "/test.Echo/SlowFirst" && seen == 0 {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
             if req.uri().path() == "/test.Echo/Timeout" {
                 let sent = req
                     .headers()

@@ -39,8 +39,7 @@ use std::time::Duration;
 
 use budget_core::Floor;
 use budget_core::client::{
-    BudgetClient, DEFAULT_FIXED_TIMEOUT, DependencyConfig, OnUnavailable, StaleCacheConfig,
-    TimeoutMode,
+    BudgetClient, DependencyConfig, OnUnavailable, StaleCacheConfig, TimeoutMode,
 };
 use budget_core::config::ConfigError;
 use budget_core::grpc::GrpcBudgetLayer;
@@ -243,8 +242,11 @@ impl CheckoutConfig {
         })
     }
 
-    /// Inventory's gRPC client (`inventory_url = grpc://...`): its HTTP
-    /// client's floor, attempts, breaker and retry budget.
+    /// Inventory's gRPC client (`inventory_url = grpc://...`): the layer
+    /// made from the very `DependencyConfig` its HTTP client would have
+    /// (floor, attempts, breaker, retry budget, permit queue and adaptive
+    /// concurrency, and in off mode the fixed timeout), on the same call
+    /// engine.
     fn grpc_inventory(&self) -> Result<GrpcInventory, ConfigError> {
         let within = |e: ConfigError| e.within(grpc_inventory::INVENTORY);
         if let Some(on_unavailable) = self.inventory.on_unavailable
@@ -255,38 +257,25 @@ impl CheckoutConfig {
                 "must be `fail` with a grpc:// inventory_url (no stale fallback over gRPC)",
             )));
         }
-        let floor = self.inventory.floor.unwrap_or(DEFAULT_DEPENDENCY_FLOOR);
-        let attempts = self
-            .inventory
-            .retry
-            .as_ref()
-            .map_or(Dep::Inventory.default_attempts(), |r| r.max_attempts);
-        let mut layer = GrpcBudgetLayer::new(grpc_inventory::INVENTORY)
-            .floor_config(&floor)
-            .map_err(within)?
-            .idempotent(attempts);
-        let mut fixed = None;
-        if self.budget_mode.is_on() {
-            let breaker = self
-                .inventory
-                .breaker
-                .unwrap_or(service_kit::DEFAULT_DEPENDENCY_BREAKER);
-            layer = layer
-                .breaker(breaker.build().map_err(|e| within(e.within("breaker")))?)
-                .retry_budget(&RetryBudgetConfig::default())
-                .map_err(within)?;
-        } else {
-            fixed = Some(
-                self.inventory
-                    .fixed_timeout
-                    .unwrap_or(DEFAULT_FIXED_TIMEOUT),
-            );
-        }
-        GrpcInventory::new(&self.inventory_url, layer, fixed)
+        let mut c = self.dependency_config(Dep::Inventory)?;
+        // The endpoint, for the breaker's key; the channel is made from
+        // `inventory_url` itself.
+        c.url = grpc_inventory::endpoint_url(&self.inventory_url)?;
+        let layer = GrpcBudgetLayer::from_config(&c, None).map_err(|e| match e.field() {
+            "url" => ConfigError::new("inventory_url", e.problem().to_owned()),
+            _ => within(e),
+        })?;
+        GrpcInventory::new(&self.inventory_url, layer)
     }
 
     /// The client of `dep`: checkout's defaults for it, then its table.
     fn client(&self, dep: Dep) -> Result<BudgetClient, ConfigError> {
+        service_kit::dependency_client(&self.dependency_config(dep)?)
+    }
+
+    /// The configuration of `dep`'s client: checkout's defaults for it,
+    /// then its table.
+    fn dependency_config(&self, dep: Dep) -> Result<DependencyConfig, ConfigError> {
         let name = dep.name();
         let (url, settings) = match dep {
             Dep::Inventory => (&self.inventory_url, &self.inventory),
@@ -322,7 +311,7 @@ impl CheckoutConfig {
         c.retry
             .check_within(self.max_budget)
             .map_err(|e| e.within("retry").within(name))?;
-        service_kit::dependency_client(&c)
+        Ok(c)
     }
 }
 

@@ -4,14 +4,13 @@
 //! budget travels as `grpc-timeout`, the attempts go into the ledger, a
 //! failure becomes the same problems as over HTTP.
 //!
-//! It has what inventory's HTTP client has: the dependency's `floor`
-//! (learned by default), and with `budget_mode = on` the default breaker
-//! and retry budget; not its permit queue and adaptive concurrency. With
-//! `budget_mode = off` no budget is sent (no `grpc-timeout`, as no budget
-//! header over HTTP) and the call has the HTTP client's fixed timeout,
-//! enforced here: a call with no answer by then is `DEADLINE_EXCEEDED`.
-
-use std::time::Duration;
+//! The layer is made from the `DependencyConfig` inventory's HTTP client
+//! would have, and runs on the same call engine: the learned floor, the
+//! retry policy, and with `budget_mode = on` the default breaker, retry
+//! budget, permit queue and adaptive concurrency. With `budget_mode = off`
+//! no budget is sent (no `grpc-timeout`, as no budget header over HTTP)
+//! and the layer enforces the fixed timeout itself: a call with no answer
+//! by then is `DEADLINE_EXCEEDED`.
 
 use budget_core::config::ConfigError;
 use budget_core::grpc::{
@@ -38,8 +37,6 @@ pub(crate) struct GrpcInventory {
     layer: GrpcBudgetLayer,
     path: String,
     query: String,
-    /// `budget_mode = off`: the call's own timeout.
-    fixed_timeout: Option<Duration>,
 }
 
 /// True when `url` asks for gRPC.
@@ -47,28 +44,31 @@ pub(crate) fn is_grpc(url: &str) -> bool {
     url.starts_with("grpc://")
 }
 
+/// The `http://host:port` of a `grpc://host:port/...` URL: the endpoint a
+/// dependency's configuration names (its breaker is kept per endpoint).
+pub(crate) fn endpoint_url(url: &str) -> Result<String, ConfigError> {
+    let bad = |why: String| ConfigError::new("inventory_url", why);
+    let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?}: {e}")))?;
+    let authority = uri
+        .authority()
+        .ok_or_else(|| bad(format!("{url:?} names no host")))?;
+    Ok(format!("http://{authority}"))
+}
+
 impl GrpcInventory {
     /// The client of `url` (`grpc://host:port/path?query`), connecting on
     /// first use.
-    pub(crate) fn new(
-        url: &str,
-        layer: GrpcBudgetLayer,
-        fixed_timeout: Option<Duration>,
-    ) -> Result<Self, ConfigError> {
+    pub(crate) fn new(url: &str, layer: GrpcBudgetLayer) -> Result<Self, ConfigError> {
         let bad = |why: String| ConfigError::new("inventory_url", why);
         let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?}: {e}")))?;
-        let authority = uri
-            .authority()
-            .ok_or_else(|| bad(format!("{url:?} names no host")))?;
-        let endpoint = Endpoint::from_shared(format!("http://{authority}"))
-            .map_err(|e| bad(format!("{url:?}: {e}")))?;
+        let endpoint =
+            Endpoint::from_shared(endpoint_url(url)?).map_err(|e| bad(format!("{url:?}: {e}")))?;
         Ok(Self {
             endpoint,
             client: std::sync::OnceLock::new(),
             layer,
             path: uri.path().to_owned(),
             query: uri.query().unwrap_or_default().to_owned(),
-            fixed_timeout,
         })
     }
 
@@ -90,19 +90,7 @@ impl GrpcInventory {
             PartnerClient::new(channel)
         });
         let mut client = client.clone();
-        // Off mode forwards nothing: the fixed timeout is ours alone, not a
-        // `grpc-timeout` (tonic's `Request::set_timeout` would send one).
-        let reply = match self.fixed_timeout {
-            None => client.call(req).await,
-            Some(timeout) => tokio::time::timeout(timeout, client.call(req))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(tonic::Status::deadline_exceeded(format!(
-                        "no answer within the fixed timeout ({}ms)",
-                        timeout.as_millis()
-                    )))
-                }),
-        };
+        let reply = client.call(req).await;
         let reply = reply.map_err(problem)?;
         serde_json::from_str(&reply.into_inner().body).map_err(|e| {
             Problem::new(
@@ -151,8 +139,8 @@ mod tests {
     fn a_grpc_url_needs_a_host() {
         assert!(is_grpc("grpc://127.0.0.1:9000/inventory"));
         assert!(!is_grpc("http://127.0.0.1:9000/inventory"));
-        let err = GrpcInventory::new("grpc:///inventory", GrpcBudgetLayer::new(INVENTORY), None)
-            .unwrap_err();
+        let err =
+            GrpcInventory::new("grpc:///inventory", GrpcBudgetLayer::new(INVENTORY)).unwrap_err();
         assert_eq!(err.field(), "inventory_url");
     }
 

@@ -406,8 +406,9 @@ async fn the_budget_layer_guards_checkout_and_healthz_answers() {
 
 /// `budget_mode = off` with inventory over gRPC forwards nothing either:
 /// no `grpc-timeout` (the slow partner's gRPC face reports the budget
-/// header it saw), and the fixed timeout is checkout's own: a 2 s call
-/// against a 300 ms `fixed_timeout` is a `504` after about 300 ms.
+/// header it saw), and the fixed timeout is checkout's own, per attempt
+/// as over HTTP: a 2 s call against a 300 ms `fixed_timeout` is a `504`
+/// after its attempts of 300 ms each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn budget_mode_off_sends_no_grpc_timeout_and_keeps_the_fixed_timeout_local() {
     bounded(async {
@@ -442,7 +443,7 @@ async fn budget_mode_off_sends_no_grpc_timeout_and_keeps_the_fixed_timeout_local
         let problem: budget_core::problem::Problem = res.json().await.unwrap();
         assert_eq!(problem.dependency.as_deref(), Some("inventory"));
         assert!(
-            problem.detail.contains("fixed timeout (300ms)"),
+            problem.detail.contains("attempt timed out after 300ms"),
             "{}",
             problem.detail
         );

@@ -282,14 +282,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_refusal_below_the_floor_is_one_skip_note_and_an_error_that_says_why() {
         let name: Arc<str> = Arc::from("pricing");
-        let ledger = Some(Ledger::new());
+        let ledger = Ledger::new();
         let timing = Timing::Budget(Budget::new(ms(30)));
         let below = Effective::fixed(Floor::new(ms(50)))
             .check(ms(30))
             .unwrap_err();
-        let error = refused(&name, timing, &ledger, Refusal::BelowFloor(below));
+        let error = refused(
+            &name,
+            timing,
+            &Some(ledger.clone()),
+            Refusal::BelowFloor(below),
+        );
         assert!(error.is_below_floor());
-        let entries = ledger.unwrap().entries();
+        let entries = ledger.entries();
         assert!(
             matches!(&entries[..], [Entry::Skip { reason, .. }] if reason == "skipped: 30ms < floor 50ms"),
             "{entries:?}"
