@@ -7,7 +7,8 @@
 //! measures one case, chosen by `TRACING_COST` (default `off`):
 //!
 //! - `off`: no subscriber at all (the span is a disabled callsite);
-//! - `log_lines_as_init`: what `init_from_env` installs without an OTLP
+//! - `log_lines_as_init`: what the binaries' `init_from_env`
+//!   (`service_kit::telemetry`) installs without an OTLP
 //!   endpoint: the fmt layer at `info` without the budget spans
 //!   (`budget_core::spans=off`), writing to a sink;
 //! - `log_lines_with_spans`: the same fmt layer with the budget spans as

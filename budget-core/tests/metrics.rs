@@ -7,12 +7,12 @@ mod support;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
+use budget_core::Floor;
 use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::retry::RetryBudgetConfig;
 use budget_core::server::ServerConfig;
 use budget_core::telemetry::semconv::*;
-use budget_core::{Floor, telemetry};
 use http::{Request, StatusCode};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use support::{Answer, Partner, constant_retry, ms};
@@ -153,67 +153,6 @@ fn every_budget_counter_and_histogram_moves() {
     assert_eq!(value(&rendered, &transition), Some(1.0), "{rendered}");
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn the_metrics_route_serves_the_prometheus_text_and_installs_once() {
-    let first: Router = telemetry::prometheus_router().unwrap();
-    let again: Router = telemetry::prometheus_router().expect("a second install reuses the first");
-    drop(again);
-    let app = Router::new()
-        .route("/work", get(|| async { "ok" }))
-        .layer(ServerConfig::default().layer().unwrap())
-        .merge(first);
-
-    assert_eq!(get_with_budget(&app, "/work", "1500").await, 200);
-    assert_eq!(get_with_budget(&app, "/work", "x").await, 400);
-    let res = app
-        .clone()
-        .oneshot(
-            Request::get(telemetry::METRICS_PATH)
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    assert!(
-        res.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain")
-    );
-    assert!(
-        !res.headers().contains_key("server-timing"),
-        "/metrics is outside the budget layer"
-    );
-    let body = axum::body::to_bytes(res.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    let text = String::from_utf8(body.to_vec()).unwrap();
-    assert!(
-        text.contains(&format!("# TYPE {METRIC_INGRESS_SECONDS} histogram")),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("# HELP {METRIC_MALFORMED_TOTAL}")),
-        "{text}"
-    );
-    assert_eq!(
-        value(
-            &text,
-            &format!("{METRIC_INGRESS_SECONDS}_bucket{{le=\"2\"}}")
-        ),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(
-            &text,
-            &format!("{METRIC_INGRESS_SECONDS}_bucket{{le=\"1\"}}")
-        ),
-        Some(0.0)
-    );
-    assert_eq!(value(&text, METRIC_MALFORMED_TOTAL), Some(1.0));
-}
-
 /// The floor gauge is set when a client is built, with no call
 /// needed to read it (a learned one follows its recomputations: the
 /// floor's own unit test).
@@ -260,11 +199,8 @@ fn hedges_are_counted_by_result_from_zero() {
                 Answer::status(200),
             ])
             .await;
-            let mut config = dependency("pricing", partner.url("/"));
-            config.hedge = Some(budget_core::client::HedgeConfig {
-                ratio: 1.0,
-                ..budget_core::client::HedgeConfig::after(ms(50))
-            });
+            let config = dependency("pricing", partner.url("/"))
+                .hedge(budget_core::client::HedgeConfig::after(ms(50)).ratio(1.0));
             let client = config.build().unwrap();
             let before = handle.render();
             let res = client

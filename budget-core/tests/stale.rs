@@ -359,7 +359,7 @@ async fn the_bounds_evict_the_oldest_url_and_the_query_is_part_of_the_key() {
     .await;
 }
 
-#[cfg(feature = "prometheus")]
+#[cfg(feature = "metrics")]
 #[test]
 fn a_stale_answer_counts_in_budget_stale_served_total() {
     use budget_core::telemetry::semconv::{LABEL_DEPENDENCY, METRIC_STALE_SERVED_TOTAL};

@@ -30,11 +30,38 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use support::{constant_retry, ms};
 use tracing::Instrument;
 use tracing::subscriber::DefaultGuard;
+use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
 /// Runs a test body under a 20 s outer timeout.
 async fn bounded<F: Future<Output = ()>>(body: F) {
     support::bounded_by(20, body).await;
+}
+
+/// A `tracing-opentelemetry` layer exporting the budget spans only (target
+/// [`SPAN_TARGET`], at `INFO`), with log events at `WARN` and above as
+/// span events and no source locations, thread names or busy/idle times:
+/// the layer the project's binaries install
+/// (`service_kit::telemetry::otel_layer`), which budget-core cannot depend
+/// on.
+fn budget_spans<S, T>(tracer: T) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    T: opentelemetry::trace::Tracer + Send + Sync + 'static,
+    T::Span: Send + Sync,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            if meta.is_span() {
+                meta.target() == SPAN_TARGET && *meta.level() <= tracing::Level::INFO
+            } else {
+                *meta.level() <= tracing::Level::WARN
+            }
+        }))
 }
 
 /// An in-memory span exporter behind a `tracing-opentelemetry` layer,
@@ -51,8 +78,7 @@ impl Traces {
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(budget_core::telemetry::otel_layer(provider.tracer("test")));
+        let subscriber = tracing_subscriber::registry().with(budget_spans(provider.tracer("test")));
         let guard = tracing::subscriber::set_default(subscriber);
         Self {
             exporter,

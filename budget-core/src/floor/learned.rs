@@ -1018,7 +1018,7 @@ mod tests {
         assert_eq!(f.current().floor.get(), ms(2000));
     }
 
-    #[cfg(feature = "prometheus")]
+    #[cfg(feature = "metrics")]
     #[tokio::test(start_paused = true)]
     async fn the_gauge_follows_each_recomputation_not_each_read() {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();

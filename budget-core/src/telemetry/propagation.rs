@@ -2,8 +2,8 @@
 //! trace spans every hop of a call chain, next to the budget header.
 //!
 //! The propagator is W3C's whatever the global one is: the contract names
-//! W3C, and it works without [`init`](super::init) (in tests, or in a
-//! service that sets up its own subscriber).
+//! W3C, and it works whatever the binary installed (or did not: in tests,
+//! or in a service that sets up its own subscriber).
 
 use http::HeaderMap;
 use opentelemetry::propagation::TextMapPropagator;

@@ -35,8 +35,8 @@
 // ---------------------------------------------------------------- spans
 
 /// The `tracing` target of every span this crate opens, for filters:
-/// [`init`](super::init) keeps them out of the log lines unless the log
-/// filter names this target (`RUST_LOG=info,budget_core::spans=info`).
+/// the binaries' subscriber (`service_kit::telemetry::init`) keeps them
+/// out of the log lines unless the log filter names this target (`RUST_LOG=info,budget_core::spans=info`).
 pub const SPAN_TARGET: &str = "budget_core::spans";
 /// The `tracing` name of the server layer's span (one per request).
 pub const SERVER_SPAN: &str = "budget.server";
@@ -187,7 +187,8 @@ pub const METRIC_HTTP_SERVER_DURATION: &str = "http_server_request_duration_seco
 /// Histogram: how long each dependency attempt took, in seconds
 /// (OpenTelemetry's `http.client.request.duration`); labels
 /// [`LABEL_DEPENDENCY`], [`LABEL_METHOD`], [`LABEL_OUTCOME`] (the status
-/// code, or the failure: `connect`, `timeout`, `reset`, ...).
+/// code, the gRPC status `grpc-14`, or the failure: `connect`, `timeout`,
+/// `reset`, ...), and [`LABEL_RPC_SYSTEM`] `grpc` on a gRPC call's series.
 pub const METRIC_HTTP_CLIENT_DURATION: &str = "http_client_request_duration_seconds";
 /// Counter: requests answered `503` at the server's in-flight limit.
 pub const METRIC_OVERLOADED_TOTAL: &str = "budget_overloaded_total";
@@ -245,6 +246,9 @@ pub const LABEL_METHOD: &str = "http_request_method";
 pub const LABEL_STATUS: &str = "http_response_status_code";
 /// Metric label: how a dependency attempt ended (status code or failure).
 pub const LABEL_OUTCOME: &str = "outcome";
+/// The RPC system of a gRPC dependency call (`grpc`), on
+/// [`METRIC_HTTP_CLIENT_DURATION`]; absent on plain HTTP calls.
+pub const LABEL_RPC_SYSTEM: &str = "rpc_system";
 /// Metric label: a breaker's endpoint key (`http://host:port`).
 pub const LABEL_ENDPOINT: &str = "endpoint";
 /// Label: why something was refused.

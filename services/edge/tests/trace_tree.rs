@@ -3,7 +3,7 @@
 //! client span -> checkout's server span -> checkout's client spans, with
 //! the conventions' attributes, and nothing else exported (no request-log
 //! span of its own, no `/healthz`). An in-memory exporter behind the same
-//! layer the binaries install (`budget_core::telemetry::otel_layer`), as
+//! layer the binaries install (`service_kit::telemetry::otel_layer`), as
 //! this process's global subscriber: edge and checkout run in it.
 
 mod common;
@@ -60,7 +60,7 @@ async fn one_request_is_one_trace_through_every_hop() {
         .with_simple_exporter(exporter.clone())
         .build();
     let subscriber = tracing_subscriber::registry()
-        .with(budget_core::telemetry::otel_layer(provider.tracer("test")));
+        .with(service_kit::telemetry::otel_layer(provider.tracer("test")));
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -6,6 +6,11 @@
 //! the ledger of a handler, the client of a dependency, serving with a
 //! graceful shutdown, and the `main` with its exit codes.
 //!
+//! Process-global state is installed here, by the binaries, never by
+//! budget-core: the library only emits its spans and metrics, and
+//! [`telemetry`] (subscriber, exporter, propagator) and [`prometheus`]
+//! (the `metrics` recorder) are what the binaries install to collect them.
+//!
 //! | piece | what it holds |
 //! | --- | --- |
 //! | [`BudgetMode`] | the `--budget-mode on\|off` switch |
@@ -17,6 +22,8 @@
 //! | [`bind`], [`Bound`], [`HttpLimits`] | serving until shutdown, then letting requests finish; the header and idle timeouts and the connection limit |
 //! | [`run_server`], [`exit_usage`], [`exit_failure`], [`StartError`] | `main`: logs, start, exit codes `0`, `1`, `2` |
 //! | [`init_telemetry`], [`flush_telemetry`], [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs and OTLP trace export, Ctrl-C and SIGTERM, one-line errors |
+//! | [`telemetry`] ([`telemetry::init_from_env`], [`telemetry::TelemetryConfig`], [`telemetry::otel_layer`], ...) | the global tracing subscriber, the OTLP exporter and the W3C propagator a binary installs |
+//! | [`prometheus`] ([`prometheus::install_prometheus`], [`prometheus::prometheus_router`], [`prometheus::METRICS_PATH`], ...) | the global Prometheus `metrics` recorder a binary installs, and its `/metrics` route |
 //! | [`load_toml`], [`parse_toml`], [`ConfigFileError`] | config files, their path in every error |
 //! | [`assert_cli_conventions`], [`assert_usage_errors`], [`SHARED_FLAGS`], [`assert_shared_flags_set`], [`TestConfigFile`], [`assert_promtool_clean`] | the binaries' command line and metrics tests |
 //!
@@ -52,6 +59,9 @@ mod serve;
 mod service_config;
 mod service_settings;
 mod start_error;
+
+pub mod prometheus;
+pub mod telemetry;
 
 pub use cli_checks::{
     SHARED_FLAGS, TestConfigFile, assert_cli_conventions, assert_promtool_clean,

@@ -28,7 +28,7 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// service_kit::install_metrics();
 /// ```
 pub fn install_metrics() {
-    if let Err(err) = budget_core::telemetry::install_prometheus() {
+    if let Err(err) = crate::prometheus::install_prometheus() {
         tracing::warn!(error = %crate::error_chain(&err), "no Prometheus recorder");
     }
 }
@@ -37,7 +37,7 @@ pub fn install_metrics() {
 /// `path`, behind `layer` (the budget layer, or with `budget_mode = off`
 /// the ledger layer: [`RequestLayer`]); `GET /healthz` answering `200 ok`
 /// and `GET /metrics` (Prometheus text, the process-wide recorder of
-/// [`budget_core::telemetry::prometheus_router`]), both outside it; a `404` problem for any other path and a `405` problem (with
+/// [`prometheus_router`](crate::prometheus::prometheus_router)), both outside it; a `404` problem for any other path and a `405` problem (with
 /// `Allow`) for a method a route does not take ([`BodyBytes`](crate::BodyBytes)
 /// gives the same for bodies); every answer timed in
 /// `http_server_request_duration_seconds` (route, method, status); and
@@ -61,7 +61,7 @@ pub fn router(path: &str, route: MethodRouter, layer: RequestLayer) -> Router {
     };
     routes = routes.route("/healthz", get(|| async { "ok" }));
     // Prometheus metrics, outside the budget layer: a scrape has no budget.
-    match budget_core::telemetry::prometheus_router() {
+    match crate::prometheus::prometheus_router() {
         Ok(metrics) => routes = routes.merge(metrics),
         Err(err) => tracing::warn!(error = %crate::error_chain(&err), "no /metrics route"),
     }

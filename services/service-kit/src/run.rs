@@ -2,10 +2,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use budget_core::telemetry::TelemetryGuard;
 use tokio::task::JoinHandle;
 use tracing_subscriber::EnvFilter;
 
+use crate::telemetry::TelemetryGuard;
 use crate::{StartError, exit_failure, exit_usage};
 
 /// An error and all its sources, joined by `: `, for one-line messages:
@@ -41,7 +41,7 @@ pub fn init_tracing() {
 
 /// Logs, and trace export when the standard `OTEL_EXPORTER_OTLP_ENDPOINT`
 /// (and `OTEL_SERVICE_NAME`, default `service`) ask for it: see
-/// [`budget_core::telemetry::init_from_env`]. Without them, log lines only
+/// [`telemetry::init_from_env`](crate::telemetry::init_from_env). Without them, log lines only
 /// and no exporter. When that cannot be set up (a malformed `RUST_LOG`, an
 /// unusable endpoint) the reason is printed and plain logs
 /// ([`init_tracing`]) are used instead: telemetry never stops a service.
@@ -53,7 +53,7 @@ pub fn init_tracing() {
 /// service_kit::flush_telemetry(telemetry);
 /// ```
 pub fn init_telemetry(service: &str) -> Option<TelemetryGuard> {
-    match budget_core::telemetry::init_from_env(service) {
+    match crate::telemetry::init_from_env(service) {
         Ok(guard) => Some(guard),
         Err(err) => {
             eprintln!(

@@ -1,8 +1,14 @@
 //! [`init_from_env`]: the global tracing subscriber, the OpenTelemetry
 //! exporter and the W3C propagator of a service, in one call.
+//!
+//! Installing process-global state is the binary's business, not the
+//! library's: budget-core only emits its spans (and the trace context on
+//! the wire, with its `otel` feature); a binary of the chain installs what
+//! turns them into log lines and exported traces, here.
 
 use std::env;
 
+use budget_core::telemetry::semconv::SPAN_TARGET;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
@@ -10,8 +16,6 @@ use opentelemetry_sdk::error::OTelSdkError;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::Layer;
-
-use super::semconv::SPAN_TARGET;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, ParseError};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::{SubscriberInitExt, TryInitError};
@@ -27,12 +31,17 @@ pub const OTEL_SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
 /// The log filter variable (`tracing_subscriber::EnvFilter` directives).
 pub const RUST_LOG: &str = "RUST_LOG";
 
+/// The instrumentation scope of the exported spans: the library that opens
+/// them (budget-core's server layer and client), not the kit that exports
+/// them.
+const INSTRUMENTATION_SCOPE: &str = "budget-core";
+
 /// What [`init`] installs.
 ///
 /// # Example
 ///
 /// ```
-/// use budget_core::telemetry::{Otlp, TelemetryConfig};
+/// use service_kit::telemetry::{Otlp, TelemetryConfig};
 ///
 /// let config = TelemetryConfig::new("checkout").with_otlp(Otlp::Endpoint("http://127.0.0.1:4318/v1/traces".into()));
 /// assert_eq!(config.service_name, "checkout");
@@ -43,7 +52,7 @@ pub const RUST_LOG: &str = "RUST_LOG";
 pub struct TelemetryConfig {
     /// `service.name` of every exported span.
     pub service_name: String,
-    /// `service.version` of every exported span (default: this crate's
+    /// `service.version` of every exported span (default: service-kit's
     /// version; a binary sets its own with [`with_service_version`](Self::with_service_version)).
     /// Each process also gets a `service.instance.id` of its own.
     pub service_version: String,
@@ -70,7 +79,7 @@ impl TelemetryConfig {
     /// Log lines at `info`, no exporter.
     ///
     /// ```
-    /// let c = budget_core::telemetry::TelemetryConfig::new("edge");
+    /// let c = service_kit::telemetry::TelemetryConfig::new("edge");
     /// assert_eq!((c.service_name.as_str(), c.otlp, c.log_filter), ("edge", None, None));
     /// ```
     pub fn new(service_name: impl Into<String>) -> Self {
@@ -85,7 +94,7 @@ impl TelemetryConfig {
     /// The same configuration naming `version` as `service.version`.
     ///
     /// ```
-    /// let c = budget_core::telemetry::TelemetryConfig::new("edge").with_service_version("1.2.3");
+    /// let c = service_kit::telemetry::TelemetryConfig::new("edge").with_service_version("1.2.3");
     /// assert_eq!(c.service_version, "1.2.3");
     /// ```
     pub fn with_service_version(mut self, version: impl Into<String>) -> Self {
@@ -96,7 +105,7 @@ impl TelemetryConfig {
     /// The same configuration exporting to `otlp`.
     ///
     /// ```
-    /// use budget_core::telemetry::{Otlp, TelemetryConfig};
+    /// use service_kit::telemetry::{Otlp, TelemetryConfig};
     /// assert_eq!(TelemetryConfig::new("a").with_otlp(Otlp::FromEnv).otlp, Some(Otlp::FromEnv));
     /// ```
     pub fn with_otlp(mut self, otlp: Otlp) -> Self {
@@ -108,7 +117,7 @@ impl TelemetryConfig {
     /// (`RUST_LOG` syntax).
     ///
     /// ```
-    /// use budget_core::telemetry::TelemetryConfig;
+    /// use service_kit::telemetry::TelemetryConfig;
     /// let c = TelemetryConfig::new("a").with_log_filter("budget_core=debug,info");
     /// assert_eq!(c.log_filter.as_deref(), Some("budget_core=debug,info"));
     /// ```
@@ -124,7 +133,7 @@ impl TelemetryConfig {
     /// `OTEL_SDK_DISABLED` is not `true`. Empty variables count as unset.
     ///
     /// ```
-    /// let c = budget_core::telemetry::TelemetryConfig::from_env("edge");
+    /// let c = service_kit::telemetry::TelemetryConfig::from_env("edge");
     /// # let _ = c;
     /// ```
     pub fn from_env(default_service_name: &str) -> Self {
@@ -168,7 +177,7 @@ pub enum TelemetryError {
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let telemetry = budget_core::telemetry::init_from_env("checkout")?;
+/// let telemetry = service_kit::telemetry::init_from_env("checkout")?;
 /// // ... serve until a shutdown signal ...
 /// telemetry.shutdown()?;
 /// # Ok(()) }
@@ -183,7 +192,7 @@ impl TelemetryGuard {
     /// True when spans are exported (an OTLP endpoint was configured).
     ///
     /// ```no_run
-    /// let guard = budget_core::telemetry::init_from_env("edge").unwrap();
+    /// let guard = service_kit::telemetry::init_from_env("edge").unwrap();
     /// println!("exporting spans: {}", guard.is_exporting());
     /// ```
     pub fn is_exporting(&self) -> bool {
@@ -194,7 +203,7 @@ impl TelemetryGuard {
     /// exporter has sent them (or given up).
     ///
     /// ```no_run
-    /// budget_core::telemetry::init_from_env("edge").unwrap().shutdown().unwrap();
+    /// service_kit::telemetry::init_from_env("edge").unwrap().shutdown().unwrap();
     /// ```
     pub fn shutdown(mut self) -> Result<(), TelemetryError> {
         match self.provider.take() {
@@ -218,15 +227,15 @@ impl Drop for TelemetryGuard {
 /// Without `OTEL_EXPORTER_OTLP_ENDPOINT`: log lines only (`RUST_LOG`,
 /// default `info`), no exporter, no OpenTelemetry layer. The budget spans
 /// are not part of the log lines (unless `RUST_LOG` names their target,
-/// [`SPAN_TARGET`](super::semconv::SPAN_TARGET)), so with no exporter they
-/// stay disabled and cost what they cost without any subscriber. With
+/// [`SPAN_TARGET`]), so with no exporter they stay disabled and cost what
+/// they cost without any subscriber. With
 /// it: spans at `INFO` and above also go, in batches, over OTLP/HTTP
 /// (protobuf) to the collector, named by `OTEL_SERVICE_NAME` or
 /// `default_service_name`.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let _telemetry = budget_core::telemetry::init_from_env("checkout")?;
+/// let _telemetry = service_kit::telemetry::init_from_env("checkout")?;
 /// tracing::info!("started");
 /// # Ok(()) }
 /// ```
@@ -236,8 +245,8 @@ pub fn init_from_env(default_service_name: &str) -> Result<TelemetryGuard, Telem
 
 /// Installs the global tracing subscriber (log lines filtered by
 /// `config.log_filter`, without the budget spans unless it names
-/// [`SPAN_TARGET`](super::semconv::SPAN_TARGET); with `config.otlp`, an
-/// OpenTelemetry layer at `INFO` exporting in batches), the global W3C
+/// [`SPAN_TARGET`]; with `config.otlp`, an OpenTelemetry layer at `INFO`
+/// exporting in batches), the global W3C
 /// trace-context propagator and, when exporting, the global tracer
 /// provider.
 ///
@@ -245,7 +254,7 @@ pub fn init_from_env(default_service_name: &str) -> Result<TelemetryGuard, Telem
 /// when the filter does not parse, or when the exporter cannot be built.
 ///
 /// ```no_run
-/// use budget_core::telemetry::{init, Otlp, TelemetryConfig};
+/// use service_kit::telemetry::{init, Otlp, TelemetryConfig};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let config = TelemetryConfig::new("checkout")
 ///     .with_otlp(Otlp::Endpoint("http://127.0.0.1:4318/v1/traces".into()));
@@ -264,7 +273,7 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     };
     let otel = provider
         .as_ref()
-        .map(|provider| otel_layer(provider.tracer(env!("CARGO_PKG_NAME"))));
+        .map(|provider| otel_layer(provider.tracer(INSTRUMENTATION_SCOPE)));
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_filter(filter))
         .with(otel)
@@ -295,7 +304,7 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
 ///
 /// let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
 /// let subscriber = tracing_subscriber::registry()
-///     .with(budget_core::telemetry::otel_layer(provider.tracer("test")));
+///     .with(service_kit::telemetry::otel_layer(provider.tracer("test")));
 /// # drop(subscriber);
 /// ```
 pub fn otel_layer<S, T>(tracer: T) -> impl Layer<S>

@@ -1,11 +1,17 @@
 //! A Prometheus recorder for the [`metrics`] facade, installed once per
 //! process, and the axum route that serves it.
+//!
+//! The global recorder is the binary's to install: budget-core only emits
+//! its metrics through the facade, to whatever recorder is installed. Its
+//! histogram buckets are budget-core's [`SECONDS_BUCKETS`], the boundaries
+//! the project's dashboards assume.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use budget_core::telemetry::SECONDS_BUCKETS;
 use http::header::CONTENT_TYPE;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -14,15 +20,6 @@ pub const METRICS_PATH: &str = "/metrics";
 
 /// The Prometheus text exposition format's content type.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Histogram buckets of every `*_seconds` histogram (request and attempt
-/// durations, budgets): from 1 ms to the default 30 s maximum budget, fine
-/// between 1 s and 10 s where the budgets of a chain are spent (a median of
-/// 1 s reads as 1 s, not somewhere in 1-2 s).
-pub const SECONDS_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5,
-    3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0,
-];
 
 /// How often the recorder's upkeep runs (draining histogram samples that
 /// no scrape has collected yet).
@@ -45,16 +42,19 @@ pub enum PrometheusError {
 
 /// Installs the Prometheus recorder as the global `metrics` recorder, once
 /// per process, and returns its handle; later calls return the same handle.
-/// Every `*_seconds` histogram gets [`SECONDS_BUCKETS`]; every budget metric
-/// is described, and the server's counters are registered at 0
-/// ([`register_server_metrics`](super::register_server_metrics)). Inside a tokio runtime, a task runs the recorder's upkeep
-/// every few seconds.
+/// Every `*_seconds` histogram gets budget-core's [`SECONDS_BUCKETS`];
+/// every budget metric is described
+/// ([`describe_metrics`](budget_core::telemetry::describe_metrics)), and
+/// the server's counters are registered at 0
+/// ([`register_server_metrics`](budget_core::telemetry::register_server_metrics)).
+/// Inside a tokio runtime, a task runs the recorder's upkeep every few
+/// seconds.
 ///
 /// Errors, without panicking, when some other recorder is the global one.
 ///
 /// ```
-/// let a = budget_core::telemetry::install_prometheus().unwrap();
-/// let b = budget_core::telemetry::install_prometheus().unwrap();
+/// let a = service_kit::prometheus::install_prometheus().unwrap();
+/// let b = service_kit::prometheus::install_prometheus().unwrap();
 /// metrics::counter!("demo_total").increment(1);
 /// assert!(b.render().contains("demo_total 1"));
 /// # drop(a);
@@ -73,8 +73,8 @@ pub fn install_prometheus() -> Result<PrometheusHandle, PrometheusError> {
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(|_| PrometheusError::OtherRecorder)?;
-    super::describe_metrics();
-    super::register_server_metrics();
+    budget_core::telemetry::describe_metrics();
+    budget_core::telemetry::register_server_metrics();
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         let upkeep = handle.clone();
         runtime.spawn(async move {
@@ -94,7 +94,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, PrometheusError> {
 ///
 /// ```
 /// let handle = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder().handle();
-/// let router: axum::Router = budget_core::telemetry::metrics_router(handle);
+/// let router: axum::Router = service_kit::prometheus::metrics_router(handle);
 /// # let _ = router;
 /// ```
 pub fn metrics_router<S: Clone + Send + Sync + 'static>(handle: PrometheusHandle) -> Router<S> {
@@ -114,7 +114,7 @@ pub fn metrics_router<S: Clone + Send + Sync + 'static>(handle: PrometheusHandle
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let app: axum::Router = axum::Router::new()
 ///     // ... routes, BudgetLayer ...
-///     .merge(budget_core::telemetry::prometheus_router()?);
+///     .merge(service_kit::prometheus::prometheus_router()?);
 /// # Ok(()) }
 /// ```
 pub fn prometheus_router<S: Clone + Send + Sync + 'static>() -> Result<Router<S>, PrometheusError> {

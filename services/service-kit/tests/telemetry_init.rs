@@ -1,5 +1,5 @@
-//! `telemetry::init`: the global subscriber, the OTLP/HTTP exporter and
-//! the guard that flushes it, against a stub collector on
+//! `service_kit::telemetry::init`: the global subscriber, the OTLP/HTTP
+//! exporter and the guard that flushes it, against a stub collector on
 //! 127.0.0.1. A binary of its own: a global subscriber is set once per
 //! process.
 
@@ -11,8 +11,9 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use budget_core::server::ServerConfig;
-use budget_core::telemetry::{self, Otlp, TelemetryConfig, TelemetryError};
+use budget_core::telemetry::semconv;
 use http::Request;
+use service_kit::telemetry::{self, Otlp, TelemetryConfig, TelemetryError};
 use tower::ServiceExt;
 
 type Received = Arc<Mutex<Vec<(String, Bytes)>>>;
@@ -88,6 +89,6 @@ async fn init_exports_the_layer_spans_over_otlp_and_the_guard_flushes_them() {
     assert_eq!(content_type, "application/x-protobuf");
     assert!(contains(body, "otlp-test-service"), "service.name");
     assert!(contains(body, "GET /work"), "the server span's name");
-    assert!(contains(body, telemetry::semconv::BUDGET_INGRESS_MS));
-    assert!(contains(body, telemetry::semconv::BUDGET_LEDGER));
+    assert!(contains(body, semconv::BUDGET_INGRESS_MS));
+    assert!(contains(body, semconv::BUDGET_LEDGER));
 }
