@@ -35,18 +35,15 @@ async fn bounded<F: Future<Output = ()>>(body: F) {
 
 /// A dependency with a deterministic 20 ms -> 200 ms backoff.
 fn dep(name: &str, url: &str) -> DependencyConfig {
-    let mut c = DependencyConfig::new(name, url);
-    c.retry = RetryConfig {
-        max_attempts: 3,
-        backoff: BackoffConfig {
-            initial: ms(20),
-            max: ms(200),
-            multiplier: 2.0,
-            jitter: Jitter::None,
-        },
-        ..RetryConfig::default()
-    };
-    c
+    DependencyConfig::new(name, url).retry(
+        RetryConfig::default().max_attempts(3).backoff(
+            BackoffConfig::default()
+                .initial(ms(20))
+                .max(ms(200))
+                .multiplier(2.0)
+                .jitter(Jitter::None),
+        ),
+    )
 }
 
 fn attempts_in(ledger: &Ledger) -> Vec<String> {
@@ -957,11 +954,8 @@ async fn a_hedge_answers_for_a_slow_first_attempt_on_a_real_socket() {
             Answer::status(200).body("fast").after(ms(20)),
         ])
         .await;
-        let mut config = dep("pricing", &partner.url("/pricing"));
-        config.hedge = Some(HedgeConfig {
-            ratio: 1.0,
-            ..HedgeConfig::after(ms(100))
-        });
+        let config =
+            dep("pricing", &partner.url("/pricing")).hedge(HedgeConfig::after(ms(100)).ratio(1.0));
         let client = config.build().unwrap();
         let ledger = Ledger::new();
         let start = Instant::now();

@@ -52,10 +52,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
 
 /// The default backoff without jitter.
 fn exact_backoff() -> BackoffConfig {
-    BackoffConfig {
-        jitter: Jitter::None,
-        ..Default::default()
-    }
+    BackoffConfig::default().jitter(Jitter::None)
 }
 
 /// What one simulated call did.
@@ -134,17 +131,16 @@ proptest! {
         script in prop::collection::vec(arb_step(), 1..6),
         seed in any::<u64>(),
     ) {
-        let policy = RetryConfig {
-            max_attempts,
-            backoff: BackoffConfig {
-                jitter: if jitter_free { Jitter::None } else { Jitter::Full },
-                ..Default::default()
-            },
-            retry_after_max: Duration::from_secs(2),
-            ..Default::default()
-        }
-        .build()
-        .unwrap();
+        let policy = RetryConfig::default()
+            .max_attempts(max_attempts)
+            .backoff(BackoffConfig::default().jitter(if jitter_free {
+                Jitter::None
+            } else {
+                Jitter::Full
+            }))
+            .retry_after_max(Duration::from_secs(2))
+            .build()
+            .unwrap();
         let budget = Duration::from_millis(budget_ms);
         let floor = Floor::new(Duration::from_millis(floor_ms));
         let r = run(&policy, None, budget, floor, &script, &mut StdRng::seed_from_u64(seed));
@@ -169,7 +165,9 @@ proptest! {
             .ratio(ratio)
             .build()
             .unwrap();
-        let policy = RetryConfig { max_attempts, backoff: exact_backoff(), ..Default::default() }
+        let policy = RetryConfig::default()
+            .max_attempts(max_attempts)
+            .backoff(exact_backoff())
             .build()
             .unwrap();
         let down = [Step {
@@ -198,12 +196,10 @@ proptest! {
 #[test]
 fn rule9_without_a_retry_budget_a_down_dependency_gets_every_attempt() {
     // The contrast that motivates rule 9.
-    let policy = RetryConfig {
-        backoff: exact_backoff(),
-        ..Default::default()
-    }
-    .build()
-    .unwrap();
+    let policy = RetryConfig::default()
+        .backoff(exact_backoff())
+        .build()
+        .unwrap();
     let down = [Step {
         took: Duration::from_millis(1),
         outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),

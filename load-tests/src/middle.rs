@@ -176,10 +176,7 @@ impl Middle {
                 ChainMode::Budget | ChainMode::Hedged | ChainMode::Naive => {
                     let mut c = DependencyConfig::new(path, url);
                     // One attempt: checkout retries.
-                    c.retry = RetryConfig {
-                        max_attempts: 1,
-                        ..RetryConfig::default()
-                    };
+                    c.retry = RetryConfig::default().max_attempts(1);
                     if mode == ChainMode::Naive {
                         c.mode = TimeoutMode::Fixed;
                     }

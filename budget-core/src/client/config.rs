@@ -176,8 +176,32 @@ pub enum OnUnavailable {
 ///     .unwrap_err();
 /// assert!(err.to_string().contains("unknown field `floor_ms`"));
 /// ```
+///
+/// In code, start from [`new`](Self::new) (name and URL, every other field
+/// at its default) and change what differs with the setters, one per
+/// field; [`build`](Self::build) validates:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::breaker::BreakerConfig;
+/// use budget_core::client::{DependencyConfig, OnUnavailable};
+/// use budget_core::floor::FloorConfig;
+/// use budget_core::retry::RetryConfig;
+///
+/// let config = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing")
+///     .connect_cap(Duration::from_millis(200))
+///     .floor(FloorConfig::fixed(Duration::from_millis(50)))
+///     .concurrency(32)
+///     .retry(RetryConfig::default().max_attempts(2))
+///     .breaker(BreakerConfig::default().failure_threshold(10))
+///     .on_unavailable(OnUnavailable::Skip);
+/// assert_eq!(config.breaker.map(|b| b.failure_threshold), Some(10));
+/// # #[cfg(feature = "client")]
+/// assert_eq!(config.build().unwrap().name(), "pricing");
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DependencyConfig {
     /// The dependency's name in the ledger and the logs (an HTTP token:
     /// letters, digits and `!#$%&'*+-.^_`|~`).
@@ -313,6 +337,254 @@ impl DependencyConfig {
             mode: TimeoutMode::default(),
             fixed_timeout: DEFAULT_FIXED_TIMEOUT,
         }
+    }
+
+    /// The same configuration with `connect_cap`: the longest a TCP (and
+    /// TLS) connect may take, more than zero (checked by
+    /// [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").connect_cap(Duration::from_millis(200));
+    /// assert_eq!(c.connect_cap, Duration::from_millis(200));
+    /// ```
+    pub fn connect_cap(mut self, value: Duration) -> Self {
+        self.connect_cap = value;
+        self
+    }
+
+    /// The same configuration with `pool_idle_timeout`: how long an idle
+    /// keep-alive connection may be reused, more than zero (checked by
+    /// [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").pool_idle_timeout(Duration::from_secs(30));
+    /// assert_eq!(c.pool_idle_timeout, Duration::from_secs(30));
+    /// ```
+    pub fn pool_idle_timeout(mut self, value: Duration) -> Self {
+        self.pool_idle_timeout = value;
+        self
+    }
+
+    /// The same configuration with `floor`: a fixed floor
+    /// ([`FloorConfig::fixed`], or a [`Floor`](crate::floor::Floor)) or a
+    /// learned one ([`FloorConfig::auto`], [`FloorConfig::Learned`]);
+    /// checked by [`build`](Self::build).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// # use budget_core::floor::{Floor, FloorConfig};
+    /// let c = DependencyConfig::new("a", "http://a").floor(FloorConfig::auto());
+    /// assert_eq!(c.floor, FloorConfig::AUTO);
+    /// let c = c.floor(Floor::new(Duration::from_millis(50)));
+    /// assert_eq!(c.floor, FloorConfig::fixed(Duration::from_millis(50)));
+    /// ```
+    pub fn floor(mut self, value: impl Into<FloorConfig>) -> Self {
+        self.floor = value.into();
+        self
+    }
+
+    /// The same configuration with `retry`: attempts, backoff,
+    /// `Retry-After` cap, retryable statuses (checked by
+    /// [`build`](Self::build), see [`RetryConfig::build`]).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// # use budget_core::retry::RetryConfig;
+    /// let c = DependencyConfig::new("a", "http://a").retry(RetryConfig::default().max_attempts(1));
+    /// assert_eq!(c.retry.max_attempts, 1);
+    /// ```
+    pub fn retry(mut self, value: RetryConfig) -> Self {
+        self.retry = value;
+        self
+    }
+
+    /// The same configuration with a per-client retry budget (checked by
+    /// [`build`](Self::build), see [`RetryBudgetConfig::build`]). The
+    /// default is none; to remove one, set the field to `None`.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// # use budget_core::retry::RetryBudgetConfig;
+    /// let c = DependencyConfig::new("a", "http://a").retry_budget(RetryBudgetConfig::default().ratio(0.1));
+    /// assert_eq!(c.retry_budget.map(|b| b.ratio), Some(0.1));
+    /// ```
+    pub fn retry_budget(mut self, value: RetryBudgetConfig) -> Self {
+        self.retry_budget = Some(value);
+        self
+    }
+
+    /// The same configuration with a circuit breaker (checked by
+    /// [`build`](Self::build), see [`BreakerConfig::build`]). The default
+    /// is none; to remove one, set the field to `None`.
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerConfig;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").breaker(BreakerConfig::default());
+    /// assert_eq!(c.breaker, Some(BreakerConfig::default()));
+    /// ```
+    pub fn breaker(mut self, value: BreakerConfig) -> Self {
+        self.breaker = Some(value);
+        self
+    }
+
+    /// The same configuration with a concurrency limit: a number (`8`) or a
+    /// [`LimitConfig`] (`LimitConfig::Adaptive(..)` for `"auto"`). The
+    /// default is no limit; to remove one, set the field to `None`.
+    /// Checked by [`build`](Self::build): at least 1, an adaptive table
+    /// valid.
+    ///
+    /// ```
+    /// # use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").concurrency(8);
+    /// assert_eq!(c.concurrency, Some(LimitConfig::Fixed(8)));
+    /// let c = c.concurrency(LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
+    /// assert!(matches!(c.concurrency, Some(LimitConfig::Adaptive(_))));
+    /// ```
+    pub fn concurrency(mut self, value: impl Into<LimitConfig>) -> Self {
+        self.concurrency = Some(value.into());
+        self
+    }
+
+    /// The same configuration with hedged requests (checked by
+    /// [`build`](Self::build), see [`HedgeConfig::validate`]). The default
+    /// is none; to remove it, set the field to `None`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::{DependencyConfig, HedgeConfig};
+    /// let c = DependencyConfig::new("a", "http://a").hedge(HedgeConfig::after(Duration::from_millis(40)));
+    /// assert_eq!(c.hedge, Some(HedgeConfig::after(Duration::from_millis(40))));
+    /// ```
+    pub fn hedge(mut self, value: HedgeConfig) -> Self {
+        self.hedge = Some(value);
+        self
+    }
+
+    /// The same configuration with `queue`: how calls wait for a permit
+    /// (checked by [`build`](Self::build), see [`QueueConfig::validate`]).
+    ///
+    /// ```
+    /// # use budget_core::admission::{QueueConfig, QueueOrder};
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").queue(QueueConfig::default().order(QueueOrder::Fifo));
+    /// assert_eq!(c.queue.order, QueueOrder::Fifo);
+    /// ```
+    pub fn queue(mut self, value: QueueConfig) -> Self {
+        self.queue = value;
+        self
+    }
+
+    /// The same configuration with `on_unavailable`: what a call does when
+    /// it cannot be made (and, for `stale`, when it fails).
+    ///
+    /// ```
+    /// # use budget_core::client::{DependencyConfig, OnUnavailable};
+    /// let c = DependencyConfig::new("a", "http://a").on_unavailable(OnUnavailable::Stale);
+    /// assert_eq!(c.on_unavailable, OnUnavailable::Stale);
+    /// ```
+    pub fn on_unavailable(mut self, value: OnUnavailable) -> Self {
+        self.on_unavailable = value;
+        self
+    }
+
+    /// The same configuration with `max_stale`: with `on_unavailable =
+    /// "stale"`, the oldest answer served in place of a failed call, more
+    /// than zero (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").max_stale(Duration::from_secs(10));
+    /// assert_eq!(c.max_stale, Duration::from_secs(10));
+    /// ```
+    pub fn max_stale(mut self, value: Duration) -> Self {
+        self.max_stale = value;
+        self
+    }
+
+    /// The same configuration with `stale_cache`: with `on_unavailable =
+    /// "stale"`, how much the client keeps (checked by
+    /// [`build`](Self::build), see [`StaleCacheConfig::validate`]).
+    ///
+    /// ```
+    /// # use budget_core::client::{DependencyConfig, StaleCacheConfig};
+    /// let c = DependencyConfig::new("a", "http://a").stale_cache(StaleCacheConfig::default().max_entries(16));
+    /// assert_eq!(c.stale_cache.max_entries, 16);
+    /// ```
+    pub fn stale_cache(mut self, value: StaleCacheConfig) -> Self {
+        self.stale_cache = value;
+        self
+    }
+
+    /// The same configuration with `grpc_timeout`: also send
+    /// `grpc-timeout` (same value as `request-budget-ms`).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// assert!(DependencyConfig::new("a", "http://a").grpc_timeout(true).grpc_timeout);
+    /// ```
+    pub fn grpc_timeout(mut self, value: bool) -> Self {
+        self.grpc_timeout = value;
+        self
+    }
+
+    /// The same configuration with `max_body`: the largest response body
+    /// buffered, in bytes, at least 1 (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// assert_eq!(DependencyConfig::new("a", "http://a").max_body(1 << 20).max_body, 1 << 20);
+    /// ```
+    pub fn max_body(mut self, value: u64) -> Self {
+        self.max_body = value;
+        self
+    }
+
+    /// The same configuration with `trace_query`: keep the query's values
+    /// in the attempt span's `url.full` (else `REDACTED`).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// assert!(DependencyConfig::new("a", "http://a").trace_query(true).trace_query);
+    /// ```
+    pub fn trace_query(mut self, value: bool) -> Self {
+        self.trace_query = value;
+        self
+    }
+
+    /// The same configuration with `mode`: spend the request's budget
+    /// ([`TimeoutMode::Budget`], the default) or a fixed timeout.
+    ///
+    /// ```
+    /// # use budget_core::client::{DependencyConfig, TimeoutMode};
+    /// let c = DependencyConfig::new("a", "http://a").mode(TimeoutMode::Fixed);
+    /// assert_eq!(c.mode, TimeoutMode::Fixed);
+    /// ```
+    pub fn mode(mut self, value: TimeoutMode) -> Self {
+        self.mode = value;
+        self
+    }
+
+    /// The same configuration with `fixed_timeout`: each attempt's timeout
+    /// in [`TimeoutMode::Fixed`], more than zero (checked by
+    /// [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").fixed_timeout(Duration::from_secs(2));
+    /// assert_eq!(c.fixed_timeout, Duration::from_secs(2));
+    /// ```
+    pub fn fixed_timeout(mut self, value: Duration) -> Self {
+        self.fixed_timeout = value;
+        self
     }
 
     /// Shorthand for `BudgetClient::builder(self.clone()).build()`: a

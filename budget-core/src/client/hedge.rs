@@ -145,11 +145,27 @@ const AUTO: &str = "auto";
 /// ```
 /// use budget_core::client::HedgeConfig;
 ///
-/// let bad = HedgeConfig { ratio: 1.5, ..Default::default() };
+/// let bad = HedgeConfig::default().ratio(1.5);
 /// assert_eq!(bad.validate().unwrap_err().field(), "ratio");
 /// assert!(HedgeConfig::default().validate().is_ok());
 /// ```
+///
+/// In code, start from [`Default`] (`hedge = "auto"`) or
+/// [`after`](Self::after) (both usable in a `const`: [`DEFAULT`](Self::DEFAULT))
+/// and change what differs with the setters, one per field, which are
+/// `const`; [`validate`](Self::validate) checks:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::client::HedgeConfig;
+///
+/// let c = HedgeConfig::after(Duration::from_millis(40)).ratio(0.05);
+/// assert!(c.validate().is_ok());
+/// const CAREFUL: HedgeConfig = HedgeConfig::DEFAULT.quantile(0.99).min_samples(100);
+/// assert_eq!(CAREFUL.ratio, HedgeConfig::default().ratio);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct HedgeConfig {
     /// When the hedge is sent.
     pub delay: HedgeDelay,
@@ -200,6 +216,75 @@ impl HedgeConfig {
         }
     }
 
+    /// The same config with `delay`: when the hedge is sent, after the
+    /// learned quantile ([`HedgeDelay::Auto`]) or a fixed delay, more than
+    /// zero (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::{HedgeConfig, HedgeDelay};
+    /// let c = HedgeConfig::default().delay(HedgeDelay::Fixed(Duration::from_millis(40)));
+    /// assert_eq!(c, HedgeConfig::after(Duration::from_millis(40)));
+    /// ```
+    pub const fn delay(mut self, value: HedgeDelay) -> Self {
+        self.delay = value;
+        self
+    }
+
+    /// The same config with `quantile`: the latency quantile a learned
+    /// delay waits, strictly between 0 and 1 (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::client::HedgeConfig;
+    /// assert_eq!(HedgeConfig::default().quantile(0.9).quantile, 0.9);
+    /// ```
+    pub const fn quantile(mut self, value: f64) -> Self {
+        self.quantile = value;
+        self
+    }
+
+    /// The same config with `min_samples`: the attempts in the window
+    /// before a learned delay hedges at all, at least 1 (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::client::HedgeConfig;
+    /// assert_eq!(HedgeConfig::default().min_samples(50).min_samples, 50);
+    /// ```
+    pub const fn min_samples(mut self, value: u64) -> Self {
+        self.min_samples = value;
+        self
+    }
+
+    /// The same config with `window`: how long a latency sample and a
+    /// hedge deposit count, 1 s to 60 s (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::HedgeConfig;
+    /// let c = HedgeConfig::default().window(Duration::from_secs(5));
+    /// assert_eq!(c.window, Duration::from_secs(5));
+    /// ```
+    pub const fn window(mut self, value: Duration) -> Self {
+        self.window = value;
+        self
+    }
+
+    /// The same config with `ratio`: the hedges per hedgeable call at
+    /// most, more than 0 and at most 1 (checked by
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use budget_core::client::HedgeConfig;
+    /// assert_eq!(HedgeConfig::default().ratio(0.05).ratio, 0.05);
+    /// ```
+    pub const fn ratio(mut self, value: f64) -> Self {
+        self.ratio = value;
+        self
+    }
+
     /// Checks every field; the error names it.
     ///
     /// # Errors
@@ -211,7 +296,7 @@ impl HedgeConfig {
     /// use std::time::Duration;
     /// use budget_core::client::HedgeConfig;
     ///
-    /// let bad = HedgeConfig { window: Duration::ZERO, ..Default::default() };
+    /// let bad = HedgeConfig::default().window(Duration::ZERO);
     /// assert_eq!(bad.validate().unwrap_err().field(), "window");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {

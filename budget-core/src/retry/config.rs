@@ -66,8 +66,26 @@ use crate::config::ConfigError;
 /// let defaults: RetryConfig = toml::from_str("").unwrap();
 /// assert_eq!(defaults, RetryConfig::default());
 /// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters, one per field; [`build`](Self::build) validates:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
+///
+/// let policy = RetryConfig::default()
+///     .max_attempts(4)
+///     .backoff(BackoffConfig::default().initial(Duration::from_millis(100)).jitter(Jitter::None))
+///     .retryable_statuses([429, 503])
+///     .build()
+///     .unwrap();
+/// assert_eq!(policy.max_attempts(), 4);
+/// assert_eq!(policy.backoff().ceiling(1), Duration::from_millis(100));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RetryConfigToml")]
+#[non_exhaustive]
 pub struct RetryConfig {
     /// Total attempts, the first included (1 = never retry). Default 3.
     pub max_attempts: u32,
@@ -120,8 +138,25 @@ impl Default for RetryConfig {
 /// assert_eq!(b.multiplier, 2.0);
 /// assert_eq!(b.jitter, Jitter::Full);
 /// ```
+///
+/// In code, start from [`Default`] and change what differs with the
+/// setters, one per field; [`build`](Self::build) validates:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::{BackoffConfig, Jitter};
+///
+/// let backoff = BackoffConfig::default()
+///     .initial(Duration::from_millis(20))
+///     .max(Duration::from_millis(500))
+///     .jitter(Jitter::None)
+///     .build()
+///     .unwrap();
+/// assert_eq!(backoff.initial(), Duration::from_millis(20));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct BackoffConfig {
     /// The first retry's ceiling. Default 50 ms.
     #[serde(with = "humantime_serde")]
@@ -149,6 +184,58 @@ impl Default for BackoffConfig {
 }
 
 impl BackoffConfig {
+    /// The same configuration with `initial`: the first retry's ceiling,
+    /// more than zero (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::retry::BackoffConfig;
+    /// let b = BackoffConfig::default().initial(Duration::from_millis(20));
+    /// assert_eq!(b.initial, Duration::from_millis(20));
+    /// ```
+    pub fn initial(mut self, value: Duration) -> Self {
+        self.initial = value;
+        self
+    }
+
+    /// The same configuration with `max`: the cap of every wait, at least
+    /// `initial` (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::retry::BackoffConfig;
+    /// let b = BackoffConfig::default().max(Duration::from_secs(2));
+    /// assert_eq!(b.max, Duration::from_secs(2));
+    /// ```
+    pub fn max(mut self, value: Duration) -> Self {
+        self.max = value;
+        self
+    }
+
+    /// The same configuration with `multiplier`: the growth per retry, at
+    /// least 1 and finite (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::retry::BackoffConfig;
+    /// assert_eq!(BackoffConfig::default().multiplier(1.5).multiplier, 1.5);
+    /// ```
+    pub fn multiplier(mut self, value: f64) -> Self {
+        self.multiplier = value;
+        self
+    }
+
+    /// The same configuration with `jitter`: how a wait is drawn below its
+    /// ceiling.
+    ///
+    /// ```
+    /// # use budget_core::retry::{BackoffConfig, Jitter};
+    /// assert_eq!(BackoffConfig::default().jitter(Jitter::None).jitter, Jitter::None);
+    /// ```
+    pub fn jitter(mut self, value: Jitter) -> Self {
+        self.jitter = value;
+        self
+    }
+
     /// Validates the table into a [`Backoff`] (see [`Backoff::new`] for the
     /// errors).
     ///
@@ -163,6 +250,77 @@ impl BackoffConfig {
 }
 
 impl RetryConfig {
+    /// The same configuration with `max_attempts`: the total attempts, the
+    /// first included (1 = never retry); at least 1 (checked by
+    /// [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use budget_core::retry::RetryConfig;
+    /// assert_eq!(RetryConfig::default().max_attempts(1).max_attempts, 1);
+    /// ```
+    pub fn max_attempts(mut self, value: u32) -> Self {
+        self.max_attempts = value;
+        self
+    }
+
+    /// The same configuration with `backoff`: the exponential backoff and
+    /// its jitter (checked by [`build`](Self::build), see
+    /// [`BackoffConfig::build`]).
+    ///
+    /// ```
+    /// # use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
+    /// let c = RetryConfig::default().backoff(BackoffConfig::default().jitter(Jitter::None));
+    /// assert_eq!(c.backoff.jitter, Jitter::None);
+    /// ```
+    pub fn backoff(mut self, value: BackoffConfig) -> Self {
+        self.backoff = value;
+        self
+    }
+
+    /// The same configuration with `retry_after_max`: the longest
+    /// `Retry-After` honoured by waiting.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::retry::RetryConfig;
+    /// let c = RetryConfig::default().retry_after_max(Duration::from_secs(5));
+    /// assert_eq!(c.retry_after_max, Duration::from_secs(5));
+    /// ```
+    pub fn retry_after_max(mut self, value: Duration) -> Self {
+        self.retry_after_max = value;
+        self
+    }
+
+    /// The same configuration with `retryable_statuses`: the statuses
+    /// worth another attempt, each from 100 to 599 (checked by
+    /// [`build`](Self::build)). Takes a `Vec<u16>`, an array or a slice.
+    ///
+    /// ```
+    /// # use budget_core::retry::RetryConfig;
+    /// let c = RetryConfig::default().retryable_statuses([429, 503]);
+    /// assert_eq!(c.retryable_statuses, vec![429, 503]);
+    /// ```
+    pub fn retryable_statuses(mut self, value: impl Into<Vec<u16>>) -> Self {
+        self.retryable_statuses = value.into();
+        self
+    }
+
+    /// The same configuration with an `attempt_timeout`: the longest one
+    /// attempt may take, more than zero (checked by
+    /// [`build`](Self::build)). The default is none; to remove one, set the
+    /// field to `None`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::retry::RetryConfig;
+    /// let c = RetryConfig::default().attempt_timeout(Duration::from_millis(300));
+    /// assert_eq!(c.attempt_timeout, Some(Duration::from_millis(300)));
+    /// ```
+    pub fn attempt_timeout(mut self, value: Duration) -> Self {
+        self.attempt_timeout = Some(value);
+        self
+    }
+
     /// Validates the configuration into a [`RetryPolicy`], or a
     /// [`ConfigError`] naming the field: `max_attempts` of 0,
     /// `backoff.initial` of zero, `backoff.max` below `backoff.initial`,
@@ -172,9 +330,10 @@ impl RetryConfig {
     /// ```
     /// use budget_core::retry::RetryConfig;
     ///
-    /// let err = RetryConfig { max_attempts: 0, ..Default::default() }.build().unwrap_err();
+    /// let err = RetryConfig::default().max_attempts(0).build().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `max_attempts` must be at least 1");
-    /// let err = RetryConfig { retryable_statuses: vec![503, 600], ..Default::default() }
+    /// let err = RetryConfig::default()
+    ///     .retryable_statuses([503, 600])
     ///     .build()
     ///     .unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `retryable_statuses` has 600, outside 100-599");
@@ -223,7 +382,7 @@ impl RetryConfig {
     /// use std::time::Duration;
     /// use budget_core::retry::RetryConfig;
     ///
-    /// let c = RetryConfig { attempt_timeout: Some(Duration::from_secs(5)), ..Default::default() };
+    /// let c = RetryConfig::default().attempt_timeout(Duration::from_secs(5));
     /// assert!(c.check_within(Duration::from_secs(10)).is_ok());
     /// let err = c.check_within(Duration::from_secs(2)).unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `attempt_timeout` is 5000ms, longer than the overall budget 2000ms");

@@ -33,8 +33,8 @@
 //! };
 //! use http::StatusCode;
 //!
-//! let backoff = BackoffConfig { jitter: Jitter::None, ..Default::default() };
-//! let policy = RetryConfig { backoff, ..Default::default() }.build().unwrap();
+//! let backoff = BackoffConfig::default().jitter(Jitter::None);
+//! let policy = RetryConfig::default().backoff(backoff).build().unwrap();
 //! let mut input = DecisionInput {
 //!     outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
 //!     attempts: 1,
@@ -469,7 +469,7 @@ impl RetryPolicy {
     #[cfg(feature = "grpc")]
     pub(crate) fn with_grpc_codes(
         mut self,
-        codes: impl IntoIterator<Item = crate::grpc::GrpcCode>,
+        codes: impl IntoIterator<Item = crate::grpc_status::GrpcCode>,
     ) -> Self {
         self.classifier = self.classifier.with_grpc_codes(codes);
         self

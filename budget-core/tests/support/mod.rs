@@ -27,16 +27,13 @@ pub fn ms(v: u64) -> Duration {
 /// jitter: retries at known times.
 pub fn constant_retry(max_attempts: u32, backoff: Duration) -> budget_core::retry::RetryConfig {
     use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
-    RetryConfig {
-        max_attempts,
-        backoff: BackoffConfig {
-            initial: backoff,
-            max: backoff,
-            multiplier: 1.0,
-            jitter: Jitter::None,
-        },
-        ..RetryConfig::default()
-    }
+    RetryConfig::default().max_attempts(max_attempts).backoff(
+        BackoffConfig::default()
+            .initial(backoff)
+            .max(backoff)
+            .multiplier(1.0)
+            .jitter(Jitter::None),
+    )
 }
 
 /// Runs a test body under an outer timeout (`secs`), so a bug hangs

@@ -36,15 +36,10 @@ async fn main() {
     let ledger = Ledger::new();
     ledger.record(Entry::ingress(budget.original()));
     let reserve = Duration::from_millis(20);
-    let policy = RetryConfig {
-        backoff: BackoffConfig {
-            jitter: Jitter::None,
-            ..BackoffConfig::default()
-        },
-        ..RetryConfig::default()
-    }
-    .build()
-    .expect("the default retry config is valid");
+    let policy = RetryConfig::default()
+        .backoff(BackoffConfig::default().jitter(Jitter::None))
+        .build()
+        .expect("the default retry config is valid");
 
     let deps = [
         Dependency {

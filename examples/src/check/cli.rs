@@ -274,11 +274,9 @@ impl Cli {
             Some(given) => given,
             None => DEFAULT_ATTEMPT_TIMEOUT.min(self.deadline),
         };
-        let retry = RetryConfig {
-            max_attempts: self.retries.saturating_add(1),
-            attempt_timeout: Some(attempt_timeout),
-            ..RetryConfig::default()
-        };
+        let retry = RetryConfig::default()
+            .max_attempts(self.retries.saturating_add(1))
+            .attempt_timeout(attempt_timeout);
         retry
             .check_within(self.deadline)
             .map_err(|_| InputError::AttemptTimeout {

@@ -283,10 +283,7 @@ impl CheckoutConfig {
             Dep::Recommendations => (&self.recommendations_url, &self.recommendations),
         };
         let mut c = DependencyConfig::new(name, url.as_str());
-        c.retry = RetryConfig {
-            max_attempts: dep.default_attempts(),
-            ..RetryConfig::default()
-        };
+        c.retry = RetryConfig::default().max_attempts(dep.default_attempts());
         if dep == Dep::Recommendations {
             c.floor = Floor::new(self.recommendations_floor).into();
             c.on_unavailable = OnUnavailable::Skip;
@@ -342,16 +339,12 @@ mod tests {
         )
         .unwrap();
         assert!(config.validate().is_ok());
-        config.pricing.retry = Some(RetryConfig {
-            attempt_timeout: Some(std::time::Duration::from_secs(3)),
-            ..RetryConfig::default()
-        });
+        config.pricing.retry =
+            Some(RetryConfig::default().attempt_timeout(std::time::Duration::from_secs(3)));
         let err = config.validate().unwrap_err();
         assert_eq!(err.field(), "pricing.retry.attempt_timeout");
-        config.pricing.retry = Some(RetryConfig {
-            attempt_timeout: Some(std::time::Duration::ZERO),
-            ..RetryConfig::default()
-        });
+        config.pricing.retry =
+            Some(RetryConfig::default().attempt_timeout(std::time::Duration::ZERO));
         assert_eq!(
             config.validate().unwrap_err().to_string(),
             "invalid config: `pricing.retry.attempt_timeout` must be more than zero"
@@ -478,10 +471,7 @@ mod tests {
             "inventory_url"
         );
         assert_eq!(
-            field(&|c| c.pricing.retry = Some(RetryConfig {
-                max_attempts: 0,
-                ..RetryConfig::default()
-            })),
+            field(&|c| c.pricing.retry = Some(RetryConfig::default().max_attempts(0))),
             "pricing.retry.max_attempts"
         );
         assert_eq!(
@@ -499,10 +489,7 @@ mod tests {
         );
         assert_eq!(
             field(
-                &|c| c.pricing.hedge = Some(budget_core::client::HedgeConfig {
-                    ratio: 2.0,
-                    ..Default::default()
-                })
+                &|c| c.pricing.hedge = Some(budget_core::client::HedgeConfig::default().ratio(2.0))
             ),
             "pricing.hedge.ratio"
         );

@@ -140,10 +140,7 @@ impl EdgeConfig {
     pub(crate) fn build(&self) -> Result<Built, ConfigError> {
         let layer = self.settings().request_layer()?;
         let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
-        c.retry = RetryConfig {
-            max_attempts: 1,
-            ..RetryConfig::default()
-        };
+        c.retry = RetryConfig::default().max_attempts(1);
         c.floor = DEFAULT_DEPENDENCY_FLOOR;
         self.checkout.apply(&mut c);
         if !self.budget_mode.is_on() {
