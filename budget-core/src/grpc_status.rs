@@ -1,5 +1,7 @@
-//! [`GrpcCode`]: the gRPC status of a budget problem, and the encoding of
-//! `grpc-message`.
+//! gRPC on the wire, without tonic: the status codes ([`GrpcCode`]), the
+//! encoding of `grpc-message`, `grpc-retry-pushback-ms`. Part of the core
+//! (the retry rules read a gRPC answer's status); public as
+//! [`budget_core::grpc`](crate::grpc).
 
 use http::{HeaderName, HeaderValue};
 

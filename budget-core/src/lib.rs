@@ -60,6 +60,7 @@ mod error;
 pub mod fan_out;
 pub mod floor;
 pub mod grpc;
+mod grpc_status;
 pub mod header;
 pub mod ledger;
 pub mod problem;

@@ -412,10 +412,8 @@ async fn a_slow_first_attempt_is_hedged_as_over_http() {
     let addr = serve_echo(echo.clone()).await;
     let mut config = budget_core::client::DependencyConfig::new("echo", format!("http://{addr}"));
     config.retry.max_attempts = 2;
-    config.hedge = Some(budget_core::client::HedgeConfig {
-        ratio: 1.0,
-        ..budget_core::client::HedgeConfig::after(Duration::from_millis(50))
-    });
+    config.hedge =
+        Some(budget_core::client::HedgeConfig::after(Duration::from_millis(50)).ratio(1.0));
     let layer = GrpcBudgetLayer::from_config(&config, None).unwrap();
     let start = Instant::now();
     let (answer, ledger) =
@@ -491,5 +489,31 @@ async fn fixed_mode_sends_no_grpc_timeout_and_times_out_locally() {
     assert!(
         took >= Duration::from_millis(200) && took < Duration::from_secs(2),
         "{took:?}"
+    );
+}
+
+/// A gRPC call's attempts are metered as the HTTP client's, under the same
+/// names, their series marked `rpc_system="grpc"` and their outcome the
+/// gRPC status.
+#[tokio::test]
+async fn grpc_attempts_are_metered_under_the_http_client_s_names() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    // This test binary's only recorder; the other tests do not read one.
+    metrics::set_global_recorder(recorder).unwrap();
+    let addr = serve_echo(Echo::default()).await;
+    let layer = GrpcBudgetLayer::new("echo-metrics").idempotent(2);
+    let (answer, _) = call_in_budget(addr, layer, "/test.Echo/Flaky", Duration::from_secs(1)).await;
+    assert!(answer.is_ok(), "{answer:?}");
+    let rendered = handle.render();
+    for outcome in ["grpc-14", "200"] {
+        let series = format!(
+            "http_client_request_duration_seconds_count{{dependency=\"echo-metrics\",http_request_method=\"POST\",outcome=\"{outcome}\",rpc_system=\"grpc\"}} 1"
+        );
+        assert!(rendered.contains(&series), "{series} in\n{rendered}");
+    }
+    assert!(
+        rendered.contains("budget_retries_total{dependency=\"echo-metrics\"} 1"),
+        "{rendered}"
     );
 }

@@ -1,6 +1,11 @@
 //! The client side: a reqwest wrapper that spends the current request's
 //! budget on a dependency, and nothing more.
 //!
+//! The call engine behind it (`engine/`) is shared with the gRPC layer
+//! ([`GrpcBudgetLayer`](crate::grpc)): with the `grpc` feature alone this
+//! module holds [`DependencyConfig`] and the types it names, without
+//! reqwest and without [`BudgetClient`] (feature `client`).
+//!
 //! A [`BudgetClient`] is made per dependency from a [`DependencyConfig`]
 //! and cloned into handlers. Inside a request handled by the
 //! [server layer](crate::server), a call needs no budget argument: it reads
@@ -75,8 +80,8 @@
 //! retry decision), and the typed [`CallError`] with its problem mapping
 //! would be lost in its error type. Its retry crate would also be a second
 //! retry loop beside [`RetryPolicy`](crate::retry::RetryPolicy). So there is
-//! no adapter; the engine (`call.rs`) is generic over the attempt, should
-//! one be wanted later.
+//! no adapter; the call engine (`engine/`, shared with the gRPC layer) is
+//! generic over the attempt, should one be wanted later.
 //!
 //! # Example: a handler calling a dependency
 //!

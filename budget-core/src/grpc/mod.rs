@@ -16,14 +16,13 @@
 mod answer;
 #[cfg(feature = "grpc")]
 mod client;
-mod status;
 
 #[cfg(any(feature = "server", feature = "grpc"))]
 pub(crate) use answer::grpc_answer;
 
-#[cfg(feature = "grpc")]
-pub use client::{GrpcBudgetLayer, GrpcBudgetService};
-pub use status::{
+pub use crate::grpc_status::{
     GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, Pushback, encode_message, is_grpc,
     parse_pushback,
 };
+#[cfg(feature = "grpc")]
+pub use client::{GrpcBudgetLayer, GrpcBudgetService};

@@ -43,7 +43,7 @@ use http::{Method, StatusCode};
 
 use super::retry_after::parse_retry_after;
 use crate::clock::WallClock;
-use crate::grpc::{GrpcCode, Pushback};
+use crate::grpc_status::{GrpcCode, Pushback};
 
 /// The `Idempotency-Key` request header
 /// (draft-ietf-httpapi-idempotency-key-header): with it, a POST or PATCH may

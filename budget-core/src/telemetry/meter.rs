@@ -114,8 +114,8 @@ pub fn describe_metrics() {
 /// Registers the server's counters at 0 (shed, expired, malformed,
 /// overloaded, unknown criticality), so that a dashboard's `rate()` sees
 /// their first event: a counter that first appears at 1 loses it.
-/// [`install_prometheus`](super::install_prometheus) calls it; call it after
-/// installing any other recorder.
+/// The binaries' Prometheus recorder (`service_kit::prometheus`) calls
+/// it; call it after installing any other recorder.
 ///
 /// ```
 /// budget_core::telemetry::register_server_metrics();
@@ -209,7 +209,8 @@ fn status_label(status: u16) -> metrics::SharedString {
 }
 
 /// A dependency attempt ended with `outcome` (its status code, or the
-/// failure's kind) after `took`.
+/// failure's kind) after `took`; `rpc_system` is `Some("grpc")` for a gRPC
+/// call.
 #[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
@@ -218,6 +219,7 @@ pub(crate) fn attempt_done(
     method: &http::Method,
     outcome: &crate::retry::Outcome,
     took: Duration,
+    rpc_system: Option<&'static str>,
 ) {
     #[cfg(feature = "metrics")]
     {
@@ -225,13 +227,22 @@ pub(crate) fn attempt_done(
             Some(status) => status_label(status.as_u16()),
             None => outcome.to_string().into(),
         };
-        metrics::histogram!(
-            METRIC_HTTP_CLIENT_DURATION,
-            LABEL_DEPENDENCY => Arc::clone(dependency),
-            LABEL_METHOD => method_label(method),
-            LABEL_OUTCOME => outcome
-        )
-        .record(took.as_secs_f64());
+        let histogram = match rpc_system {
+            None => metrics::histogram!(
+                METRIC_HTTP_CLIENT_DURATION,
+                LABEL_DEPENDENCY => Arc::clone(dependency),
+                LABEL_METHOD => method_label(method),
+                LABEL_OUTCOME => outcome
+            ),
+            Some(system) => metrics::histogram!(
+                METRIC_HTTP_CLIENT_DURATION,
+                LABEL_DEPENDENCY => Arc::clone(dependency),
+                LABEL_METHOD => method_label(method),
+                LABEL_OUTCOME => outcome,
+                LABEL_RPC_SYSTEM => system
+            ),
+        };
+        histogram.record(took.as_secs_f64());
     }
 }
 

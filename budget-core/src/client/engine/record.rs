@@ -80,7 +80,8 @@ pub(crate) fn attempt_ended<R>(
             Entry::attempt(&**name, number, tried.took, outcome.to_string()),
         );
     }
-    meter::attempt_done(name, &plan.method, outcome, tried.took);
+    let rpc_system = (plan.rpc == Rpc::Grpc).then_some(RPC_SYSTEM_GRPC);
+    meter::attempt_done(name, &plan.method, outcome, tried.took, rpc_system);
 }
 
 /// What was decided after an attempt: the log line, the span's outcome
