@@ -1,30 +1,5 @@
-//! The budget: a deadline on tokio's monotonic clock plus the duration it was
-//! made from.
-//!
-//! A budget is what a caller is still willing to wait. It travels between
-//! services as a *relative* duration (clocks of two hosts disagree), and
-//! inside one process as an absolute deadline on [`tokio::time::Instant`], so
-//! that tokio's paused clock governs every rule built on it.
-//!
-//! # Example
-//!
-//! ```
-//! use std::time::Duration;
-//! use budget_core::Budget;
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() {
-//! let budget = Budget::new(Duration::from_millis(2000));
-//! tokio::time::sleep(Duration::from_millis(300)).await;
-//! assert_eq!(budget.remaining(), Duration::from_millis(1700));
-//! assert_eq!(budget.elapsed(), Duration::from_millis(300));
-//!
-//! // A sub-call gets what is left, capped shorter if asked; never longer.
-//! let child = budget.child_capped(Duration::from_millis(500));
-//! assert_eq!(child.remaining(), Duration::from_millis(500));
-//! assert_eq!(budget.child_capped(Duration::from_secs(60)).remaining(), budget.remaining());
-//! # }
-//! ```
+//! The budget: [`Budget`] and [`Exhausted`]. The module is private; both
+//! are public at the crate root (`budget_core::Budget`), their one path.
 
 use std::fmt;
 use std::time::Duration;
@@ -45,6 +20,11 @@ pub(crate) fn whole_millis(d: Duration) -> u64 {
 
 /// One request's time budget: a deadline plus the duration it was made from.
 ///
+/// A budget is what a caller is still willing to wait. It travels between
+/// services as a *relative* duration (clocks of two hosts disagree), and
+/// inside one process as an absolute deadline on [`tokio::time::Instant`], so
+/// that tokio's paused clock governs every rule built on it.
+///
 /// `Budget` is `Copy`: handing it to a sub-call costs nothing. All arithmetic
 /// saturates; a budget never panics and never wraps.
 ///
@@ -63,6 +43,26 @@ pub(crate) fn whole_millis(d: Duration) -> u64 {
 /// assert!(!budget.is_exhausted());
 /// assert!(budget.remaining() <= Duration::from_millis(250));
 /// assert_eq!(budget.original(), Duration::from_millis(250));
+/// ```
+///
+/// Time passes on tokio's clock; a sub-call gets what is left:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::Budget;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let budget = Budget::new(Duration::from_millis(2000));
+/// tokio::time::sleep(Duration::from_millis(300)).await;
+/// assert_eq!(budget.remaining(), Duration::from_millis(1700));
+/// assert_eq!(budget.elapsed(), Duration::from_millis(300));
+///
+/// // A sub-call gets what is left, capped shorter if asked; never longer.
+/// let child = budget.child_capped(Duration::from_millis(500));
+/// assert_eq!(child.remaining(), Duration::from_millis(500));
+/// assert_eq!(budget.child_capped(Duration::from_secs(60)).remaining(), budget.remaining());
+/// # }
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Budget {

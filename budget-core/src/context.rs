@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::admission::Criticality;
+use crate::admission::criticality::Criticality;
 use crate::budget::Budget;
 use crate::ledger::Ledger;
 
@@ -178,7 +178,7 @@ impl RequestContext {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::{Budget, admission::Criticality, context::RequestContext};
+    /// # use budget_core::{Budget, admission::criticality::Criticality, context::RequestContext};
     /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_criticality(Criticality::Critical);
     /// assert_eq!(cx.criticality(), Criticality::Critical);
     /// ```
@@ -191,7 +191,7 @@ impl RequestContext {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::{Budget, admission::Criticality, context::RequestContext};
+    /// # use budget_core::{Budget, admission::criticality::Criticality, context::RequestContext};
     /// assert_eq!(RequestContext::new(Budget::new(Duration::from_secs(1))).criticality(), Criticality::Default);
     /// ```
     pub fn criticality(&self) -> Criticality {

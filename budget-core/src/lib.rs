@@ -9,7 +9,7 @@
 //! waiting workers.
 //!
 //! This crate's core is pure: the [`Budget`] type, the [header codec](header),
-//! the [`Floor`], the [retry rules](retry), the [circuit breaker](breaker),
+//! the [`Floor`](floor::Floor), the [retry rules](retry), the [circuit breaker](breaker),
 //! [bounded fan-out](fan_out), [single-flight refresh](single_flight), the
 //! [ledger], [admission] to a dependency's concurrency permits and the
 //! [configuration](config). None of it depends on a web
@@ -29,7 +29,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::{Budget, Floor};
+//! use budget_core::Budget;
+//! use budget_core::floor::Floor;
 //! use budget_core::header::{self, Decoded};
 //!
 //! let mut headers = http::HeaderMap::new();
@@ -50,7 +51,7 @@
 
 pub mod admission;
 pub mod breaker;
-pub mod budget;
+mod budget;
 pub mod clock;
 pub mod config;
 pub mod context;
@@ -78,5 +79,3 @@ pub mod client;
 
 pub use budget::{Budget, Exhausted};
 pub use error::error_chain;
-pub use floor::{BelowFloor, Floor};
-pub use ledger::{Entry, Ledger};

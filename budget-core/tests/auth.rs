@@ -17,10 +17,11 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use budget_core::client::{
-    BoxError, BudgetClient, CallErrorKind, DependencyConfig, Token, TokenSource,
+    BoxError, BudgetClient, CallErrorKind, DependencyConfig,
+    auth::{Token, TokenSource},
 };
 use budget_core::ledger::{Entry, Ledger};
-use budget_core::{Budget, Floor};
+use budget_core::{Budget, floor::Floor};
 use http::StatusCode;
 use support::ms;
 use tokio::net::TcpListener;

@@ -23,7 +23,7 @@ use budget_core::ledger::{Entry, Ledger, parse_server_timing};
 use budget_core::problem::Problem;
 use budget_core::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
 use budget_core::server::ServerConfig;
-use budget_core::{Budget, Floor};
+use budget_core::{Budget, floor::Floor};
 use http::StatusCode;
 use support::{Answer, Behaviour, Blackhole, Partner, Raw, eventually, ms, refused_addr};
 use tokio::time::Instant;

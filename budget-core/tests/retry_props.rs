@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use budget_core::Floor;
+use budget_core::floor::Floor;
 use budget_core::retry::{
     BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryBudget, RetryBudgetConfig,
     RetryConfig, RetryPolicy, StopReason, TransportKind,

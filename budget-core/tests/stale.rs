@@ -13,9 +13,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use budget_core::breaker::BreakerConfig;
-use budget_core::client::{CallErrorKind, StaleCacheConfig};
+use budget_core::client::{CallErrorKind, stale::StaleCacheConfig};
 use budget_core::ledger::{Entry, Ledger};
-use budget_core::{Budget, Floor};
+use budget_core::{Budget, floor::Floor};
 use http::StatusCode;
 use stale_common::{GOOD, stale_dep};
 use support::{Answer, Partner, ms, refused_addr};

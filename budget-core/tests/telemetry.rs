@@ -23,7 +23,7 @@ use budget_core::Budget;
 use budget_core::client::{BudgetClient, CallError, DependencyConfig, OnUnavailable};
 use budget_core::server::ServerConfig;
 use budget_core::telemetry::semconv::*;
-use budget_core::{Floor, ledger::parse_server_timing};
+use budget_core::{floor::Floor, ledger::parse_server_timing};
 use opentelemetry::trace::{SpanId, SpanKind, TraceId, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};

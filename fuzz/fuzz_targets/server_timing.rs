@@ -24,9 +24,8 @@
 
 #![no_main]
 
-use budget_core::Ledger;
 use budget_core::ledger::{
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, DROPPED_METRIC, LedgerLimits, Metric,
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, DROPPED_METRIC, Ledger, LedgerLimits, Metric,
     parse_server_timing, parse_server_timing_limited,
 };
 use libfuzzer_sys::fuzz_target;
@@ -96,7 +95,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// An unbounded ledger of `entries`, as its `Server-Timing` value.
-fn render(entries: Vec<budget_core::Entry>) -> String {
+fn render(entries: Vec<budget_core::ledger::Entry>) -> String {
     let ledger = Ledger::with_limits(LedgerLimits {
         max_entries: usize::MAX,
         max_bytes: usize::MAX,

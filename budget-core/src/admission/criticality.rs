@@ -2,7 +2,7 @@
 //! enough capacity for all of them, and its `request-criticality` header.
 //!
 //! Under overload something has to wait or be refused; criticality says
-//! what. A [`PermitQueue`](super::PermitQueue) serves [`Critical`] waiters
+//! what. A [`PermitQueue`](super::queue::PermitQueue) serves [`Critical`] waiters
 //! before [`Default`] ones and those before [`Sheddable`] ones, and refuses
 //! the least critical first.
 //!
@@ -22,7 +22,7 @@
 //! # Example
 //!
 //! ```
-//! use budget_core::admission::{Criticality, REQUEST_CRITICALITY};
+//! use budget_core::admission::criticality::{Criticality, REQUEST_CRITICALITY};
 //!
 //! let mut headers = http::HeaderMap::new();
 //! headers.insert(REQUEST_CRITICALITY, Criticality::Sheddable.header_value());
@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 /// The `request-criticality` header.
 ///
 /// ```
-/// use budget_core::admission::REQUEST_CRITICALITY;
+/// use budget_core::admission::criticality::REQUEST_CRITICALITY;
 /// assert_eq!(REQUEST_CRITICALITY.as_str(), "request-criticality");
 /// ```
 pub const REQUEST_CRITICALITY: HeaderName = HeaderName::from_static("request-criticality");
@@ -54,7 +54,7 @@ pub const REQUEST_CRITICALITY: HeaderName = HeaderName::from_static("request-cri
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::Criticality;
+/// use budget_core::admission::criticality::Criticality;
 ///
 /// assert_eq!(Criticality::default(), Criticality::Default);
 /// assert_eq!(Criticality::Critical.to_string(), "critical");
@@ -84,7 +84,7 @@ pub enum Criticality {
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::{Criticality, ReadCriticality};
+/// use budget_core::admission::criticality::{Criticality, ReadCriticality};
 /// use http::HeaderValue;
 ///
 /// let read = Criticality::from_header(Some(&HeaderValue::from_static("urgent")));
@@ -110,7 +110,7 @@ impl Criticality {
     /// The lower-case name, as on the wire.
     ///
     /// ```
-    /// use budget_core::admission::Criticality;
+    /// use budget_core::admission::criticality::Criticality;
     /// assert_eq!(Criticality::Sheddable.as_str(), "sheddable");
     /// ```
     pub const fn as_str(self) -> &'static str {
@@ -125,7 +125,7 @@ impl Criticality {
     /// allocation).
     ///
     /// ```
-    /// use budget_core::admission::Criticality;
+    /// use budget_core::admission::criticality::Criticality;
     /// assert_eq!(Criticality::Critical.header_value(), "critical");
     /// ```
     pub const fn header_value(self) -> HeaderValue {
@@ -140,7 +140,7 @@ impl Criticality {
     /// `unknown` set.
     ///
     /// ```
-    /// use budget_core::admission::Criticality;
+    /// use budget_core::admission::criticality::Criticality;
     /// use http::HeaderValue;
     ///
     /// let read = Criticality::from_header(Some(&HeaderValue::from_static(" Critical\t")));
@@ -175,7 +175,7 @@ impl Criticality {
     /// value if there are several), as [`Criticality::from_header`] does.
     ///
     /// ```
-    /// use budget_core::admission::{Criticality, REQUEST_CRITICALITY};
+    /// use budget_core::admission::criticality::{Criticality, REQUEST_CRITICALITY};
     ///
     /// let mut headers = http::HeaderMap::new();
     /// assert_eq!(Criticality::from_headers(&headers).criticality, Criticality::Default);
@@ -216,7 +216,7 @@ impl fmt::Display for Criticality {
     /// The lower-case name, as on the wire.
     ///
     /// ```
-    /// use budget_core::admission::Criticality;
+    /// use budget_core::admission::criticality::Criticality;
     /// assert_eq!(format!("{}", Criticality::Default), "default");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -165,7 +165,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+//! use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
 //! use tokio::time::Instant;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -237,7 +237,7 @@ const SLACK_SHARE: f64 = 1.0 / 32.0;
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+/// use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
 ///
 /// #[derive(serde::Deserialize)]
 /// struct Dependency { concurrency: LimitConfig }
@@ -267,7 +267,7 @@ impl LimitConfig {
     /// the caller to prefix with [`ConfigError::within`].
     ///
     /// ```
-    /// use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+    /// use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
     ///
     /// assert!(LimitConfig::Fixed(8).validate().is_ok());
     /// assert_eq!(LimitConfig::Fixed(0).validate().unwrap_err().field(), "concurrency");
@@ -293,7 +293,7 @@ impl std::str::FromStr for LimitConfig {
     /// A flag's form: a number (`8`) or `auto`.
     ///
     /// ```
-    /// use budget_core::admission::LimitConfig;
+    /// use budget_core::admission::limit::LimitConfig;
     /// assert_eq!("8".parse::<LimitConfig>().unwrap(), LimitConfig::Fixed(8));
     /// assert!(matches!("auto".parse::<LimitConfig>().unwrap(), LimitConfig::Adaptive(_)));
     /// assert!("eight".parse::<LimitConfig>().is_err());
@@ -389,7 +389,7 @@ impl<'de> Visitor<'de> for LimitConfigVisitor {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::AdaptiveLimitConfig;
+/// use budget_core::admission::limit::AdaptiveLimitConfig;
 ///
 /// let c: AdaptiveLimitConfig =
 ///     toml::from_str("min = 2\nmax = 64\nwindow = \"500ms\"").unwrap();
@@ -404,7 +404,7 @@ impl<'de> Visitor<'de> for LimitConfigVisitor {
 /// [`AdaptiveLimit::new`]) checks them:
 ///
 /// ```
-/// use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+/// use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
 ///
 /// let c = AdaptiveLimitConfig::default().min(2).max(64).initial(16);
 /// assert_eq!(c.initial_limit(), 16);
@@ -455,7 +455,7 @@ impl Default for AdaptiveLimitConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::AdaptiveLimitConfig;
+    /// use budget_core::admission::limit::AdaptiveLimitConfig;
     ///
     /// let c = AdaptiveLimitConfig::default();
     /// assert_eq!((c.min, c.max, c.initial, c.window_samples, c.probe_samples), (1, 256, None, 1000, 20));
@@ -483,7 +483,7 @@ impl AdaptiveLimitConfig {
     /// (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().min(2).min, 2);
     /// ```
     pub fn min(mut self, value: usize) -> Self {
@@ -495,7 +495,7 @@ impl AdaptiveLimitConfig {
     /// (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().max(64).max, 64);
     /// ```
     pub fn max(mut self, value: usize) -> Self {
@@ -510,7 +510,7 @@ impl AdaptiveLimitConfig {
     /// `None`.
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().initial(16).initial, Some(16));
     /// ```
     pub fn initial(mut self, value: usize) -> Self {
@@ -523,7 +523,7 @@ impl AdaptiveLimitConfig {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// let c = AdaptiveLimitConfig::default().window(Duration::from_millis(500));
     /// assert_eq!(c.window, Duration::from_millis(500));
     /// ```
@@ -536,7 +536,7 @@ impl AdaptiveLimitConfig {
     /// waits for, at least 1 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().window_samples(100).window_samples, 100);
     /// ```
     pub fn window_samples(mut self, value: usize) -> Self {
@@ -549,7 +549,7 @@ impl AdaptiveLimitConfig {
     /// 0 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().buffer(0.2).buffer, 0.2);
     /// ```
     pub fn buffer(mut self, value: f64) -> Self {
@@ -562,7 +562,7 @@ impl AdaptiveLimitConfig {
     /// [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().drop_factor(0.5).drop_factor, 0.5);
     /// ```
     pub fn drop_factor(mut self, value: f64) -> Self {
@@ -576,7 +576,7 @@ impl AdaptiveLimitConfig {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// let c = AdaptiveLimitConfig::default().probe_interval(Duration::from_secs(30));
     /// assert_eq!(c.probe_interval, Duration::from_secs(30));
     /// ```
@@ -590,7 +590,7 @@ impl AdaptiveLimitConfig {
     /// to 1 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().probe_jitter(0.0).probe_jitter, 0.0);
     /// ```
     pub fn probe_jitter(mut self, value: f64) -> Self {
@@ -602,7 +602,7 @@ impl AdaptiveLimitConfig {
     /// averages, at least 1 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::AdaptiveLimitConfig;
+    /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().probe_samples(5).probe_samples, 5);
     /// ```
     pub fn probe_samples(mut self, value: usize) -> Self {
@@ -615,7 +615,7 @@ impl AdaptiveLimitConfig {
     /// `drop_factor`, `probe_interval`, `probe_jitter`, `probe_samples`).
     ///
     /// ```
-    /// use budget_core::admission::AdaptiveLimitConfig;
+    /// use budget_core::admission::limit::AdaptiveLimitConfig;
     ///
     /// let c = AdaptiveLimitConfig::default().buffer(f64::NAN);
     /// assert_eq!(c.validate().unwrap_err().to_string(), "invalid config: `buffer` must be a finite number, at least 0");
@@ -675,7 +675,7 @@ impl AdaptiveLimitConfig {
     /// probe's limit): `initial`, or 10 clamped into `[min, max]`.
     ///
     /// ```
-    /// use budget_core::admission::AdaptiveLimitConfig;
+    /// use budget_core::admission::limit::AdaptiveLimitConfig;
     ///
     /// assert_eq!(AdaptiveLimitConfig::default().max(4).initial_limit(), 4);
     /// assert_eq!(AdaptiveLimitConfig::default().initial(16).initial_limit(), 16);
@@ -690,7 +690,7 @@ impl AdaptiveLimitConfig {
 /// How a finished call went, as far as the limit is concerned.
 ///
 /// ```
-/// use budget_core::admission::Sample;
+/// use budget_core::admission::limit::Sample;
 /// let outcome = |status: u16| match status {
 ///     429 | 503 => Sample::Dropped,
 ///     400..=499 => Sample::Ignore,
@@ -729,7 +729,7 @@ pub enum Sample {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+/// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -873,7 +873,7 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -916,7 +916,7 @@ impl AdaptiveLimit {
     /// `[min, max]`).
     ///
     /// ```
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig};
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default().max(2)).unwrap();
     /// assert_eq!(limit.current(), 2);
     /// ```
@@ -929,7 +929,7 @@ impl AdaptiveLimit {
     /// window found since); `None` before the first probe has ended.
     ///
     /// ```
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig};
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
     /// assert_eq!(limit.min_rtt(), None);
     /// ```
@@ -941,12 +941,13 @@ impl AdaptiveLimit {
     /// and outside a probe, about how often it doubles: two no-queue
     /// latencies, the time for a whole round of calls sent in a window to
     /// answer (from the first successful answer on, before the first
-    /// min-RTT is complete). `None` otherwise. A [`PermitQueue`](super::PermitQueue)
-    /// predicts its waits with it ([`set_growth`](super::PermitQueue::set_growth)).
+    /// min-RTT is complete). `None` otherwise. A
+    /// [`PermitQueue`](super::queue::PermitQueue) predicts its waits with it
+    /// ([`set_growth`](super::queue::PermitQueue::set_growth)).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
     /// use tokio::time::Instant;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -999,7 +1000,7 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -1070,7 +1071,7 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -1097,7 +1098,7 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+    /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {

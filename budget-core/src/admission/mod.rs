@@ -3,19 +3,21 @@
 //! refused early, so that overload fails fast and the requests that can
 //! still finish are the ones served (docs/contract.md §2 rule 11).
 //!
-//! - [`criticality`]: how much a request matters ([`Criticality`]) and its
-//!   `request-criticality` header.
-//! - [`queue`]: [`PermitQueue`], a pool of permits with a waiting line that
-//!   predicts each newcomer's wait from the measured hold of a permit and
-//!   lets it wait when the wait fits its budget, refuses it at arrival
-//!   when it does not, never hands a permit to a waiter past its give-up
-//!   instant, serves the more critical first, and, once a queue stands
-//!   (fed faster than it drains, deeper than its callers can afford),
-//!   admits only short waits and serves the newest first.
-//! - [`limit`]: [`AdaptiveLimit`], a pure algorithm that turns finished
-//!   calls' latencies into a concurrency limit (a fixed `concurrency = 8`
-//!   is a guess that goes stale the day the partner scales or slows down),
-//!   and [`LimitConfig`], the `concurrency = 8 | "auto" | { ... }` setting.
+//! - [`criticality`]: how much a request matters
+//!   ([`criticality::Criticality`]) and its `request-criticality` header.
+//! - [`queue`]: [`PermitQueue`](queue::PermitQueue), a pool of permits with
+//!   a waiting line that predicts each newcomer's wait from the measured
+//!   hold of a permit and lets it wait when the wait fits its budget,
+//!   refuses it at arrival when it does not, never hands a permit to a
+//!   waiter past its give-up instant, serves the more critical first, and,
+//!   once a queue stands (fed faster than it drains, deeper than its
+//!   callers can afford), admits only short waits and serves the newest
+//!   first.
+//! - [`limit`]: [`AdaptiveLimit`](limit::AdaptiveLimit), a pure algorithm
+//!   that turns finished calls' latencies into a concurrency limit (a fixed
+//!   `concurrency = 8` is a guess that goes stale the day the partner
+//!   scales or slows down), and [`LimitConfig`](limit::LimitConfig), the
+//!   `concurrency = 8 | "auto" | { ... }` setting.
 //!
 //! Everything here is pure: no I/O, no HTTP, no spawned task. The client
 //! and server sides wire it in.
@@ -24,9 +26,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::admission::{
-//!     AdaptiveLimit, AdaptiveLimitConfig, Criticality, PermitQueue, QueueConfig, Sample, Waiter,
-//! };
+//! use budget_core::admission::criticality::Criticality;
+//! use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig, Sample};
+//! use budget_core::admission::queue::{PermitQueue, QueueConfig, Waiter};
 //! use tokio::time::Instant;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -60,9 +62,15 @@ pub mod criticality;
 pub mod limit;
 pub mod queue;
 
-pub use criticality::{Criticality, REQUEST_CRITICALITY, ReadCriticality};
-pub use limit::{AdaptiveLimit, AdaptiveLimitConfig, LimitConfig, Sample};
-pub use queue::{
-    DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, PermitQueue, Prediction, QueueConfig,
-    QueueOrder, QueuePermit, Refusal, RefusalReason, Waiter,
+// Each item's one public path is in its submodule
+// (`admission::queue::PermitQueue`). The call engine (`client/engine/`)
+// still names these few by their former re-exported paths: crate-internal
+// only, not a second public path.
+#[cfg(all(test, any(feature = "client", feature = "grpc")))]
+pub(crate) use self::queue::Prediction;
+#[cfg(any(feature = "client", feature = "grpc"))]
+pub(crate) use self::{
+    criticality::Criticality,
+    limit::Sample,
+    queue::{Refusal, RefusalReason},
 };

@@ -46,7 +46,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use budget_core::client::{BoxError, BudgetClient, DependencyConfig, Token};
+//! use budget_core::client::{BoxError, BudgetClient, DependencyConfig, auth::Token};
 //!
 //! async fn fetch_token() -> Result<Token, BoxError> {
 //!     // Ask the identity provider (not shown); a plain string here.
@@ -81,7 +81,7 @@ use crate::single_flight::SingleFlight;
 /// (the first one, or a refresh after a `401`): `orders-auth;dur=20`.
 ///
 /// ```
-/// assert_eq!(budget_core::client::AUTH_SUFFIX, "-auth");
+/// assert_eq!(budget_core::client::auth::AUTH_SUFFIX, "-auth");
 /// ```
 pub const AUTH_SUFFIX: &str = "-auth";
 
@@ -89,7 +89,7 @@ pub const AUTH_SUFFIX: &str = "-auth";
 /// `Authorization: Bearer <token>`. Its `Debug` never shows the token.
 ///
 /// ```
-/// use budget_core::client::Token;
+/// use budget_core::client::auth::Token;
 /// let token = Token::bearer("abc.def").unwrap();
 /// assert_eq!(format!("{token:?}"), "Token(REDACTED)");
 /// assert!(Token::bearer("line\nbreak").is_err());
@@ -110,7 +110,7 @@ impl Token {
     /// non-ASCII character.
     ///
     /// ```
-    /// # use budget_core::client::Token;
+    /// # use budget_core::client::auth::Token;
     /// assert!(Token::bearer("mF_9.B5f-4.1JqM").is_ok());
     /// ```
     pub fn bearer(token: impl AsRef<str>) -> Result<Self, InvalidToken> {
@@ -134,7 +134,7 @@ impl fmt::Debug for Token {
 /// A token that cannot be sent: empty, or not a valid header value.
 ///
 /// ```
-/// use budget_core::client::Token;
+/// use budget_core::client::auth::Token;
 /// let err = Token::bearer("é").unwrap_err();
 /// assert_eq!(err.to_string(), "bearer token is empty or not visible ASCII");
 /// ```
@@ -152,7 +152,7 @@ pub struct InvalidToken(());
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
-/// use budget_core::client::{BoxError, Token, TokenSource};
+/// use budget_core::client::{BoxError, auth::{Token, TokenSource}};
 ///
 /// struct Rotating { fetched: AtomicU32 }
 ///
@@ -204,7 +204,7 @@ impl<T: TokenSource> DynTokenSource for T {
 /// while the budget still allowed the call.
 ///
 /// ```
-/// use budget_core::client::TokenUnavailable;
+/// use budget_core::client::auth::TokenUnavailable;
 /// let late = TokenUnavailable::late();
 /// assert_eq!(late.to_string(), "no bearer token within the budget");
 /// assert!(late.is_late());
@@ -218,7 +218,7 @@ impl TokenUnavailable {
     /// The token source did not answer in time.
     ///
     /// ```
-    /// # use budget_core::client::TokenUnavailable;
+    /// # use budget_core::client::auth::TokenUnavailable;
     /// assert!(std::error::Error::source(&TokenUnavailable::late()).is_none());
     /// ```
     pub fn late() -> Self {
@@ -229,7 +229,7 @@ impl TokenUnavailable {
     /// failing).
     ///
     /// ```
-    /// # use budget_core::client::TokenUnavailable;
+    /// # use budget_core::client::auth::TokenUnavailable;
     /// assert!(TokenUnavailable::late().is_late());
     /// ```
     pub fn is_late(&self) -> bool {

@@ -179,7 +179,7 @@ impl BudgetClient {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::{Floor, client::DependencyConfig};
+    /// # use budget_core::{client::DependencyConfig, floor::Floor};
     /// let mut config = DependencyConfig::new("a", "http://a");
     /// config.floor = Floor::new(Duration::from_millis(50)).into();
     /// assert_eq!(config.build().unwrap().floor().floor.get(), Duration::from_millis(50));
@@ -331,7 +331,7 @@ impl BudgetClientBuilder {
     /// makes the call once more. See [`auth`](super::auth).
     ///
     /// ```
-    /// use budget_core::client::{BoxError, BudgetClient, DependencyConfig, Token};
+    /// use budget_core::client::{BoxError, BudgetClient, DependencyConfig, auth::Token};
     /// let c = BudgetClient::builder(DependencyConfig::new("a", "http://a"))
     ///     .token_source(|| async { Token::bearer("s3cr3t").map_err(BoxError::from) })
     ///     .build();

@@ -19,25 +19,26 @@ pub(crate) type AttemptResult = Result<http::Response<Bytes>, AttemptError>;
 /// Runs one call through the engine and reads its last answer as a
 /// [`BudgetResponse`]: the response, the attempts made, its
 /// `Retry-After`, and whether that wait is passed up to the caller.
-pub(crate) async fn run<A, F>(
-    settings: &Settings,
-    clock: &dyn WallClock,
+pub(crate) fn run<'a, A, F>(
+    settings: &'a Settings,
+    clock: &'a dyn WallClock,
     plan: Plan,
     attempt: A,
-) -> Result<BudgetResponse, CallError>
+) -> impl Future<Output = Result<BudgetResponse, CallError>> + 'a
 where
-    A: FnMut(AttemptSpec) -> F,
-    F: Future<Output = AttemptResult>,
+    A: FnMut(AttemptSpec) -> F + 'a,
+    F: Future<Output = AttemptResult> + 'a,
 {
     let dep = &settings.dependency;
-    let finished = engine::run(dep, clock, plan, attempt).await?;
-    Ok(BudgetResponse::new(
-        finished.response,
-        Arc::clone(&dep.name),
-        finished.attempts,
-        finished.outcome.retry_after(),
-        finished.decision.passes_up(&finished.outcome),
-    ))
+    engine::run(dep, clock, plan, attempt, move |finished| {
+        BudgetResponse::new(
+            finished.response,
+            Arc::clone(&dep.name),
+            finished.attempts,
+            finished.outcome.retry_after(),
+            finished.decision.passes_up(&finished.outcome),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -54,7 +55,7 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::admission::Criticality;
+    use crate::admission::criticality::Criticality;
     use crate::breaker::BreakerConfig;
     use crate::budget::Budget;
     use crate::client::config::DependencyConfig;

@@ -12,7 +12,8 @@ use super::engine::Dependency;
 use super::hedge::HedgeConfig;
 use super::permits::Permits;
 use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
-use crate::admission::{LimitConfig, QueueConfig};
+use crate::admission::limit::LimitConfig;
+use crate::admission::queue::QueueConfig;
 use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
 use crate::floor::FloorConfig;
@@ -440,7 +441,7 @@ impl DependencyConfig {
     /// valid.
     ///
     /// ```
-    /// # use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+    /// # use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
     /// # use budget_core::client::DependencyConfig;
     /// let c = DependencyConfig::new("a", "http://a").concurrency(8);
     /// assert_eq!(c.concurrency, Some(LimitConfig::Fixed(8)));
@@ -471,7 +472,7 @@ impl DependencyConfig {
     /// (checked by [`build`](Self::build), see [`QueueConfig::validate`]).
     ///
     /// ```
-    /// # use budget_core::admission::{QueueConfig, QueueOrder};
+    /// # use budget_core::admission::queue::{QueueConfig, QueueOrder};
     /// # use budget_core::client::DependencyConfig;
     /// let c = DependencyConfig::new("a", "http://a").queue(QueueConfig::default().order(QueueOrder::Fifo));
     /// assert_eq!(c.queue.order, QueueOrder::Fifo);
@@ -514,7 +515,7 @@ impl DependencyConfig {
     /// [`build`](Self::build), see [`StaleCacheConfig::validate`]).
     ///
     /// ```
-    /// # use budget_core::client::{DependencyConfig, StaleCacheConfig};
+    /// # use budget_core::client::{DependencyConfig, stale::StaleCacheConfig};
     /// let c = DependencyConfig::new("a", "http://a").stale_cache(StaleCacheConfig::default().max_entries(16));
     /// assert_eq!(c.stale_cache.max_entries, 16);
     /// ```
@@ -824,7 +825,7 @@ mod tests {
         assert_eq!(
             with(&|c| {
                 c.concurrency = Some(LimitConfig::Adaptive(
-                    crate::admission::AdaptiveLimitConfig {
+                    crate::admission::limit::AdaptiveLimitConfig {
                         min: 0,
                         ..Default::default()
                     },

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::admission::{Prediction, RefusalReason};
+use crate::admission::queue::{Prediction, RefusalReason};
 use crate::problem::{Problem, ProblemKind};
 use crate::retry::TransportKind;
 
@@ -65,10 +65,10 @@ pub enum CallErrorKind {
     Decode,
     /// The request could not be built (a bad header, path or JSON body).
     Request,
-    /// Not made: the dependency's [token source](super::TokenSource) gave
+    /// Not made: the dependency's [token source](super::auth::TokenSource) gave
     /// no bearer token for the call's first attempt (it failed, or did not
     /// answer while the budget still allowed the call; see
-    /// [`TokenUnavailable`](super::TokenUnavailable) in the source chain).
+    /// [`TokenUnavailable`](super::auth::TokenUnavailable) in the source chain).
     Auth,
     /// Anything else (TLS, protocol).
     Other,
@@ -143,7 +143,7 @@ impl fmt::Display for CallErrorKind {
 /// [`error_for_status`](super::BudgetResponse::error_for_status) turns an
 /// error status into one when the caller wants `?`.
 ///
-/// The source chain is intact: the floor's [`BelowFloor`](crate::BelowFloor),
+/// The source chain is intact: the floor's [`BelowFloor`](crate::floor::BelowFloor),
 /// the breaker's [`CircuitOpen`](crate::breaker::CircuitOpen), an
 /// [`AttemptTimedOut`], a [`BodyTooLarge`], a [`NoPermitInBudget`] or the
 /// underlying `reqwest::Error` (without its URL: a URL can carry
@@ -621,7 +621,7 @@ impl BodyTooLarge {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::{Prediction, RefusalReason};
+/// use budget_core::admission::queue::{Prediction, RefusalReason};
 /// use budget_core::client::NoPermitInBudget;
 ///
 /// let e = NoPermitInBudget::new(Duration::from_millis(300));
@@ -696,7 +696,7 @@ impl NoPermitInBudget {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Prediction, RefusalReason};
+    /// use budget_core::admission::queue::{Prediction, RefusalReason};
     /// use budget_core::client::NoPermitInBudget;
     /// let p = Prediction::new(Duration::from_millis(300), 12, Duration::from_millis(25));
     /// let e = NoPermitInBudget::predicted(
@@ -764,7 +764,7 @@ impl NoPermitInBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Floor;
+    use crate::floor::Floor;
 
     fn dep() -> Arc<str> {
         Arc::from("pricing")

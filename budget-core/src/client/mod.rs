@@ -129,7 +129,7 @@
 //!         ratio = 0.2
 //!     "#)?;
 //!     let mut recommendations = DependencyConfig::new("recommendations", "http://127.0.0.1:9000/recs");
-//!     recommendations.floor = budget_core::Floor::new(std::time::Duration::from_secs(1)).into();
+//!     recommendations.floor = budget_core::floor::Floor::new(std::time::Duration::from_secs(1)).into();
 //!     recommendations.on_unavailable = budget_core::client::OnUnavailable::Skip;
 //!     let deps = Deps { pricing: pricing.build()?, recommendations: recommendations.build()? };
 //!
@@ -168,7 +168,6 @@ mod request;
 mod response;
 pub mod stale;
 
-pub use auth::{AUTH_SUFFIX, InvalidToken, Token, TokenSource, TokenUnavailable};
 #[cfg(feature = "client")]
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use config::{
@@ -195,6 +194,3 @@ pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 #[cfg(feature = "client")]
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;
-pub use stale::{
-    DEFAULT_MAX_STALE, DEFAULT_STALE_MAX_BYTES, DEFAULT_STALE_MAX_ENTRIES, StaleCacheConfig,
-};

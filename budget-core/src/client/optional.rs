@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::{Budget, Floor};
+//! use budget_core::{Budget, floor::Floor};
 //! use budget_core::client::{BudgetClient, DependencyConfig, OnUnavailable, OptionalResponse};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -18,8 +18,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::admission::{
-    AdaptiveLimit, Criticality, LimitConfig, PermitQueue, QueueConfig, QueuePermit, Refusal,
-    Sample, Waiter,
+    criticality::Criticality,
+    limit::{AdaptiveLimit, LimitConfig, Sample},
+    queue::{PermitQueue, QueueConfig, QueuePermit, Refusal, Waiter},
 };
 use crate::config::ConfigError;
 use crate::telemetry::meter;

@@ -20,7 +20,7 @@ use super::error::{BoxError, CallError, CallErrorKind};
 use super::optional::{OptionalResponse, Skipped};
 use super::response::BudgetResponse;
 use super::stale::StaleCache;
-use crate::admission::{Criticality, REQUEST_CRITICALITY};
+use crate::admission::criticality::{Criticality, REQUEST_CRITICALITY};
 use crate::budget::Budget;
 use crate::context::{self, RequestContext};
 use crate::ledger::{Entry, Ledger};
@@ -203,7 +203,7 @@ impl RequestBuilder {
     /// request's ledger, or none outside a request).
     ///
     /// ```
-    /// # use budget_core::{client::DependencyConfig, Ledger};
+    /// # use budget_core::{client::DependencyConfig, ledger::Ledger};
     /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
     /// let ledger = Ledger::new();
     /// let _ = c.get("").ledger(ledger.clone());

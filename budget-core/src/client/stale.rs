@@ -97,7 +97,7 @@ use crate::telemetry::{meter, trace};
 /// enough that what a caller sees is still about now.
 ///
 /// ```
-/// use budget_core::client::{DependencyConfig, DEFAULT_MAX_STALE};
+/// use budget_core::client::{DependencyConfig, stale::DEFAULT_MAX_STALE};
 /// assert_eq!(DependencyConfig::new("a", "http://a").max_stale, DEFAULT_MAX_STALE);
 /// ```
 pub const DEFAULT_MAX_STALE: Duration = Duration::from_secs(30);
@@ -105,7 +105,7 @@ pub const DEFAULT_MAX_STALE: Duration = Duration::from_secs(30);
 /// The default [`StaleCacheConfig::max_entries`]: 1024.
 ///
 /// ```
-/// use budget_core::client::{StaleCacheConfig, DEFAULT_STALE_MAX_ENTRIES};
+/// use budget_core::client::stale::{StaleCacheConfig, DEFAULT_STALE_MAX_ENTRIES};
 /// assert_eq!(StaleCacheConfig::default().max_entries, DEFAULT_STALE_MAX_ENTRIES);
 /// ```
 pub const DEFAULT_STALE_MAX_ENTRIES: usize = 1024;
@@ -113,7 +113,7 @@ pub const DEFAULT_STALE_MAX_ENTRIES: usize = 1024;
 /// The default [`StaleCacheConfig::max_bytes`]: 8 MiB.
 ///
 /// ```
-/// use budget_core::client::{StaleCacheConfig, DEFAULT_STALE_MAX_BYTES};
+/// use budget_core::client::stale::{StaleCacheConfig, DEFAULT_STALE_MAX_BYTES};
 /// assert_eq!(StaleCacheConfig::default().max_bytes, DEFAULT_STALE_MAX_BYTES);
 /// ```
 pub const DEFAULT_STALE_MAX_BYTES: u64 = 8 * 1024 * 1024;
@@ -123,7 +123,7 @@ pub const DEFAULT_STALE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// `on_unavailable = "stale"`). See the [module docs](self).
 ///
 /// ```
-/// use budget_core::client::StaleCacheConfig;
+/// use budget_core::client::stale::StaleCacheConfig;
 /// let c: StaleCacheConfig = toml::from_str("max_entries = 16").unwrap();
 /// assert_eq!((c.max_entries, c.max_bytes), (16, 8 * 1024 * 1024));
 /// let err = c.max_bytes(0).validate().unwrap_err();
@@ -134,7 +134,7 @@ pub const DEFAULT_STALE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// setters, one per field:
 ///
 /// ```
-/// use budget_core::client::StaleCacheConfig;
+/// use budget_core::client::stale::StaleCacheConfig;
 ///
 /// let c = StaleCacheConfig::default().max_entries(512).max_bytes(1 << 20);
 /// assert_eq!((c.max_entries, c.max_bytes), (512, 1 << 20));
@@ -165,7 +165,7 @@ impl StaleCacheConfig {
     /// least 1 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::client::StaleCacheConfig;
+    /// # use budget_core::client::stale::StaleCacheConfig;
     /// assert_eq!(StaleCacheConfig::default().max_entries(16).max_entries, 16);
     /// ```
     pub fn max_entries(mut self, value: usize) -> Self {
@@ -177,7 +177,7 @@ impl StaleCacheConfig {
     /// 1 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::client::StaleCacheConfig;
+    /// # use budget_core::client::stale::StaleCacheConfig;
     /// assert_eq!(StaleCacheConfig::default().max_bytes(1 << 20).max_bytes, 1 << 20);
     /// ```
     pub fn max_bytes(mut self, value: u64) -> Self {
@@ -192,7 +192,7 @@ impl StaleCacheConfig {
     /// A [`ConfigError`] naming `max_entries` or `max_bytes` when it is 0.
     ///
     /// ```
-    /// use budget_core::client::StaleCacheConfig;
+    /// use budget_core::client::stale::StaleCacheConfig;
     /// assert!(StaleCacheConfig::default().validate().is_ok());
     /// let err = StaleCacheConfig::default().max_entries(0).validate().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `max_entries` must be at least 1");

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::Floor;
+//! use budget_core::floor::Floor;
 //!
 //! let floor = Floor::new(Duration::from_millis(1000));
 //! assert!(floor.check(Duration::from_millis(1200)).is_ok());
@@ -30,7 +30,7 @@ use super::learned::FloorBasis;
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::Floor;
+/// use budget_core::floor::Floor;
 ///
 /// let floor: Floor = serde_json::from_str("\"250ms\"").unwrap();
 /// assert_eq!(floor.get(), Duration::from_millis(250));
@@ -46,7 +46,7 @@ impl Floor {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::Floor;
+    /// # use budget_core::floor::Floor;
     /// assert_eq!(Floor::new(Duration::from_secs(1)).get(), Duration::from_secs(1));
     /// ```
     pub const fn new(min: Duration) -> Self {
@@ -56,7 +56,7 @@ impl Floor {
     /// The floor's duration.
     ///
     /// ```
-    /// # use budget_core::Floor;
+    /// # use budget_core::floor::Floor;
     /// assert!(Floor::default().get().is_zero());
     /// ```
     pub const fn get(&self) -> Duration {
@@ -69,7 +69,7 @@ impl Floor {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::Floor;
+    /// # use budget_core::floor::Floor;
     /// assert!(Floor::default().check(Duration::ZERO).is_err());
     /// assert!(Floor::new(Duration::from_millis(5)).check(Duration::from_millis(5)).is_ok());
     /// ```
@@ -103,7 +103,7 @@ impl From<Duration> for Floor {
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use budget_core::Floor;
+/// # use budget_core::floor::Floor;
 /// let err = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
 /// assert_eq!(err.to_string(), "3ms < floor 10ms");
 /// ```
@@ -142,7 +142,7 @@ impl BelowFloor {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::Floor;
+    /// # use budget_core::floor::Floor;
     /// let e = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
     /// assert!(e.basis().is_none());
     /// ```
@@ -154,7 +154,7 @@ impl BelowFloor {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::Floor;
+    /// # use budget_core::floor::Floor;
     /// let e = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
     /// assert_eq!(e.remaining(), Duration::from_millis(3));
     /// ```
@@ -166,7 +166,7 @@ impl BelowFloor {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::Floor;
+    /// # use budget_core::floor::Floor;
     /// let e = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
     /// assert_eq!(e.floor(), Duration::from_millis(10));
     /// ```

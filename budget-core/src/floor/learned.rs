@@ -416,8 +416,7 @@ impl fmt::Display for FloorBasis {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::Floor;
-/// use budget_core::floor::Effective;
+/// use budget_core::floor::{Effective, Floor};
 ///
 /// let e = Effective::fixed(Floor::new(Duration::from_millis(10)));
 /// assert!(e.basis.is_none());
@@ -435,7 +434,7 @@ impl Effective {
     /// A fixed floor, with no basis to report.
     ///
     /// ```
-    /// # use budget_core::{Floor, floor::Effective};
+    /// # use budget_core::floor::{Effective, Floor};
     /// assert_eq!(Effective::fixed(Floor::default()).floor, Floor::default());
     /// ```
     pub const fn fixed(floor: Floor) -> Self {
@@ -450,7 +449,7 @@ impl Effective {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::{Floor, floor::Effective};
+    /// # use budget_core::floor::{Effective, Floor};
     /// assert!(Effective::fixed(Floor::default()).check(Duration::from_millis(1)).is_ok());
     /// ```
     pub fn check(&self, remaining: Duration) -> Result<(), super::BelowFloor> {

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::Floor;
+//! use budget_core::floor::Floor;
 //!
 //! let floor = Floor::new(Duration::from_millis(1000));
 //! assert!(floor.check(Duration::from_millis(1200)).is_ok());

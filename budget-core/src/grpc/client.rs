@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::admission::REQUEST_CRITICALITY;
+use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
 use crate::client::engine::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
 use crate::client::{CallErrorKind, DependencyConfig, TimeoutMode};
@@ -461,8 +461,12 @@ impl<S> Call<S> {
                 })
             }
         };
-        match engine::run(&config.dependency, &SystemClock, plan, attempt).await {
-            Ok(finished) => Ok(finished.response),
+        match engine::run(&config.dependency, &SystemClock, plan, attempt, |f| {
+            f.response
+        })
+        .await
+        {
+            Ok(response) => Ok(response),
             Err(error) => {
                 let transport = matches!(
                     error.kind(),

@@ -1,37 +1,7 @@
-//! Backoff: how long to wait before the next attempt when the server did not
-//! say (docs/contract.md §2 rule 7).
+//! Backoff: [`Backoff`] and its [`Jitter`] (docs/contract.md §2 rule 7).
 //!
-//! Exponential with "full jitter" (AWS Architecture Blog, "Exponential
-//! Backoff and Jitter"): before retry `n` (1 for the first retry) the wait is
-//! uniform in `[0, ceiling(n)]`, where
-//! `ceiling(n) = min(max, initial * multiplier^(n-1))`. Full jitter spreads
-//! the retries of many clients that failed together, so they do not return
-//! together. [`Jitter::None`] gives exactly `ceiling(n)`, for demos and
-//! tests that must be reproducible.
-//!
-//! The arithmetic cannot overflow into a short wait: a product that does not
-//! fit (a huge `n`, a huge multiplier) is the cap.
-//!
-//! The random source is a parameter, so tests pass a seeded generator.
-//!
-//! [`Backoff::wait`] is also told the previous wait (the one before the
-//! attempt that just failed), so a jitter that grows from it, such as the
-//! same article's "decorrelated jitter", fits here without the retry
-//! decision or the client changing.
-//!
-//! # Example
-//!
-//! ```
-//! use std::time::Duration;
-//! use budget_core::retry::{Backoff, Jitter};
-//!
-//! let b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1), 2.0, Jitter::None)
-//!     .unwrap();
-//! let mut rng = rand::rng();
-//! let waits: Vec<u128> = (1..=6).map(|n| b.wait(n, None, &mut rng).as_millis()).collect();
-//! assert_eq!(waits, [50, 100, 200, 400, 800, 1000]);
-//! assert_eq!(b.wait(u32::MAX, None, &mut rng), Duration::from_secs(1));
-//! ```
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::time::Duration;
 
@@ -69,7 +39,26 @@ pub enum Jitter {
     Decorrelated,
 }
 
-/// A validated exponential backoff.
+/// A validated exponential backoff: how long to wait before the next
+/// attempt when the server did not say (docs/contract.md §2 rule 7).
+///
+/// Exponential with "full jitter" (AWS Architecture Blog, "Exponential
+/// Backoff and Jitter"): before retry `n` (1 for the first retry) the wait is
+/// uniform in `[0, ceiling(n)]`, where
+/// `ceiling(n) = min(max, initial * multiplier^(n-1))`. Full jitter spreads
+/// the retries of many clients that failed together, so they do not return
+/// together. [`Jitter::None`] gives exactly `ceiling(n)`, for demos and
+/// tests that must be reproducible.
+///
+/// The arithmetic cannot overflow into a short wait: a product that does not
+/// fit (a huge `n`, a huge multiplier) is the cap.
+///
+/// The random source is a parameter, so tests pass a seeded generator.
+///
+/// [`Backoff::wait`] is also told the previous wait (the one before the
+/// attempt that just failed), so a jitter that grows from it, such as the
+/// same article's "decorrelated jitter", fits here without the retry
+/// decision or the client changing.
 ///
 /// Build it with [`Backoff::new`], or from configuration through
 /// [`BackoffConfig::build`](super::BackoffConfig::build) (the `backoff`
@@ -89,6 +78,21 @@ pub enum Jitter {
 /// let w = b.wait(3, None, &mut rng);
 /// assert!(w <= b.ceiling(3));
 /// assert_eq!(b.ceiling(3), Duration::from_millis(400));
+/// ```
+///
+/// Without jitter the waits are the ceilings, and no retry number
+/// overflows past the cap:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::{Backoff, Jitter};
+///
+/// let b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1), 2.0, Jitter::None)
+///     .unwrap();
+/// let mut rng = rand::rng();
+/// let waits: Vec<u128> = (1..=6).map(|n| b.wait(n, None, &mut rng).as_millis()).collect();
+/// assert_eq!(waits, [50, 100, 200, 400, 800, 1000]);
+/// assert_eq!(b.wait(u32::MAX, None, &mut rng), Duration::from_secs(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Backoff {

@@ -1,54 +1,8 @@
-//! The retry budget: a per-client cap on retries as a ratio of requests
+//! The retry budget: [`RetryBudget`] and its [`RetryBudgetConfig`]
 //! (docs/contract.md §2 rule 9).
 //!
-//! This is **not** the request time budget [`crate::Budget`]. That one
-//! limits *how long* one request may take; this one limits *how many*
-//! retries a client makes across all its requests, whatever each request's
-//! own `max_attempts` says.
-//!
-//! # Why a ratio and not only max attempts
-//!
-//! With 3 attempts per request, a dependency that is down receives three
-//! times the load at the moment it can least afford it, and every service
-//! above it that also retries multiplies that again. A retry budget (as in
-//! Finagle, and tower's `retry::budget`) lets each request *deposit* a
-//! fraction of a retry, and each retry *withdraw* a whole one: when most
-//! requests fail, retries stop at about `ratio` of the traffic, while an
-//! isolated failure among successes is still retried. Deposits expire after
-//! `ttl`, so old traffic does not pay for today's retry storm; `min_per_sec`
-//! keeps a small allowance for clients that send few requests.
-//!
-//! # Why not tower's `TpsBudget`
-//!
-//! tower's `TpsBudget` (Finagle's algorithm, on tokio's clock) converts the
-//! ratio into a whole number of deposits per retry, `(1 / ratio) as isize`:
-//! a ratio of 0.3 becomes one retry per 3 requests (33 %), 0.15 one per 6
-//! (16.7 %), so the configured ratio is not a bound. Its constructor also
-//! panics on bad input. This one keeps the same design (10 sliding slots over
-//! `ttl`, a reserve of `min_per_sec * ttl`) but counts in millionths of a
-//! retry, so `retries <= ratio * requests + min_per_sec * ttl` holds as
-//! configured, and with the `tower` feature it implements tower's
-//! `tower::retry::budget::Budget` trait so it still plugs into `tower::retry`.
-//!
-//! # Example
-//!
-//! ```
-//! use std::time::Duration;
-//! use budget_core::retry::RetryBudgetConfig;
-//!
-//! let budget = RetryBudgetConfig::default()
-//!     .ttl(Duration::from_secs(10))
-//!     .min_per_sec(0)
-//!     .ratio(0.2)
-//!     .build()
-//!     .unwrap();
-//! for _ in 0..10 {
-//!     budget.deposit(); // one per request
-//! }
-//! assert!(budget.withdraw()); // one per retry: 20 % of 10 requests = 2 retries
-//! assert!(budget.withdraw());
-//! assert!(!budget.withdraw());
-//! ```
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -206,11 +160,38 @@ impl RetryBudgetConfig {
     }
 }
 
-/// A per-client retry budget: each request deposits `ratio` of a retry,
+/// A per-client retry budget, a cap on retries as a ratio of requests
+/// (docs/contract.md §2 rule 9): each request deposits `ratio` of a retry,
 /// each retry withdraws one. Clones share the same balance.
 ///
-/// Not the request time budget [`crate::Budget`]: see the
-/// [module docs](self).
+/// This is **not** the request time budget [`crate::Budget`]. That one
+/// limits *how long* one request may take; this one limits *how many*
+/// retries a client makes across all its requests, whatever each request's
+/// own `max_attempts` says.
+///
+/// # Why a ratio and not only max attempts
+///
+/// With 3 attempts per request, a dependency that is down receives three
+/// times the load at the moment it can least afford it, and every service
+/// above it that also retries multiplies that again. A retry budget (as in
+/// Finagle, and tower's `retry::budget`) lets each request *deposit* a
+/// fraction of a retry, and each retry *withdraw* a whole one: when most
+/// requests fail, retries stop at about `ratio` of the traffic, while an
+/// isolated failure among successes is still retried. Deposits expire after
+/// `ttl`, so old traffic does not pay for today's retry storm; `min_per_sec`
+/// keeps a small allowance for clients that send few requests.
+///
+/// # Why not tower's `TpsBudget`
+///
+/// tower's `TpsBudget` (Finagle's algorithm, on tokio's clock) converts the
+/// ratio into a whole number of deposits per retry, `(1 / ratio) as isize`:
+/// a ratio of 0.3 becomes one retry per 3 requests (33 %), 0.15 one per 6
+/// (16.7 %), so the configured ratio is not a bound. Its constructor also
+/// panics on bad input. This one keeps the same design (10 sliding slots over
+/// `ttl`, a reserve of `min_per_sec * ttl`) but counts in millionths of a
+/// retry, so `retries <= ratio * requests + min_per_sec * ttl` holds as
+/// configured, and with the `tower` feature it implements tower's
+/// `tower::retry::budget::Budget` trait so it still plugs into `tower::retry`.
 ///
 /// # Example
 ///
@@ -227,6 +208,26 @@ impl RetryBudgetConfig {
 /// let shared = budget.clone();
 /// assert!(budget.withdraw());
 /// assert!(shared.withdraw()); // 1 per second over a 2 s ttl
+/// assert!(!budget.withdraw());
+/// ```
+///
+/// With `ratio = 0.2`, ten requests pay for two retries:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::retry::RetryBudgetConfig;
+///
+/// let budget = RetryBudgetConfig::default()
+///     .ttl(Duration::from_secs(10))
+///     .min_per_sec(0)
+///     .ratio(0.2)
+///     .build()
+///     .unwrap();
+/// for _ in 0..10 {
+///     budget.deposit(); // one per request
+/// }
+/// assert!(budget.withdraw()); // one per retry: 20 % of 10 requests = 2 retries
+/// assert!(budget.withdraw());
 /// assert!(!budget.withdraw());
 /// ```
 #[derive(Clone)]

@@ -1,39 +1,8 @@
-//! Classification: is an attempt's outcome a success, worth another attempt,
-//! or final? And may this request be sent twice at all?
+//! Classification: [`Outcome`], [`TransportKind`], [`Class`], [`Classifier`],
+//! and [`is_idempotent`].
 //!
-//! Classification is kept apart from the backoff policy (as reqwest-retry
-//! keeps its `RetryableStrategy` apart from its `RetryPolicy`): what a
-//! failure *means* does not depend on how long one waits before trying again.
-//!
-//! Rules (docs/contract.md §2):
-//!
-//! - rule 5: retryable outcomes are a connect failure (including a connect
-//!   timeout), an attempt timeout, a connection reset, and the statuses
-//!   408, 429, 500, 502, 503, 504 (the status set is configurable). Every
-//!   other 4xx is final. The contract does not list a *reset* by name; it is
-//!   retried here because, like a refused connection, it says nothing about
-//!   the request itself, and only requests that are safe to send twice are
-//!   retried anyway (rule 4). An attempt timeout is retried only "with budget
-//!   left": that part is the decision's fit check ([`RetryPolicy::decide`]),
-//!   which stops when no time remains.
-//! - rule 4: only idempotent methods retry automatically; POST and PATCH only
-//!   with an `Idempotency-Key` header ([`is_idempotent`]).
-//!
-//! # Example
-//!
-//! ```
-//! use budget_core::retry::{Class, Classifier, Outcome, TransportKind};
-//! use http::StatusCode;
-//!
-//! let c = Classifier::default();
-//! assert_eq!(c.classify(&Outcome::status(StatusCode::OK)), Class::Success);
-//! assert_eq!(c.classify(&Outcome::status(StatusCode::SERVICE_UNAVAILABLE)), Class::Retryable);
-//! assert_eq!(c.classify(&Outcome::status(StatusCode::NOT_FOUND)), Class::Fatal);
-//! assert_eq!(c.classify(&Outcome::Transport(TransportKind::Connect)), Class::Retryable);
-//! assert_eq!(c.classify(&Outcome::Transport(TransportKind::Body)), Class::Fatal);
-//! ```
-//!
-//! [`RetryPolicy::decide`]: super::RetryPolicy::decide
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::fmt;
 use std::time::Duration;
@@ -323,6 +292,24 @@ pub enum Class {
 /// from 400 on it is fatal. Transport failures follow
 /// [`TransportKind::is_retryable`].
 ///
+/// Classification is kept apart from the backoff policy (as reqwest-retry
+/// keeps its `RetryableStrategy` apart from its `RetryPolicy`): what a
+/// failure *means* does not depend on how long one waits before trying again.
+///
+/// Rules (docs/contract.md §2):
+///
+/// - rule 5: retryable outcomes are a connect failure (including a connect
+///   timeout), an attempt timeout, a connection reset, and the statuses
+///   408, 429, 500, 502, 503, 504 (the status set is configurable). Every
+///   other 4xx is final. The contract does not list a *reset* by name; it is
+///   retried here because, like a refused connection, it says nothing about
+///   the request itself, and only requests that are safe to send twice are
+///   retried anyway (rule 4). An attempt timeout is retried only "with budget
+///   left": that part is the decision's fit check ([`RetryPolicy::decide`]),
+///   which stops when no time remains.
+/// - rule 4: only idempotent methods retry automatically; POST and PATCH only
+///   with an `Idempotency-Key` header ([`is_idempotent`]).
+///
 /// # Example
 ///
 /// ```
@@ -334,6 +321,22 @@ pub enum Class {
 /// assert_eq!(c.classify(&Outcome::status(StatusCode::CONFLICT)), Class::Retryable);
 /// assert_eq!(c.classify(&Outcome::status(StatusCode::INTERNAL_SERVER_ERROR)), Class::Fatal);
 /// ```
+///
+/// The default set:
+///
+/// ```
+/// use budget_core::retry::{Class, Classifier, Outcome, TransportKind};
+/// use http::StatusCode;
+///
+/// let c = Classifier::default();
+/// assert_eq!(c.classify(&Outcome::status(StatusCode::OK)), Class::Success);
+/// assert_eq!(c.classify(&Outcome::status(StatusCode::SERVICE_UNAVAILABLE)), Class::Retryable);
+/// assert_eq!(c.classify(&Outcome::status(StatusCode::NOT_FOUND)), Class::Fatal);
+/// assert_eq!(c.classify(&Outcome::Transport(TransportKind::Connect)), Class::Retryable);
+/// assert_eq!(c.classify(&Outcome::Transport(TransportKind::Body)), Class::Fatal);
+/// ```
+///
+/// [`RetryPolicy::decide`]: super::RetryPolicy::decide
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Classifier {
     /// Sorted, without duplicates.

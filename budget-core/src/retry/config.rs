@@ -1,32 +1,7 @@
-//! Retry configuration as read from TOML or JSON: [`RetryConfig`] and its
-//! [`BackoffConfig`] table, validated into a [`RetryPolicy`].
+//! Retry configuration: [`RetryConfig`] and its [`BackoffConfig`] table.
 //!
-//! The contract's defaults are stated here once: [`RetryConfig::default`]
-//! (with [`Backoff::default`] for the backoff), and
-//! [`RetryPolicy::default`] is that configuration, built.
-//!
-//! The jitter belongs to the backoff (`[retry.backoff] jitter = "none"`).
-//! A `jitter` key directly in the retry table, where it used to be, is still
-//! read as a deprecated spelling of `backoff.jitter`; giving both is refused.
-//!
-//! # Example
-//!
-//! ```
-//! use budget_core::retry::{Jitter, RetryConfig, RetryPolicy};
-//!
-//! let config: RetryConfig = toml::from_str(r#"
-//!     max_attempts = 2
-//!     [backoff]
-//!     jitter = "none"
-//! "#).unwrap();
-//! assert_eq!(config.backoff.jitter, Jitter::None);
-//!
-//! // The older spelling, `jitter` beside `max_attempts`, means the same.
-//! let old: RetryConfig = toml::from_str("max_attempts = 2\njitter = \"none\"").unwrap();
-//! assert_eq!(old, config);
-//!
-//! assert_eq!(RetryConfig::default().build().unwrap(), RetryPolicy::default());
-//! ```
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::time::Duration;
 
@@ -41,6 +16,14 @@ use crate::config::ConfigError;
 /// Retry configuration, as read from TOML or JSON (durations in humantime
 /// form). Every field has a default, the contract's; validate it with
 /// [`build`](Self::build).
+///
+/// The contract's defaults are stated once: [`RetryConfig::default`]
+/// (with [`Backoff::default`] for the backoff), and
+/// [`RetryPolicy::default`] is that configuration, built.
+///
+/// The jitter belongs to the backoff (`[retry.backoff] jitter = "none"`).
+/// A `jitter` key directly in the retry table, where it used to be, is still
+/// read as a deprecated spelling of `backoff.jitter`; giving both is refused.
 ///
 /// # Example
 ///
@@ -82,6 +65,26 @@ use crate::config::ConfigError;
 ///     .unwrap();
 /// assert_eq!(policy.max_attempts(), 4);
 /// assert_eq!(policy.backoff().ceiling(1), Duration::from_millis(100));
+/// ```
+///
+/// The jitter is in the `backoff` table; its older spelling, beside
+/// `max_attempts`, means the same:
+///
+/// ```
+/// use budget_core::retry::{Jitter, RetryConfig, RetryPolicy};
+///
+/// let config: RetryConfig = toml::from_str(r#"
+///     max_attempts = 2
+///     [backoff]
+///     jitter = "none"
+/// "#).unwrap();
+/// assert_eq!(config.backoff.jitter, Jitter::None);
+///
+/// // The older spelling, `jitter` beside `max_attempts`, means the same.
+/// let old: RetryConfig = toml::from_str("max_attempts = 2\njitter = \"none\"").unwrap();
+/// assert_eq!(old, config);
+///
+/// assert_eq!(RetryConfig::default().build().unwrap(), RetryPolicy::default());
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RetryConfigToml")]

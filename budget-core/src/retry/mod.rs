@@ -13,7 +13,8 @@
 //! - [`parse_retry_after`]: how long the server said to wait;
 //! - [`RetryPolicy::decide`]: retry after how long, or stop and why
 //!   ([`Decision`], [`StopReason`]), from a [`RetryConfig`] (the
-//!   configuration, in [`config`], with the defaults stated once);
+//!   configuration, with its [`BackoffConfig`] and the defaults stated
+//!   once);
 //! - [`RetryBudget`]: the per-client ratio of retries to requests;
 //! - [`sleep_within`]: the backoff sleep, never past the deadline.
 //!
@@ -24,7 +25,7 @@
 //! waits for, at the moment the dependency is least able to do it. Here
 //! every wait comes out of the same [`Budget`](crate::Budget) as the
 //! attempts: a retry is made only when its wait *and* the next attempt's
-//! [`Floor`](crate::Floor) still fit in what remains, and a server asking for
+//! [`Floor`](crate::floor::Floor) still fit in what remains, and a server asking for
 //! a longer pause than that gets its 429/503 passed up, so the caller backs
 //! off instead of timing out.
 //!
@@ -42,7 +43,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::{Budget, Floor};
+//! use budget_core::Budget;
+//! use budget_core::floor::Floor;
 //! use budget_core::retry::{
 //!     is_idempotent, sleep_within, Decision, DecisionInput, Outcome, RetryBudgetConfig,
 //!     RetryPolicy,
@@ -86,13 +88,13 @@
 //! # }
 //! ```
 
-pub mod backoff;
-pub mod budget;
-pub mod classify;
-pub mod config;
-pub mod policy;
-pub mod retry_after;
-pub mod sleep;
+mod backoff;
+mod budget;
+mod classify;
+mod config;
+mod policy;
+mod retry_after;
+mod sleep;
 
 pub use backoff::{Backoff, Jitter};
 pub use budget::{RetryBudget, RetryBudgetConfig};

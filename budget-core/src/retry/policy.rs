@@ -1,59 +1,8 @@
-//! The retry decision: after an attempt, retry (after how long) or stop
-//! (and why).
+//! The retry decision: [`RetryPolicy`], [`DecisionInput`], [`Decision`],
+//! [`StopReason`].
 //!
-//! [`RetryPolicy::decide`] is pure: no clock, no socket, randomness passed
-//! in. It applies docs/contract.md §2 in this order:
-//!
-//! 1. the outcome's [`Class`]: a success stops with
-//!    [`StopReason::Succeeded`], a final failure with
-//!    [`StopReason::NotRetryable`] (rule 5);
-//! 2. the request must be safe to send again: idempotent and with a
-//!    replayable body, else [`StopReason::NotIdempotent`] (rule 4);
-//! 3. attempts left (`max_attempts` counts the first attempt), else
-//!    [`StopReason::AttemptsExhausted`];
-//! 4. the wait: the server's `Retry-After` when it gave one, else the
-//!    [backoff](super::Backoff) (rules 6, 7). A `Retry-After` above
-//!    `retry_after_max` stops with [`StopReason::Deferred`]: the caller
-//!    passes the 429/503 up with its `Retry-After` (rule 6);
-//! 5. the wait must fit the budget: after waiting, what remains must still
-//!    reach the dependency's floor, so a wait never ends at or past the
-//!    deadline and the next attempt can still be made; else
-//!    [`StopReason::WaitExceedsBudget`] (rules 2, 3);
-//! 6. last, a token from the per-client [`RetryBudget`], else
-//!    [`StopReason::RetryBudgetEmpty`] (rule 9). It comes last so tokens
-//!    are spent only on retries that really happen.
-//!
-//! # Example
-//!
-//! ```
-//! use std::time::Duration;
-//! use budget_core::Floor;
-//! use budget_core::retry::{
-//!     BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, StopReason,
-//! };
-//! use http::StatusCode;
-//!
-//! let backoff = BackoffConfig::default().jitter(Jitter::None);
-//! let policy = RetryConfig::default().backoff(backoff).build().unwrap();
-//! let mut input = DecisionInput {
-//!     outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
-//!     attempts: 1,
-//!     may_retry: true,
-//!     remaining: Duration::from_millis(800),
-//!     floor: Floor::new(Duration::from_millis(200)),
-//!     previous_wait: None,
-//! };
-//! let mut rng = rand::rng();
-//! assert_eq!(
-//!     policy.decide(&input, None, &mut rng),
-//!     Decision::Retry { after: Duration::from_millis(50) }
-//! );
-//!
-//! // 50 ms of backoff + a 200 ms floor do not fit in 220 ms: stop now.
-//! input.remaining = Duration::from_millis(220);
-//! let d = policy.decide(&input, None, &mut rng);
-//! assert_eq!(d.to_string(), "stop: wait 50ms + floor 200ms > remaining 220ms");
-//! ```
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::fmt;
 use std::time::Duration;
@@ -110,7 +59,7 @@ impl Default for RetryPolicy {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::Floor;
+/// use budget_core::floor::Floor;
 /// use budget_core::retry::{DecisionInput, Outcome, TransportKind};
 ///
 /// let input = DecisionInput {
@@ -249,7 +198,7 @@ impl fmt::Display for Decision {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::Floor;
+/// use budget_core::floor::Floor;
 /// use budget_core::retry::StopReason;
 ///
 /// let r = StopReason::WaitExceedsBudget {
@@ -326,8 +275,29 @@ impl fmt::Display for StopReason {
 }
 
 impl RetryPolicy {
-    /// Decides what follows an attempt (see the [module docs](self) for
-    /// the order of the rules).
+    /// Decides what follows an attempt.
+    ///
+    /// Pure: no clock, no socket, randomness passed in. It applies
+    /// docs/contract.md §2 in this order:
+    ///
+    /// 1. the outcome's [`Class`]: a success stops with
+    ///    [`StopReason::Succeeded`], a final failure with
+    ///    [`StopReason::NotRetryable`] (rule 5);
+    /// 2. the request must be safe to send again: idempotent and with a
+    ///    replayable body, else [`StopReason::NotIdempotent`] (rule 4);
+    /// 3. attempts left (`max_attempts` counts the first attempt), else
+    ///    [`StopReason::AttemptsExhausted`];
+    /// 4. the wait: the server's `Retry-After` when it gave one, else the
+    ///    [backoff](super::Backoff) (rules 6, 7). A `Retry-After` above
+    ///    `retry_after_max` stops with [`StopReason::Deferred`]: the caller
+    ///    passes the 429/503 up with its `Retry-After` (rule 6);
+    /// 5. the wait must fit the budget: after waiting, what remains must still
+    ///    reach the dependency's floor, so a wait never ends at or past the
+    ///    deadline and the next attempt can still be made; else
+    ///    [`StopReason::WaitExceedsBudget`] (rules 2, 3);
+    /// 6. last, a token from the per-client [`RetryBudget`], else
+    ///    [`StopReason::RetryBudgetEmpty`] (rule 9). It comes last so tokens
+    ///    are spent only on retries that really happen.
     ///
     /// `retry_budget` is the per-client [`RetryBudget`]; a token is
     /// withdrawn only when the answer is [`Decision::Retry`]. The caller
@@ -341,7 +311,7 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::Floor;
+    /// use budget_core::floor::Floor;
     /// use budget_core::retry::{Decision, DecisionInput, Outcome, RetryPolicy, StopReason};
     /// use http::StatusCode;
     ///
@@ -358,6 +328,38 @@ impl RetryPolicy {
     ///     policy.decide(&input, None, &mut rand::rng()),
     ///     Decision::Stop(StopReason::NotRetryable)
     /// );
+    /// ```
+    ///
+    /// Without jitter: a wait that fits, then one that does not:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use budget_core::floor::Floor;
+    /// use budget_core::retry::{
+    ///     BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, StopReason,
+    /// };
+    /// use http::StatusCode;
+    ///
+    /// let backoff = BackoffConfig::default().jitter(Jitter::None);
+    /// let policy = RetryConfig::default().backoff(backoff).build().unwrap();
+    /// let mut input = DecisionInput {
+    ///     outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
+    ///     attempts: 1,
+    ///     may_retry: true,
+    ///     remaining: Duration::from_millis(800),
+    ///     floor: Floor::new(Duration::from_millis(200)),
+    ///     previous_wait: None,
+    /// };
+    /// let mut rng = rand::rng();
+    /// assert_eq!(
+    ///     policy.decide(&input, None, &mut rng),
+    ///     Decision::Retry { after: Duration::from_millis(50) }
+    /// );
+    ///
+    /// // 50 ms of backoff + a 200 ms floor do not fit in 220 ms: stop now.
+    /// input.remaining = Duration::from_millis(220);
+    /// let d = policy.decide(&input, None, &mut rng);
+    /// assert_eq!(d.to_string(), "stop: wait 50ms + floor 200ms > remaining 220ms");
     /// ```
     pub fn decide<R: Rng + ?Sized>(
         &self,

@@ -1,45 +1,7 @@
-//! `Retry-After` (RFC 9110 section 10.2.3): how long a server asks to be
-//! left alone, in both of its forms.
+//! `Retry-After`: [`parse_retry_after`] and [`RetryAfterError`].
 //!
-//! ```text
-//! Retry-After = HTTP-date / delay-seconds
-//! delay-seconds = 1*DIGIT
-//! ```
-//!
-//! - delay-seconds: ASCII digits only. A sign, a decimal point, a space
-//!   inside or an empty value is rejected, each with its own reason. RFC
-//!   9110 puts no upper bound on the digits: more seconds than a `u64`
-//!   holds *saturate* at `u64::MAX` seconds (a wait longer than any
-//!   budget), so a dependency asking for an absurd wait is passed up at once
-//!   instead of being read as "no `Retry-After`" and retried.
-//! - HTTP-date: all three RFC 9110 forms (IMF-fixdate, the obsolete RFC 850
-//!   form and asctime), read by [`httpdate::parse_http_date`]. A date in the
-//!   past means "now": zero.
-//!
-//! Leading and trailing whitespace (SP, HTAB) is trimmed first: RFC 9110
-//! section 5.5 excludes it from the field value, and HTTP parsers such as
-//! hyper already strip it, so trimming only makes the function agree with
-//! them. Whitespace *inside* a value is an error.
-//!
-//! Capping the wait by a configured maximum and by the budget is the
-//! policy's job ([`RetryPolicy::decide`](super::RetryPolicy::decide)), not
-//! the parser's.
-//!
-//! # Example
-//!
-//! ```
-//! use std::time::{Duration, SystemTime};
-//! use budget_core::retry::{parse_retry_after, RetryAfterError};
-//!
-//! // 1994-11-06 08:49:07 UTC, 30 s before the date below.
-//! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_747);
-//! assert_eq!(parse_retry_after(b"120", now), Ok(Duration::from_secs(120)));
-//! assert_eq!(
-//!     parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT", now),
-//!     Ok(Duration::from_secs(30))
-//! );
-//! assert_eq!(parse_retry_after(b"1.5", now), Err(RetryAfterError::Decimal));
-//! ```
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::time::{Duration, SystemTime};
 
@@ -78,8 +40,33 @@ pub enum RetryAfterError {
     InvalidDate,
 }
 
-/// Parses a `Retry-After` field value into the wait it asks for, measured
-/// from `now` when the value is a date.
+/// Parses a `Retry-After` field value (RFC 9110 section 10.2.3: how
+/// long a server asks to be left alone, in either of its forms) into the
+/// wait it asks for, measured from `now` when the value is a date.
+///
+/// ```text
+/// Retry-After = HTTP-date / delay-seconds
+/// delay-seconds = 1*DIGIT
+/// ```
+///
+/// - delay-seconds: ASCII digits only. A sign, a decimal point, a space
+///   inside or an empty value is rejected, each with its own reason. RFC
+///   9110 puts no upper bound on the digits: more seconds than a `u64`
+///   holds *saturate* at `u64::MAX` seconds (a wait longer than any
+///   budget), so a dependency asking for an absurd wait is passed up at once
+///   instead of being read as "no `Retry-After`" and retried.
+/// - HTTP-date: all three RFC 9110 forms (IMF-fixdate, the obsolete RFC 850
+///   form and asctime), read by [`httpdate::parse_http_date`]. A date in the
+///   past means "now": zero.
+///
+/// Leading and trailing whitespace (SP, HTAB) is trimmed first: RFC 9110
+/// section 5.5 excludes it from the field value, and HTTP parsers such as
+/// hyper already strip it, so trimming only makes the function agree with
+/// them. Whitespace *inside* a value is an error.
+///
+/// Capping the wait by a configured maximum and by the budget is the
+/// policy's job ([`RetryPolicy::decide`](super::RetryPolicy::decide)), not
+/// the parser's.
 ///
 /// Never panics, whatever the bytes (a property test pins this).
 ///
@@ -94,6 +81,22 @@ pub enum RetryAfterError {
 /// // A date in the past: no wait.
 /// assert_eq!(parse_retry_after(b"Sun Nov  6 08:49:37 1994", now), Ok(Duration::ZERO));
 /// assert_eq!(parse_retry_after(b"", now), Err(RetryAfterError::Empty));
+/// ```
+///
+/// Both forms:
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use budget_core::retry::{parse_retry_after, RetryAfterError};
+///
+/// // 1994-11-06 08:49:07 UTC, 30 s before the date below.
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_747);
+/// assert_eq!(parse_retry_after(b"120", now), Ok(Duration::from_secs(120)));
+/// assert_eq!(
+///     parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT", now),
+///     Ok(Duration::from_secs(30))
+/// );
+/// assert_eq!(parse_retry_after(b"1.5", now), Err(RetryAfterError::Decimal));
 /// ```
 pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Result<Duration, RetryAfterError> {
     let value = trim_ows(value);

@@ -1,29 +1,7 @@
-//! The backoff sleep, bounded by the request's deadline.
+//! The backoff sleep, [`sleep_within`].
 //!
-//! [`RetryPolicy::decide`](super::RetryPolicy::decide) only asks for waits
-//! that fit; [`sleep_within`] is the safety net that makes "never sleep past
-//! the deadline" (docs/contract.md §2 rule 3) hold even when time passed
-//! between the decision and the sleep. It runs on tokio's clock, so the
-//! paused clock governs it in tests.
-//!
-//! # Example
-//!
-//! ```
-//! use std::time::Duration;
-//! use budget_core::Budget;
-//! use budget_core::retry::sleep_within;
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() {
-//! let budget = Budget::new(Duration::from_millis(500));
-//! assert!(sleep_within(Duration::from_millis(200), &budget).await.is_ok());
-//! assert_eq!(budget.remaining(), Duration::from_millis(300));
-//!
-//! // A wait reaching the deadline ends at the deadline, with an error.
-//! assert!(sleep_within(Duration::from_secs(5), &budget).await.is_err());
-//! assert!(budget.is_exhausted());
-//! # }
-//! ```
+//! The module is private: its items are public in [`crate::retry`], and
+//! their docs carry the design notes.
 
 use std::time::Duration;
 
@@ -32,6 +10,12 @@ use tokio::time::Instant;
 use crate::budget::{Budget, Exhausted};
 
 /// Sleeps for `wait`, or until `budget`'s deadline if that comes first.
+///
+/// [`RetryPolicy::decide`](super::RetryPolicy::decide) only asks for waits
+/// that fit; [`sleep_within`] is the safety net that makes "never sleep past
+/// the deadline" (docs/contract.md §2 rule 3) hold even when time passed
+/// between the decision and the sleep. It runs on tokio's clock, so the
+/// paused clock governs it in tests.
 ///
 /// `Ok(())` when the whole wait passed with budget left; [`Exhausted`] when
 /// the deadline was reached (at once, if the budget is already spent). When
@@ -50,6 +34,25 @@ use crate::budget::{Budget, Exhausted};
 ///     sleep_within(Duration::ZERO, &spent).await.unwrap_err().to_string(),
 ///     "budget of 0ms exhausted"
 /// );
+/// # }
+/// ```
+///
+/// A wait that fits, then one that reaches the deadline:
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::Budget;
+/// use budget_core::retry::sleep_within;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let budget = Budget::new(Duration::from_millis(500));
+/// assert!(sleep_within(Duration::from_millis(200), &budget).await.is_ok());
+/// assert_eq!(budget.remaining(), Duration::from_millis(300));
+///
+/// // A wait reaching the deadline ends at the deadline, with an error.
+/// assert!(sleep_within(Duration::from_secs(5), &budget).await.is_err());
+/// assert!(budget.is_exhausted());
 /// # }
 /// ```
 pub async fn sleep_within(wait: Duration, budget: &Budget) -> Result<(), Exhausted> {

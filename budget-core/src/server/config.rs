@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{AdaptiveLimit, LimitConfig};
+use crate::admission::limit::{AdaptiveLimit, LimitConfig};
 use crate::config::ConfigError;
 use crate::header::{Inbound, OnMalformed};
 use crate::ledger::LedgerLimits;
@@ -180,7 +180,7 @@ impl ServerConfig {
     /// valid.
     ///
     /// ```
-    /// # use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+    /// # use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
     /// # use budget_core::server::ServerConfig;
     /// let c = ServerConfig::default().max_in_flight(256);
     /// assert_eq!(c.max_in_flight, Some(LimitConfig::Fixed(256)));

@@ -44,8 +44,9 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::admission::{
-    AdaptiveLimit, Criticality, PermitQueue, QueueConfig, QueuePermit, Refusal, RefusalReason,
-    Sample, Waiter,
+    criticality::Criticality,
+    limit::{AdaptiveLimit, Sample},
+    queue::{PermitQueue, QueueConfig, QueuePermit, Refusal, RefusalReason, Waiter},
 };
 use crate::budget::whole_millis;
 use crate::problem::{Problem, ProblemKind};
@@ -335,7 +336,7 @@ impl Drop for Adaptive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::AdaptiveLimitConfig;
+    use crate::admission::limit::AdaptiveLimitConfig;
 
     const FLOOR: Duration = Duration::from_millis(50);
     const RETRY_AFTER: Duration = Duration::from_secs(1);

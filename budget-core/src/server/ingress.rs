@@ -4,7 +4,7 @@
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue};
 
-use crate::admission::REQUEST_CRITICALITY;
+use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::context::{TRACEPARENT, TRACESTATE};
 
 /// The first value of each header the layer reads besides the budget

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use crate::admission::AdaptiveLimit;
+use crate::admission::limit::AdaptiveLimit;
 use crate::floor::Floor;
 use crate::header::Inbound;
 use crate::ledger::LedgerLimits;
@@ -148,7 +148,7 @@ impl<E> BudgetLayer<E> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::{admission::{AdaptiveLimit, AdaptiveLimitConfig}, server::ServerConfig};
+    /// # use budget_core::{admission::limit::{AdaptiveLimit, AdaptiveLimitConfig}, server::ServerConfig};
     /// let adaptive = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
     /// let _ = ServerConfig::default().layer().unwrap().adaptive_in_flight(adaptive, Duration::from_secs(1));
     /// ```

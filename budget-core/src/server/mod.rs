@@ -39,7 +39,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use axum::{Router, routing::get};
-//! use budget_core::{Budget, Floor};
+//! use budget_core::{Budget, floor::Floor};
 //! use budget_core::server::{BudgetLayer, ServerConfig};
 //!
 //! async fn handler(budget: Budget) -> String {

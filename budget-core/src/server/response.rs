@@ -18,7 +18,7 @@ use crate::server::SERVER_TIMING;
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::Ledger;
+/// use budget_core::ledger::Ledger;
 /// use budget_core::problem::{Problem, ProblemKind};
 /// use budget_core::server::problem_response;
 ///

@@ -7,7 +7,7 @@ use http::{Request, Response};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::admission::Criticality;
+use crate::admission::criticality::Criticality;
 use crate::budget::Budget;
 use crate::context::RequestContext;
 use crate::floor::BelowFloor;

@@ -13,7 +13,7 @@ use budget_core::ledger::{Entry, Ledger};
 use budget_core::retry::{
     BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, sleep_within,
 };
-use budget_core::{Budget, Floor};
+use budget_core::{Budget, floor::Floor};
 use budget_examples::table::budget_table;
 use http::{HeaderMap, StatusCode};
 

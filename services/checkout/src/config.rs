@@ -37,11 +37,11 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use budget_core::Floor;
 use budget_core::client::{
-    BudgetClient, DependencyConfig, OnUnavailable, StaleCacheConfig, TimeoutMode,
+    BudgetClient, DependencyConfig, OnUnavailable, TimeoutMode, stale::StaleCacheConfig,
 };
 use budget_core::config::ConfigError;
+use budget_core::floor::Floor;
 use budget_core::grpc::GrpcBudgetLayer;
 use budget_core::retry::{RetryBudgetConfig, RetryConfig};
 use service_kit::RequestLayer;
@@ -157,7 +157,7 @@ service_kit::client_settings! {
     /// | `grpc_timeout` | `false` |
     /// | `on_unavailable` | `fail` for inventory and pricing (`"stale"`: answer with the last good answer, at most `max_stale` old, when a call is not made or fails, and mark the answer degraded; not for a `grpc://` inventory), `skip` for recommendations |
     /// | `max_stale` | `30s` (with `on_unavailable = "stale"`) |
-    /// | `stale_cache` | `{ max_entries = 1024, max_bytes = 8388608 }` (with `on_unavailable = "stale"`; [`StaleCacheConfig`](budget_core::client::StaleCacheConfig)) |
+    /// | `stale_cache` | `{ max_entries = 1024, max_bytes = 8388608 }` (with `on_unavailable = "stale"`; [`StaleCacheConfig`](budget_core::client::stale::StaleCacheConfig)) |
     ///
     /// ```
     /// let s: checkout::DependencySettings = toml::from_str(r#"

@@ -219,7 +219,7 @@ mod tests {
     #[tokio::test]
     async fn the_degraded_reason_is_the_skip_of_that_call_whatever_the_ledger_holds() {
         use budget_core::client::{DependencyConfig, OnUnavailable};
-        use budget_core::{Budget, Floor};
+        use budget_core::{Budget, floor::Floor};
 
         let ledger = Ledger::new();
         ledger.record(Entry::skip("recommendations", "skipped: circuit open"));

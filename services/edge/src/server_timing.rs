@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
-use budget_core::Ledger;
-use budget_core::ledger::{Entry, Metric, parse_server_timing, parse_server_timing_limited};
+use budget_core::ledger::{
+    Entry, Ledger, Metric, parse_server_timing, parse_server_timing_limited,
+};
 
 /// The metrics of `server_timing` (a downstream hop's `Server-Timing`
 /// value; several header fields joined by `, `) as ledger entries named
@@ -24,7 +25,7 @@ use budget_core::ledger::{Entry, Metric, parse_server_timing, parse_server_timin
 /// an error.
 ///
 /// ```
-/// use budget_core::Ledger;
+/// use budget_core::ledger::Ledger;
 ///
 /// let ledger = Ledger::new();
 /// for entry in edge::prefixed_metrics("inventory;dur=300, pricing;dur=250;desc=\"503\"", "checkout") {
@@ -47,7 +48,7 @@ pub fn prefixed_metrics(server_timing: &str, hop: &str) -> Vec<Entry> {
 /// then apply to what it renders.
 ///
 /// ```
-/// use budget_core::Ledger;
+/// use budget_core::ledger::Ledger;
 ///
 /// let ledger = Ledger::new();
 /// let downstream = vec!["x;dur=1"; 10_000].join(", ");
@@ -89,7 +90,7 @@ fn millis(ms: f64) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use budget_core::Ledger;
+    use budget_core::ledger::Ledger;
 
     use super::*;
 

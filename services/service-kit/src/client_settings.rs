@@ -15,9 +15,9 @@ crate::client_settings! {
     /// | `pool_idle_timeout` | `60s` (an idle keep-alive connection is not reused after it, and is closed 1-2x it after its last use) |
     /// | `floor` | `"250ms"` (fixed), `"auto"` or a table (learned); the service's default, [`DEFAULT_DEPENDENCY_FLOOR`](crate::DEFAULT_DEPENDENCY_FLOOR) (`auto`), unless it says |
     /// | `breaker` | none |
-    /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::LimitConfig)) |
+    /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::limit::LimitConfig)) |
     /// | `hedge` | none: `"auto"` (after the learned p95), `"40ms"` or a table ([`HedgeConfig`](budget_core::client::HedgeConfig)); idempotent calls only |
-    /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms" }` ([`QueueConfig`](budget_core::admission::QueueConfig)) |
+    /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms" }` ([`QueueConfig`](budget_core::admission::queue::QueueConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     ///

@@ -1,4 +1,4 @@
-use budget_core::admission::{AdaptiveLimitConfig, LimitConfig};
+use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
 use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::config::ConfigError;
@@ -39,10 +39,10 @@ pub const DEFAULT_DEPENDENCY_BREAKER: BreakerConfig = BreakerConfig::DEFAULT
 /// not say: adaptive (`concurrency = "auto"`), so that a call waits in
 /// checkout's deadline-aware queue rather than in the partner's, with no
 /// number sized by hand (see
-/// [`AdaptiveLimitConfig`](budget_core::admission::AdaptiveLimitConfig)).
+/// [`AdaptiveLimitConfig`](budget_core::admission::limit::AdaptiveLimitConfig)).
 ///
 /// ```
-/// use budget_core::admission::LimitConfig;
+/// use budget_core::admission::limit::LimitConfig;
 /// assert!(matches!(service_kit::default_dependency_concurrency(), LimitConfig::Adaptive(_)));
 /// ```
 pub fn default_dependency_concurrency() -> LimitConfig {

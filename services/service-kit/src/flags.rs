@@ -100,7 +100,7 @@ pub struct BudgetFlags {
     /// Past this many requests at once, answer 503 with Retry-After
     /// instead of queueing: a number, or `auto` (an adaptive limit)
     #[arg(long, env = "MAX_IN_FLIGHT", value_name = "N|auto")]
-    pub max_in_flight: Option<budget_core::admission::LimitConfig>,
+    pub max_in_flight: Option<budget_core::admission::limit::LimitConfig>,
 }
 
 impl ServiceFlags {

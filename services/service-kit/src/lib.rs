@@ -96,7 +96,7 @@ pub use start_error::StartError;
 /// What [`service_config!`] and [`client_settings!`] expand to need; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    pub use budget_core::admission::{LimitConfig, QueueConfig};
+    pub use budget_core::admission::{limit::LimitConfig, queue::QueueConfig};
     pub use budget_core::breaker::BreakerConfig;
     pub use budget_core::client::HedgeConfig;
     pub use budget_core::config::ConfigError;

@@ -100,7 +100,7 @@ pub struct ServiceSettings {
     /// Past this many requests at once, a new one is answered `503` with
     /// `Retry-After` instead of queueing; `None`: no limit. Budget mode
     /// only (it is the budget layer's). `auto`: an adaptive limit.
-    pub max_in_flight: Option<budget_core::admission::LimitConfig>,
+    pub max_in_flight: Option<budget_core::admission::limit::LimitConfig>,
     /// The HTTP server's connection limits: header and idle timeouts, open
     /// connections (the `[http]` table).
     pub http: HttpLimits,

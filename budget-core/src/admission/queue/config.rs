@@ -12,7 +12,7 @@ use crate::config::ConfigError;
 /// [module docs](super)).
 ///
 /// ```
-/// use budget_core::admission::{QueueConfig, DEFAULT_TARGET};
+/// use budget_core::admission::queue::{QueueConfig, DEFAULT_TARGET};
 /// assert_eq!(QueueConfig::default().target, DEFAULT_TARGET);
 /// ```
 pub const DEFAULT_TARGET: Duration = Duration::from_millis(5);
@@ -21,7 +21,7 @@ pub const DEFAULT_TARGET: Duration = Duration::from_millis(5);
 /// overloaded, when the config does not say (100 ms).
 ///
 /// ```
-/// use budget_core::admission::{QueueConfig, DEFAULT_INTERVAL};
+/// use budget_core::admission::queue::{QueueConfig, DEFAULT_INTERVAL};
 /// assert_eq!(QueueConfig::default().interval, DEFAULT_INTERVAL);
 /// ```
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
@@ -31,7 +31,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// stays for the calls after this one).
 ///
 /// ```
-/// use budget_core::admission::{QueueConfig, DEFAULT_STANDING_SHARE};
+/// use budget_core::admission::queue::{QueueConfig, DEFAULT_STANDING_SHARE};
 /// assert_eq!(QueueConfig::default().standing_share, DEFAULT_STANDING_SHARE);
 /// ```
 pub const DEFAULT_STANDING_SHARE: f64 = 0.25;
@@ -48,7 +48,7 @@ pub const DEFAULT_STANDING_SHARE: f64 = 0.25;
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::QueueOrder;
+/// use budget_core::admission::queue::QueueOrder;
 ///
 /// assert_eq!(QueueOrder::default(), QueueOrder::Adaptive);
 /// let order: QueueOrder = serde_json::from_str("\"lifo\"").unwrap();
@@ -80,7 +80,7 @@ pub enum QueueOrder {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::{QueueConfig, QueueOrder};
+/// use budget_core::admission::queue::{QueueConfig, QueueOrder};
 ///
 /// let config: QueueConfig =
 ///     serde_json::from_str(r#"{ "order": "fifo", "target": "10ms" }"#).unwrap();
@@ -99,7 +99,7 @@ pub enum QueueOrder {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::{QueueConfig, QueueOrder};
+/// use budget_core::admission::queue::{QueueConfig, QueueOrder};
 ///
 /// let c = QueueConfig::default().order(QueueOrder::Fifo).target(Duration::from_millis(10));
 /// assert!(c.validate().is_ok());
@@ -172,7 +172,7 @@ impl Default for QueueConfig {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use budget_core::admission::{QueueConfig, QueueOrder};
+    /// use budget_core::admission::queue::{QueueConfig, QueueOrder};
     /// let c = QueueConfig::default();
     /// assert_eq!(
     ///     (c.order, c.target, c.interval, c.standing_share),
@@ -201,7 +201,7 @@ impl QueueConfig {
     /// criticality.
     ///
     /// ```
-    /// # use budget_core::admission::{QueueConfig, QueueOrder};
+    /// # use budget_core::admission::queue::{QueueConfig, QueueOrder};
     /// assert_eq!(QueueConfig::default().order(QueueOrder::Lifo).order, QueueOrder::Lifo);
     /// ```
     pub fn order(mut self, value: QueueOrder) -> Self {
@@ -215,7 +215,7 @@ impl QueueConfig {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::admission::QueueConfig;
+    /// # use budget_core::admission::queue::QueueConfig;
     /// let c = QueueConfig::default().target(Duration::from_millis(10));
     /// assert_eq!(c.target, Duration::from_millis(10));
     /// ```
@@ -230,7 +230,7 @@ impl QueueConfig {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use budget_core::admission::QueueConfig;
+    /// # use budget_core::admission::queue::QueueConfig;
     /// let c = QueueConfig::default().interval(Duration::from_millis(200));
     /// assert_eq!(c.interval, Duration::from_millis(200));
     /// ```
@@ -244,7 +244,7 @@ impl QueueConfig {
     /// and at most 1 (checked by [`validate`](Self::validate)).
     ///
     /// ```
-    /// # use budget_core::admission::QueueConfig;
+    /// # use budget_core::admission::queue::QueueConfig;
     /// assert_eq!(QueueConfig::default().standing_share(0.5).standing_share, 0.5);
     /// ```
     pub fn standing_share(mut self, value: f64) -> Self {
@@ -258,7 +258,7 @@ impl QueueConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::QueueConfig;
+    /// use budget_core::admission::queue::QueueConfig;
     ///
     /// let err = QueueConfig::default()
     ///     .target(Duration::from_millis(100))

@@ -106,7 +106,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use budget_core::admission::{Criticality, PermitQueue, QueueConfig, RefusalReason, Waiter};
+//! use budget_core::admission::criticality::Criticality;
+//! use budget_core::admission::queue::{PermitQueue, QueueConfig, RefusalReason, Waiter};
 //! use tokio::time::Instant;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -143,7 +144,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use self::state::{Outcome, State, Ticket};
-use super::Criticality;
+use super::criticality::Criticality;
 use crate::config::ConfigError;
 
 pub use self::config::{
@@ -160,7 +161,8 @@ pub use self::refusal::{Prediction, Refusal, RefusalReason};
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+/// use budget_core::admission::criticality::Criticality;
+/// use budget_core::admission::queue::{PermitQueue, QueueConfig};
 ///
 /// let queue = PermitQueue::new(2, QueueConfig::default()).unwrap();
 /// let a = queue.try_acquire().unwrap();
@@ -203,7 +205,8 @@ impl Shared {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::{Criticality, Waiter};
+/// use budget_core::admission::criticality::Criticality;
+/// use budget_core::admission::queue::Waiter;
 /// use tokio::time::Instant;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -229,7 +232,8 @@ impl Waiter {
     /// A waiter giving up at `give_up_at`.
     ///
     /// ```
-    /// use budget_core::admission::{Criticality, Waiter};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::Waiter;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let w = Waiter::new(tokio::time::Instant::now(), Criticality::Critical);
@@ -247,7 +251,8 @@ impl Waiter {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Criticality, Waiter};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::Waiter;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let now = tokio::time::Instant::now();
@@ -265,7 +270,7 @@ impl PermitQueue {
     /// or the bad field of `config` (see [`QueueConfig::validate`]).
     ///
     /// ```
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -291,7 +296,7 @@ impl PermitQueue {
     /// The configuration the queue runs with.
     ///
     /// ```
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
@@ -305,7 +310,7 @@ impl PermitQueue {
     /// How many permits may be held at once.
     ///
     /// ```
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// assert_eq!(PermitQueue::new(3, QueueConfig::default()).unwrap().limit(), 3);
@@ -320,7 +325,8 @@ impl PermitQueue {
     /// exceed [`limit`](Self::limit) until permits come back.
     ///
     /// ```
-    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(3, QueueConfig::default()).unwrap();
@@ -335,7 +341,7 @@ impl PermitQueue {
     /// How many waiters are queued.
     ///
     /// ```
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// assert_eq!(PermitQueue::new(3, QueueConfig::default()).unwrap().waiting(), 0);
@@ -353,7 +359,8 @@ impl PermitQueue {
     /// permits come back.
     ///
     /// ```
-    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(2, QueueConfig::default()).unwrap();
@@ -380,7 +387,7 @@ impl PermitQueue {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(10, QueueConfig::default()).unwrap();
@@ -398,7 +405,8 @@ impl PermitQueue {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
@@ -419,7 +427,7 @@ impl PermitQueue {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
@@ -446,7 +454,8 @@ impl PermitQueue {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig, Waiter};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig, Waiter};
     /// use tokio::time::Instant;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -493,7 +502,7 @@ impl PermitQueue {
     /// the last `interval`. For metrics and for servers that shed load.
     ///
     /// ```
-    /// use budget_core::admission::{PermitQueue, QueueConfig};
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// assert!(!PermitQueue::new(1, QueueConfig::default()).unwrap().is_overloaded());
@@ -533,7 +542,8 @@ impl fmt::Debug for PermitQueue {
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+/// use budget_core::admission::criticality::Criticality;
+/// use budget_core::admission::queue::{PermitQueue, QueueConfig};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();
@@ -556,7 +566,8 @@ impl QueuePermit {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Criticality, PermitQueue, QueueConfig};
+    /// use budget_core::admission::criticality::Criticality;
+    /// use budget_core::admission::queue::{PermitQueue, QueueConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = PermitQueue::new(1, QueueConfig::default()).unwrap();

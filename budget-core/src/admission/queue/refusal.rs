@@ -10,7 +10,7 @@ use std::time::Duration;
 /// # Example
 ///
 /// ```
-/// use budget_core::admission::RefusalReason;
+/// use budget_core::admission::queue::RefusalReason;
 /// assert_eq!(RefusalReason::StandingQueue.to_string(), "standing queue");
 /// assert_eq!(RefusalReason::PredictedWait.as_str(), "predicted wait");
 /// ```
@@ -35,7 +35,7 @@ impl RefusalReason {
     /// A short lower-case name, for logs and notes.
     ///
     /// ```
-    /// use budget_core::admission::RefusalReason;
+    /// use budget_core::admission::queue::RefusalReason;
     /// assert_eq!(RefusalReason::Expired.as_str(), "expired");
     /// ```
     pub const fn as_str(self) -> &'static str {
@@ -51,7 +51,7 @@ impl fmt::Display for RefusalReason {
     /// The same as [`RefusalReason::as_str`].
     ///
     /// ```
-    /// use budget_core::admission::RefusalReason;
+    /// use budget_core::admission::queue::RefusalReason;
     /// assert_eq!(format!("{}", RefusalReason::Expired), "expired");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -67,7 +67,7 @@ impl fmt::Display for RefusalReason {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::Prediction;
+/// use budget_core::admission::queue::Prediction;
 ///
 /// let p = Prediction::new(Duration::from_millis(2400), 180, Duration::from_micros(13_333));
 /// assert_eq!(p.wait(), Duration::from_millis(2400));
@@ -87,7 +87,7 @@ impl Prediction {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::Prediction;
+    /// use budget_core::admission::queue::Prediction;
     /// let p = Prediction::new(Duration::from_millis(50), 4, Duration::from_millis(10));
     /// assert_eq!(p.per_second(), 100.0);
     /// ```
@@ -99,7 +99,7 @@ impl Prediction {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::Prediction;
+    /// use budget_core::admission::queue::Prediction;
     /// let p = Prediction::new(Duration::from_millis(50), 4, Duration::from_millis(10));
     /// assert_eq!(p.wait(), Duration::from_millis(50));
     /// ```
@@ -111,7 +111,7 @@ impl Prediction {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::Prediction;
+    /// use budget_core::admission::queue::Prediction;
     /// let p = Prediction::new(Duration::from_millis(50), 4, Duration::from_millis(10));
     /// assert_eq!(p.ahead(), 4);
     /// ```
@@ -124,7 +124,7 @@ impl Prediction {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::Prediction;
+    /// use budget_core::admission::queue::Prediction;
     /// let p = Prediction::new(Duration::ZERO, 0, Duration::from_millis(400));
     /// assert_eq!(p.per_second(), 2.5);
     /// ```
@@ -140,7 +140,7 @@ impl fmt::Display for Prediction {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::Prediction;
+    /// use budget_core::admission::queue::Prediction;
     /// let p = Prediction::new(Duration::from_millis(1250), 2, Duration::from_millis(625));
     /// assert_eq!(p.to_string(), "expected wait 1.25s (2 queued, 1.6/s)");
     /// ```
@@ -159,7 +159,7 @@ impl Prediction {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Prediction, RefusalReason};
+    /// use budget_core::admission::queue::{Prediction, RefusalReason};
     ///
     /// let p = Prediction::new(Duration::from_millis(2400), 180, Duration::from_micros(13_333));
     /// let (floor, left) = (Duration::from_millis(60), Duration::from_millis(1100));
@@ -242,7 +242,7 @@ impl fmt::Display for Short {
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::admission::{Refusal, RefusalReason};
+/// use budget_core::admission::queue::{Refusal, RefusalReason};
 ///
 /// let refusal = Refusal::new(RefusalReason::Expired, Duration::from_millis(5));
 /// assert_eq!(refusal.reason(), RefusalReason::Expired);
@@ -275,7 +275,7 @@ impl Refusal {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Refusal, RefusalReason};
+    /// use budget_core::admission::queue::{Refusal, RefusalReason};
     /// let r = Refusal::new(RefusalReason::Expired, Duration::ZERO);
     /// assert_eq!(r.to_string(), "no permit: expired after 0s");
     /// ```
@@ -291,7 +291,7 @@ impl Refusal {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Prediction, Refusal, RefusalReason};
+    /// use budget_core::admission::queue::{Prediction, Refusal, RefusalReason};
     /// let p = Prediction::new(Duration::from_secs(2), 150, Duration::from_millis(13));
     /// let r = Refusal::predicted(RefusalReason::PredictedWait, p);
     /// assert_eq!(r.waited(), Duration::ZERO);
@@ -312,7 +312,7 @@ impl Refusal {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Refusal, RefusalReason};
+    /// use budget_core::admission::queue::{Refusal, RefusalReason};
     /// let r = Refusal::new(RefusalReason::Expired, Duration::ZERO).after(Duration::from_millis(7));
     /// assert_eq!(r.waited(), Duration::from_millis(7));
     /// ```
@@ -324,7 +324,7 @@ impl Refusal {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Refusal, RefusalReason};
+    /// use budget_core::admission::queue::{Refusal, RefusalReason};
     /// let r = Refusal::new(RefusalReason::Expired, Duration::ZERO);
     /// assert_eq!(r.reason(), RefusalReason::Expired);
     /// ```
@@ -337,7 +337,7 @@ impl Refusal {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Refusal, RefusalReason};
+    /// use budget_core::admission::queue::{Refusal, RefusalReason};
     /// let r = Refusal::new(RefusalReason::Expired, Duration::from_millis(30));
     /// assert_eq!(r.waited(), Duration::from_millis(30));
     /// ```
@@ -350,7 +350,7 @@ impl Refusal {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use budget_core::admission::{Prediction, Refusal, RefusalReason};
+    /// use budget_core::admission::queue::{Prediction, Refusal, RefusalReason};
     /// let p = Prediction::new(Duration::from_secs(1), 9, Duration::from_millis(100));
     /// assert_eq!(Refusal::predicted(RefusalReason::StandingQueue, p).prediction(), Some(p));
     /// ```

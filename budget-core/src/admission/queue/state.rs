@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{Prediction, QueueConfig, QueueOrder, Refusal, RefusalReason};
-use crate::admission::Criticality;
+use crate::admission::criticality::Criticality;
 
 /// The weight of one finished hold in the moving average of holds: about
 /// the last ten permits returned.

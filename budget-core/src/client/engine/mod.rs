@@ -113,12 +113,17 @@ pub(crate) struct Finished<R> {
 ///
 /// Dropping the returned future drops the attempt in flight, and no
 /// further attempt starts.
-pub(crate) async fn run<R, A, F>(
+///
+/// `answer` turns the last attempt's answer into the call's (the HTTP
+/// client's `BudgetResponse`, the gRPC layer's response as it came), in
+/// place where the engine finishes.
+pub(crate) async fn run<R, T, A, F>(
     dep: &Dependency,
     clock: &dyn WallClock,
     plan: Plan,
     mut attempt: A,
-) -> Result<Finished<R>, CallError>
+    answer: impl FnOnce(Finished<R>) -> T,
+) -> Result<T, CallError>
 where
     R: Answer,
     A: FnMut(AttemptSpec) -> F,
@@ -141,7 +146,10 @@ where
         let window = plan
             .timing
             .attempt(started, attempt::cap(dep, breaker.as_ref()));
-        let span = record::attempt_started(dep, &plan, number, window.budget, waited);
+        // Only the budget is kept past the attempt: the call's state holds
+        // no more than it needs across its awaits.
+        let budget = window.budget;
+        let span = record::attempt_started(dep, &plan, number, budget, waited);
         let in_flight = dep.permits.as_ref().and_then(Permits::adaptive_in_flight);
         let hedge_delay = admitted
             .hedging
@@ -150,10 +158,7 @@ where
         // The attempt lives in this block only: a race's loser is dropped
         // (cancelled) as soon as the race ends.
         let tried = {
-            let spec = AttemptSpec {
-                number,
-                budget: window.budget,
-            };
+            let spec = AttemptSpec { number, budget };
             // Pinned where it is: awaiting it (or racing it) through the
             // pin keeps one copy of the attempt's state in this future.
             let mut sent = std::pin::pin!(attempt::bounded(
@@ -180,46 +185,44 @@ where
             }
         };
 
-        let outcome = classify::outcome_of(&tried.result, plan.rpc, clock);
+        let hedge::Raced {
+            result,
+            took,
+            hedge_won,
+        } = tried;
+        let outcome = classify::outcome_of(&result, plan.rpc, clock);
         if let Some(permit) = breaker.take() {
-            permit.record(classify::verdict_of(&tried.result, &outcome, &plan));
+            permit.record(classify::verdict_of(&result, &outcome, &plan));
         }
-        record::attempt_ended(dep, &plan, number, &tried, &outcome);
+        record::attempt_ended(dep, &plan, number, took, hedge_won, &outcome);
         let decided = retry::decide(dep, &plan, outcome, number, waited, admitted.retry_budget);
-        learn::attempt(
-            dep,
-            &outcome,
-            &decided.decision,
-            tried.took,
-            in_flight,
-            window.budget,
-        );
-        record::decided(
-            dep,
-            &span,
-            number,
-            &outcome,
-            &decided,
-            tried.took,
-            window.budget,
-        );
+        learn::attempt(dep, &outcome, &decided.decision, took, in_flight, budget);
+        record::decided(dep, &span, number, &outcome, &decided, took, budget);
         drop(span);
 
-        let Decision::Retry { after } = decided.decision else {
-            return finish(dep, &plan, tried.result, outcome, number, decided.decision);
+        let retry::Decided {
+            decision,
+            remaining,
+            floor,
+        } = decided;
+        let Decision::Retry { after } = decision else {
+            return finish(dep, &plan, result, outcome, number, decision).map(answer);
         };
-        match retry::wait(dep, &plan, after, &decided).await {
+        match retry::wait(dep, &plan, after, remaining, floor).await {
             Ok((wait, permit)) => {
                 waited = Some(wait);
                 breaker = permit;
             }
-            Err(stop) => return finish(dep, &plan, tried.result, outcome, number, stop),
+            Err(stop) => {
+                return finish(dep, &plan, result, outcome, number, stop).map(answer);
+            }
         }
     }
 }
 
 /// The call's answer after its last attempt: the answer, or the transport
 /// failure as the call's error.
+#[inline]
 fn finish<R>(
     dep: &Dependency,
     plan: &Plan,

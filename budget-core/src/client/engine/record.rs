@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use tracing::Span;
 
-use super::hedge::Raced;
 use super::retry::Decided;
 use super::timing::Timing;
 use super::{Dependency, Plan, Rpc};
@@ -54,34 +53,35 @@ pub(crate) fn attempt_started(
     span
 }
 
-/// An attempt's answer (or the hedge's, when it won): its ledger entry and
-/// its duration metric.
-pub(crate) fn attempt_ended<R>(
+/// An attempt's answer (or the hedge's, when it won) after `took`: its
+/// ledger entry and its duration metric.
+pub(crate) fn attempt_ended(
     dep: &Dependency,
     plan: &Plan,
     number: u32,
-    tried: &Raced<R>,
+    took: Duration,
+    hedge_won: bool,
     outcome: &Outcome,
 ) {
     let name = &dep.name;
-    if tried.hedge_won {
+    if hedge_won {
         ledger(
             plan,
             Entry::attempt(
                 format!("{name}{HEDGE_SUFFIX}"),
                 number,
-                tried.took,
+                took,
                 outcome.to_string(),
             ),
         );
     } else {
         ledger(
             plan,
-            Entry::attempt(&**name, number, tried.took, outcome.to_string()),
+            Entry::attempt(&**name, number, took, outcome.to_string()),
         );
     }
     let rpc_system = (plan.rpc == Rpc::Grpc).then_some(RPC_SYSTEM_GRPC);
-    meter::attempt_done(name, &plan.method, outcome, tried.took, rpc_system);
+    meter::attempt_done(name, &plan.method, outcome, took, rpc_system);
 }
 
 /// What was decided after an attempt: the log line, the span's outcome

@@ -54,12 +54,14 @@ pub(crate) fn decide(
 
 /// Sleeps `after` within the budget and records the wait; then the next
 /// attempt's admission: its breaker permit, or the decision that stops
-/// the call (a refusal recorded as for the first attempt).
+/// the call (a refusal recorded as for the first attempt; `remaining` and
+/// `floor` are what the decision saw).
 pub(crate) async fn wait(
     dep: &Dependency,
     plan: &Plan,
     after: Duration,
-    decided: &Decided,
+    remaining: Duration,
+    floor: Floor,
 ) -> Result<(Duration, Option<BreakerPermit>), Decision> {
     let waiting = Instant::now();
     match plan.timing {
@@ -76,8 +78,8 @@ pub(crate) async fn wait(
         refuse(Refusal::BelowFloor(below));
         return Err(Decision::Stop(StopReason::WaitExceedsBudget {
             wait: after,
-            remaining: decided.remaining,
-            floor: decided.floor,
+            remaining,
+            floor,
         }));
     }
     match admission::breaker(dep) {
