@@ -61,16 +61,3 @@
 pub mod criticality;
 pub mod limit;
 pub mod queue;
-
-// Each item's one public path is in its submodule
-// (`admission::queue::PermitQueue`). The call engine (`client/engine/`)
-// still names these few by their former re-exported paths: crate-internal
-// only, not a second public path.
-#[cfg(all(test, any(feature = "client", feature = "grpc")))]
-pub(crate) use self::queue::Prediction;
-#[cfg(any(feature = "client", feature = "grpc"))]
-pub(crate) use self::{
-    criticality::Criticality,
-    limit::Sample,
-    queue::{Refusal, RefusalReason},
-};

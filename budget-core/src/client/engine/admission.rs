@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::record::{self, QUEUE_SUFFIX, Refusal};
 use super::{Dependency, Plan, Timing};
-use crate::admission::Criticality;
+use crate::admission::criticality::Criticality;
 use crate::breaker::{BreakerPermit, CircuitOpen};
 use crate::client::error::CallError;
 use crate::client::hedge::Hedging;
@@ -112,4 +112,102 @@ async fn permit(
             queue,
             left: timing.remaining(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::budget::Budget;
+    use crate::client::DependencyConfig;
+    use crate::client::engine::Rpc;
+    use crate::floor::FloorConfig;
+    use crate::ledger::Ledger;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn dependency(config: DependencyConfig) -> Dependency {
+        config.settings(None).unwrap().dependency
+    }
+
+    fn plan(timing: Timing, ledger: &Ledger, may_retry: bool) -> Plan {
+        Plan {
+            timing,
+            ledger: Some(ledger.clone()),
+            may_retry,
+            method: http::Method::GET,
+            criticality: Criticality::Default,
+            refreshes_auth: false,
+            rpc: Rpc::Http,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn below_the_floor_nothing_is_taken_and_the_skip_note_says_why() {
+        let dep = dependency(
+            DependencyConfig::new("pricing", "http://127.0.0.1:9/")
+                .floor(FloorConfig::fixed(ms(50)))
+                .concurrency(1),
+        );
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(30)));
+        let Err(refused) = admit(&dep, &plan(timing, &ledger, true)).await else {
+            panic!("admitted below the floor");
+        };
+        assert!(refused.is_below_floor());
+        assert_eq!(refused.skip_note(), Some("skipped: 30ms < floor 50ms"));
+        // No permit was taken: the one there is, is free.
+        assert!(dep.permits.as_ref().unwrap().try_acquire().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_permit_is_paid_from_the_budget_and_in_the_ledger() {
+        let dep =
+            dependency(DependencyConfig::new("pricing", "http://127.0.0.1:9/").concurrency(1));
+        let held = dep.permits.as_ref().unwrap().try_acquire().unwrap();
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(1000)));
+        let release = async {
+            tokio::time::sleep(ms(40)).await;
+            drop(held);
+        };
+        let plan = plan(timing, &ledger, true);
+        let (admitted, ()) = tokio::join!(admit(&dep, &plan), release);
+        let admitted = admitted.unwrap();
+        assert!(admitted.permit.is_some());
+        let waited: Vec<Duration> = ledger
+            .entries()
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Local { name, duration, .. } if name == "pricing-queue" => Some(duration),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(waited, [ms(40)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_call_that_may_be_sent_twice_in_budget_mode_may_be_hedged() {
+        let dep = dependency(
+            DependencyConfig::new("pricing", "http://127.0.0.1:9/")
+                .hedge(crate::client::HedgeConfig::after(ms(20))),
+        );
+        let ledger = Ledger::new();
+        let budget = Timing::Budget(Budget::new(ms(1000)));
+        let hedged = admit(&dep, &plan(budget, &ledger, true)).await.unwrap();
+        assert!(hedged.hedging.is_some());
+        let once = admit(&dep, &plan(budget, &ledger, false)).await.unwrap();
+        assert!(once.hedging.is_none(), "not idempotent");
+        let fixed = admit(&dep, &plan(Timing::Fixed(ms(300)), &ledger, true))
+            .await
+            .unwrap();
+        assert!(fixed.hedging.is_none(), "fixed mode");
+        assert!(
+            fixed.retry_budget.is_none(),
+            "fixed mode pays no retry budget"
+        );
+    }
 }

@@ -87,7 +87,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::admission::Criticality;
+    use crate::admission::criticality::Criticality;
     use crate::client::engine::{AttemptError, Timing};
     use crate::clock::FixedClock;
     use crate::grpc::Pushback;

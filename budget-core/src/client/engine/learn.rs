@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::Dependency;
-use crate::admission::Sample;
+use crate::admission::limit::Sample;
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 
 /// Teaches `dep` an attempt that took `took` and read as `outcome`, with

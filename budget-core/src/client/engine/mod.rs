@@ -43,7 +43,7 @@ use tracing::Instrument;
 use super::error::CallError;
 use super::hedge::Hedging;
 use super::permits::{Permit, Permits};
-use crate::admission::Criticality;
+use crate::admission::criticality::Criticality;
 use crate::breaker::CircuitBreaker;
 use crate::clock::WallClock;
 use crate::floor::DependencyFloor;

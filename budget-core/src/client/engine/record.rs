@@ -10,7 +10,7 @@ use tracing::Span;
 use super::retry::Decided;
 use super::timing::Timing;
 use super::{Dependency, Plan, Rpc};
-use crate::admission::{Refusal as QueueRefusal, RefusalReason};
+use crate::admission::queue::{Refusal as QueueRefusal, RefusalReason};
 use crate::breaker::CircuitOpen;
 use crate::budget::whole_millis;
 use crate::client::error::{CallError, CallErrorKind, NoPermitInBudget};
@@ -272,7 +272,7 @@ fn no_permit_in_budget(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::Prediction;
+    use crate::admission::queue::Prediction;
     use crate::budget::Budget;
     use crate::floor::Effective;
 

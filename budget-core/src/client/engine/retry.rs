@@ -90,3 +90,112 @@ pub(crate) async fn wait(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::criticality::Criticality;
+    use crate::budget::Budget;
+    use crate::client::DependencyConfig;
+    use crate::client::engine::Rpc;
+    use crate::floor::FloorConfig;
+    use crate::ledger::Ledger;
+    use crate::retry::TransportKind;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn plan(timing: Timing, ledger: &Ledger) -> Plan {
+        Plan {
+            timing,
+            ledger: Some(ledger.clone()),
+            may_retry: true,
+            method: http::Method::GET,
+            criticality: Criticality::Default,
+            refreshes_auth: false,
+            rpc: Rpc::Http,
+        }
+    }
+
+    fn dependency(floor: u64) -> Dependency {
+        DependencyConfig::new("pricing", "http://127.0.0.1:9/")
+            .floor(FloorConfig::fixed(ms(floor)))
+            .settings(None)
+            .unwrap()
+            .dependency
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_decision_sees_what_is_left_and_the_floor_and_fixed_mode_sees_neither() {
+        let dep = dependency(50);
+        let ledger = Ledger::new();
+        let refused = Outcome::Transport(TransportKind::Connect);
+        let budget = plan(Timing::Budget(Budget::new(ms(800))), &ledger);
+        let decided = decide(&dep, &budget, refused, 1, None, None);
+        assert_eq!(
+            (decided.remaining, decided.floor),
+            (ms(800), Floor::new(ms(50)))
+        );
+        assert!(decided.decision.is_retry());
+        let fixed = plan(Timing::Fixed(ms(300)), &ledger);
+        let decided = decide(&dep, &fixed, refused, 1, None, None);
+        assert_eq!(
+            (decided.remaining, decided.floor),
+            (Duration::MAX, Floor::default())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_is_paid_from_the_budget_and_recorded() {
+        let dep = dependency(50);
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(800)));
+        let start = Instant::now();
+        let (waited, breaker) = wait(
+            &dep,
+            &plan(timing, &ledger),
+            ms(100),
+            ms(800),
+            Floor::new(ms(50)),
+        )
+        .await
+        .unwrap();
+        assert_eq!((waited, start.elapsed()), (ms(100), ms(100)));
+        assert!(breaker.is_none(), "no breaker, no permit");
+        assert!(
+            matches!(&ledger.entries()[..], [Entry::Wait { duration, .. }] if *duration == ms(100)),
+            "{:?}",
+            ledger.entries()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_whose_wait_left_less_than_the_floor_is_not_made_and_says_why() {
+        let dep = dependency(200);
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(250)));
+        let stop = wait(
+            &dep,
+            &plan(timing, &ledger),
+            ms(100),
+            ms(250),
+            Floor::new(ms(200)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            stop,
+            Decision::Stop(StopReason::WaitExceedsBudget {
+                wait: ms(100),
+                remaining: ms(250),
+                floor: Floor::new(ms(200)),
+            })
+        );
+        let entries = ledger.entries();
+        assert!(
+            matches!(&entries[..], [Entry::Wait { .. }, Entry::Skip { reason, .. }] if reason == "skipped: 150ms < floor 200ms"),
+            "{entries:?}"
+        );
+    }
+}
