@@ -59,7 +59,7 @@ mod tests {
     use crate::breaker::BreakerConfig;
     use crate::budget::Budget;
     use crate::client::config::DependencyConfig;
-    use crate::client::engine::{Rpc, Timing};
+    use crate::client::engine::Timing;
     use crate::client::error::CallErrorKind;
     use crate::client::permits::Permit;
     use crate::clock::FixedClock;
@@ -98,15 +98,7 @@ mod tests {
     }
 
     fn plan(timing: Timing, ledger: &Ledger) -> Plan {
-        Plan {
-            timing,
-            ledger: Some(ledger.clone()),
-            may_retry: true,
-            method: http::Method::GET,
-            criticality: Criticality::Default,
-            refreshes_auth: false,
-            rpc: Rpc::Http,
-        }
+        Plan::test(timing, ledger, true)
     }
 
     /// A fake dependency: each attempt takes `took`, answers the next

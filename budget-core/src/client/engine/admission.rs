@@ -121,7 +121,6 @@ mod tests {
     use super::*;
     use crate::budget::Budget;
     use crate::client::DependencyConfig;
-    use crate::client::engine::Rpc;
     use crate::floor::FloorConfig;
     use crate::ledger::Ledger;
 
@@ -134,15 +133,7 @@ mod tests {
     }
 
     fn plan(timing: Timing, ledger: &Ledger, may_retry: bool) -> Plan {
-        Plan {
-            timing,
-            ledger: Some(ledger.clone()),
-            may_retry,
-            method: http::Method::GET,
-            criticality: Criticality::Default,
-            refreshes_auth: false,
-            rpc: Rpc::Http,
-        }
+        Plan::test(timing, ledger, may_retry)
     }
 
     #[tokio::test(start_paused = true)]

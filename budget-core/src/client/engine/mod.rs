@@ -97,6 +97,23 @@ pub(crate) struct Plan {
     pub(crate) rpc: Rpc,
 }
 
+#[cfg(test)]
+impl Plan {
+    /// A plan for the engine's tests: a `GET` of default criticality over
+    /// HTTP, recorded in `ledger`.
+    pub(crate) fn test(timing: Timing, ledger: &Ledger, may_retry: bool) -> Self {
+        Self {
+            timing,
+            ledger: Some(ledger.clone()),
+            may_retry,
+            method: http::Method::GET,
+            criticality: Criticality::Default,
+            refreshes_auth: false,
+            rpc: Rpc::Http,
+        }
+    }
+}
+
 /// The answer of a call's last attempt, and what the engine made of it.
 #[derive(Debug)]
 pub(crate) struct Finished<R> {

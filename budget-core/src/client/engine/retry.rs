@@ -94,10 +94,8 @@ pub(crate) async fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::criticality::Criticality;
     use crate::budget::Budget;
     use crate::client::DependencyConfig;
-    use crate::client::engine::Rpc;
     use crate::floor::FloorConfig;
     use crate::ledger::Ledger;
     use crate::retry::TransportKind;
@@ -107,15 +105,7 @@ mod tests {
     }
 
     fn plan(timing: Timing, ledger: &Ledger) -> Plan {
-        Plan {
-            timing,
-            ledger: Some(ledger.clone()),
-            may_retry: true,
-            method: http::Method::GET,
-            criticality: Criticality::Default,
-            refreshes_auth: false,
-            rpc: Rpc::Http,
-        }
+        Plan::test(timing, ledger, true)
     }
 
     fn dependency(floor: u64) -> Dependency {
