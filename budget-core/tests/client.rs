@@ -47,13 +47,9 @@ fn dep(name: &str, url: &str) -> DependencyConfig {
 }
 
 fn attempts_in(ledger: &Ledger) -> Vec<String> {
-    ledger
-        .entries()
+    support::attempts(ledger)
         .into_iter()
-        .filter_map(|e| match e {
-            Entry::Attempt { outcome, .. } => Some(outcome),
-            _ => None,
-        })
+        .map(|(_, outcome)| outcome)
         .collect()
 }
 

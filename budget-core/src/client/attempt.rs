@@ -45,29 +45,43 @@ pub(crate) async fn send_once(
     grpc: bool,
     max_body: u64,
 ) -> AttemptResult {
-    let mut req = reqwest::Request::new(prepared.method.clone(), prepared.url.clone());
-    let headers = req.headers_mut();
-    headers.clone_from(&prepared.headers);
-    if let Some(budget) = spec.budget {
-        headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
-        if grpc {
-            // The same value as request-budget-ms: whole milliseconds.
-            let whole_ms = Duration::from_millis(crate::budget::whole_millis(budget));
-            headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole_ms));
+    // Built in a block: its locals end before the first await, so the
+    // attempt's future keeps only the request.
+    let req = {
+        let mut url = prepared.url.clone();
+        let target = spec.endpoint.target.as_ref();
+        if let Some(target) = target {
+            target.apply(&mut url);
         }
-    }
-    // The attempt's span is current here (the engine instruments this
-    // future with it): say where it goes, and pass its trace context on.
-    trace::record_send(
-        &tracing::Span::current(),
-        &prepared.url,
-        headers,
-        prepared.trace_query,
-        prepared.inbound_trace.as_ref(),
-    );
-    if let Some(body) = &prepared.body {
-        *req.body_mut() = Some(body.clone().into());
-    }
+        let mut headers = prepared.headers.clone();
+        if let Some(host) = target.and_then(|t| t.host_header.as_ref()) {
+            // A resolved name's address in the URL: the name stays the Host.
+            headers.insert(http::header::HOST, host.clone());
+        }
+        if let Some(budget) = spec.budget {
+            headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
+            if grpc {
+                // The same value as request-budget-ms: whole milliseconds.
+                let whole_ms = Duration::from_millis(crate::budget::whole_millis(budget));
+                headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole_ms));
+            }
+        }
+        // The attempt's span is current here (the engine instruments this
+        // future with it): say where it goes, and pass its trace context on.
+        trace::record_send(
+            &tracing::Span::current(),
+            &url,
+            &mut headers,
+            prepared.trace_query,
+            prepared.inbound_trace.as_ref(),
+        );
+        let mut req = reqwest::Request::new(prepared.method.clone(), url);
+        *req.headers_mut() = headers;
+        if let Some(body) = &prepared.body {
+            *req.body_mut() = Some(body.clone().into());
+        }
+        req
+    };
 
     let mut res = http
         .execute(req)

@@ -161,17 +161,22 @@ impl BudgetClient {
         self.inner.settings.mode
     }
 
-    /// The dependency's circuit breaker, if it has one.
+    /// The dependency's circuit breaker, if it has one and is one
+    /// endpoint (its URL's host an address, or an `https` URL, or
+    /// `resolve_interval` zero, or a one-entry `endpoints` list). With
+    /// replicas each endpoint has its own breaker: `None`.
     ///
     /// ```
     /// # use budget_core::client::DependencyConfig;
-    /// let mut config = DependencyConfig::new("a", "http://a");
+    /// let mut config = DependencyConfig::new("a", "http://127.0.0.1:9000");
     /// assert!(config.build().unwrap().breaker().is_none());
     /// config.breaker = Some(Default::default());
-    /// assert_eq!(config.build().unwrap().breaker().unwrap().key(), "http://a:80");
+    /// assert_eq!(config.build().unwrap().breaker().unwrap().key(), "http://127.0.0.1:9000");
+    /// let replicas = config.endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+    /// assert!(replicas.build().unwrap().breaker().is_none());
     /// ```
     pub fn breaker(&self) -> Option<&CircuitBreaker> {
-        self.inner.settings.dependency.breaker.as_deref()
+        self.inner.settings.dependency.endpoints.breaker()
     }
 
     /// The floor in force now and where it came from (fixed, or learned

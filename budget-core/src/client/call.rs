@@ -959,7 +959,7 @@ mod tests {
         for _ in 0..5 {
             assert_eq!(call().await.1.unwrap().status(), StatusCode::OK);
         }
-        let breaker = settings.dependency.breaker.clone().unwrap();
+        let breaker = settings.dependency.endpoints.breaker().unwrap();
         assert_eq!(breaker.typical_latency(), Some(ms(200)));
 
         hanging.store(true, Ordering::Relaxed);

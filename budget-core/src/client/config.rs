@@ -8,13 +8,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+use super::endpoints::{Breakers, DEFAULT_RESOLVE_INTERVAL, Endpoints};
 use super::engine::Dependency;
 use super::hedge::HedgeConfig;
 use super::permits::Permits;
 use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
 use crate::admission::limit::LimitConfig;
 use crate::admission::queue::QueueConfig;
-use crate::breaker::{BreakerConfig, BreakerRegistry, CircuitBreaker, endpoint_key};
+use crate::breaker::{BreakerConfig, BreakerRegistry};
 use crate::config::ConfigError;
 use crate::floor::FloorConfig;
 use crate::ledger::is_tchar;
@@ -208,8 +209,24 @@ pub struct DependencyConfig {
     /// letters, digits and `!#$%&'*+-.^_`|~`).
     pub name: String,
     /// The base URL (`http` or `https`). A query string is kept on every
-    /// call; a call's path is appended to the URL's path.
+    /// call; a call's path is appended to the URL's path. An `http` URL
+    /// whose host is a name is as many endpoints as the name resolves to
+    /// (see `resolve_interval`).
     pub url: String,
+    /// The dependency's replicas, `scheme://host:port` each
+    /// (`["http://10.0.0.1:9000", "http://10.0.0.2:9000"]`): each call's
+    /// attempt goes to one of them, chosen by load and by what the call
+    /// can still afford, the URL's path and query kept; empty (the
+    /// default): the URL's own host.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// How often an `http` URL's host name is looked up again, each
+    /// address it resolves to an endpoint (default 5 s); `0s`: the name is
+    /// one endpoint, resolved by the HTTP client as it connects. Not used
+    /// with an `endpoints` list, an address as the host, or `https` (the
+    /// certificate names the host).
+    #[serde(default = "default_resolve_interval", with = "humantime_serde")]
+    pub resolve_interval: Duration,
     /// The longest a TCP (and TLS) connect may take; the budget caps it
     /// further (docs/contract.md §2 rule 1).
     #[serde(default = "default_connect_cap", with = "humantime_serde")]
@@ -287,6 +304,10 @@ pub struct DependencyConfig {
     pub fixed_timeout: Duration,
 }
 
+fn default_resolve_interval() -> Duration {
+    DEFAULT_RESOLVE_INTERVAL
+}
+
 fn default_connect_cap() -> Duration {
     DEFAULT_CONNECT_CAP
 }
@@ -320,6 +341,8 @@ impl DependencyConfig {
         Self {
             name: name.into(),
             url: url.into(),
+            endpoints: Vec::new(),
+            resolve_interval: DEFAULT_RESOLVE_INTERVAL,
             connect_cap: DEFAULT_CONNECT_CAP,
             pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
             floor: FloorConfig::default(),
@@ -338,6 +361,39 @@ impl DependencyConfig {
             mode: TimeoutMode::default(),
             fixed_timeout: DEFAULT_FIXED_TIMEOUT,
         }
+    }
+
+    /// The same configuration with `endpoints`: the replicas
+    /// (`scheme://host:port` each) a call's attempts are spread over.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a/items")
+    ///     .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+    /// assert_eq!(c.endpoints.len(), 2);
+    /// ```
+    pub fn endpoints<I, S>(mut self, value: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.endpoints = value.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same configuration with `resolve_interval`: how often the URL's
+    /// host name is looked up again (`Duration::ZERO`: never; the name is
+    /// one endpoint).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://partner:9000").resolve_interval(Duration::ZERO);
+    /// assert!(c.resolve_interval.is_zero());
+    /// ```
+    pub fn resolve_interval(mut self, value: Duration) -> Self {
+        self.resolve_interval = value;
+        self
     }
 
     /// The same configuration with `connect_cap`: the longest a TCP (and
@@ -649,10 +705,14 @@ impl DependencyConfig {
             .retry_budget
             .map(|c| c.build().map_err(|e| e.within("retry_budget")))
             .transpose()?;
-        let breaker = self
-            .breaker
-            .map(|c| breaker_for(&c, &base, registry))
-            .transpose()?;
+        let breakers = self.breaker.map(|c| breakers(&c, registry)).transpose()?;
+        let endpoints = Endpoints::new(
+            &name,
+            &base,
+            &self.endpoints,
+            self.resolve_interval,
+            breakers,
+        )?;
         let hedge = self
             .hedge
             .map(|c| c.build().map(Arc::new).map_err(|e| e.within("hedge")))
@@ -676,7 +736,7 @@ impl DependencyConfig {
                 floor,
                 policy,
                 retry_budget,
-                breaker,
+                endpoints,
                 permits,
                 hedge,
             },
@@ -746,22 +806,16 @@ fn parse_base(url: &str) -> Result<Url, ConfigError> {
     Ok(base)
 }
 
-/// The breaker of the endpoint `base`: from `registry` when given (its
+/// How the endpoints' breakers are made: from `registry` when given (its
 /// policy must be the config's, so that a shared breaker cannot silently
-/// run with other numbers), else a private one.
-fn breaker_for(
+/// run with other numbers), else private ones.
+fn breakers(
     config: &BreakerConfig,
-    base: &Url,
     registry: Option<&BreakerRegistry>,
-) -> Result<Arc<CircuitBreaker>, ConfigError> {
+) -> Result<Breakers, ConfigError> {
     let policy = config.build().map_err(|e| e.within("breaker"))?;
-    let uri: http::Uri = base
-        .as_str()
-        .parse()
-        .map_err(|e| ConfigError::new("url", format!("is not a valid URI: {e}")))?;
-    let key = endpoint_key(&uri).ok_or_else(|| ConfigError::new("url", "names no endpoint"))?;
     match registry {
-        None => Ok(Arc::new(CircuitBreaker::new(key, policy))),
+        None => Ok(Breakers::new(policy, None)),
         Some(registry) => {
             let shared = registry.policy();
             if shared.failure_threshold() != policy.failure_threshold()
@@ -779,7 +833,7 @@ fn breaker_for(
                     ),
                 ));
             }
-            Ok(registry.get(&key))
+            Ok(Breakers::new(policy, Some(registry.clone())))
         }
     }
 }
@@ -881,7 +935,9 @@ mod tests {
 
     #[test]
     fn a_shared_registry_must_run_the_configured_breaker_policy() {
-        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p");
+        // A name not resolved into replicas is one endpoint, keyed by it.
+        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p")
+            .resolve_interval(Duration::ZERO);
         c.breaker = Some(BreakerConfig {
             failure_threshold: 3,
             ..Default::default()
@@ -890,23 +946,17 @@ mod tests {
         assert_eq!(c.settings(Some(&other)).unwrap_err().field(), "breaker");
 
         let registry = BreakerRegistry::new(c.breaker.unwrap().build().unwrap());
-        let a = c
-            .settings(Some(&registry))
-            .unwrap()
-            .dependency
-            .breaker
-            .unwrap();
+        let a = c.settings(Some(&registry)).unwrap().dependency.endpoints;
+        let a = a.breaker().unwrap();
         c.url = "http://PRICING:9000/other?q=1".into();
-        let b = c
-            .settings(Some(&registry))
-            .unwrap()
-            .dependency
-            .breaker
-            .unwrap();
-        assert!(Arc::ptr_eq(&a, &b), "one endpoint, one breaker");
+        let b = c.settings(Some(&registry)).unwrap().dependency.endpoints;
+        assert!(
+            std::ptr::eq(a, b.breaker().unwrap()),
+            "one endpoint, one breaker"
+        );
         // Without a registry, each client has its own.
-        let c1 = c.settings(None).unwrap().dependency.breaker.unwrap();
-        assert!(!Arc::ptr_eq(&a, &c1));
+        let c1 = c.settings(None).unwrap().dependency.endpoints;
+        assert!(!std::ptr::eq(a, c1.breaker().unwrap()));
     }
 
     #[test]

@@ -70,6 +70,10 @@ pub enum CallErrorKind {
     /// answer while the budget still allowed the call; see
     /// [`TokenUnavailable`](super::auth::TokenUnavailable) in the source chain).
     Auth,
+    /// Not made: the dependency's host name gave no endpoints (never
+    /// resolved; see [`DependencyConfig::resolve_interval`](super::DependencyConfig::resolve_interval)).
+    /// A `502 dependency-failed`: no waiting makes a name resolve.
+    Unresolved,
     /// Anything else (TLS, protocol).
     Other,
 }
@@ -96,6 +100,7 @@ impl CallErrorKind {
             CallErrorKind::Decode => "decode",
             CallErrorKind::Request => "request",
             CallErrorKind::Auth => "auth",
+            CallErrorKind::Unresolved => "unresolved",
             CallErrorKind::Other => "other",
         }
     }
@@ -205,6 +210,9 @@ impl fmt::Display for Summary<'_> {
             }
             CallErrorKind::Request => return f.write_str("not made: the request is invalid"),
             CallErrorKind::Auth => return f.write_str("not made: no bearer token"),
+            CallErrorKind::Unresolved => {
+                return f.write_str("not made: its host name gave no endpoints");
+            }
             CallErrorKind::Decode => return f.write_str("answered a body that does not decode"),
             CallErrorKind::Status => {
                 let status = e.status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -158,6 +158,7 @@ mod budget_client;
 #[cfg(feature = "client")]
 mod call;
 mod config;
+pub(crate) mod endpoints;
 pub(crate) mod engine;
 mod error;
 mod hedge;
@@ -174,6 +175,7 @@ pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     DependencyConfig, OnUnavailable, TimeoutMode,
 };
+pub use endpoints::DEFAULT_RESOLVE_INTERVAL;
 pub use engine::QUEUE_SUFFIX;
 pub use optional::{OptionalResponse, Skipped};
 

@@ -450,6 +450,7 @@ fn stands_in_for_error(kind: CallErrorKind) -> bool {
         | CallErrorKind::CircuitOpen
         | CallErrorKind::NoPermit
         | CallErrorKind::Auth
+        | CallErrorKind::Unresolved
         | CallErrorKind::Timeout
         | CallErrorKind::ConnectTimeout
         | CallErrorKind::Connect
@@ -551,6 +552,7 @@ mod tests {
             CallErrorKind::CircuitOpen,
             CallErrorKind::NoPermit,
             CallErrorKind::Auth,
+            CallErrorKind::Unresolved,
             CallErrorKind::Timeout,
             CallErrorKind::ConnectTimeout,
             CallErrorKind::Connect,

@@ -18,6 +18,7 @@ use tower_service::Service;
 
 use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
+use crate::client::endpoints::Endpoints;
 use crate::client::engine::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
 use crate::client::{CallErrorKind, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
@@ -95,6 +96,7 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn new(dependency: impl Into<Arc<str>>) -> Self {
+        let name: Arc<str> = dependency.into();
         let retry = RetryConfig {
             max_attempts: 1,
             ..RetryConfig::default()
@@ -103,11 +105,11 @@ impl GrpcBudgetLayer {
         Self {
             config: Arc::new(Config {
                 dependency: Dependency {
-                    name: dependency.into(),
+                    name: Arc::clone(&name),
                     floor: DependencyFloor::Fixed(Floor::new(Duration::ZERO)),
                     policy: policy(&retry, &retry_on),
                     retry_budget: None,
-                    breaker: None,
+                    endpoints: Endpoints::single(&name, None),
                     permits: None,
                     hedge: None,
                 },
@@ -148,6 +150,16 @@ impl GrpcBudgetLayer {
         config: &DependencyConfig,
         registry: Option<&BreakerRegistry>,
     ) -> Result<Self, ConfigError> {
+        if !config.endpoints.is_empty() {
+            return Err(ConfigError::new(
+                "endpoints",
+                "a gRPC dependency is the one channel the layer wraps: balance replicas \
+                 with tonic's `Channel::balance_list`, or call them over HTTP",
+            ));
+        }
+        // The channel connects, not the layer: the URL's name is one
+        // endpoint, its breaker keyed by the URL.
+        let config = &config.clone().resolve_interval(Duration::ZERO);
         let settings = config.settings(registry)?;
         let retry_on = DEFAULT_RETRYABLE_GRPC_CODES.to_vec();
         let mut dependency = settings.dependency;
@@ -210,8 +222,10 @@ impl GrpcBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn breaker(self, policy: BreakerPolicy) -> Self {
-        let breaker = CircuitBreaker::new(self.config.dependency.name.as_ref(), policy);
-        self.with(|c| c.dependency.breaker = Some(Arc::new(breaker)))
+        let name = &self.config.dependency.name;
+        let breaker = Arc::new(CircuitBreaker::new(name.as_ref(), policy));
+        let endpoints = Endpoints::single(name, Some(breaker));
+        self.with(|c| c.dependency.endpoints = endpoints)
     }
 
     /// A retry budget, as the HTTP client's: every call deposits, every
@@ -515,6 +529,20 @@ fn sent_timeout(own: Option<&HeaderValue>, left: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grpc_dependency_is_its_one_channel_not_a_list_of_replicas() {
+        let config = DependencyConfig::new("inventory", "http://127.0.0.1:50051")
+            .endpoints(["http://127.0.0.1:50052"]);
+        let err = GrpcBudgetLayer::from_config(&config, None).unwrap_err();
+        assert_eq!(err.field(), "endpoints");
+        // A host name stays one endpoint, its breaker keyed by the name.
+        let mut config = DependencyConfig::new("inventory", "http://partner:50051");
+        config.breaker = Some(crate::breaker::BreakerConfig::default());
+        let layer = GrpcBudgetLayer::from_config(&config, None).unwrap();
+        let breaker = layer.config.dependency.endpoints.breaker().unwrap();
+        assert_eq!(breaker.key(), "http://partner:50051");
+    }
 
     #[test]
     fn the_smaller_timeout_is_sent() {

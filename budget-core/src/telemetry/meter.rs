@@ -52,6 +52,19 @@ pub fn describe_metrics() {
         "The budget each dependency attempt was sent with, net of the reserve."
     );
     describe_counter!(
+        METRIC_ENDPOINT_REQUESTS_TOTAL,
+        "Attempts to each endpoint of a dependency with several (replicas), by dependency and endpoint."
+    );
+    metrics::describe_gauge!(
+        METRIC_ENDPOINT_LOAD_SECONDS,
+        Unit::Seconds,
+        "Each endpoint's latency estimate (peak-EWMA) after its last attempt, by dependency and endpoint."
+    );
+    describe_counter!(
+        METRIC_RESOLVE_FAILURES_TOTAL,
+        "Lookups of a dependency's host name that failed (the last good endpoints are kept)."
+    );
+    describe_counter!(
         METRIC_SHED_TOTAL,
         "Requests shed below the ingress floor, on arrival or after waiting for an in-flight slot (504)."
     );
@@ -430,6 +443,40 @@ pub(crate) fn stale_served(dependency: &Arc<str>) {
 pub(crate) fn no_permit(dependency: &Arc<str>, reason: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!(METRIC_NO_PERMIT_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency), LABEL_REASON => reason)
+        .increment(1);
+}
+
+/// An attempt to `endpoint` of `dependency` (one of several) ended; its
+/// latency estimate is now `load`.
+#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn endpoint_attempt(dependency: &Arc<str>, endpoint: &Arc<str>, load: Option<Duration>) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!(
+            METRIC_ENDPOINT_REQUESTS_TOTAL,
+            LABEL_DEPENDENCY => Arc::clone(dependency),
+            LABEL_ENDPOINT => Arc::clone(endpoint)
+        )
+        .increment(1);
+        if let Some(load) = load {
+            metrics::gauge!(
+                METRIC_ENDPOINT_LOAD_SECONDS,
+                LABEL_DEPENDENCY => Arc::clone(dependency),
+                LABEL_ENDPOINT => Arc::clone(endpoint)
+            )
+            .set(load.as_secs_f64());
+        }
+    }
+}
+
+/// A lookup of `dependency`'s host name failed.
+#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn resolve_failed(dependency: &Arc<str>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_RESOLVE_FAILURES_TOTAL, LABEL_DEPENDENCY => Arc::clone(dependency))
         .increment(1);
 }
 

@@ -157,6 +157,8 @@ pub const OUTCOME_RETRY_AFTER_TOO_LONG: &str = "retry_after_too_long";
 pub const OUTCOME_CIRCUIT_OPEN: &str = "circuit_open";
 /// No concurrency permit came free within the budget: the call was not made.
 pub const OUTCOME_NO_PERMIT: &str = "no_permit";
+/// The dependency's host name gave no endpoints: the call was not made.
+pub const OUTCOME_UNRESOLVED: &str = "unresolved";
 /// The call was not made or failed, and the dependency's last good answer
 /// was served in its place (stale span).
 pub const OUTCOME_STALE: &str = "stale";
@@ -231,6 +233,16 @@ pub const METRIC_HEDGES_TOTAL: &str = "budget_hedges_total";
 pub const METRIC_HEDGES_DECLINED_TOTAL: &str = "budget_hedges_declined_total";
 /// Metric label of [`METRIC_HEDGES_TOTAL`]: `won` or `lost`.
 pub const LABEL_RESULT: &str = "result";
+/// Counter: attempts to one endpoint of a dependency with several
+/// (replicas); labels [`LABEL_DEPENDENCY`] and [`LABEL_ENDPOINT`]
+/// (`host:port`; past the 16th endpoint of a dependency, `other`).
+pub const METRIC_ENDPOINT_REQUESTS_TOTAL: &str = "budget_endpoint_requests_total";
+/// Gauge: an endpoint's latency estimate (peak-EWMA) after its last
+/// attempt, in seconds; labels as [`METRIC_ENDPOINT_REQUESTS_TOTAL`]'s.
+pub const METRIC_ENDPOINT_LOAD_SECONDS: &str = "budget_endpoint_load_seconds";
+/// Counter: lookups of a dependency's host name that failed (the last
+/// good endpoints are kept); label [`LABEL_DEPENDENCY`].
+pub const METRIC_RESOLVE_FAILURES_TOTAL: &str = "budget_resolve_failures_total";
 /// Counter: circuit breaker state changes; labels [`LABEL_ENDPOINT`],
 /// [`LABEL_FROM`], [`LABEL_TO`].
 pub const METRIC_BREAKER_TRANSITIONS_TOTAL: &str = "budget_breaker_transitions_total";

@@ -87,6 +87,7 @@ pub struct Seen {
     pub budget_ms: Option<u64>,
     pub grpc_timeout: Option<String>,
     pub criticality: Option<String>,
+    pub host: Option<String>,
 }
 
 /// A scripted HTTP server: request N gets answer N (the last repeats).
@@ -144,6 +145,7 @@ async fn answer(State(state): State<Arc<PartnerState>>, req: Request) -> Respons
         budget_ms: header("request-budget-ms").and_then(|v| v.parse().ok()),
         grpc_timeout: header("grpc-timeout"),
         criticality: header("request-criticality"),
+        host: header("host"),
     };
     let index = {
         let mut all = state.seen.lock().unwrap();
@@ -320,4 +322,21 @@ pub async fn eventually(within: Duration, f: impl Fn() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     f()
+}
+
+/// The attempts in `ledger`, as (dependency, outcome): `("pricing", "503")`,
+/// `("pricing", "200 from 127.0.0.1:9001")` with replicas.
+pub fn attempts(ledger: &budget_core::ledger::Ledger) -> Vec<(String, String)> {
+    ledger
+        .entries()
+        .into_iter()
+        .filter_map(|e| match e {
+            budget_core::ledger::Entry::Attempt {
+                dependency,
+                outcome,
+                ..
+            } => Some((dependency, outcome)),
+            _ => None,
+        })
+        .collect()
 }

@@ -352,6 +352,39 @@ mod tests {
     }
 
     #[test]
+    fn a_dependency_takes_replicas_and_a_bad_one_is_named() {
+        let config = CheckoutConfig::from_toml(
+            "[pricing]\nendpoints = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n\
+             resolve_interval = \"2s\"\n",
+        )
+        .unwrap();
+        let c = config.dependency_config(Dep::Pricing).unwrap();
+        assert_eq!(
+            c.endpoints,
+            ["http://127.0.0.1:9001", "http://127.0.0.1:9002"]
+        );
+        assert_eq!(c.resolve_interval, std::time::Duration::from_secs(2));
+        assert!(config.validate().is_ok());
+        let mut bad = config.clone();
+        bad.pricing.endpoints = Some(vec![
+            "http://127.0.0.1:9001".into(),
+            "http://127.0.0.1:9001/pricing".into(),
+        ]);
+        let err = bad.validate().unwrap_err();
+        assert_eq!(err.field(), "pricing.endpoints[1]");
+        assert!(
+            err.problem().contains("path and query come from `url`"),
+            "{err}"
+        );
+        // Read from a file, the same error.
+        let err = CheckoutConfig::from_toml(
+            "[pricing]\nendpoints = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9001/pricing\"]\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("pricing.endpoints[1]"), "{err}");
+    }
+
+    #[test]
     fn every_field_reads_from_toml() {
         let config = CheckoutConfig::from_toml(
             r#"

@@ -20,6 +20,8 @@ crate::client_settings! {
     /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms" }` ([`QueueConfig`](budget_core::admission::queue::QueueConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
+    /// | `endpoints` | none: the URL's host (`["http://10.0.0.1:9000", ...]`: the replicas, each attempt to one of them; the URL's path and query kept) |
+    /// | `resolve_interval` | `5s`: an `http` URL's host name is looked up again this often, each address an endpoint; `"0s"`: the name is one endpoint |
     ///
     /// ```
     /// let s: service_kit::ClientSettings = toml::from_str(r#"
@@ -56,6 +58,8 @@ impl ClientSettings {
         overlay(&mut c.hedge, self.hedge.map(Some));
         overlay(&mut c.max_body, self.max_body);
         overlay(&mut c.fixed_timeout, self.fixed_timeout);
+        overlay(&mut c.endpoints, self.endpoints.clone());
+        overlay(&mut c.resolve_interval, self.resolve_interval);
     }
 }
 
@@ -129,6 +133,14 @@ macro_rules! client_settings {
             /// Each attempt's timeout with `budget_mode = off`.
             #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
             pub fixed_timeout: ::std::option::Option<::std::time::Duration>,
+            /// The replicas, `scheme://host:port` each; the URL's path and
+            /// query are kept.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub endpoints: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+            /// How often the URL's host name is looked up again (`"0s"`:
+            /// never, the name is one endpoint).
+            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            pub resolve_interval: ::std::option::Option<::std::time::Duration>,
             $(
                 $(#[$field_attr])*
                 #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +162,8 @@ macro_rules! client_settings {
                     hedge: self.hedge,
                     max_body: self.max_body,
                     fixed_timeout: self.fixed_timeout,
+                    endpoints: self.endpoints.clone(),
+                    resolve_interval: self.resolve_interval,
                 }
             }
         }

@@ -1,14 +1,15 @@
 //! Whether a call may be made at all, before any I/O: what is left covers
-//! the dependency's floor (rule 2), its circuit lets a call through, a
-//! concurrency permit comes within the budget (rules 8 and 11); then the
-//! call pays its deposits into the retry and hedge budgets.
+//! the dependency's floor (rule 2), an endpoint's circuit lets a call
+//! through ([`choose`](super::choose)), a concurrency permit comes within
+//! the budget (rules 8 and 11); then the call pays its deposits into the
+//! retry and hedge budgets.
 
 use tokio::time::Instant;
 
+use super::choose::{self, Chosen, NotChosen};
 use super::record::{self, QUEUE_SUFFIX, Refusal};
 use super::{Dependency, Plan, Timing};
 use crate::admission::criticality::Criticality;
-use crate::breaker::{BreakerPermit, CircuitOpen};
 use crate::client::error::CallError;
 use crate::client::hedge::Hedging;
 use crate::client::permits::{Permit, Permits};
@@ -21,8 +22,8 @@ use crate::retry::RetryBudget;
 pub(crate) struct Admitted<'a> {
     /// Held to the end of the call, backoff included (rule 8).
     pub(crate) permit: Option<Permit>,
-    /// The first attempt's breaker permit.
-    pub(crate) breaker: Option<BreakerPermit>,
+    /// The first attempt's endpoint and its breaker permit.
+    pub(crate) chosen: Chosen,
     /// Pays for retries (none in fixed mode).
     pub(crate) retry_budget: Option<&'a RetryBudget>,
     /// The call may be hedged: only a call that may be sent twice, in
@@ -42,7 +43,14 @@ pub(crate) async fn admit<'a>(dep: &'a Dependency, plan: &Plan) -> Result<Admitt
         .check_floor(&floor)
         .map_err(|below| refuse(Refusal::BelowFloor(below)))?;
 
-    let breaker = breaker(dep).map_err(|open| refuse(Refusal::CircuitOpen(open)))?;
+    // One endpoint (the usual case) is chosen without an await; a name's
+    // first lookup is boxed, so that only dependencies with replicas carry
+    // its state in the call's future.
+    let chosen = match choose::only(dep) {
+        Some(only) => only,
+        None => Box::pin(choose::first(dep, timing.remaining())).await,
+    }
+    .map_err(|not| refuse(not.into()))?;
 
     let permit = match &dep.permits {
         Some(permits) => {
@@ -78,18 +86,18 @@ pub(crate) async fn admit<'a>(dep: &'a Dependency, plan: &Plan) -> Result<Admitt
     };
     Ok(Admitted {
         permit,
-        breaker,
+        chosen,
         retry_budget,
         hedging,
     })
 }
 
-/// A breaker permit for the next attempt (`None` without a breaker), or
-/// why the circuit refuses.
-pub(crate) fn breaker(dep: &Dependency) -> Result<Option<BreakerPermit>, CircuitOpen> {
-    match &dep.breaker {
-        Some(breaker) => breaker.try_acquire().map(Some),
-        None => Ok(None),
+impl From<NotChosen> for Refusal {
+    fn from(not: NotChosen) -> Self {
+        match not {
+            NotChosen::Open(open) => Refusal::CircuitOpen(open),
+            NotChosen::Resolve(e) => Refusal::Unresolved(e),
+        }
     }
 }
 

@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Dependency;
+use super::choose::Chosen;
 use super::timing::{AttemptWindow, Timing};
 use crate::breaker::{BreakerPermit, Verdict};
+use crate::client::endpoints::Endpoint;
 use crate::client::error::{AttemptTimedOut, BodyTooLarge, BoxError, CallError};
 use crate::retry::TransportKind;
 
 /// What one attempt is told.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct AttemptSpec {
     /// 1 for the first attempt.
     pub(crate) number: u32,
@@ -21,6 +23,8 @@ pub(crate) struct AttemptSpec {
     /// the reserve, taken the moment the attempt starts; `None` in fixed
     /// mode.
     pub(crate) budget: Option<Duration>,
+    /// Where it goes (the URL as it is, or a replica).
+    pub(crate) endpoint: Arc<Endpoint>,
 }
 
 /// An attempt that produced no answer.
@@ -103,13 +107,38 @@ where
 /// An attempt's own limit, below what is left of the budget: the retry
 /// policy's `attempt_timeout`, shortened for the breaker's half-open probe
 /// to its [`attempt_limit`](BreakerPermit::attempt_limit), so that a probe
-/// of an endpoint that still does not answer ends soon.
-pub(crate) fn cap(dep: &Dependency, breaker: Option<&BreakerPermit>) -> Option<Duration> {
+/// of an endpoint that still does not answer ends soon, and to
+/// `elsewhere` (see [`elsewhere`]) when another replica could take a
+/// retry.
+pub(crate) fn cap(
+    dep: &Dependency,
+    breaker: Option<&BreakerPermit>,
+    elsewhere: Option<Duration>,
+) -> Option<Duration> {
     let probe = breaker.and_then(BreakerPermit::attempt_limit);
-    match (dep.policy.attempt_timeout(), probe) {
-        (Some(timeout), Some(probe)) => Some(timeout.min(probe)),
-        (timeout, probe) => timeout.or(probe),
+    [dep.policy.attempt_timeout(), probe, elsewhere]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// How long attempt `number` may go unanswered by the replica `chosen`
+/// before it is given up for a retry on another: the replica's silence
+/// limit (four of its typical latencies, at least 250 ms: the breaker's
+/// own measure of "stopped answering"), when the call was chosen among
+/// several replicas, has an attempt left and the replica has a breaker
+/// that has seen it answer. A replica that hangs then costs the call that
+/// much, not its whole budget, and the retry goes elsewhere.
+pub(crate) fn elsewhere(
+    dep: &Dependency,
+    chosen: &Chosen,
+    may_retry: bool,
+    number: u32,
+) -> Option<Duration> {
+    if !(chosen.balanced && may_retry && number < dep.policy.max_attempts()) {
+        return None;
     }
+    chosen.endpoint.breaker.as_ref()?.silence_limit()
 }
 
 #[cfg(test)]
@@ -149,6 +178,39 @@ mod tests {
         })
         .await;
         assert_eq!(tried.unwrap(), 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_with_another_to_retry_on_is_given_its_silence_limit_and_no_more() {
+        use crate::breaker::BreakerConfig;
+        use crate::client::DependencyConfig;
+        use crate::retry::RetryConfig;
+        let config = |endpoints: &[&str]| {
+            DependencyConfig::new("p", "http://127.0.0.1:9000/")
+                .endpoints(endpoints.iter().copied())
+                .breaker(BreakerConfig::default())
+                .retry(RetryConfig::default().max_attempts(2))
+                .settings(None)
+                .unwrap()
+                .dependency
+        };
+        let two = config(&["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+        let chosen = super::super::choose::next(&two, None, None).unwrap();
+        // No answer seen yet: no silence limit to go by.
+        assert_eq!(elsewhere(&two, &chosen, true, 1), None);
+        let breaker = chosen.endpoint.breaker.as_ref().unwrap();
+        let permit = breaker.try_acquire().unwrap();
+        tokio::time::advance(ms(100)).await;
+        permit.record(Verdict::Success);
+        assert_eq!(elsewhere(&two, &chosen, true, 1), Some(ms(400)));
+        assert_eq!(cap(&two, None, Some(ms(400))), Some(ms(400)));
+        // Not for the last attempt, a call that may not be retried, or a
+        // dependency that is one endpoint.
+        assert_eq!(elsewhere(&two, &chosen, true, 2), None);
+        assert_eq!(elsewhere(&two, &chosen, false, 1), None);
+        let one = config(&["http://127.0.0.1:9001"]);
+        let alone = super::super::choose::next(&one, None, None).unwrap();
+        assert_eq!(elsewhere(&one, &alone, true, 1), None);
     }
 
     #[test]

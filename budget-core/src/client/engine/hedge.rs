@@ -1,7 +1,8 @@
 //! A first attempt raced against a hedge: when the first has not answered
-//! within the hedge delay and a hedge is admitted (the floor, the circuit,
-//! a free permit, the hedge budget), a second copy is sent and the first
-//! answer wins (README, "Hedged requests").
+//! within the hedge delay and a hedge is admitted (the floor, an
+//! endpoint's circuit, another replica than the first's when there is
+//! one, a free permit, the hedge budget), a second copy is sent and the
+//! first answer wins (README, "Hedged requests").
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,9 +12,10 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::attempt::{self, AttemptSpec, Tried};
+use super::choose::{self, Chosen};
 use super::classify::{self, Answer};
-use super::record;
-use super::{Dependency, Plan, admission};
+use super::{Dependency, Plan};
+use super::{learn, record};
 use crate::breaker::BreakerPermit;
 use crate::budget::whole_millis;
 use crate::client::hedge::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
@@ -60,13 +62,34 @@ impl Race<'_> {
         }
     }
 
+    /// What the hedge's endpoint learns of `result` (its breaker and its
+    /// load), when it ran to an answer or a failure.
+    fn settle_hedge<R: Answer>(&self, hedge: &mut Chosen, result: &Tried<R>, took: Duration) {
+        let outcome = classify::outcome_of(result, self.plan.rpc, self.clock);
+        let verdict = classify::verdict_of(result, &outcome, self.plan);
+        if let Some(permit) = hedge.breaker.take() {
+            permit.record(verdict);
+        }
+        learn::endpoint(self.dep, hedge, verdict, took);
+    }
+
     /// Records an attempt of the race that lost: its outcome, or
     /// `cancelled` with how long it ran.
-    fn lost<R: Answer>(&self, name: &str, ran: Duration, failed: Option<&Tried<R>>) {
-        let outcome = match failed {
+    /// `from` is the attempt's endpoint, when chosen among several.
+    fn lost<R: Answer>(
+        &self,
+        name: &str,
+        ran: Duration,
+        failed: Option<&Tried<R>>,
+        from: Option<&std::sync::Arc<str>>,
+    ) {
+        let mut outcome = match failed {
             Some(failed) => classify::outcome_of(failed, self.plan.rpc, self.clock).to_string(),
             None => CANCELLED.to_owned(),
         };
+        if let Some(from) = from {
+            outcome = format!("{outcome} from {from}");
+        }
         record::ledger(self.plan, Entry::attempt(name, 1, ran, outcome));
     }
 
@@ -76,13 +99,15 @@ impl Race<'_> {
     /// waits for the other; when both fail, the later failure is the
     /// answer. The loser is dropped (cancelled) and leaves its own ledger
     /// entry: its outcome, or `cancelled` with how long it ran.
-    /// `first_breaker` is the first attempt's breaker permit: it hears the
-    /// first attempt's own result, or nothing when it was cancelled.
+    /// `first_chosen` is the first attempt's endpoint: its breaker permit
+    /// hears the first attempt's own result, or nothing when it was
+    /// cancelled; when the hedge wins, it becomes the hedge's endpoint
+    /// (its breaker already told), for the call's record and its retry.
     pub(crate) async fn run<R, A, F, P>(
         &self,
         delay: Duration,
         mut first: Pin<&mut P>,
-        first_breaker: Option<BreakerPermit>,
+        first_chosen: &mut Chosen,
         attempt: &mut A,
     ) -> Raced<R>
     where
@@ -92,6 +117,7 @@ impl Race<'_> {
         P: Future<Output = Tried<R>>,
     {
         let name = &self.dep.name;
+        let first_breaker = first_chosen.breaker.take();
         let started = self.started;
         let due = started.checked_add(delay).unwrap_or(started);
         tokio::select! {
@@ -102,7 +128,7 @@ impl Race<'_> {
             }
             () = tokio::time::sleep_until(due) => {}
         }
-        let (_permit, hedge_breaker) = match self.admit() {
+        let (_permit, mut hedge) = match self.admit(&first_chosen.endpoint) {
             Ok(admitted) => admitted,
             Err(declined) => {
                 tracing::debug!(dependency = %name, reason = declined.label(), "hedge not sent");
@@ -114,9 +140,13 @@ impl Race<'_> {
         };
 
         let hedge_started = Instant::now();
+        if let Some(permit) = &mut hedge.breaker {
+            permit.mark_sent();
+        }
+        let _in_flight_to = hedge.start();
         let window = self.plan.timing.attempt(
             hedge_started,
-            attempt::cap(self.dep, hedge_breaker.as_ref()),
+            attempt::cap(self.dep, hedge.breaker.as_ref(), None),
         );
         tracing::debug!(
             dependency = %name,
@@ -128,6 +158,7 @@ impl Race<'_> {
         let spec = AttemptSpec {
             number: 1,
             budget: window.budget,
+            endpoint: std::sync::Arc::clone(&hedge.endpoint),
         };
         let mut second = std::pin::pin!(attempt::bounded(window, attempt(spec).instrument(span)));
 
@@ -146,12 +177,17 @@ impl Race<'_> {
                     }
                     match second_failed.take() {
                         Some((failed, ran)) => {
-                            self.lost(&hedge_name, ran, Some(&failed));
-                            self.settle(hedge_breaker, &failed);
+                            self.lost(&hedge_name, ran, Some(&failed), hedge.shown());
+                            self.settle_hedge(&mut hedge, &failed, ran);
                         }
                         // The hedge is cancelled: its breaker permit is
                         // dropped unheard (neutral).
-                        None => self.lost::<R>(&hedge_name, hedge_started.elapsed(), None),
+                        None => self.lost::<R>(
+                            &hedge_name,
+                            hedge_started.elapsed(),
+                            None,
+                            hedge.shown(),
+                        ),
                     }
                     meter::hedge(name, false, 1);
                     return Raced { result, took, hedge_won: false };
@@ -162,32 +198,49 @@ impl Race<'_> {
                         second_failed = Some((result, took));
                         continue;
                     }
-                    self.settle(hedge_breaker, &result);
+                    if let Some(permit) = hedge.breaker.take() {
+                        let outcome = classify::outcome_of(&result, self.plan.rpc, self.clock);
+                        permit.record(classify::verdict_of(&result, &outcome, self.plan));
+                    }
                     match first_failed.take() {
-                        Some((failed, ran)) => self.lost(name, ran, Some(&failed)),
+                        Some((failed, ran)) => {
+                            self.lost(name, ran, Some(&failed), first_chosen.shown());
+                        }
                         None => {
                             let ran = started.elapsed();
-                            // The first attempt's latency is at least this.
+                            // The first attempt's latency is at least this,
+                            // and so is its endpoint's.
                             self.hedging.observe(ran);
-                            self.lost::<R>(name, ran, None);
+                            if first_chosen.balanced {
+                                first_chosen.endpoint.load.at_least(ran, Instant::now());
+                            }
+                            self.lost::<R>(name, ran, None, first_chosen.shown());
                         }
                     }
                     meter::hedge(name, true, 1);
+                    // The call goes on as the hedge's: the engine records
+                    // its endpoint and teaches it the answer.
+                    *first_chosen = hedge;
                     return Raced { result, took, hedge_won: true };
                 }
             }
         }
     }
 
-    /// A hedge may be sent when what is left covers the floor, the circuit
-    /// lets another call through, a concurrency permit is free at once, and
-    /// the hedge budget has one; the permits are held until the race ends.
-    fn admit(&self) -> Result<(Option<Permit>, Option<BreakerPermit>), Declined> {
+    /// A hedge may be sent when what is left covers the floor, an
+    /// endpoint's circuit (another than `first`'s, when there is one) lets
+    /// another call through, a concurrency permit is free at once, and the
+    /// hedge budget has one; the permits are held until the race ends.
+    fn admit(
+        &self,
+        first: &crate::client::endpoints::Endpoint,
+    ) -> Result<(Option<Permit>, Chosen), Declined> {
         let dep = self.dep;
         if self.plan.timing.check_floor(&dep.floor.current()).is_err() {
             return Err(Declined::Floor);
         }
-        let breaker = admission::breaker(dep).map_err(|_| Declined::Circuit)?;
+        let chosen = choose::next(dep, self.plan.timing.remaining(), Some(first))
+            .map_err(|_| Declined::Circuit)?;
         let permit = match &dep.permits {
             Some(permits) => Some(permits.try_acquire().ok_or(Declined::Permit)?),
             None => None,
@@ -195,6 +248,6 @@ impl Race<'_> {
         if !self.hedging.withdraw() {
             return Err(Declined::HedgeBudget);
         }
-        Ok((permit, breaker))
+        Ok((permit, chosen))
     }
 }

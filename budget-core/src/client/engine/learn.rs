@@ -1,17 +1,23 @@
 //! What an attempt teaches the dependency's shared state: the learned
 //! floor and the hedge delay hear its latency (docs/contract.md §2 rule
 //! 10), an adaptive concurrency limit its latency and whether it was
-//! dropped.
+//! dropped, and the endpoint it went to (among several) its latency or
+//! its failure.
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::Dependency;
+use super::choose::Chosen;
 use crate::admission::limit::Sample;
+use crate::breaker::Verdict;
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
+use crate::telemetry::meter;
 
 /// Teaches `dep` an attempt that took `took` and read as `outcome`, with
 /// `in_flight` calls out when it started (an adaptive limit's sample) and
-/// `budget` sent with it.
+/// `budget` sent with it; `balanced`: it went to one of several replicas.
 pub(crate) fn attempt(
     dep: &Dependency,
     outcome: &Outcome,
@@ -19,6 +25,7 @@ pub(crate) fn attempt(
     took: Duration,
     in_flight: Option<usize>,
     budget: Option<Duration>,
+    balanced: bool,
 ) {
     if matches!(decision, Decision::Stop(StopReason::Succeeded))
         || *outcome == Outcome::Transport(TransportKind::Timeout)
@@ -31,8 +38,42 @@ pub(crate) fn attempt(
         }
     }
     if let (Some(permits), Some(in_flight)) = (&dep.permits, in_flight) {
-        permits.sample(took, in_flight, limit_sample(outcome, decision), budget);
+        let sample = match (balanced, outcome) {
+            // One replica that does not connect or answer is that
+            // replica's failure, not the dependency's overload: its
+            // breaker and the balancer deal with it, and the limit of the
+            // whole dependency is not cut for it (an attempt given up for
+            // a retry on another replica reads as a timeout too).
+            (true, Outcome::Transport(_)) => Sample::Ignore,
+            _ => limit_sample(outcome, decision),
+        };
+        permits.sample(took, in_flight, sample, budget);
     }
+}
+
+/// Teaches the endpoint `chosen` (when chosen among several) an attempt
+/// that took `took` and that the breaker reads as `verdict`: an answer's
+/// latency goes into its estimate, and so does a timeout's (the latency
+/// was at least that); a failure (no connection, a reset, a `5xx`, a
+/// `429`) doubles it, so that a replica that fails fast does not look
+/// fast; a neutral answer (a `404`) teaches nothing.
+pub(crate) fn endpoint(dep: &Dependency, chosen: &Chosen, verdict: Verdict, took: Duration) {
+    if !chosen.balanced {
+        return;
+    }
+    let endpoint = &chosen.endpoint;
+    let now = Instant::now();
+    match verdict {
+        Verdict::Success => endpoint.load.observe(took, now),
+        Verdict::TimedOut => endpoint.load.at_least(took, now),
+        Verdict::Failure => endpoint.load.penalize(took, now),
+        _ => {}
+    }
+    meter::endpoint_attempt(
+        &dep.name,
+        &endpoint.metric_label,
+        endpoint.load.estimate(now),
+    );
 }
 
 /// What an attempt tells an adaptive limit: a success or an answer that

@@ -5,9 +5,9 @@
 //! [`run`] reads as the order of its steps; each step is one file, named
 //! after what it decides:
 //!
-//! 1. [`admission`]: may the call be made at all (the floor, the circuit,
-//!    a concurrency permit paid from the budget, the retry and hedge
-//!    budgets' deposits)?
+//! 1. [`admission`]: may the call be made at all (the floor, the circuit
+//!    of the endpoint [`choose`] picks, a concurrency permit paid from the
+//!    budget, the retry and hedge budgets' deposits)?
 //! 2. [`attempt`]: one attempt under its deadline (what is left, or a
 //!    per-attempt cap, or the fixed timeout), the budget it is sent;
 //!    [`hedge`] races a second one against a slow first.
@@ -18,7 +18,8 @@
 //! 5. [`learn`]: the learned floor, the hedge delay and the adaptive limit
 //!    hear the attempt.
 //! 6. [`retry`]: another attempt or not, and the wait before it, paid
-//!    from the budget, with the floor and the circuit checked again.
+//!    from the budget, with the floor checked again and the next attempt's
+//!    endpoint [chosen](choose) (another replica, when there is one).
 //!
 //! The engine is generic over the attempt (a function from
 //! [`AttemptSpec`] to an answer), so the timing rules are tested with a
@@ -27,6 +28,7 @@
 
 mod admission;
 mod attempt;
+mod choose;
 mod classify;
 mod hedge;
 mod learn;
@@ -40,11 +42,11 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::endpoints::Endpoints;
 use super::error::CallError;
 use super::hedge::Hedging;
 use super::permits::{Permit, Permits};
 use crate::admission::criticality::Criticality;
-use crate::breaker::CircuitBreaker;
 use crate::clock::WallClock;
 use crate::floor::DependencyFloor;
 use crate::ledger::Ledger;
@@ -56,14 +58,23 @@ pub use record::QUEUE_SUFFIX;
 pub(crate) use timing::Timing;
 
 /// What the engine knows of one dependency, shared by all its calls: its
-/// name, floor, retry policy and budget, breaker, permits and hedging.
+/// name, floor, retry policy and budget, endpoints (each with its breaker
+/// and load), permits and hedging.
+///
+/// The floor, the hedge delay and the adaptive limit are the dependency's,
+/// not each endpoint's: the floor is what any answer needs at least and
+/// the balancer steers calls to the endpoints that give it; the hedge
+/// delay is the dependency's p95, and the hedge goes to another replica;
+/// the limit bounds what this client sends the dependency as a whole.
+/// The breaker and the latency estimate are per endpoint: they tell the
+/// replicas apart.
 #[derive(Clone, Debug)]
 pub(crate) struct Dependency {
     pub(crate) name: Arc<str>,
     pub(crate) floor: DependencyFloor,
     pub(crate) policy: RetryPolicy,
     pub(crate) retry_budget: Option<RetryBudget>,
-    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
+    pub(crate) endpoints: Endpoints,
     pub(crate) permits: Option<Permits>,
     pub(crate) hedge: Option<Arc<Hedging>>,
 }
@@ -149,20 +160,23 @@ where
     let admitted = admission::admit(dep, &plan).await?;
     // Held to the end of the call, backoff included (rule 8).
     let _permit: Option<Permit> = admitted.permit;
-    let mut breaker = admitted.breaker;
+    let mut chosen = admitted.chosen;
     let mut number = 0;
     let mut waited = None;
     loop {
         number += 1;
-        if let Some(permit) = &mut breaker {
+        if let Some(permit) = &mut chosen.breaker {
             // The breaker counts the attempt's silence from now, not from
             // its admission (before the wait for a concurrency permit).
             permit.mark_sent();
         }
+        let in_flight_to = chosen.start();
         let started = Instant::now();
-        let window = plan
-            .timing
-            .attempt(started, attempt::cap(dep, breaker.as_ref()));
+        let elsewhere = attempt::elsewhere(dep, &chosen, plan.may_retry, number);
+        let window = plan.timing.attempt(
+            started,
+            attempt::cap(dep, chosen.breaker.as_ref(), elsewhere),
+        );
         // Only the budget is kept past the attempt: the call's state holds
         // no more than it needs across its awaits.
         let budget = window.budget;
@@ -175,7 +189,11 @@ where
         // The attempt lives in this block only: a race's loser is dropped
         // (cancelled) as soon as the race ends.
         let tried = {
-            let spec = AttemptSpec { number, budget };
+            let spec = AttemptSpec {
+                number,
+                budget,
+                endpoint: Arc::clone(&chosen.endpoint),
+            };
             // Pinned where it is: awaiting it (or racing it) through the
             // pin keeps one copy of the attempt's state in this future.
             let mut sent = std::pin::pin!(attempt::bounded(
@@ -193,7 +211,7 @@ where
                     };
                     // Boxed: a race holds a second attempt, and only
                     // hedged calls should carry its size.
-                    Box::pin(race.run(delay, sent.as_mut(), breaker.take(), &mut attempt)).await
+                    Box::pin(race.run(delay, sent.as_mut(), &mut chosen, &mut attempt)).await
                 }
                 _ => {
                     let result = sent.as_mut().await;
@@ -202,18 +220,32 @@ where
             }
         };
 
+        drop(in_flight_to);
         let hedge::Raced {
             result,
             took,
             hedge_won,
         } = tried;
         let outcome = classify::outcome_of(&result, plan.rpc, clock);
-        if let Some(permit) = breaker.take() {
-            permit.record(classify::verdict_of(&result, &outcome, &plan));
+        if chosen.breaker.is_some() || chosen.balanced {
+            let verdict = classify::verdict_of(&result, &outcome, &plan);
+            if let Some(permit) = chosen.breaker.take() {
+                permit.record(verdict);
+            }
+            // When the hedge won, `chosen` is the hedge's endpoint.
+            learn::endpoint(dep, &chosen, verdict, took);
         }
-        record::attempt_ended(dep, &plan, number, took, hedge_won, &outcome);
+        record::attempt_ended(dep, &plan, number, took, hedge_won, &outcome, &chosen);
         let decided = retry::decide(dep, &plan, outcome, number, waited, admitted.retry_budget);
-        learn::attempt(dep, &outcome, &decided.decision, took, in_flight, budget);
+        learn::attempt(
+            dep,
+            &outcome,
+            &decided.decision,
+            took,
+            in_flight,
+            budget,
+            chosen.balanced,
+        );
         record::decided(dep, &span, number, &outcome, &decided, took, budget);
         drop(span);
 
@@ -225,10 +257,10 @@ where
         let Decision::Retry { after } = decision else {
             return finish(dep, &plan, result, outcome, number, decision).map(answer);
         };
-        match retry::wait(dep, &plan, after, remaining, floor).await {
-            Ok((wait, permit)) => {
+        match retry::wait(dep, &plan, after, remaining, floor, &chosen).await {
+            Ok((wait, next)) => {
                 waited = Some(wait);
-                breaker = permit;
+                chosen = next;
             }
             Err(stop) => {
                 return finish(dep, &plan, result, outcome, number, stop).map(answer);

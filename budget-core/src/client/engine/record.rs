@@ -7,20 +7,22 @@ use std::time::Duration;
 
 use tracing::Span;
 
+use super::choose::Chosen;
 use super::retry::Decided;
 use super::timing::Timing;
 use super::{Dependency, Plan, Rpc};
 use crate::admission::queue::{Refusal as QueueRefusal, RefusalReason};
 use crate::breaker::CircuitOpen;
 use crate::budget::whole_millis;
+use crate::client::endpoints::ResolveError;
 use crate::client::error::{CallError, CallErrorKind, NoPermitInBudget};
 use crate::client::hedge::HEDGE_SUFFIX;
 use crate::floor::{BelowFloor, Floor};
 use crate::ledger::{Entry, Ledger};
 use crate::retry::Outcome;
 use crate::telemetry::semconv::{
-    OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, REASON_EXPIRED,
-    REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE, RPC_SYSTEM_GRPC,
+    OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, OUTCOME_UNRESOLVED,
+    REASON_EXPIRED, REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE, RPC_SYSTEM_GRPC,
 };
 use crate::telemetry::{meter, trace};
 
@@ -54,7 +56,8 @@ pub(crate) fn attempt_started(
 }
 
 /// An attempt's answer (or the hedge's, when it won) after `took`: its
-/// ledger entry and its duration metric.
+/// ledger entry (saying which replica answered, when there are several:
+/// `200 from 10.0.0.2:9000`) and its duration metric.
 pub(crate) fn attempt_ended(
     dep: &Dependency,
     plan: &Plan,
@@ -62,23 +65,20 @@ pub(crate) fn attempt_ended(
     took: Duration,
     hedge_won: bool,
     outcome: &Outcome,
+    chosen: &Chosen,
 ) {
     let name = &dep.name;
+    let said = match chosen.shown() {
+        Some(endpoint) => format!("{outcome} from {endpoint}"),
+        None => outcome.to_string(),
+    };
     if hedge_won {
         ledger(
             plan,
-            Entry::attempt(
-                format!("{name}{HEDGE_SUFFIX}"),
-                number,
-                took,
-                outcome.to_string(),
-            ),
+            Entry::attempt(format!("{name}{HEDGE_SUFFIX}"), number, took, said),
         );
     } else {
-        ledger(
-            plan,
-            Entry::attempt(&**name, number, took, outcome.to_string()),
-        );
+        ledger(plan, Entry::attempt(&**name, number, took, said));
     }
     let rpc_system = (plan.rpc == Rpc::Grpc).then_some(RPC_SYSTEM_GRPC);
     meter::attempt_done(name, &plan.method, outcome, took, rpc_system);
@@ -115,8 +115,10 @@ pub(crate) fn decided(
 pub(crate) enum Refusal {
     /// Too little budget left for the dependency's floor.
     BelowFloor(BelowFloor),
-    /// The dependency's circuit is open.
+    /// The dependency's circuit is open (every endpoint's, with several).
     CircuitOpen(CircuitOpen),
+    /// The dependency's host name gave no endpoints.
+    Unresolved(ResolveError),
     /// No concurrency permit came in time, or the queue predicted none
     /// would.
     NoPermit {
@@ -137,6 +139,7 @@ impl Refusal {
         match self {
             Refusal::BelowFloor(_) => OUTCOME_BELOW_FLOOR,
             Refusal::CircuitOpen(_) => OUTCOME_CIRCUIT_OPEN,
+            Refusal::Unresolved(_) => OUTCOME_UNRESOLVED,
             Refusal::NoPermit { .. } => OUTCOME_NO_PERMIT,
         }
     }
@@ -146,6 +149,7 @@ impl Refusal {
         match self {
             Refusal::BelowFloor(below) => format!("skipped: {below}"),
             Refusal::CircuitOpen(open) => open.skip_note(),
+            Refusal::Unresolved(e) => format!("skipped: {e}"),
             Refusal::NoPermit {
                 waited,
                 floor,
@@ -172,6 +176,7 @@ impl Refusal {
         match self {
             Refusal::BelowFloor(_) => CallErrorKind::BelowFloor,
             Refusal::CircuitOpen(_) => CallErrorKind::CircuitOpen,
+            Refusal::Unresolved(_) => CallErrorKind::Unresolved,
             Refusal::NoPermit { .. } => CallErrorKind::NoPermit,
         }
     }
@@ -218,6 +223,10 @@ pub(crate) fn refused(
             error
                 .with_retry_after(Some(open.retry_after()))
                 .with_source(open)
+        }
+        Refusal::Unresolved(e) => {
+            trace::refused(name, OUTCOME_UNRESOLVED, remaining, None, None);
+            error.with_source(e)
         }
         Refusal::NoPermit {
             waited,
@@ -301,6 +310,34 @@ mod tests {
             "{entries:?}"
         );
         assert_eq!(error.skip_note(), Some("skipped: 30ms < floor 50ms"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_name_that_never_resolved_is_a_skip_note_and_a_502_naming_it() {
+        let name: Arc<str> = Arc::from("partner");
+        let ledger = Ledger::new();
+        let timing = Timing::Budget(Budget::new(ms(900)));
+        let error = refused(
+            &name,
+            timing,
+            &Some(ledger.clone()),
+            Refusal::Unresolved(ResolveError::new("partner.internal", "no such host")),
+        );
+        assert_eq!(error.kind(), CallErrorKind::Unresolved);
+        let note = "skipped: cannot resolve `partner.internal`: no such host";
+        assert_eq!(error.skip_note(), Some(note));
+        let problem = error.problem();
+        assert_eq!(problem.status, 502);
+        assert!(
+            problem.detail.contains("cannot resolve `partner.internal`"),
+            "{}",
+            problem.detail
+        );
+        assert!(
+            matches!(&ledger.entries()[..], [Entry::Skip { reason, .. }] if reason == note),
+            "{:?}",
+            ledger.entries()
+        );
     }
 
     #[test]

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::choose::{self, Chosen};
 use super::record::{self, Refusal};
-use super::{Dependency, Plan, Timing, admission};
-use crate::breaker::BreakerPermit;
+use super::{Dependency, Plan, Timing};
 use crate::floor::Floor;
 use crate::ledger::Entry;
 use crate::retry::{Decision, DecisionInput, Outcome, RetryBudget, StopReason, sleep_within};
@@ -53,16 +53,18 @@ pub(crate) fn decide(
 }
 
 /// Sleeps `after` within the budget and records the wait; then the next
-/// attempt's admission: its breaker permit, or the decision that stops
-/// the call (a refusal recorded as for the first attempt; `remaining` and
-/// `floor` are what the decision saw).
+/// attempt's admission: its endpoint (another than `last`'s, when there is
+/// one) and breaker permit, or the decision that stops the call (a refusal
+/// recorded as for the first attempt; `remaining` and `floor` are what the
+/// decision saw).
 pub(crate) async fn wait(
     dep: &Dependency,
     plan: &Plan,
     after: Duration,
     remaining: Duration,
     floor: Floor,
-) -> Result<(Duration, Option<BreakerPermit>), Decision> {
+    last: &Chosen,
+) -> Result<(Duration, Chosen), Decision> {
     let waiting = Instant::now();
     match plan.timing {
         // An error means the deadline came: the floor check below stops.
@@ -82,10 +84,10 @@ pub(crate) async fn wait(
             floor,
         }));
     }
-    match admission::breaker(dep) {
-        Ok(permit) => Ok((wait, permit)),
-        Err(open) => {
-            refuse(Refusal::CircuitOpen(open));
+    match choose::next(dep, plan.timing.remaining(), Some(&last.endpoint)) {
+        Ok(next) => Ok((wait, next)),
+        Err(not) => {
+            refuse(not.into());
             Err(Decision::Stop(StopReason::NotRetryable))
         }
     }
@@ -142,17 +144,19 @@ mod tests {
         let ledger = Ledger::new();
         let timing = Timing::Budget(Budget::new(ms(800)));
         let start = Instant::now();
-        let (waited, breaker) = wait(
+        let last = choose::next(&dep, None, None).unwrap();
+        let (waited, next) = wait(
             &dep,
             &plan(timing, &ledger),
             ms(100),
             ms(800),
             Floor::new(ms(50)),
+            &last,
         )
         .await
         .unwrap();
         assert_eq!((waited, start.elapsed()), (ms(100), ms(100)));
-        assert!(breaker.is_none(), "no breaker, no permit");
+        assert!(next.breaker.is_none(), "no breaker, no permit");
         assert!(
             matches!(&ledger.entries()[..], [Entry::Wait { duration, .. }] if *duration == ms(100)),
             "{:?}",
@@ -165,12 +169,14 @@ mod tests {
         let dep = dependency(200);
         let ledger = Ledger::new();
         let timing = Timing::Budget(Budget::new(ms(250)));
+        let last = choose::next(&dep, None, None).unwrap();
         let stop = wait(
             &dep,
             &plan(timing, &ledger),
             ms(100),
             ms(250),
             Floor::new(ms(200)),
+            &last,
         )
         .await
         .unwrap_err();

@@ -1,0 +1,195 @@
+//! An endpoint's load estimate: its peak-sensitive moving average of
+//! latency (peak-EWMA, as tower's `PeakEwma` and Linkerd's balancer keep)
+//! times its outstanding calls, with failures as a penalty.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How fast the latency estimate forgets: a sample `DECAY` old weighs
+/// `1/e` of a new one, and an endpoint with no answers for `DECAY` is
+/// estimated at `1/e` of its last latency. One second: a replica that
+/// was slow, failed or was just ejected is tried again within a few
+/// seconds of its last answer, while a steady stream of answers (one
+/// every few milliseconds under load) still averages many of them.
+pub(crate) const DECAY: Duration = Duration::from_secs(1);
+
+/// The most a failure can raise the estimate to: failures double it (a
+/// replica that refuses, resets or answers `5xx` at once must not look
+/// fast), up to this.
+pub(crate) const MAX_PENALTY: Duration = Duration::from_secs(30);
+
+/// The estimate a failure raises an endpoint with no estimate yet to.
+pub(crate) const FIRST_PENALTY: Duration = Duration::from_millis(100);
+
+/// A peak-EWMA latency estimate.
+#[derive(Debug)]
+pub(crate) struct PeakEwma {
+    state: Mutex<State>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct State {
+    /// The estimate in nanoseconds at `at`; `None` before the first sample
+    /// (a cold endpoint, treated as the average of the others).
+    nanos: Option<f64>,
+    at: Instant,
+}
+
+impl PeakEwma {
+    /// A cold estimate.
+    pub(crate) fn new() -> Self {
+        Self {
+            state: Mutex::new(State {
+                nanos: None,
+                at: Instant::now(),
+            }),
+        }
+    }
+
+    /// The estimate now (decayed toward zero since the last sample);
+    /// `None` while cold.
+    pub(crate) fn estimate(&self, now: Instant) -> Option<Duration> {
+        let state = *self.lock();
+        state
+            .nanos
+            .map(|nanos| nanos_to_duration(nanos * decay(now.saturating_duration_since(state.at))))
+    }
+
+    /// An answer that took `rtt`: above the estimate it becomes the
+    /// estimate at once (the peak), below it is averaged in by how long
+    /// since the last sample.
+    pub(crate) fn observe(&self, rtt: Duration, now: Instant) {
+        let mut state = self.lock();
+        let rtt = rtt.as_nanos() as f64;
+        let next = match state.nanos {
+            Some(old) => {
+                let decay = decay(now.saturating_duration_since(state.at));
+                let old = old * decay;
+                if rtt > old {
+                    rtt
+                } else {
+                    old * decay + rtt * (1.0 - decay)
+                }
+            }
+            None => rtt,
+        };
+        *state = State {
+            nanos: Some(next),
+            at: now,
+        };
+    }
+
+    /// An attempt that timed out after `rtt`: the latency was at least
+    /// that, so the estimate rises to it, and is not lowered.
+    pub(crate) fn at_least(&self, rtt: Duration, now: Instant) {
+        let mut state = self.lock();
+        let old = state.nanos.map_or(0.0, |old| {
+            old * decay(now.saturating_duration_since(state.at))
+        });
+        *state = State {
+            nanos: Some(old.max(rtt.as_nanos() as f64)),
+            at: now,
+        };
+    }
+
+    /// A failure that took `rtt`: the estimate doubles (at least to
+    /// `rtt` and [`FIRST_PENALTY`], at most [`MAX_PENALTY`]).
+    pub(crate) fn penalize(&self, rtt: Duration, now: Instant) {
+        let mut state = self.lock();
+        let old = state.nanos.map_or(0.0, |old| {
+            old * decay(now.saturating_duration_since(state.at))
+        });
+        let next = (old * 2.0)
+            .max(rtt.as_nanos() as f64)
+            .max(FIRST_PENALTY.as_nanos() as f64)
+            .min(MAX_PENALTY.as_nanos() as f64);
+        *state = State {
+            nanos: Some(next),
+            at: now,
+        };
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock holds a plain number: still good.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The weight left to an estimate `age` old.
+fn decay(age: Duration) -> f64 {
+    (-(age.as_secs_f64() / DECAY.as_secs_f64())).exp()
+}
+
+fn nanos_to_duration(nanos: f64) -> Duration {
+    // Finite and non-negative by construction; saturates past u64 nanos.
+    Duration::from_nanos(nanos.clamp(0.0, u64::MAX as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cold_estimate_is_none_and_the_first_answer_is_the_estimate() {
+        let load = PeakEwma::new();
+        assert_eq!(load.estimate(Instant::now()), None);
+        load.observe(ms(40), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(40)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_answer_is_taken_at_once_and_fast_ones_bring_it_down_slowly() {
+        let load = PeakEwma::new();
+        load.observe(ms(50), Instant::now());
+        load.observe(ms(500), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(500)));
+        for _ in 0..10 {
+            tokio::time::advance(ms(10)).await;
+            load.observe(ms(50), Instant::now());
+        }
+        let now = load.estimate(Instant::now()).unwrap();
+        assert!(now > ms(100) && now < ms(500), "{now:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_estimate_decays_by_e_per_decay_period() {
+        let load = PeakEwma::new();
+        load.observe(ms(1000), Instant::now());
+        tokio::time::advance(DECAY).await;
+        let after = load.estimate(Instant::now()).unwrap();
+        assert!(after > ms(367) && after < ms(369), "{after:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_raises_the_estimate_to_its_length_and_never_lowers_it() {
+        let load = PeakEwma::new();
+        load.observe(ms(100), Instant::now());
+        load.at_least(ms(30), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(100)));
+        load.at_least(ms(800), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(800)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_double_the_estimate_up_to_the_cap() {
+        let load = PeakEwma::new();
+        load.penalize(Duration::ZERO, Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(FIRST_PENALTY));
+        load.observe(ms(50), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(FIRST_PENALTY));
+        load.penalize(Duration::ZERO, Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(200)));
+        for _ in 0..20 {
+            load.penalize(Duration::ZERO, Instant::now());
+        }
+        assert_eq!(load.estimate(Instant::now()), Some(MAX_PENALTY));
+    }
+}

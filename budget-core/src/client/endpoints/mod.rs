@@ -1,0 +1,556 @@
+//! A dependency's replicas: the endpoints a call may go to, where they
+//! come from (the URL itself, an `endpoints` list, or the URL's host name
+//! re-resolved), and what is known of each (its breaker, its load).
+//!
+//! The choice among them is the call engine's `choose` step; this module
+//! holds the set and its state. See docs/architecture.md, "Replicas".
+//!
+//! - **One endpoint** (the usual case: the URL's host is an address, or an
+//!   `https` URL, or `resolve_interval = "0s"`): the URL as it is, its
+//!   breaker keyed by `scheme://host:port`; nothing is balanced or
+//!   counted per endpoint, and a call costs what it did.
+//! - **A list** (`endpoints = ["http://10.0.0.1:9000", ...]`): each entry's
+//!   scheme, host and port replace the URL's; path and query stay.
+//! - **A name** (`http://partner:9000/...`): every address it resolves to
+//!   is an endpoint (the URL's host becomes the address, `Host` stays the
+//!   name), re-resolved every `resolve_interval` (default 5 s) by a task
+//!   spawned from a call; an address that appears starts cold, one that
+//!   disappears is no longer chosen (calls in flight to it finish); a
+//!   lookup that fails keeps the last good set and is counted. `https`
+//!   names are not expanded (the certificate names the host, not the
+//!   address): reqwest resolves them, one endpoint.
+
+mod load;
+mod resolve;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use http::HeaderValue;
+use tokio::time::Instant;
+use url::Url;
+
+use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker, endpoint_key};
+use crate::config::ConfigError;
+
+pub(crate) use load::PeakEwma;
+pub(crate) use resolve::ResolveError;
+
+/// The most endpoints of one dependency that get a metric label of their
+/// own; the rest share [`OTHER_LABEL`]: a name that resolves to hundreds
+/// of addresses does not make hundreds of series.
+pub(crate) const MAX_LABELLED: usize = 16;
+
+/// The metric label of the endpoints past [`MAX_LABELLED`].
+pub(crate) const OTHER_LABEL: &str = "other";
+
+/// The default `resolve_interval`.
+pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// One replica of a dependency.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    /// `host:port`, as the ledger, the log and the metric label show it.
+    pub(crate) label: Arc<str>,
+    /// The label the metrics use: its breaker's key, `scheme://host:port`
+    /// ([`OTHER_LABEL`] past [`MAX_LABELLED`]).
+    pub(crate) metric_label: Arc<str>,
+    /// Where the URL is pointed: `None` for the URL as it is.
+    pub(crate) target: Option<Target>,
+    /// Its own breaker (outlier ejection), when the dependency has one.
+    pub(crate) breaker: Option<Arc<CircuitBreaker>>,
+    /// Its latency estimate.
+    pub(crate) load: PeakEwma,
+    outstanding: AtomicUsize,
+}
+
+/// The scheme, host and port an endpoint puts in the URL.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    scheme: Option<String>,
+    host: Host,
+    port: Option<u16>,
+    /// The `Host` header to keep (a resolved name's endpoints).
+    pub(crate) host_header: Option<HeaderValue>,
+}
+
+#[derive(Clone, Debug)]
+enum Host {
+    Ip(IpAddr),
+    Name(String),
+}
+
+impl Target {
+    /// `url` pointed at this endpoint.
+    pub(crate) fn apply(&self, url: &mut Url) {
+        if let Some(scheme) = &self.scheme {
+            // Both http or https: a special scheme to a special scheme.
+            let _ = url.set_scheme(scheme);
+        }
+        match &self.host {
+            Host::Ip(ip) => {
+                let _ = url.set_ip_host(*ip);
+            }
+            Host::Name(name) => {
+                let _ = url.set_host(Some(name));
+            }
+        }
+        let _ = url.set_port(self.port);
+    }
+}
+
+impl Endpoint {
+    fn new(
+        label: String,
+        metric_label: Arc<str>,
+        target: Option<Target>,
+        breaker: Option<Arc<CircuitBreaker>>,
+    ) -> Self {
+        Self {
+            label: label.into(),
+            metric_label,
+            target,
+            breaker,
+            load: PeakEwma::new(),
+            outstanding: AtomicUsize::new(0),
+        }
+    }
+
+    /// Calls in flight to it.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Counts a call in flight until the guard is dropped.
+    pub(crate) fn start(self: &Arc<Self>) -> InFlight {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(self))
+    }
+}
+
+impl PartialEq for Endpoint {
+    fn eq(&self, other: &Self) -> bool {
+        self.label == other.label
+    }
+}
+
+impl Eq for Endpoint {}
+
+/// A call in flight to an endpoint.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Endpoint>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.outstanding.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How an endpoint's breaker is made.
+#[derive(Clone, Debug)]
+pub(crate) struct Breakers {
+    policy: BreakerPolicy,
+    registry: Option<BreakerRegistry>,
+}
+
+impl Breakers {
+    pub(crate) fn new(policy: BreakerPolicy, registry: Option<BreakerRegistry>) -> Self {
+        Self { policy, registry }
+    }
+
+    fn for_key(&self, key: &str) -> Arc<CircuitBreaker> {
+        match &self.registry {
+            Some(registry) => registry.get(key),
+            None => Arc::new(CircuitBreaker::new(key, self.policy.clone())),
+        }
+    }
+}
+
+/// A dependency's endpoints. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoints {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    name: Arc<str>,
+    breakers: Option<Breakers>,
+    set: RwLock<Arc<[Arc<Endpoint>]>>,
+    /// The one endpoint, when the set is fixed at one (read without the
+    /// lock: the usual case costs what it did before replicas).
+    only: Option<Arc<Endpoint>>,
+    /// The host name to resolve, when the set comes from DNS.
+    dns: Option<Dns>,
+}
+
+struct Dns {
+    host: String,
+    port: u16,
+    /// The `Host` header every resolved endpoint sends.
+    host_header: HeaderValue,
+    interval: Duration,
+    lookup: resolve::Lookup,
+    /// When the set was last resolved (`None`: never).
+    resolved_at: Mutex<Option<Instant>>,
+    /// A lookup is running.
+    refreshing: AtomicBool,
+    /// Labels handed out so far (for [`MAX_LABELLED`]).
+    labelled: AtomicUsize,
+}
+
+impl Endpoints {
+    /// The endpoints of `base` (its own, or `list`'s, or its host name's
+    /// addresses), each with a breaker from `breakers`. Errors name the
+    /// field: `endpoints[i]` for a bad entry.
+    pub(crate) fn new(
+        name: &Arc<str>,
+        base: &Url,
+        list: &[String],
+        resolve_interval: Duration,
+        breakers: Option<Breakers>,
+    ) -> Result<Self, ConfigError> {
+        Self::build(
+            name,
+            base,
+            list,
+            resolve_interval,
+            breakers,
+            resolve::system(),
+        )
+    }
+
+    /// [`new`](Self::new) with names looked up by `lookup`.
+    fn build(
+        name: &Arc<str>,
+        base: &Url,
+        list: &[String],
+        resolve_interval: Duration,
+        breakers: Option<Breakers>,
+        lookup: resolve::Lookup,
+    ) -> Result<Self, ConfigError> {
+        let shared = |set: Vec<Arc<Endpoint>>, dns: Option<Dns>| Shared {
+            name: Arc::clone(name),
+            breakers: breakers.clone(),
+            only: match &*set {
+                [one] if dns.is_none() => Some(Arc::clone(one)),
+                _ => None,
+            },
+            set: RwLock::new(set.into()),
+            dns,
+        };
+        if !list.is_empty() {
+            let mut set = Vec::with_capacity(list.len());
+            for (i, entry) in list.iter().enumerate() {
+                let field = format!("endpoints[{i}]");
+                let (key, label, target) = parse_entry(entry, &field)?;
+                if set.iter().any(|e: &Arc<Endpoint>| *e.label == *label) {
+                    return Err(ConfigError::new(
+                        field.to_owned(),
+                        format!("repeats `{label}`"),
+                    ));
+                }
+                let metric_label = metric_label(i, &key);
+                let breaker = breakers.as_ref().map(|b| b.for_key(&key));
+                set.push(Arc::new(Endpoint::new(
+                    label,
+                    metric_label,
+                    Some(target),
+                    breaker,
+                )));
+            }
+            return Ok(Self {
+                shared: Arc::new(shared(set, None)),
+            });
+        }
+        let key = base_key(base)?;
+        let label = label_of(base);
+        let name_to_resolve = match base.host() {
+            Some(url::Host::Domain(host))
+                if base.scheme() == "http" && !resolve_interval.is_zero() =>
+            {
+                Some(host.to_owned())
+            }
+            _ => None,
+        };
+        match name_to_resolve {
+            None => {
+                let breaker = breakers.as_ref().map(|b| b.for_key(&key));
+                let only = Endpoint::new(label.clone(), label.into(), None, breaker);
+                Ok(Self {
+                    shared: Arc::new(shared(vec![Arc::new(only)], None)),
+                })
+            }
+            Some(host) => {
+                let port = base.port_or_known_default().unwrap_or(80);
+                let host_header = HeaderValue::from_str(&label_host_header(base)).map_err(|e| {
+                    ConfigError::new("url", format!("has a host that is not a header value: {e}"))
+                })?;
+                let dns = Dns {
+                    host,
+                    port,
+                    host_header,
+                    interval: resolve_interval,
+                    lookup,
+                    resolved_at: Mutex::new(None),
+                    refreshing: AtomicBool::new(false),
+                    labelled: AtomicUsize::new(0),
+                };
+                Ok(Self {
+                    shared: Arc::new(shared(Vec::new(), Some(dns))),
+                })
+            }
+        }
+    }
+
+    /// One endpoint, the URL as it is, with `breaker` (a gRPC channel's
+    /// dependency: the channel it wraps is what connects).
+    pub(crate) fn single(name: &Arc<str>, breaker: Option<Arc<CircuitBreaker>>) -> Self {
+        let label = breaker
+            .as_ref()
+            .map_or_else(|| name.to_string(), |b| b.key().to_owned());
+        let only = Arc::new(Endpoint::new(label.clone(), label.into(), None, breaker));
+        Self {
+            shared: Arc::new(Shared {
+                name: Arc::clone(name),
+                breakers: None,
+                set: RwLock::new(vec![Arc::clone(&only)].into()),
+                only: Some(only),
+                dns: None,
+            }),
+        }
+    }
+
+    /// The dependency's name.
+    pub(crate) fn name(&self) -> &Arc<str> {
+        &self.shared.name
+    }
+
+    /// The endpoints now, without waiting: empty for a name not resolved
+    /// yet.
+    pub(crate) fn current(&self) -> Arc<[Arc<Endpoint>]> {
+        Arc::clone(
+            &self
+                .shared
+                .set
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The one endpoint when the set is fixed at one (the URL as it is):
+    /// its breaker is the dependency's.
+    pub(crate) fn only(&self) -> Option<&Arc<Endpoint>> {
+        self.shared.only.as_ref()
+    }
+
+    /// The endpoints for a call: the current set, refreshed in the
+    /// background when older than the interval, or resolved here first
+    /// when the name has never resolved (the lookup bounded by `until`).
+    pub(crate) async fn for_call(
+        &self,
+        until: Option<Instant>,
+    ) -> Result<Arc<[Arc<Endpoint>]>, ResolveError> {
+        let Some(dns) = &self.shared.dns else {
+            return Ok(self.current());
+        };
+        let resolved_at = *dns
+            .resolved_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match resolved_at {
+            None => {
+                let lookup = (dns.lookup)(dns.host.clone(), dns.port);
+                let addrs = match until {
+                    Some(until) => tokio::time::timeout_at(until, lookup)
+                        .await
+                        .map_err(|_| ResolveError::timed_out(&dns.host))??,
+                    None => lookup.await?,
+                };
+                self.install(addrs);
+                Ok(self.current())
+            }
+            Some(at) => {
+                if at.elapsed() >= dns.interval
+                    && !dns.refreshing.swap(true, Ordering::AcqRel)
+                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                {
+                    let this = self.clone();
+                    runtime.spawn(async move { this.refresh().await });
+                }
+                Ok(self.current())
+            }
+        }
+    }
+
+    /// Resolves the name again; a failure keeps the last good set.
+    async fn refresh(&self) {
+        let Some(dns) = &self.shared.dns else { return };
+        match (dns.lookup)(dns.host.clone(), dns.port).await {
+            Ok(addrs) => self.install(addrs),
+            Err(e) => {
+                crate::telemetry::meter::resolve_failed(&self.shared.name);
+                tracing::warn!(dependency = %self.shared.name, error = %e, "lookup failed; keeping the last endpoints");
+                // Try again after the interval, as after a good lookup.
+                *dns.resolved_at
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+            }
+        }
+        dns.refreshing.store(false, Ordering::Release);
+    }
+
+    /// The resolved addresses as the set: endpoints already known keep
+    /// their state, new ones start cold, gone ones are dropped (calls in
+    /// flight hold their own reference and finish).
+    fn install(&self, addrs: Vec<SocketAddr>) {
+        let Some(dns) = &self.shared.dns else { return };
+        let old = self.current();
+        let mut set: Vec<Arc<Endpoint>> = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            let label = addr.to_string();
+            if set.iter().any(|e| *e.label == *label) {
+                continue;
+            }
+            if let Some(known) = old.iter().find(|e| *e.label == *label) {
+                set.push(Arc::clone(known));
+                continue;
+            }
+            let n = dns.labelled.fetch_add(1, Ordering::Relaxed);
+            let key = format!("http://{label}");
+            let metric_label = metric_label(n, &key);
+            let breaker = self.shared.breakers.as_ref().map(|b| b.for_key(&key));
+            let target = Target {
+                scheme: None,
+                host: Host::Ip(addr.ip()),
+                port: Some(addr.port()),
+                host_header: Some(dns.host_header.clone()),
+            };
+            set.push(Arc::new(Endpoint::new(
+                label,
+                metric_label,
+                Some(target),
+                breaker,
+            )));
+        }
+        *self
+            .shared
+            .set
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = set.into();
+        *dns.resolved_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    /// The breaker of the one endpoint, when the dependency is one.
+    pub(crate) fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.only().and_then(|e| e.breaker.as_deref())
+    }
+}
+
+impl std::fmt::Debug for Dns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dns")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An `endpoints` entry: its breaker key, label and target.
+fn parse_entry(entry: &str, field: &str) -> Result<(String, String, Target), ConfigError> {
+    let url = Url::parse(entry).map_err(|e| {
+        ConfigError::new(
+            field.to_owned(),
+            format!("`{entry}` is not an absolute URL: {e}"),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::new(
+            field.to_owned(),
+            format!("`{entry}` must be http or https, not {:?}", url.scheme()),
+        ));
+    }
+    let host = match url.host() {
+        Some(url::Host::Domain(d)) if !d.is_empty() => Host::Name(d.to_owned()),
+        Some(url::Host::Ipv4(ip)) => Host::Ip(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => Host::Ip(IpAddr::V6(ip)),
+        _ => {
+            return Err(ConfigError::new(
+                field.to_owned(),
+                format!("`{entry}` must name a host"),
+            ));
+        }
+    };
+    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError::new(
+            field.to_owned(),
+            format!(
+                "`{entry}` must be scheme://host:port only: the path and query come from `url`"
+            ),
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError::new(
+            field.to_owned(),
+            format!("`{entry}` must not carry credentials"),
+        ));
+    }
+    let key =
+        base_key(&url).map_err(|e| ConfigError::new(field.to_owned(), e.problem().to_owned()))?;
+    let label = label_of(&url);
+    let target = Target {
+        scheme: Some(url.scheme().to_owned()),
+        host,
+        port: url.port_or_known_default(),
+        host_header: None,
+    };
+    Ok((key, label, target))
+}
+
+/// The breaker key of `url`: `scheme://host:port`.
+fn base_key(url: &Url) -> Result<String, ConfigError> {
+    let uri: http::Uri = url
+        .as_str()
+        .parse()
+        .map_err(|e| ConfigError::new("url", format!("is not a valid URI: {e}")))?;
+    endpoint_key(&uri).ok_or_else(|| ConfigError::new("url", "names no endpoint"))
+}
+
+/// `host:port` of `url` (the port filled in).
+fn label_of(url: &Url) -> String {
+    let host = match url.host() {
+        Some(url::Host::Ipv6(ip)) => format!("[{ip}]"),
+        Some(host) => host.to_string(),
+        None => String::new(),
+    };
+    match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    }
+}
+
+/// `Host` for a resolved name: the name, with the port when not the
+/// scheme's default.
+fn label_host_header(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
+fn metric_label(n: usize, label: &str) -> Arc<str> {
+    if n < MAX_LABELLED {
+        Arc::from(label)
+    } else {
+        Arc::from(OTHER_LABEL)
+    }
+}
+
+#[cfg(test)]
+mod tests;

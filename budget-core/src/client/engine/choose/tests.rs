@@ -1,0 +1,186 @@
+use std::collections::HashMap;
+
+use super::*;
+use crate::breaker::{BreakerConfig, Verdict};
+use crate::client::DependencyConfig;
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+const THREE: [&str; 3] = [
+    "http://127.0.0.1:9001",
+    "http://127.0.0.1:9002",
+    "http://127.0.0.1:9003",
+];
+
+fn dependency(endpoints: &[&str], breaker: bool) -> Dependency {
+    let mut c = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing")
+        .endpoints(endpoints.iter().copied());
+    if breaker {
+        c = c.breaker(BreakerConfig::default().failure_threshold(1));
+    }
+    c.settings(None).unwrap().dependency
+}
+
+fn set(dep: &Dependency) -> Arc<[Arc<Endpoint>]> {
+    dep.endpoints.current()
+}
+
+/// Which endpoint (by port) `n` choices went to.
+fn spread(dep: &Dependency, n: usize, remaining: Option<Duration>) -> HashMap<String, usize> {
+    let mut seen = HashMap::new();
+    for _ in 0..n {
+        let chosen = next(dep, remaining, None).unwrap();
+        *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
+    }
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_endpoint_is_chosen_alone_and_not_balanced() {
+    let dep = DependencyConfig::new("a", "http://127.0.0.1:9000/x")
+        .settings(None)
+        .unwrap()
+        .dependency;
+    let chosen = first(&dep, Some(ms(100))).await.unwrap();
+    assert!(!chosen.balanced);
+    assert!(chosen.shown().is_none());
+    assert!(chosen.endpoint.target.is_none(), "the URL as it is");
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_two_the_one_with_less_load_is_chosen_every_time() {
+    let dep = dependency(&THREE[..2], false);
+    let now = Instant::now();
+    set(&dep)[0].load.observe(ms(10), now);
+    set(&dep)[1].load.observe(ms(100), now);
+    let seen = spread(&dep, 50, Some(ms(1000)));
+    assert_eq!(seen.get("127.0.0.1:9001"), Some(&50), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_in_flight_count_in_the_load() {
+    let dep = dependency(&THREE[..2], false);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(10), now);
+    endpoints[1].load.observe(ms(30), now);
+    // 10 ms x 5 in flight costs more than 30 ms x 1.
+    let _held: Vec<_> = (0..4).map(|_| endpoints[0].start()).collect();
+    let chosen = next(&dep, None, None).unwrap();
+    assert_eq!(&*chosen.endpoint.label, "127.0.0.1:9002");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_that_does_not_fit_what_is_left_is_not_chosen_while_another_fits() {
+    let dep = dependency(&THREE[..2], false);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    // By load alone 9002 wins (500 ms x 1 < 50 ms x 20) ...
+    endpoints[0].load.observe(ms(50), now);
+    endpoints[1].load.observe(ms(500), now);
+    let _held: Vec<_> = (0..19).map(|_| endpoints[0].start()).collect();
+    assert_eq!(
+        &*next(&dep, Some(ms(2000)), None).unwrap().endpoint.label,
+        "127.0.0.1:9002"
+    );
+    // ... but with 300 ms left only 9001's latency fits.
+    assert_eq!(
+        &*next(&dep, Some(ms(300)), None).unwrap().endpoint.label,
+        "127.0.0.1:9001"
+    );
+    // When none fits, load decides again.
+    assert_eq!(
+        &*next(&dep, Some(ms(20)), None).unwrap().endpoint.label,
+        "127.0.0.1:9002"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_goes_to_another_endpoint_than_the_one_that_failed() {
+    let dep = dependency(&THREE[..2], false);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(10), now);
+    endpoints[1].load.observe(ms(100), now);
+    for _ in 0..20 {
+        let chosen = next(&dep, Some(ms(1000)), Some(&endpoints[0])).unwrap();
+        assert_eq!(&*chosen.endpoint.label, "127.0.0.1:9002");
+    }
+    // With one endpoint there is no other: it is chosen again.
+    let one = dependency(&THREE[..1], false);
+    let only = Arc::clone(&set(&one)[0]);
+    assert_eq!(next(&one, None, Some(&only)).unwrap().endpoint, only);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_whose_breaker_is_open_is_passed_over_and_all_open_is_circuit_open() {
+    let dep = dependency(&THREE[..2], true);
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(10), Instant::now());
+    endpoints[1].load.observe(ms(100), Instant::now());
+    // One failure opens 9001's breaker (failure_threshold 1).
+    let chosen = next(&dep, None, None).unwrap();
+    assert_eq!(&*chosen.endpoint.label, "127.0.0.1:9001");
+    chosen.breaker.unwrap().record(Verdict::Failure);
+    for _ in 0..10 {
+        let chosen = next(&dep, None, None).unwrap();
+        assert_eq!(&*chosen.endpoint.label, "127.0.0.1:9002");
+    }
+    let chosen = next(&dep, None, None).unwrap();
+    chosen.breaker.unwrap().record(Verdict::Failure);
+    match next(&dep, None, None) {
+        Err(NotChosen::Open(open)) => assert!(open.retry_after() > Duration::ZERO),
+        other => panic!("expected every circuit open, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_endpoint_is_taken_as_the_average_and_gets_its_share() {
+    let dep = dependency(&THREE, false);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(40), now);
+    endpoints[1].load.observe(ms(60), now);
+    // 9003 is cold: taken as 50 ms, between the two, so p2c picks it
+    // whenever it is drawn against 9002.
+    let seen = spread(&dep, 3000, None);
+    let cold = seen.get("127.0.0.1:9003").copied().unwrap_or(0);
+    assert!((800..=1200).contains(&cold), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_replica_gets_little_traffic_and_the_rest_is_shared() {
+    let dep = dependency(&THREE, false);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(50), now);
+    endpoints[1].load.observe(ms(50), now);
+    endpoints[2].load.observe(ms(500), now);
+    let seen = spread(&dep, 3000, Some(ms(2000)));
+    assert_eq!(seen.get("127.0.0.1:9003"), None, "{seen:?}");
+    let (a, b) = (seen["127.0.0.1:9001"], seen["127.0.0.1:9002"]);
+    assert!(a.abs_diff(b) < 300, "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_slow_replica_is_tried_again_once_its_estimate_has_decayed() {
+    let dep = dependency(&THREE[..2], false);
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(1000), Instant::now());
+    endpoints[1].load.observe(ms(50), Instant::now());
+    assert_eq!(
+        &*next(&dep, None, None).unwrap().endpoint.label,
+        "127.0.0.1:9002"
+    );
+    // 9002 answers steadily in 50 ms; 9001, unasked, decays by e a second.
+    for _ in 0..40 {
+        tokio::time::advance(ms(100)).await;
+        endpoints[1].load.observe(ms(50), Instant::now());
+    }
+    assert_eq!(
+        &*next(&dep, None, None).unwrap().endpoint.label,
+        "127.0.0.1:9001"
+    );
+}
