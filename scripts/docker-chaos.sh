@@ -9,8 +9,8 @@
 #
 # Usage: scripts/docker-chaos.sh [--ci] [--no-build] [--keep-images]
 #                                [--requests N] [SCENARIO...]
-#   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc (default: all;
-#             healthy always runs first)
+#   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc replicas
+#             (default: all; healthy always runs first)
 #   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
 #   --no-build     use the binaries already in docker/bin/
 #   --keep-images  leave the built images (containers and networks still go)
@@ -28,13 +28,13 @@ while (($#)); do
     --no-build) build=false; shift ;;
     --keep-images) keep_images=true; shift ;;
     --requests) requests=${2:?--requests needs a number}; shift 2 ;;
-    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc) scenarios+=("$1"); shift ;;
+    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas) scenarios+=("$1"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker-chaos: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
 if ((${#scenarios[@]} == 0)); then
-  scenarios=(pause stop disconnect blackhole hang ratelimit grpc)
+  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas)
 fi
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
@@ -53,7 +53,9 @@ else
   echo "docker-chaos: neither 'docker compose' nor 'docker-compose' is installed" >&2
   exit 2
 fi
-compose() { "${compose_cmd[@]}" "$@"; }
+# Every command sees the `replicas` profile's services (the replicas
+# scenario starts them; down removes them).
+compose() { "${compose_cmd[@]}" --profile replicas "$@"; }
 docker info >/dev/null 2>&1 || { echo "docker-chaos: no docker engine answers" >&2; exit 2; }
 
 # --- cleanup: always, on any exit -------------------------------------------
@@ -63,9 +65,10 @@ cleanup() {
   trap - EXIT INT TERM
   echo "== cleanup: compose down (containers, network$($keep_images || echo ', images'))"
   compose unpause slow-partner >/dev/null 2>&1 || true
+  compose unpause slow-partner-2 checkout-2 >/dev/null 2>&1 || true
   local rmi=(--rmi local)
   $keep_images && rmi=()
-  timeout 120 "${compose_cmd[@]}" down -v --remove-orphans -t 2 "${rmi[@]}" >"$work/down.log" 2>&1 ||
+  timeout 120 "${compose_cmd[@]}" --profile replicas down -v --remove-orphans -t 2 "${rmi[@]}" >"$work/down.log" 2>&1 ||
     { echo "   compose down failed:"; sed 's/^/   /' "$work/down.log"; }
   docker image prune -f --filter label=org.budget.demo=chaos >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -196,6 +199,43 @@ recovered() { # after a scenario: the chain answers 200 again
   check "$([[ "$status" == 200 ]] && echo true || echo false)" "the chain did not recover: $status"
 }
 partner_container() { compose ps -q slow-partner; }
+healthy_within() { # SERVICE SECONDS: waits for its container's healthcheck
+  local deadline=$((SECONDS + $2))
+  until [[ "$(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q "$1")" 2>/dev/null)" == healthy ]]; do
+    ((SECONDS > deadline)) && return 1
+    sleep 0.5
+  done
+}
+# The `host:port` a ledger entry says answered (`desc="200 from 172.18.0.5:8081"`),
+# for the entry NAME of the last response.
+answered_by() { # NAME
+  server_timing "$work/h" | awk -F'\t' -v n="$1" '$1 == n && $3 ~ / from / { sub(/.* from /, "", $3); print $3 }' | tail -1
+}
+# With replicas: REQUESTS requests with BUDGET_MS, each 200 (or, with
+# ALLOW_504, a 504 from a replica that stopped answering before the
+# balancer learned it) within the budget, and every 200's ledger naming
+# the checkout and the partner replica that answered.
+replica_round() { # NAME BUDGET_MS ALLOW_504 MIN_200
+  local name=$1 budget=$2 allow=$3 min_ok=$4 i ok=0 via partner
+  for ((i = 1; i <= requests; i++)); do
+    over_time
+    request "$budget" "chaos-$name-$i"
+    via=$(answered_by checkout)
+    partner=$(answered_by checkout.pricing)
+    printf '   #%d -> %s in %d ms; checkout %s, its pricing %s\n' "$i" "$status" "$ms" "${via:-?}" "${partner:-?}"
+    ((i == 1)) && table "$work/h" | sed 's/^/   /'
+    check "$([[ "$status" == 200 || ($allow == true && "$status" == 504) ]] && echo true || echo false)" \
+      "$name #$i: status $status"
+    check "$( ((ms >= 0 && ms <= budget + tolerance_ms)) && echo true || echo false)" \
+      "$name #$i: $ms ms, over the budget $budget ms + $tolerance_ms ms"
+    if [[ "$status" == 200 ]]; then
+      ok=$((ok + 1))
+      check "$([[ -n "$via" && -n "$partner" ]] && echo true || echo false)" \
+        "$name #$i: the ledger does not say which replicas answered"
+    fi
+  done
+  check "$( ((ok >= min_ok)) && echo true || echo false)" "$name: $ok of $requests answered 200, expected at least $min_ok"
+}
 
 # --- the run ----------------------------------------------------------------
 echo "budget chaos demos in docker compose (project $COMPOSE_PROJECT_NAME, $("${compose_cmd[@]}" version --short 2>/dev/null || echo compose))"
@@ -220,7 +260,7 @@ echo "   $((SECONDS - t0)) s"
 
 echo "== up"
 t0=$SECONDS
-compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log"; compose logs --tail 30 || true; exit 1; }
+"${compose_cmd[@]}" up -d >"$work/up.log" 2>&1 || { cat "$work/up.log"; compose logs --tail 30 || true; exit 1; }
 wait_healthy
 echo "   chain healthy in $((SECONDS - t0)) s"
 network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$(partner_container)" | awk '{print $1}')
@@ -257,7 +297,8 @@ for s in "${scenarios[@]}"; do
       ;;
     stop)
       echo "== stop: docker compose stop slow-partner (its name no longer resolves)"
-      echo "   every attempt fails at once: a fast 504 after inventory's 2 attempts, no wait for nothing"
+      echo "   checkout keeps the addresses it last resolved (a failed lookup keeps the last good set):"
+      echo "   its attempts time out at the 250 ms connect cap, a 504 after inventory's 2 attempts"
       compose stop -t 2 slow-partner >/dev/null 2>&1
       scenario stop 1000 504
       compose start slow-partner >/dev/null 2>&1
@@ -319,6 +360,37 @@ for s in "${scenarios[@]}"; do
         fi
       done
       compose up -d --no-deps checkout >/dev/null 2>&1
+      recovered
+      ;;
+    replicas)
+      echo "== replicas: three partners behind the name 'partners', two checkouts behind 'checkouts'"
+      echo "   (profile replicas; checkout with CHAOS_*_URL=http://partners:9000/..., edge with"
+      echo "   CHAOS_CHECKOUT_URL=http://checkouts:8081): each name resolves to every replica and each"
+      echo "   attempt goes to one; the ledger says which answered"
+      export CHAOS_INVENTORY_URL='http://partners:9000/inventory?delay=20ms'
+      export CHAOS_PRICING_URL='http://partners:9000/pricing?delay=30ms'
+      export CHAOS_RECOMMENDATIONS_URL='http://partners:9000/recommendations?delay=40ms'
+      export CHAOS_CHECKOUT_URL='http://checkouts:8081'
+      compose up -d >"$work/up-replicas.log" 2>&1 || { cat "$work/up-replicas.log"; exit 1; }
+      for svc in slow-partner-2 slow-partner-3 checkout checkout-2 edge; do
+        healthy_within "$svc" 60 || { echo "docker-chaos: $svc not healthy in 60 s" >&2; compose ps >&2; exit 1; }
+      done
+      wait_healthy
+      echo "   all replicas healthy:"
+      replica_round replicas-healthy 1500 false "$requests"
+      echo "   pause slow-partner-2 (it accepts, never answers): an attempt to it is given up after"
+      echo "   its silence limit and retried on another partner; then its breaker ejects it"
+      compose pause slow-partner-2 >/dev/null 2>&1
+      replica_round replicas-partner-paused 1500 false "$requests"
+      compose unpause slow-partner-2 >/dev/null 2>&1
+      echo "   pause checkout-2: edge makes one attempt (a POST), so a call that went to it is a 504"
+      echo "   at its budget; the calls in flight to it make it the costlier choice for the rest"
+      compose pause checkout-2 >/dev/null 2>&1
+      replica_round replicas-checkout-paused 1500 true $((requests - 1))
+      compose unpause checkout-2 >/dev/null 2>&1
+      unset CHAOS_INVENTORY_URL CHAOS_PRICING_URL CHAOS_RECOMMENDATIONS_URL CHAOS_CHECKOUT_URL
+      compose stop -t 2 slow-partner-2 slow-partner-3 checkout-2 >/dev/null 2>&1
+      compose up -d --no-deps checkout edge >/dev/null 2>&1
       recovered
       ;;
   esac

@@ -375,8 +375,10 @@ pub fn markdown(rows: &[StepSummary]) -> String {
 /// checkout's steps (`checkout.*`: permit waits, attempts, backoffs) ran
 /// one after the other from there, so the k-th ended at that start plus
 /// the durations up to and including it. A partner call counts when it
-/// got an answer (no `desc`, or a 3-digit status: not `timeout`, not
-/// `connect-timeout`, not a skip) that ended at or before `deadline`.
+/// got an answer (no `desc`, or one that starts with a 3-digit status:
+/// `503`, or `200 from 127.0.0.1:9001` for a dependency over several
+/// endpoints; not `timeout`, not `connect-timeout`, not a skip) that ended
+/// at or before `deadline`.
 /// Times are in milliseconds from any common origin.
 ///
 /// ```
@@ -389,6 +391,9 @@ pub fn markdown(rows: &[StepSummary]) -> String {
 /// // pricing at 500 and 1000.
 /// assert_eq!(partner_calls_answered_by(&m, 1000.0, 1000.0), 3);
 /// assert_eq!(partner_calls_answered_by(&m, 1000.0, 600.0), 2);
+/// // A replica's answer names it after the status.
+/// let m = parse_server_timing("checkout;dur=100, checkout.pricing;dur=50;desc=\"200 from 127.0.0.1:9001\"");
+/// assert_eq!(partner_calls_answered_by(&m, 100.0, 100.0), 1);
 /// ```
 pub fn partner_calls_answered_by(metrics: &[Metric], answered_at: f64, deadline: f64) -> u64 {
     let Some(edge_attempt) = metrics
@@ -412,7 +417,10 @@ pub fn partner_calls_answered_by(metrics: &[Metric], answered_at: f64, deadline:
         clock += dur;
         let answered = match m.desc.as_deref() {
             None => true,
-            Some(d) => d.len() == 3 && d.bytes().all(|b| b.is_ascii_digit()),
+            Some(d) => {
+                let status = d.split(' ').next().unwrap_or_default();
+                status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit())
+            }
         };
         if kind == StepKind::Call && answered && clock <= deadline {
             on_time += 1;

@@ -51,6 +51,10 @@ pub enum Modes {
     /// The plain-tower peer checkout without shedding only: a call waits
     /// for the ConcurrencyLimit's permit inside its Timeout.
     Queue,
+    /// The plain-tower peer checkout balancing each dependency over its
+    /// replicas only ([`crate::p2c`]): p2c Balance over PeakEwma, LoadShed,
+    /// Timeout (the `replicas` scenario adds it after `peer`).
+    P2c,
 }
 
 impl Modes {
@@ -62,6 +66,7 @@ impl Modes {
     /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
     /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
     /// assert_eq!(Modes::Queue.chain_modes(), [ChainMode::Queue]);
+    /// assert_eq!(Modes::P2c.chain_modes(), [ChainMode::P2c]);
     /// ```
     pub fn chain_modes(self) -> Vec<ChainMode> {
         match self {
@@ -71,6 +76,7 @@ impl Modes {
             Modes::Off => vec![ChainMode::Naive],
             Modes::Peer => vec![ChainMode::Peer],
             Modes::Queue => vec![ChainMode::Queue],
+            Modes::P2c => vec![ChainMode::P2c],
         }
     }
 
@@ -112,16 +118,20 @@ impl Modes {
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all nineteen]. The
+    /// Scenarios to run, comma-separated [default: all twenty]. The
     /// bursts (`burst-fits`, `burst-fits-unlimited`, `burst-part`,
     /// `burst-part-unlimited`) send every request at once, 300 or
     /// --requests; `spike` is 0.5x, 3x, 0.5x of the capacity; `hang` and
-    /// `hang-slow-rate` hang /inventory for the middle half of the run.
+    /// `hang-slow-rate` hang /inventory for the middle half of the run;
+    /// `replicas` serves every dependency from three partners, one of
+    /// which gets slow, dark and restarted (29 s).
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioName>,
     /// Requests per second [default: 80% of the chain's capacity: 128;
     /// `criticality`: 2x the capacity; `ramp`, `spike`: steps of the
-    /// capacity, and a given rate stands for the capacity; `hang`: 20;
+    /// capacity, and a given rate stands for the capacity; `replicas`:
+    /// 60 % of three replicas' capacity, 288, and a given rate stands for
+    /// the three's capacity; `hang`: 20;
     /// `hang-slow-rate`: 2; a burst ignores it].
     #[arg(long)]
     pub rate: Option<f64>,
@@ -153,8 +163,9 @@ pub struct Args {
     /// Modes to run each scenario in, comma-separated, in that order:
     /// budget (on), naive (off), peer (tower LoadShed + ConcurrencyLimit +
     /// Timeout), queue (tower ConcurrencyLimit + Timeout, no shedding),
-    /// both (on,off), all (the four) [default: all; `tail` adds hedged
-    /// right after budget].
+    /// p2c (the peer balancing over replicas: p2c Balance over PeakEwma),
+    /// both (on,off), all (the four) [default: all; `tail` and `replicas`
+    /// add hedged right after budget, `replicas` p2c right after peer].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub modes: Vec<Modes>,
     /// Workers per path of the slow partner: calls of a path worked on at
@@ -774,6 +785,64 @@ mod tests {
         let err = Args::try_parse_from(["load-tests", "--modes", "on,shed"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
         assert!(err.to_string().contains("queue"), "{err}");
+    }
+
+    #[test]
+    fn the_replicas_scenario_and_the_p2c_mode_parse_and_replicas_adds_p2c_after_peer() {
+        let Invocation::Scenarios {
+            scenarios,
+            modes,
+            plan,
+            settings,
+        } = accepted(&["--scenario", "replicas", "--modes", "p2c"])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(scenarios, [ScenarioName::Replicas]);
+        assert_eq!(modes, [ChainMode::P2c]);
+        assert_eq!(
+            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
+            [ChainMode::P2c]
+        );
+        // 60 % of three replicas' capacity, in six phases over 29 s.
+        let own = Scenario::new(ScenarioName::Replicas, &settings)
+            .plan(&plan)
+            .unwrap();
+        assert!(own.spec.steps().iter().all(|s| s.rate == 288.0));
+        assert_eq!(own.spec.duration(), Duration::from_secs(29));
+        let Invocation::Scenarios { modes, .. } =
+            accepted(&["--scenario", "replicas", "--modes", "on,peer,p2c"])
+        else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(
+            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
+            [
+                ChainMode::Budget,
+                ChainMode::Hedged,
+                ChainMode::Peer,
+                ChainMode::P2c
+            ]
+        );
+        let Invocation::Scenarios { modes, .. } = accepted(&["--scenario", "replicas"]) else {
+            panic!("scenarios expected");
+        };
+        assert_eq!(
+            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
+            [
+                ChainMode::Budget,
+                ChainMode::Hedged,
+                ChainMode::Naive,
+                ChainMode::Peer,
+                ChainMode::P2c,
+                ChainMode::Queue
+            ]
+        );
+        // Every other scenario keeps its modes: p2c only where asked.
+        assert_eq!(
+            ChainMode::for_scenario(&modes, ScenarioName::Healthy),
+            ChainMode::ALL
+        );
     }
 
     #[test]

@@ -293,6 +293,10 @@ fn mode_help(mode: &str) -> String {
              waits for a permit, first come, first served, and the 2 s timeout covers the wait and the \
              call, as a tower user writes who does not shed."
             .to_owned(),
+        "p2c" => "As <code>peer</code>, with each dependency balanced over its replicas by tower's \
+             power-of-two-choices balancer over peak-EWMA latency (per replica a concurrency limit; \
+             a small buffer in front, then the load shedder and the 2 s timeout)."
+            .to_owned(),
         "target" => "A running edge given with <code>--target</code>: whatever it is configured to do.".to_owned(),
         other => format!(
             "The <code>{}</code> mode: see <code>load-tests/README.md</code>.",
@@ -481,7 +485,7 @@ code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 0.9e
 .intro { background: #f7f9fc; border: 1px solid #dde4ee; border-radius: 6px; padding: 4px 16px; margin: 12px 0; }
 .intro dt { font-weight: 600; margin-top: 6px; }
 .intro dd { margin: 0 0 0 18px; }
-.mode-budget { color: rgb(31,119,180); } .mode-naive { color: rgb(214,39,40); } .mode-peer { color: rgb(148,103,189); }
+.mode-budget { color: rgb(31,119,180); } .mode-naive { color: rgb(214,39,40); } .mode-peer { color: rgb(148,103,189); } .mode-p2c { color: rgb(23,190,207); }
 table { border-collapse: collapse; font-size: 0.85em; margin: 6px 0 12px; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; white-space: normal; }
@@ -611,7 +615,7 @@ mod tests {
 
     #[test]
     fn every_mode_is_explained_and_an_unknown_one_is_escaped() {
-        for mode in ["budget", "naive", "peer", "queue", "target"] {
+        for mode in ["budget", "naive", "peer", "queue", "p2c", "target"] {
             assert!(!mode_help(mode).contains("README"), "{mode}");
         }
         assert_eq!(

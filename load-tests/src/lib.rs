@@ -29,7 +29,10 @@
 //! `spike` triples the load for a moment ([`spike`]), the `burst-*`
 //! scenarios send every request at once to a cold chain
 //! ([`generator::LoadSpec::burst`]), and `hang` makes `/inventory` stop
-//! answering for a while ([`hang`]).
+//! answering for a while ([`hang`]), and `replicas` serves every
+//! dependency from three partners, one of which gets slow, dark and
+//! restarted ([`replicas`]), with a fifth peer mode, `p2c`, that balances
+//! them with tower's p2c ([`p2c`]).
 //! The list is in [`scenario`].
 //!
 //! ```text
@@ -87,8 +90,10 @@ pub mod html;
 pub mod middle;
 pub mod outage;
 pub mod output;
+pub mod p2c;
 pub mod peer;
 pub mod plot;
+pub mod replicas;
 pub mod report;
 pub mod resources;
 pub mod run;

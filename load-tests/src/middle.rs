@@ -16,7 +16,7 @@
 //! - [`ChainMode::Naive`]: no budget layer, clients in fixed-timeout mode
 //!   (30 s per attempt), nothing forwarded, as checkout with budget mode
 //!   off;
-//! - [`ChainMode::Peer`] and [`ChainMode::Queue`]: plain tower, as
+//! - [`ChainMode::Peer`], [`ChainMode::Queue`] and [`ChainMode::P2c`]: plain tower, as
 //!   [`crate::peer`]: a `TimeoutLayer` of 2 s around a reqwest call, no
 //!   budget (middle has no limit of its own, so shedding or not is
 //!   checkout's difference alone).
@@ -168,11 +168,13 @@ impl Middle {
         for path in PATHS {
             let url = format!("{base}/{path}");
             let upstream = match mode {
-                ChainMode::Peer | ChainMode::Queue => Upstream::Peer(DepService::new(
-                    tower::ServiceBuilder::new()
-                        .timeout(PEER_TIMEOUT)
-                        .service(http_call(http.clone(), url)),
-                )),
+                ChainMode::Peer | ChainMode::Queue | ChainMode::P2c => {
+                    Upstream::Peer(DepService::new(
+                        tower::ServiceBuilder::new()
+                            .timeout(PEER_TIMEOUT)
+                            .service(http_call(http.clone(), url)),
+                    ))
+                }
                 ChainMode::Budget | ChainMode::Hedged | ChainMode::Naive => {
                     let mut c = DependencyConfig::new(path, url);
                     // One attempt: checkout retries.

@@ -43,7 +43,14 @@
 //!   a `POST` without an `Idempotency-Key` is sent once (it is not safe to
 //!   repeat). Inventory and recommendations get one attempt each;
 //! - inventory and pricing required, recommendations optional: its failure
-//!   marks the answer degraded, as checkout does.
+//!   marks the answer degraded, as checkout does;
+//! - replicas ([`PeerConfig::endpoints`]: base URLs, the dependency's path
+//!   and query on each): in the `peer` and `queue` modes each replica gets
+//!   the stack above of its own and the attempts take the replicas in turn
+//!   (round robin, a retry on the next one), what a tower user writes who
+//!   has a list of URLs and no balancer: a slow replica keeps its third of
+//!   the calls. The `p2c` mode ([`PeerConfig::balance`]) balances them with
+//!   tower's `Balance` over `PeakEwma` instead ([`crate::p2c`]).
 //!
 //! What it does not have is everything a budget gives: it forwards no
 //! budget header (only `x-request-id`, so the partner's per-id scripts
@@ -80,6 +87,7 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -131,7 +139,19 @@ pub struct PeerConfig {
     /// How long an idle pooled connection is kept; `None`: reqwest's
     /// default (90 s).
     pub pool_idle_timeout: Option<Duration>,
+    /// The replicas of every dependency, as base URLs
+    /// (`http://127.0.0.1:9001`, at most [`MAX_ENDPOINTS`]): each
+    /// dependency's path and query go to each of them. Empty (the default):
+    /// the dependency's URL alone.
+    pub endpoints: Vec<String>,
+    /// Balance each dependency over its replicas with tower's p2c
+    /// `Balance` over `PeakEwma` (the `p2c` mode, [`crate::p2c`]), instead
+    /// of taking them in turn. Needs a tokio runtime to build.
+    pub balance: bool,
 }
+
+/// The most replicas [`PeerConfig::endpoints`] may list.
+pub const MAX_ENDPOINTS: usize = 64;
 
 impl PeerConfig {
     /// The defaults, listening on `listen`, calling a slow partner on
@@ -154,7 +174,39 @@ impl PeerConfig {
             timeout: Duration::from_secs(2),
             pricing_attempts: 3,
             pool_idle_timeout: None,
+            endpoints: Vec::new(),
+            balance: false,
         }
+    }
+
+    /// The URLs of the dependency at `url` on each replica of
+    /// [`endpoints`](Self::endpoints): `url`'s path and query on each base
+    /// URL; `url` alone without endpoints.
+    ///
+    /// ```
+    /// let mut c = load_tests::peer::PeerConfig::new("127.0.0.1:0".parse().unwrap());
+    /// assert_eq!(c.replica_urls("http://127.0.0.1:9000/pricing?delay=5ms"),
+    ///     ["http://127.0.0.1:9000/pricing?delay=5ms"]);
+    /// c.endpoints = vec!["http://127.0.0.1:9001".into(), "http://127.0.0.1:9002/".into()];
+    /// assert_eq!(c.replica_urls("http://127.0.0.1:9000/pricing?delay=5ms"),
+    ///     ["http://127.0.0.1:9001/pricing?delay=5ms", "http://127.0.0.1:9002/pricing?delay=5ms"]);
+    /// ```
+    pub fn replica_urls(&self, url: &str) -> Vec<String> {
+        let Ok(parsed) = reqwest::Url::parse(url) else {
+            return vec![url.to_owned()];
+        };
+        if self.endpoints.is_empty() {
+            return vec![url.to_owned()];
+        }
+        let mut path_and_query = parsed.path().to_owned();
+        if let Some(q) = parsed.query() {
+            path_and_query.push('?');
+            path_and_query.push_str(q);
+        }
+        self.endpoints
+            .iter()
+            .map(|base| format!("{}{path_and_query}", base.trim_end_matches('/')))
+            .collect()
     }
 
     /// Checks every value; an error names the field.
@@ -184,6 +236,24 @@ impl PeerConfig {
         if !(1..=10).contains(&self.pricing_attempts) {
             return Err(ConfigError::new("pricing_attempts", "must be 1 to 10"));
         }
+        if self.endpoints.len() > MAX_ENDPOINTS {
+            return Err(ConfigError::new("endpoints", "lists more than 64 replicas"));
+        }
+        for base in &self.endpoints {
+            match reqwest::Url::parse(base) {
+                Ok(u)
+                    if u.scheme() == "http"
+                        && u.host().is_some()
+                        && matches!(u.path(), "" | "/")
+                        && u.query().is_none() => {}
+                _ => {
+                    return Err(ConfigError::new(
+                        "endpoints",
+                        "each must be an http://host:port base URL, without a path or query",
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -201,6 +271,10 @@ pub enum PeerError {
     /// The address could not be bound.
     #[error("cannot listen")]
     Bind(#[from] std::io::Error),
+    /// The `p2c` mode was built outside a tokio runtime (its balancer's
+    /// buffer runs a task).
+    #[error("the p2c balancer needs a tokio runtime")]
+    Runtime,
 }
 
 /// One call to a dependency, as its stack gets it.
@@ -308,6 +382,17 @@ pub(crate) fn dependency_stack(
                 limited.clone().oneshot(req)
             })),
     )
+}
+
+/// One stack per replica, taken in turn per attempt: the `peer` and
+/// `queue` modes over several replicas.
+fn round_robin(stacks: Vec<DepService>) -> DepService {
+    let stacks: Arc<[DepService]> = stacks.into();
+    let next = Arc::new(AtomicUsize::new(0));
+    BoxCloneSyncService::new(tower::service_fn(move |req: DepRequest| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % stacks.len().max(1);
+        stacks[i].clone().oneshot(req)
+    }))
 }
 
 /// Why a dependency call failed.
@@ -497,20 +582,34 @@ impl PeerCheckout {
             http = http.pool_idle_timeout(idle);
         }
         let http = http.build()?;
-        let stack = |url: &str| {
-            dependency_stack(
-                http.clone(),
-                url.to_owned(),
-                config.concurrency,
-                config.timeout,
-                config.shed,
-            )
+        let stack = |url: &str| -> Result<DepService, PeerError> {
+            let urls = config.replica_urls(url);
+            if config.balance {
+                return crate::p2c::balanced_stack(&http, urls, config.concurrency, config.timeout);
+            }
+            let mut stacks: Vec<DepService> = urls
+                .into_iter()
+                .map(|url| {
+                    dependency_stack(
+                        http.clone(),
+                        url,
+                        config.concurrency,
+                        config.timeout,
+                        config.shed,
+                    )
+                })
+                .collect();
+            Ok(if stacks.len() == 1 {
+                stacks.remove(0)
+            } else {
+                round_robin(stacks)
+            })
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                inventory: stack(&config.inventory_url),
-                pricing: stack(&config.pricing_url),
-                recommendations: stack(&config.recommendations_url),
+                inventory: stack(&config.inventory_url)?,
+                pricing: stack(&config.pricing_url)?,
+                recommendations: stack(&config.recommendations_url)?,
                 pricing_attempts: config.pricing_attempts,
             }),
         })

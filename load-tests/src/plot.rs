@@ -37,6 +37,7 @@ fn colour(mode: &str) -> RGBColor {
         "peer" => RGBColor(148, 103, 189),
         "queue" => RGBColor(140, 86, 75),
         "hedged" => RGBColor(255, 127, 14),
+        "p2c" => RGBColor(23, 190, 207),
         _ => RGBColor(44, 160, 44),
     }
 }

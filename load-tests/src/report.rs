@@ -78,6 +78,9 @@
 //! - **hang** and **spike**: the calls held on a hung path and the
 //!   recovery after it ([`crate::hang`]); the time until p99 is back to
 //!   the calm level after a spike ([`crate::spike`]).
+//! - **replicas**: per phase each replica's share of the partner calls,
+//!   the seconds until a restarted replica takes its share again, and the
+//!   scenario's goals against the measurements ([`crate::replicas`]).
 //! - **services' own state** ([`ServiceSeries`], budget mode only): per
 //!   second of the timeline, the floor in force and the adaptive
 //!   concurrency limit per dependency, as checkout's `/metrics` gauges
@@ -104,6 +107,7 @@ use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
 use crate::hang::HangReport;
 use crate::middle::MiddleStats;
 use crate::outage::{OutageReport, RECOVERED_SHARE};
+use crate::replicas::ReplicasReport;
 use crate::spike::SpikeReport;
 use crate::window::{Watch, WindowCounts, WindowReport};
 
@@ -522,6 +526,10 @@ pub struct RunReport {
     /// How the chain came back after the `spike` scenario's spike.
     #[serde(default)]
     pub spike: Option<SpikeReport>,
+    /// How the `replicas` scenario's calls spread over the replicas, per
+    /// phase, and its goals against the measurements.
+    #[serde(default)]
+    pub replicas: Option<ReplicasReport>,
 }
 
 impl RunReport {
@@ -762,6 +770,7 @@ impl Recorder {
             outage: None,
             hang: None,
             spike: None,
+            replicas: None,
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
@@ -1177,10 +1186,11 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     let _ = writeln!(out, "{table}\n");
     if let Some(ramp) = &first.ramp {
         out.push_str(&ramp_markdown(runs, ramp));
-        if first.spike.is_some() {
+        if first.spike.is_some() || first.replicas.is_some() {
             out.push_str(&per_second_markdown(runs));
         }
     }
+    out.push_str(&crate::replicas::markdown(runs));
     for r in runs {
         let _ = writeln!(
             out,
@@ -1255,6 +1265,8 @@ fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
     }
     let what = if runs.iter().any(|r| r.spike.is_some()) {
         "Per phase of the spike"
+    } else if runs.iter().any(|r| r.replicas.is_some()) {
+        "Per phase (healthy, slow, after-slow, blackhole, after-blackhole, restart)"
     } else {
         "Per step of the ramp"
     };

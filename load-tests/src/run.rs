@@ -15,6 +15,7 @@ use crate::gauges::sample_per_second;
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
 use crate::hang::{HANG_PATH, HELD_SAMPLE_EVERY, hang_report, settled_from};
 use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
+use crate::replicas::{Schedule, drive, replicas_report};
 use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
 use crate::resources::listen_overflows;
 use crate::scenario::{
@@ -107,6 +108,9 @@ pub(crate) fn class_of(
 pub enum PartnerStats<'a> {
     /// A partner in this process.
     InProcess(&'a PartnerHandle),
+    /// Several partners in this process (the `replicas` scenario), their
+    /// counters summed.
+    InProcessAll(Vec<&'a PartnerHandle>),
     /// A running partner's `/stats` (its base URL; loopback).
     Http(LoopbackUrl),
     /// No partner to ask.
@@ -284,9 +288,13 @@ pub async fn run_scenario(
     let plan = &scenario.plan(plan)?;
     let mut reports = Vec::new();
     for &mode in modes {
-        // A burst gets a partner of its own, started cold for each run.
+        // A burst gets a partner of its own, started cold for each run;
+        // the replicas scenario three.
         let own = match scenario.burst {
             Some(burst) => Some(Partners::start_main(burst.partner_config()).await?),
+            None if scenario.replicas => {
+                Some(Partners::start_replicas(settings, crate::replicas::REPLICAS).await?)
+            }
             None => None,
         };
         let report = run_mode(
@@ -322,7 +330,11 @@ async fn run_mode(
         description: scenario.description.clone(),
         id_group: scenario.id_group,
     };
-    let stats = PartnerStats::InProcess(&partners.main);
+    let stats = if scenario.replicas {
+        PartnerStats::InProcessAll(partners.all())
+    } else {
+        PartnerStats::InProcess(&partners.main)
+    };
     // The services' gauges, in budget mode only: the registry is the
     // process's, and the other modes would show what budget mode left.
     let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
@@ -331,7 +343,36 @@ async fn run_mode(
         None
     };
     let mut hang = None;
-    let (report, outage) = if scenario.outage {
+    let mut replicas = None;
+    let (report, outage) = if let Some(schedule) = scenario
+        .replicas
+        .then(|| {
+            Schedule::of_lengths(
+                &plan
+                    .spec
+                    .steps()
+                    .iter()
+                    .map(|s| s.duration)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .flatten()
+    {
+        let (started, start) = tokio::sync::oneshot::channel();
+        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
+            let _ = started.send(tokio::time::Instant::now());
+        });
+        let all = partners.all();
+        let (report, (samples, fault_errors)) = tokio::join!(run, drive(&all, &schedule, start));
+        if let Ok(r) = &report
+            && let Some(ramp) = &r.ramp
+        {
+            let mut measured = replicas_report(&schedule, &samples, ramp);
+            measured.fault_errors = fault_errors;
+            replicas = Some(measured);
+        }
+        (report, None)
+    } else if scenario.outage {
         let window = OutageWindow::of_run(plan.spec.duration());
         let prefix = id_prefix(&label);
         let (started, start) = tokio::sync::oneshot::channel();
@@ -384,6 +425,7 @@ async fn run_mode(
     report.middle = middle;
     report.outage = outage;
     report.hang = hang;
+    report.replicas = replicas;
     if scenario.spike {
         report.spike = report.ramp.as_ref().and_then(spike_report);
     }
@@ -488,6 +530,7 @@ async fn settle(partner: &PartnerStats<'_>, http: &reqwest::Client) -> Result<()
 async fn reset(partner: &PartnerStats<'_>, http: &reqwest::Client) -> Result<(), RunError> {
     match partner {
         PartnerStats::InProcess(p) => p.reset_stats(),
+        PartnerStats::InProcessAll(all) => all.iter().for_each(|p| p.reset_stats()),
         PartnerStats::Http(base) => {
             http.post(base.with_path("/stats/reset").url().clone())
                 .send()
@@ -505,6 +548,7 @@ async fn read(
 ) -> Result<Option<StatsSnapshot>, RunError> {
     Ok(match partner {
         PartnerStats::InProcess(p) => Some(p.stats()),
+        PartnerStats::InProcessAll(all) => Some(sum_stats(all.iter().map(|p| p.stats()))),
         PartnerStats::Http(base) => Some(
             http.get(base.with_path("/stats").url().clone())
                 .send()
@@ -515,4 +559,28 @@ async fn read(
         ),
         PartnerStats::None => None,
     })
+}
+
+/// The counters of several partners as one: requests, answers, budgets,
+/// late and abandoned work summed, and the ids' calls together (an id
+/// whose attempts went to several partners has them all). The worker
+/// pools and hung paths are each partner's own and are left out.
+fn sum_stats(all: impl Iterator<Item = StatsSnapshot>) -> StatsSnapshot {
+    let mut sum = StatsSnapshot::default();
+    for s in all {
+        sum.requests += s.requests;
+        for (status, n) in s.answered {
+            *sum.answered.entry(status).or_default() += n;
+        }
+        sum.with_budget += s.with_budget;
+        sum.late += s.late;
+        sum.abandoned += s.abandoned;
+        sum.evicted_ids += s.evicted_ids;
+        for (id, stats) in s.ids {
+            let into = sum.ids.entry(id).or_default();
+            into.attempts += stats.attempts;
+            into.calls.extend(stats.calls);
+        }
+    }
+    sum
 }

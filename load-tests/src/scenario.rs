@@ -65,6 +65,7 @@
 //! | `spike` | healthy; 0.5x of the capacity for 4 s, 3x for 2 s, 0.5x for 6 s ([`SPIKE_PHASES`]; a given `--duration` in the same proportions, [`shaped_steps`]); reported per phase and per second, with the time until p99 is back ([`crate::spike`]) |
 //! | `burst-fits`, `burst-fits-unlimited`, `burst-part`, `burst-part-unlimited` | a partner of its own per run, started cold, 50 ms on every path, 8 workers per path or none (`-unlimited`); [`BURST_REQUESTS`] (300, or `--requests`) sent at once, one connection each; budgets of 10 s (`-fits`, the whole burst) or 1 s (`-part`); the client waits the budget plus [`BURST_MARGIN`] at most ([`Burst`]) |
 //! | `hang`, `hang-slow-rate` | healthy at 20 (or 2) req/s, budgets 1.9 to 2.1 s per request index; `/inventory` hangs from a quarter of the run for half of it (`PartnerHandle::set_path_hang`), then answers again ([`crate::hang`]) |
+//! | `replicas` | three partners of their own per run ([`Partners::start_replicas`]), each the healthy partner with 8 workers per path, behind every dependency (checkout's `endpoints`; the peers' [`PeerConfig::endpoints`]); offered 60 % of their combined capacity (3 x 160 x 0.6 = 288 req/s); replica 2 is 10x slower, blackholed, then restarted, in phases of 5, 5, 2, 5, 2 and 10 s ([`crate::replicas`]); run in the `p2c` mode too |
 //! | `mixed-budgets` | as `slow`; per request a budget drawn uniformly from 200-600 ms for half the callers and 1-2 s for the other half ([`BudgetDistribution::mixed_default`], deterministic per index), instead of `--budget` |
 //!
 //! The partner has no random status. Its `script` is per `x-request-id`
@@ -95,6 +96,7 @@ use crate::hang::{HANG_BUDGETS, HANG_PATH};
 use crate::middle::Middle;
 use crate::outage::OutageWindow;
 use crate::peer::{PeerCheckout, PeerConfig};
+use crate::replicas::{PHASES as REPLICA_PHASES, REPLICA_LOAD, REPLICAS, SLOWDOWN};
 use crate::run::LoadPlan;
 use crate::window::Watch;
 
@@ -332,11 +334,15 @@ pub enum ScenarioName {
     Hang,
     /// As `hang`, at 2 req/s.
     HangSlowRate,
+    /// Three replicas of the healthy partner behind every dependency, at
+    /// 60 % of their combined capacity; replica 2 gets 10x slower, then
+    /// blackholed, then restarted ([`crate::replicas`]).
+    Replicas,
 }
 
 impl ScenarioName {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioName; 19] = [
+    pub const ALL: [ScenarioName; 20] = [
         ScenarioName::Healthy,
         ScenarioName::Slow,
         ScenarioName::Blackhole,
@@ -356,6 +362,7 @@ impl ScenarioName {
         ScenarioName::BurstPartUnlimited,
         ScenarioName::Hang,
         ScenarioName::HangSlowRate,
+        ScenarioName::Replicas,
     ];
 
     /// The name as on the command line.
@@ -380,6 +387,7 @@ impl ScenarioName {
             ScenarioName::BurstPartUnlimited => "burst-part-unlimited",
             ScenarioName::Hang => "hang",
             ScenarioName::HangSlowRate => "hang-slow-rate",
+            ScenarioName::Replicas => "replicas",
         }
     }
 }
@@ -401,9 +409,15 @@ pub enum ChainMode {
     /// (2 s, the peer's) that covers the wait and the call; no budget.
     Queue,
     /// Budget mode, with checkout's three dependencies hedged
-    /// (`hedge = "auto"`, opt-in): only the `tail` scenario runs it, beside
-    /// [`ChainMode::Budget`].
+    /// (`hedge = "auto"`, opt-in): the `tail` and `replicas` scenarios run
+    /// it, beside [`ChainMode::Budget`].
     Hedged,
+    /// Edge in budget mode with its default config, checkout swapped for
+    /// [`PeerCheckout`] whose dependencies are balanced over their replicas
+    /// with tower's p2c `Balance` over `PeakEwma` ([`crate::p2c`]): the
+    /// `replicas` scenario runs it right after [`ChainMode::Peer`]; over one
+    /// replica it is the `peer` mode balancing over one.
+    P2c,
 }
 
 impl ChainMode {
@@ -415,27 +429,39 @@ impl ChainMode {
         ChainMode::Queue,
     ];
 
-    /// The modes `scenario` runs of `asked`: `asked`, and for `tail`
-    /// [`ChainMode::Hedged`] right after [`ChainMode::Budget`], so that
-    /// hedging is compared with budget mode without it in the same run.
+    /// The modes `scenario` runs of `asked`: `asked`; for `tail` and
+    /// `replicas` [`ChainMode::Hedged`] right after [`ChainMode::Budget`],
+    /// so that hedging is compared with budget mode without it in the same
+    /// run; and for `replicas` [`ChainMode::P2c`] right after
+    /// [`ChainMode::Peer`], so that balancing is compared with taking the
+    /// replicas in turn.
     ///
     /// ```
     /// use load_tests::scenario::{ChainMode, ScenarioName};
     ///
     /// let tail = ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Tail);
     /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer, ChainMode::Queue]);
+    /// let replicas = ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Replicas);
+    /// assert_eq!(replicas, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer,
+    ///     ChainMode::P2c, ChainMode::Queue]);
     /// assert_eq!(ChainMode::for_scenario(&ChainMode::ALL, ScenarioName::Slow), ChainMode::ALL);
     /// assert_eq!(ChainMode::for_scenario(&[ChainMode::Naive], ScenarioName::Tail), [ChainMode::Naive]);
+    /// assert_eq!(ChainMode::for_scenario(&[ChainMode::Peer, ChainMode::P2c], ScenarioName::Replicas),
+    ///     [ChainMode::Peer, ChainMode::P2c]);
     /// ```
     pub fn for_scenario(asked: &[ChainMode], scenario: ScenarioName) -> Vec<ChainMode> {
-        let mut modes = Vec::with_capacity(asked.len() + 1);
+        let mut modes = Vec::with_capacity(asked.len() + 2);
+        let replicas = scenario == ScenarioName::Replicas;
         for &mode in asked {
             modes.push(mode);
             if mode == ChainMode::Budget
-                && scenario == ScenarioName::Tail
+                && (scenario == ScenarioName::Tail || replicas)
                 && !asked.contains(&ChainMode::Hedged)
             {
                 modes.push(ChainMode::Hedged);
+            }
+            if mode == ChainMode::Peer && replicas && !asked.contains(&ChainMode::P2c) {
+                modes.push(ChainMode::P2c);
             }
         }
         modes
@@ -453,6 +479,7 @@ impl ChainMode {
             ChainMode::Peer => "peer",
             ChainMode::Queue => "queue",
             ChainMode::Hedged => "hedged",
+            ChainMode::P2c => "p2c",
         }
     }
 
@@ -469,15 +496,29 @@ impl ChainMode {
             ChainMode::Peer => "peer (tower LoadShed + ConcurrencyLimit + Timeout)",
             ChainMode::Queue => "queue (tower ConcurrencyLimit + Timeout, no shedding)",
             ChainMode::Hedged => "hedged (budget mode, hedge = \"auto\")",
+            ChainMode::P2c => "p2c (tower p2c Balance over PeakEwma + LoadShed + Timeout)",
         }
+    }
+
+    /// Whether checkout is swapped for [`PeerCheckout`] (`peer`, `queue`,
+    /// `p2c`).
+    ///
+    /// ```
+    /// use load_tests::scenario::ChainMode;
+    /// assert!(ChainMode::P2c.is_peer() && !ChainMode::Hedged.is_peer());
+    /// ```
+    pub fn is_peer(self) -> bool {
+        matches!(self, ChainMode::Peer | ChainMode::Queue | ChainMode::P2c)
     }
 
     /// The budget mode of edge (and of checkout, where it runs).
     pub fn budget_mode(self) -> BudgetMode {
         match self {
-            ChainMode::Budget | ChainMode::Peer | ChainMode::Queue | ChainMode::Hedged => {
-                BudgetMode::On
-            }
+            ChainMode::Budget
+            | ChainMode::Peer
+            | ChainMode::Queue
+            | ChainMode::Hedged
+            | ChainMode::P2c => BudgetMode::On,
             ChainMode::Naive => BudgetMode::Off,
         }
     }
@@ -694,6 +735,10 @@ pub struct Scenario {
     /// The run is a spike between calm phases, reported as such
     /// ([`crate::spike`]).
     pub spike: bool,
+    /// Every dependency is served by [`REPLICAS`]
+    /// partners of its own, started for each run, one of which is troubled
+    /// during it (`replicas`, [`crate::replicas`]).
+    pub replicas: bool,
 }
 
 impl Scenario {
@@ -791,6 +836,7 @@ impl Scenario {
             burst: None,
             hang: false,
             spike: false,
+            replicas: false,
         };
         match name {
             ScenarioName::Healthy => s.description = "every dependency answers quickly".into(),
@@ -937,6 +983,26 @@ impl Scenario {
                 s.budgets = Some(budgets);
                 s.hang = true;
             }
+            ScenarioName::Replicas => {
+                let combined = REPLICAS as f64 * settings.capacity();
+                s.description = format!(
+                    "{REPLICAS} replicas of the healthy partner ({} workers per path each) behind \
+                     every dependency, at {:.0} % of their combined capacity ({:.0} req/s); replica \
+                     2 is {SLOWDOWN}x slower, then blackholed, then restarted (phases of {}; a \
+                     given --duration in the same proportions)",
+                    settings.partner_workers,
+                    REPLICA_LOAD * 100.0,
+                    REPLICA_LOAD * combined,
+                    REPLICA_PHASES
+                        .iter()
+                        .map(|(p, d)| format!("{} {} s", p.as_str(), d.as_secs()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
+                s.capacity = combined;
+                s.ramp = Some(crate::replicas::load_shape());
+                s.replicas = true;
+            }
             ScenarioName::Tail => {
                 let capacity = settings.capacity();
                 s.description = format!(
@@ -962,6 +1028,9 @@ pub struct Partners {
     /// The one in `blackhole` mode, for the `blackhole` scenario; `None`
     /// when started with [`Partners::start_main`].
     pub blackhole: Option<PartnerHandle>,
+    /// More replicas of the main one (`replicas` scenario: replicas 2 and
+    /// 3, [`Partners::start_replicas`]); empty otherwise.
+    pub replicas: Vec<PartnerHandle>,
 }
 
 impl Partners {
@@ -1006,11 +1075,51 @@ impl Partners {
         Ok(Self {
             main,
             blackhole: None,
+            replicas: Vec::new(),
         })
+    }
+
+    /// Starts `n` replicas of the main partner (`n` at least 1), each with
+    /// the chain's workers per path ([`ChainSettings::partner_config`]):
+    /// the first is [`main`](Self::main), the others
+    /// [`replicas`](Self::replicas); no blackholed one.
+    ///
+    /// # Errors
+    ///
+    /// When one cannot start (those started are stopped).
+    pub async fn start_replicas(
+        settings: &ChainSettings,
+        n: usize,
+    ) -> Result<Self, slow_partner::PartnerError> {
+        let mut partners = Self::start_main(settings.partner_config()).await?;
+        for _ in 1..n {
+            match slow_partner::spawn(settings.partner_config()).await {
+                Ok(p) => partners.replicas.push(p),
+                Err(e) => {
+                    partners.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(partners)
+    }
+
+    /// The main partner and its replicas, in order (replica 1 first).
+    pub fn all(&self) -> Vec<&PartnerHandle> {
+        std::iter::once(&self.main).chain(&self.replicas).collect()
+    }
+
+    /// The base URLs (`http://127.0.0.1:port`) of [`all`](Self::all): the
+    /// `endpoints` of a dependency served by every replica.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.all().iter().map(|p| p.url("")).collect()
     }
 
     /// Zeroes the partners' counters.
     pub fn reset_stats(&self) {
+        for r in &self.replicas {
+            r.reset_stats();
+        }
         self.main.reset_stats();
         if let Some(b) = &self.blackhole {
             b.reset_stats();
@@ -1019,6 +1128,9 @@ impl Partners {
 
     /// Stops them.
     pub async fn shutdown(self) {
+        for r in self.replicas {
+            r.shutdown().await;
+        }
         self.main.shutdown().await;
         if let Some(b) = self.blackhole {
             b.shutdown().await;
@@ -1108,6 +1220,11 @@ pub fn checkout_config(
             dep.concurrency = Some(limit.into());
         }
         dep.pool_idle_timeout = settings.pool_idle_timeout;
+        if scenario.replicas {
+            // Every replica serves every dependency; the path and query
+            // come from the URLs above.
+            dep.endpoints = Some(partners.endpoints());
+        }
     }
     Ok(c)
 }
@@ -1115,7 +1232,8 @@ pub fn checkout_config(
 /// The peer checkout of a chain: checkout's URLs, the chain's
 /// [`ChainSettings::peer_concurrency`], the defaults of [`PeerConfig`]
 /// otherwise (it sheds: the `peer` mode; the `queue` mode sets
-/// [`PeerConfig::shed`] to `false`).
+/// [`PeerConfig::shed`] to `false`, the `p2c` mode [`PeerConfig::balance`]
+/// to `true`).
 pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerConfig {
     let mut peer = PeerConfig::new(loopback());
     peer.inventory_url = checkout.inventory_url.clone();
@@ -1127,9 +1245,11 @@ pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerC
 }
 
 impl Chain {
-    /// Starts checkout (or, in [`ChainMode::Peer`] and [`ChainMode::Queue`],
-    /// the peer checkout, shedding or not) and
-    /// edge for `scenario` in `mode`.
+    /// Starts checkout (or, in [`ChainMode::Peer`], [`ChainMode::Queue`]
+    /// and [`ChainMode::P2c`], the peer checkout, shedding or not,
+    /// balancing or not) and edge for `scenario` in `mode`; in the
+    /// `replicas` scenario, every dependency is served by each of
+    /// [`Partners::all`].
     ///
     /// # Errors
     ///
@@ -1180,9 +1300,13 @@ impl Chain {
         let stopped = async move {
             let _ = stopped.await;
         };
-        let (checkout_addr, server) = if matches!(mode, ChainMode::Peer | ChainMode::Queue) {
+        let (checkout_addr, server) = if mode.is_peer() {
             let mut peer = peer_config(&checkout, settings);
-            peer.shed = mode == ChainMode::Peer;
+            peer.shed = mode != ChainMode::Queue;
+            peer.balance = mode == ChainMode::P2c;
+            if scenario.replicas {
+                peer.endpoints = partners.endpoints();
+            }
             PeerCheckout::spawn(&peer, stopped)
                 .await
                 .map_err(|e| ChainError::new("peer checkout", e))?
@@ -1402,6 +1526,32 @@ mod tests {
             .map(|s| (s.rate, s.duration.as_secs()))
             .collect();
         assert_eq!(steps, [(80.0, 4), (480.0, 2), (80.0, 6)]);
+    }
+
+    #[tokio::test]
+    async fn replicas_give_checkout_and_the_peers_every_replica_as_endpoints() {
+        let settings = ChainSettings::default();
+        let partners = Partners::start_replicas(&settings, 3).await.unwrap();
+        assert_eq!(partners.all().len(), 3);
+        let endpoints = partners.endpoints();
+        assert!(endpoints.iter().all(|e| e.starts_with("http://127.0.0.1:")));
+        let s = Scenario::new(ScenarioName::Replicas, &settings);
+        assert!(s.replicas && s.capacity == 480.0);
+        let c = checkout_config(&s, &settings, BudgetMode::On, &partners).unwrap();
+        for dep in [&c.inventory, &c.pricing, &c.recommendations] {
+            assert_eq!(dep.endpoints.as_ref(), Some(&endpoints));
+        }
+        // The path and query are the scenario's, the healthy shapes.
+        assert!(c.pricing_url.ends_with("/pricing?delay=45ms&jitter=10ms"));
+        // Any other scenario: no endpoints.
+        let healthy = Scenario::new(ScenarioName::Healthy, &settings);
+        let c = checkout_config(&healthy, &settings, BudgetMode::On, &partners).unwrap();
+        assert!(c.pricing.endpoints.is_none());
+        // Each replica has the chain's workers per path.
+        for p in partners.all() {
+            assert_eq!(p.stats().paths["/pricing"].workers, 8);
+        }
+        partners.shutdown().await;
     }
 
     #[test]

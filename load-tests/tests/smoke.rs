@@ -453,6 +453,67 @@ async fn smoke_tail_runs_hedged_beside_budget_mode_within_the_hedge_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_replicas_spread_calls_over_three_partners_per_phase_in_budget_and_p2c_mode() {
+    // --rate stands for the three's capacity: 60 % of 50, 30 req/s; 5.8 s
+    // split as 29 s is: 1, 1, 0.4, 1, 0.4 and 2 s; back at 4.2 s.
+    let (invocation, reports) = run_scenarios(&[
+        "--scenario",
+        "replicas",
+        "--rate",
+        "50",
+        "--duration",
+        "5800ms",
+        "--modes",
+        "on,p2c",
+    ])
+    .await;
+    let modes: Vec<_> = reports.iter().map(|r| r.mode.as_str()).collect();
+    assert_eq!(modes, ["budget", "hedged", "p2c"]);
+    for r in &reports {
+        let what = format!("{} mode: {:?}", r.mode, r.outcomes);
+        assert_eq!(r.outcomes.total(), r.scheduled, "{what}");
+        let ramp = r.ramp.as_ref().expect("per phase");
+        assert_eq!(ramp.steps.len(), 6, "{what}");
+        assert!(ramp.steps.iter().all(|s| s.rate_per_s == 30.0), "{what}");
+        let rep = r.replicas.as_ref().expect("a replicas report");
+        assert!(
+            rep.fault_errors.is_empty(),
+            "{what}: {:?}",
+            rep.fault_errors
+        );
+        let phases: Vec<&str> = rep.phases.iter().map(|p| p.phase.as_str()).collect();
+        assert_eq!(
+            phases,
+            [
+                "healthy",
+                "slow",
+                "after-slow",
+                "blackhole",
+                "after-blackhole",
+                "restart"
+            ]
+        );
+        assert!((rep.back_at_s - 4.2).abs() < 1e-6, "{rep:?}");
+        // All healthy: every replica did work.
+        assert!(
+            rep.phases[0].calls.iter().all(|&c| c > 0),
+            "{what}: {rep:?}"
+        );
+        // The partners' calls are the three's sum.
+        let calls: u64 = rep.calls_per_second.iter().flatten().sum();
+        let partner = r.partner.as_ref().expect("the partners' stats").requests;
+        assert!(calls > 0 && calls <= partner, "{calls} of {partner}");
+        assert_eq!(rep.goals.len(), 5, "{rep:?}");
+    }
+    let md = markdown(&invocation, "load-tests --scenario replicas", &reports);
+    assert!(md.contains("Replicas (each partner's own count"), "{md}");
+    assert!(md.contains("p2c mode: r1 / r2 / r3 %"), "{md}");
+    assert!(md.contains("| goal: one blackholed replica"), "{md}");
+    let json = serde_json::to_value(&reports).unwrap();
+    assert_eq!(json[2]["replicas"]["phases"][5]["phase"], "restart");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_spike_reports_each_phase_second_and_the_p99_back_time_in_every_mode() {
     // --rate stands for the capacity: 5, 30, 5 req/s for 1, 0.5, 1.5 s.
     let (invocation, reports) =

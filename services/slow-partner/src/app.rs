@@ -15,6 +15,11 @@
 //! override as it now is: `{"path":"/pricing","status":503,"retry_after":"1"}`
 //! or `{"path":"/pricing","status":null}`. Bad input is a `400`
 //! problem naming `status`, `retry_after`, `path` or `body`, as for a mode.
+//!
+//! `/admin/slowdown` takes a JSON body `{"factor": 10}` (a whole number,
+//! 1 to 100; `1` ends the slowdown) with `PUT` or `POST`, and answers
+//! `{"factor":10,"previous":1}`; `GET` answers `{"factor":10}`. Bad input
+//! is a `400` problem naming `factor` or `body`.
 
 use std::sync::Arc;
 
@@ -31,6 +36,7 @@ use tokio::sync::watch;
 use crate::knobs::{QueryError, Reason};
 use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
+use crate::slowdown::{Slowdown, SlowdownError, Slowdowns, requested_slowdown};
 use crate::stats::Stats;
 use crate::supervisor::Control;
 
@@ -41,6 +47,7 @@ pub(crate) struct AppState {
     pub(crate) control: Control,
     pub(crate) mode: watch::Receiver<FaultMode>,
     pub(crate) overrides: Arc<Overrides>,
+    pub(crate) slowdown: Arc<Slowdowns>,
 }
 
 /// The main port's routes: admin, stats, health, and the work fallback.
@@ -67,6 +74,10 @@ fn admin_routes() -> Router<AppState> {
         .route(
             "/admin/paths/{*path}",
             get(get_path).put(put_path).delete(delete_path),
+        )
+        .route(
+            "/admin/slowdown",
+            get(get_slowdown).put(set_slowdown).post(set_slowdown),
         )
 }
 
@@ -243,6 +254,40 @@ async fn delete_path(State(app): State<AppState>, Path(segment): Path<String>) -
     }
 }
 
+/// The body of `/admin/slowdown`'s answers.
+#[derive(Debug, Serialize)]
+struct SlowdownBody {
+    factor: Slowdown,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous: Option<Slowdown>,
+}
+
+async fn get_slowdown(State(app): State<AppState>) -> Json<SlowdownBody> {
+    Json(SlowdownBody {
+        factor: app.slowdown.get(),
+        previous: None,
+    })
+}
+
+async fn set_slowdown(State(app): State<AppState>, body: Bytes) -> Response {
+    match requested_slowdown(&body) {
+        Ok(factor) => {
+            let previous = app.slowdown.set(factor);
+            tracing::info!(
+                factor = factor.factor(),
+                previous = previous.factor(),
+                "slowdown set"
+            );
+            Json(SlowdownBody {
+                factor,
+                previous: Some(previous),
+            })
+            .into_response()
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
 /// The override a `PUT /admin/paths/{path}` body asks for (`None`: remove).
 fn requested_fault(body: &[u8]) -> Result<Option<Fault>, OverrideError> {
     let bad = |why: &str| OverrideError::Body(why.to_owned());
@@ -277,6 +322,12 @@ fn requested_fault(body: &[u8]) -> Result<Option<Fault>, OverrideError> {
 }
 
 impl IntoResponse for OverrideError {
+    fn into_response(self) -> Response {
+        bad_parameter(self.to_string(), self.parameter())
+    }
+}
+
+impl IntoResponse for SlowdownError {
     fn into_response(self) -> Response {
         bad_parameter(self.to_string(), self.parameter())
     }

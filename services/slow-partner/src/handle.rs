@@ -15,6 +15,7 @@ use crate::hangs::HungPath;
 use crate::listener::{self, Conns, Serve};
 use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
+use crate::slowdown::{Slowdown, SlowdownError, Slowdowns};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::supervisor::{self, Control, Supervisor};
 use crate::workers::Workers;
@@ -61,6 +62,7 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
     let workers = Workers::new(config.workers, &config.path_workers);
     let stats = Arc::new(Stats::new(config.max_tracked_ids, workers));
     let overrides = Arc::new(Overrides::default());
+    let slowdown = Arc::new(Slowdowns::default());
     let (control, commands) = supervisor::control();
     let (mode_tx, mode) = watch::channel(FaultMode::Refuse);
     let state = AppState {
@@ -68,6 +70,7 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
         control: control.clone(),
         mode: mode.clone(),
         overrides: Arc::clone(&overrides),
+        slowdown: Arc::clone(&slowdown),
     };
     let root = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -120,6 +123,7 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
         mode,
         stats,
         overrides,
+        slowdown,
         root,
         tracker,
         grace,
@@ -136,6 +140,7 @@ pub struct PartnerHandle {
     mode: watch::Receiver<FaultMode>,
     stats: Arc<Stats>,
     overrides: Arc<Overrides>,
+    slowdown: Arc<Slowdowns>,
     root: CancellationToken,
     tracker: TaskTracker,
     grace: Duration,
@@ -185,6 +190,13 @@ impl PartnerHandle {
     /// A copy of the counters that `GET /stats` shows.
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The work requests received since start or the last reset: the
+    /// [`StatsSnapshot::requests`] counter alone, cheap enough to read
+    /// every second of a load run (a snapshot copies every id).
+    pub fn requests(&self) -> u64 {
+        self.stats.requests()
     }
 
     /// Zeroes the counters (what `POST /stats/reset` does).
@@ -252,6 +264,36 @@ impl PartnerHandle {
     /// since the last reset), without copying the rest of the stats.
     pub fn hung(&self, path: &str) -> Option<HungPath> {
         self.stats.hangs().get(path)
+    }
+
+    /// Makes the whole partner `factor` times slower (`1`: as the query
+    /// strings say): every work request planned from now on waits `factor`
+    /// times its `delay`, `jitter`, script or tail delay and `drip` pauses
+    /// (the [`Slowdown`] docs); what `PUT /admin/slowdown` does. Requests
+    /// already waiting finish as they started. Returns the previous factor.
+    ///
+    /// # Errors
+    ///
+    /// [`SlowdownError::Factor`] when `factor` is outside 1 to 100 (the
+    /// factor in force is unchanged).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let partner = slow_partner::spawn(slow_partner::PartnerConfig::new("127.0.0.1:0".parse()?)).await?;
+    /// partner.set_slowdown(10)?; // ten times slower
+    /// assert_eq!(partner.slowdown().factor(), 10);
+    /// assert_eq!(partner.set_slowdown(1)?.factor(), 10); // and back
+    /// assert!(partner.set_slowdown(0).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_slowdown(&self, factor: u64) -> Result<Slowdown, SlowdownError> {
+        Ok(self.slowdown.set(Slowdown::new(factor)?))
+    }
+
+    /// The slowdown in force (what `GET /admin/slowdown` shows).
+    pub fn slowdown(&self) -> Slowdown {
+        self.slowdown.get()
     }
 
     /// The paths overridden now (what `GET /admin/paths` lists).

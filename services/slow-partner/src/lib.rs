@@ -22,6 +22,11 @@
 //!   request to the path answers a status at once; or a hang
 //!   ([`PartnerHandle::set_path_hang`]): every request to the path is held
 //!   without an answer, the calls held at once counted ([`HungPath`]).
+//! - **For the whole partner**, a [`Slowdown`] switched at run time
+//!   ([`PartnerHandle::set_slowdown`] or `PUT /admin/slowdown`): a factor,
+//!   1 to 100, that multiplies every work request's waits (`delay`,
+//!   `jitter`, a script's or a tail's delay, `drip` pauses): one replica
+//!   of a service ten times slower than its siblings.
 //! - **`GET /stats`** ([`StatsSnapshot`]): requests, answers by status,
 //!   `late` work (finished after the budget it arrived with had run out),
 //!   per `x-request-id` the budgets each attempt arrived with, and per
@@ -80,6 +85,8 @@
 //! | `GET /admin/paths/{path}` | `{"path":"/pricing","status":503}` (`null`: no override) | same |
 //! | `PUT /admin/paths/{path}` | `{"status":503}` (optionally `"retry_after":"1"`) overrides `/{path}`; `{"status":null}` ends it; answers as `GET` | same |
 //! | `DELETE /admin/paths/{path}` | ends the override; answers as `GET` | same |
+//! | `GET /admin/slowdown` | the factor in force: `{"factor":1}` | same |
+//! | `PUT`/`POST /admin/slowdown` | `{"factor":10}` (1 to 100) multiplies every work request's waits from now on; answers `{"factor":10,"previous":1}` | same |
 //! | any other path | the work of the query string ([`Knobs`]), answered with an [`Answer`] | `404` |
 
 #![deny(missing_docs)]
@@ -95,6 +102,7 @@ mod listener;
 mod metrics_text;
 mod mode;
 mod overrides;
+mod slowdown;
 mod stats;
 mod supervisor;
 mod work;
@@ -120,6 +128,7 @@ pub use mode::{BudgetMode, FaultMode, ParseModeError};
 #[deprecated(note = "renamed to `FaultMode`")]
 pub type Mode = FaultMode;
 pub use overrides::{MAX_PATH_OVERRIDES, OverrideError, PathOverride};
+pub use slowdown::{MAX_SLOWDOWN, MIN_SLOWDOWN, Slowdown, SlowdownError};
 pub use stats::{
     CallRecord, DEFAULT_MAX_TRACKED_IDS, IdStats, MAX_CALLS_PER_ID, MAX_ID_LEN, MAX_PATH_LEN,
     MAX_PATHS_PER_ID, StatsSnapshot,

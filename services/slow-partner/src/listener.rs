@@ -93,11 +93,14 @@ pub(crate) async fn blackhole(addr: SocketAddr) -> Result<Blackhole, PartnerErro
     let target = SocketAddr::new(connectable(addr.ip()), addr.port());
     let mut queue = Vec::with_capacity(BLACKHOLE_FILL);
     for _ in 0..BLACKHOLE_FILL {
-        let stream = timeout(Duration::from_secs(1), TcpStream::connect(target))
-            .await
-            .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
-            .map_err(|source| PartnerError::Blackhole { addr, source })?;
-        queue.push(stream);
+        match timeout(Duration::from_secs(1), TcpStream::connect(target)).await {
+            Ok(Ok(stream)) => queue.push(stream),
+            Ok(Err(source)) => return Err(PartnerError::Blackhole { addr, source }),
+            // The handshake was dropped: the queue is full already, filled
+            // by callers that connected first (a switch under load). That
+            // is the blackhole; never-accepted connections stay queued.
+            Err(_) => break,
+        }
     }
     Ok(Blackhole {
         _listener: listener,

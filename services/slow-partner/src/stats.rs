@@ -212,6 +212,12 @@ impl Stats {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Work requests received since start or the last reset (the
+    /// snapshot's `requests`), without copying anything else.
+    pub(crate) fn requests(&self) -> u64 {
+        self.lock().requests
+    }
+
     /// Records an arriving work request; returns its attempt number for
     /// (`request_id`, `path`), which is 1 when there is no id.
     pub(crate) fn arrive(

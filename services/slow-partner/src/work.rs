@@ -13,7 +13,9 @@
 //! module); it keeps the worker until its work (delay, jitter, drip) is
 //! done or abandoned. The wait counts toward lateness: the budget runs from
 //! arrival. A path with a run-time override answers its status at once,
-//! without a delay or a worker, before the query is even read.
+//! without a delay or a worker, before the query is even read. The
+//! partner's slowdown factor (the slowdown module) multiplies the delay,
+//! jitter included, and the drip pauses.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -146,7 +148,10 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         Some(tail) => tail.pick(plan.delay, rand::rng().random::<f64>()),
         None => plan.delay,
     };
-    let delay = usual + random_up_to(knobs.jitter);
+    // The partner's slowdown multiplies every wait of the request (read
+    // once: a request keeps the factor it was planned with).
+    let slowdown = app.slowdown.get();
+    let delay = slowdown.apply(usual + random_up_to(knobs.jitter));
     let no_body = matches!(
         plan.status,
         StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
@@ -162,7 +167,10 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         Some(_) => split(body, DRIP_CHUNKS),
         None => vec![Bytes::from(body)],
     };
-    let pauses = knobs.drip.unwrap_or_default() * pause_count(chunks.len());
+    let drip_pause = knobs.drip.map(|pause| slowdown.apply(pause));
+    let pauses = drip_pause
+        .unwrap_or_default()
+        .saturating_mul(pause_count(chunks.len()));
 
     // Dropped here (the caller went away) the request leaves the queue and
     // does no work.
@@ -202,7 +210,7 @@ pub(crate) async fn work(State(app): State<AppState>, uri: Uri, headers: HeaderM
         worker.answered();
     }
 
-    *response.body_mut() = match knobs.drip {
+    *response.body_mut() = match drip_pause {
         Some(pause) if chunks.len() > 1 => drip(chunks, pause, guard),
         _ => {
             guard.finish();

@@ -7,9 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, client, config, partner, stats_until};
+use common::{admin, bounded, client, config, partner, stats_until};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use slow_partner::{Answer, OverrideError, PartnerHandle};
 use tokio::time::Instant;
 
@@ -35,26 +35,6 @@ async fn get(
         .map(|v| v.to_str().unwrap().to_owned());
     response.bytes().await.unwrap();
     (status, retry_after, start.elapsed())
-}
-
-async fn admin(
-    partner: &PartnerHandle,
-    method: reqwest::Method,
-    path: &str,
-    body: &str,
-) -> (StatusCode, Option<String>, Value) {
-    let response = client()
-        .request(method, partner.admin_url(path).unwrap())
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned());
-    (status, content_type, response.json().await.unwrap())
 }
 
 #[tokio::test]

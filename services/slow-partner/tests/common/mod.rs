@@ -74,3 +74,25 @@ mod python;
 
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use python::python;
+
+/// `method` on the admin endpoint `path` with `body`: the status, the
+/// `content-type` and the JSON answer.
+pub async fn admin(
+    partner: &PartnerHandle,
+    method: reqwest::Method,
+    path: &str,
+    body: &str,
+) -> (reqwest::StatusCode, Option<String>, serde_json::Value) {
+    let response = client()
+        .request(method, partner.admin_url(path).unwrap())
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, content_type, response.json().await.unwrap())
+}
