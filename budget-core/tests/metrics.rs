@@ -226,3 +226,55 @@ fn hedges_are_counted_by_result_from_zero() {
     assert_eq!(value(&after, &series("won")), Some(1.0), "{after}");
     assert_eq!(value(&after, &series("lost")), Some(0.0), "{after}");
 }
+
+#[test]
+fn a_dependency_with_replicas_counts_each_endpoint_and_its_load_and_one_endpoint_none() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (urls, rendered) = metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let a = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
+            let b = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
+            let urls = [format!("http://{}", a.addr), format!("http://{}", b.addr)];
+            let replicas = dependency("replicated", a.url("/"))
+                .endpoints(urls.clone())
+                .build()
+                .unwrap();
+            let single = dependency("single", a.url("/")).build().unwrap();
+            let mut app = Router::new();
+            app = route(app, "replicated", replicas);
+            app = route(app, "single", single);
+            let app = app.layer(ServerConfig::default().layer().unwrap());
+            for _ in 0..20 {
+                assert_eq!(get_with_budget(&app, "/replicated", "2000").await, 200);
+            }
+            assert_eq!(get_with_budget(&app, "/single", "2000").await, 200);
+            (urls, handle.render())
+        })
+    });
+    let series = |metric: &str, url: &str| {
+        value(
+            &rendered,
+            &format!("{metric}{{{LABEL_DEPENDENCY}=\"replicated\",{LABEL_ENDPOINT}=\"{url}\"}}"),
+        )
+    };
+    let counts: Vec<f64> = urls
+        .iter()
+        .map(|u| series(METRIC_ENDPOINT_REQUESTS_TOTAL, u).unwrap_or(0.0))
+        .collect();
+    assert_eq!(counts.iter().sum::<f64>(), 20.0, "{rendered}");
+    for (url, count) in urls.iter().zip(&counts) {
+        if *count > 0.0 {
+            let load = series(METRIC_ENDPOINT_LOAD_SECONDS, url).unwrap();
+            assert!(load > 0.0 && load < 1.0, "{url}: {load}");
+        }
+    }
+    assert!(
+        !rendered.contains("dependency=\"single\",endpoint="),
+        "one endpoint, no per-endpoint series: {rendered}"
+    );
+}

@@ -46,7 +46,14 @@ pub(crate) const MAX_LABELLED: usize = 16;
 /// The metric label of the endpoints past [`MAX_LABELLED`].
 pub(crate) const OTHER_LABEL: &str = "other";
 
-/// The default `resolve_interval`.
+/// The default `resolve_interval`: how often an `http` URL's host name is
+/// looked up again.
+///
+/// ```
+/// use budget_core::client::{DEFAULT_RESOLVE_INTERVAL, DependencyConfig};
+/// assert_eq!(DEFAULT_RESOLVE_INTERVAL, std::time::Duration::from_secs(5));
+/// assert_eq!(DependencyConfig::new("a", "http://partner:9000").resolve_interval, DEFAULT_RESOLVE_INTERVAL);
+/// ```
 pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// One replica of a dependency.
