@@ -14,7 +14,7 @@ use budget_core::retry::RetryBudgetConfig;
 use budget_core::server::ServerConfig;
 use budget_core::telemetry::semconv::*;
 use http::{Request, StatusCode};
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use support::{Answer, Partner, constant_retry, ms};
 use tower::ServiceExt;
 
@@ -48,6 +48,21 @@ async fn get_with_budget(app: &Router, path: &str, budget: &str) -> StatusCode {
     app.clone().oneshot(req).await.unwrap().status()
 }
 
+/// Runs `body` on a current-thread runtime with a Prometheus recorder of
+/// its own installed (no global state shared between tests); `body` gets
+/// the recorder's handle to render it.
+fn with_recorder<T, F: std::future::Future<Output = T>>(
+    body: impl FnOnce(PrometheusHandle) -> F,
+) -> T {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || runtime.block_on(body(handle)))
+}
+
 /// The line of `rendered` that starts with `prefix`, with its value.
 fn value(rendered: &str, prefix: &str) -> Option<f64> {
     rendered
@@ -58,53 +73,45 @@ fn value(rendered: &str, prefix: &str) -> Option<f64> {
 
 #[test]
 fn every_budget_counter_and_histogram_moves() {
-    let recorder = PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (breaker_endpoint, rendered) = metrics::with_local_recorder(&recorder, || {
-        runtime.block_on(async {
-            let retried = Partner::start(vec![Answer::status(503), Answer::status(200)]).await;
-            let failing = Partner::start(vec![Answer::status(503)]).await;
-            let stormy = Partner::start(vec![Answer::status(503)]).await;
+    let (breaker_endpoint, rendered) = with_recorder(|handle| async move {
+        let retried = Partner::start(vec![Answer::status(503), Answer::status(200)]).await;
+        let failing = Partner::start(vec![Answer::status(503)]).await;
+        let stormy = Partner::start(vec![Answer::status(503)]).await;
 
-            let partner = dependency("partner", retried.url("/")).build().unwrap();
-            let mut recs = dependency("recs", retried.url("/"));
-            recs.floor = Floor::new(ms(5000)).into();
-            let mut flaky = dependency("flaky", failing.url("/"));
-            flaky.retry.max_attempts = 1;
-            flaky.breaker = Some(BreakerConfig::default().failure_threshold(1));
-            let mut storm = dependency("stormy", stormy.url("/"));
-            storm.retry_budget = Some(RetryBudgetConfig::default().min_per_sec(0).ratio(0.0));
+        let partner = dependency("partner", retried.url("/")).build().unwrap();
+        let mut recs = dependency("recs", retried.url("/"));
+        recs.floor = Floor::new(ms(5000)).into();
+        let mut flaky = dependency("flaky", failing.url("/"));
+        flaky.retry.max_attempts = 1;
+        flaky.breaker = Some(BreakerConfig::default().failure_threshold(1));
+        let mut storm = dependency("stormy", stormy.url("/"));
+        storm.retry_budget = Some(RetryBudgetConfig::default().min_per_sec(0).ratio(0.0));
 
-            let mut app = Router::new();
-            app = route(app, "partner", partner);
-            app = route(app, "recs", recs.build().unwrap());
-            app = route(app, "flaky", flaky.build().unwrap());
-            app = route(app, "stormy", storm.build().unwrap());
-            let app = app
-                .route(
-                    "/slow",
-                    get(|| async {
-                        tokio::time::sleep(ms(2000)).await;
-                    }),
-                )
-                .layer(ServerConfig::default().floor(ms(20)).layer().unwrap());
-
-            assert_eq!(get_with_budget(&app, "/partner", "2000").await, 200);
-            assert_eq!(get_with_budget(&app, "/recs", "1000").await, 504);
-            assert_eq!(get_with_budget(&app, "/flaky", "1000").await, 503);
-            assert_eq!(get_with_budget(&app, "/stormy", "1000").await, 503);
-            assert_eq!(get_with_budget(&app, "/slow", "100").await, 504);
-            assert_eq!(get_with_budget(&app, "/partner", "10").await, 504);
-            assert_eq!(get_with_budget(&app, "/partner", "1.5").await, 400);
-            (
-                failing.url("").trim_end_matches('/').to_owned(),
-                handle.render(),
+        let mut app = Router::new();
+        app = route(app, "partner", partner);
+        app = route(app, "recs", recs.build().unwrap());
+        app = route(app, "flaky", flaky.build().unwrap());
+        app = route(app, "stormy", storm.build().unwrap());
+        let app = app
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(ms(2000)).await;
+                }),
             )
-        })
+            .layer(ServerConfig::default().floor(ms(20)).layer().unwrap());
+
+        assert_eq!(get_with_budget(&app, "/partner", "2000").await, 200);
+        assert_eq!(get_with_budget(&app, "/recs", "1000").await, 504);
+        assert_eq!(get_with_budget(&app, "/flaky", "1000").await, 503);
+        assert_eq!(get_with_budget(&app, "/stormy", "1000").await, 503);
+        assert_eq!(get_with_budget(&app, "/slow", "100").await, 504);
+        assert_eq!(get_with_budget(&app, "/partner", "10").await, 504);
+        assert_eq!(get_with_budget(&app, "/partner", "1.5").await, 400);
+        (
+            failing.url("").trim_end_matches('/').to_owned(),
+            handle.render(),
+        )
     });
 
     // Server side: one each of shed, expired, malformed; six budgets resolved.
@@ -186,32 +193,24 @@ fn the_floor_gauge_is_set_when_a_client_is_built() {
 
 #[test]
 fn hedges_are_counted_by_result_from_zero() {
-    let recorder = PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (before, after) = metrics::with_local_recorder(&recorder, || {
-        runtime.block_on(async {
-            let partner = Partner::start(vec![
-                Answer::status(200).after(ms(2000)),
-                Answer::status(200),
-            ])
-            .await;
-            let config = dependency("pricing", partner.url("/"))
-                .hedge(budget_core::client::HedgeConfig::after(ms(50)).ratio(1.0));
-            let client = config.build().unwrap();
-            let before = handle.render();
-            let res = client
-                .get("")
-                .budget(budget_core::Budget::new(ms(1500)))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), StatusCode::OK);
-            (before, handle.render())
-        })
+    let (before, after) = with_recorder(|handle| async move {
+        let partner = Partner::start(vec![
+            Answer::status(200).after(ms(2000)),
+            Answer::status(200),
+        ])
+        .await;
+        let config = dependency("pricing", partner.url("/"))
+            .hedge(budget_core::client::HedgeConfig::after(ms(50)).ratio(1.0));
+        let client = config.build().unwrap();
+        let before = handle.render();
+        let res = client
+            .get("")
+            .budget(budget_core::Budget::new(ms(1500)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        (before, handle.render())
     });
     let series = |result: &str| {
         format!(
@@ -229,32 +228,24 @@ fn hedges_are_counted_by_result_from_zero() {
 
 #[test]
 fn a_dependency_with_replicas_counts_each_endpoint_and_its_load_and_one_endpoint_none() {
-    let recorder = PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (urls, rendered) = metrics::with_local_recorder(&recorder, || {
-        runtime.block_on(async {
-            let a = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
-            let b = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
-            let urls = [format!("http://{}", a.addr), format!("http://{}", b.addr)];
-            let replicas = dependency("replicated", a.url("/"))
-                .endpoints(urls.clone())
-                .build()
-                .unwrap();
-            let single = dependency("single", a.url("/")).build().unwrap();
-            let mut app = Router::new();
-            app = route(app, "replicated", replicas);
-            app = route(app, "single", single);
-            let app = app.layer(ServerConfig::default().layer().unwrap());
-            for _ in 0..20 {
-                assert_eq!(get_with_budget(&app, "/replicated", "2000").await, 200);
-            }
-            assert_eq!(get_with_budget(&app, "/single", "2000").await, 200);
-            (urls, handle.render())
-        })
+    let (urls, rendered) = with_recorder(|handle| async move {
+        let a = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
+        let b = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
+        let urls = [format!("http://{}", a.addr), format!("http://{}", b.addr)];
+        let replicas = dependency("replicated", a.url("/"))
+            .endpoints(urls.clone())
+            .build()
+            .unwrap();
+        let single = dependency("single", a.url("/")).build().unwrap();
+        let mut app = Router::new();
+        app = route(app, "replicated", replicas);
+        app = route(app, "single", single);
+        let app = app.layer(ServerConfig::default().layer().unwrap());
+        for _ in 0..20 {
+            assert_eq!(get_with_budget(&app, "/replicated", "2000").await, 200);
+        }
+        assert_eq!(get_with_budget(&app, "/single", "2000").await, 200);
+        (urls, handle.render())
     });
     let series = |metric: &str, url: &str| {
         value(

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{admin, bounded, client, config, partner, stats_until};
+use common::{admin, assert_bad_request, bounded, client, config, partner, stats_until};
 use reqwest::StatusCode;
 use serde_json::json;
 use slow_partner::{Answer, OverrideError, PartnerHandle};
@@ -191,17 +191,8 @@ async fn bad_override_input_is_a_400_problem_naming_it() {
             ("/admin/paths/stats", r#"{"status": 503}"#, "path"),
             ("/admin/paths/admin/mode", r#"{"status": 503}"#, "path"),
         ] {
-            let (status, content_type, problem) =
-                admin(&partner, reqwest::Method::PUT, path, body).await;
-            assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {body}");
-            assert_eq!(
-                content_type.as_deref(),
-                Some("application/problem+json"),
-                "{path} {body}"
-            );
-            assert_eq!(problem["parameter"], parameter, "{path} {body}: {problem}");
-            assert_eq!(problem["status"], 400);
-            assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+            let answer = admin(&partner, reqwest::Method::PUT, path, body).await;
+            assert_bad_request(&answer, parameter, &format!("{path} {body}"));
         }
         assert!(partner.path_overrides().is_empty(), "nothing was set");
         assert_eq!(get(&partner, "/pricing").await.0, StatusCode::OK);

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{admin, bounded, client, partner};
+use common::{admin, assert_bad_request, bounded, client, partner};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slow_partner::{Answer, PartnerHandle, SlowdownError};
@@ -135,17 +135,8 @@ async fn bad_slowdown_input_is_a_400_problem_naming_it_and_changes_nothing() {
             (r#"{"factor": 1.5}"#, "factor"),
             (r#"{"factor": 18446744073709551616}"#, "factor"),
         ] {
-            let (status, content_type, problem) =
-                admin(&partner, reqwest::Method::PUT, SLOWDOWN, body).await;
-            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-            assert_eq!(
-                content_type.as_deref(),
-                Some("application/problem+json"),
-                "{body}"
-            );
-            assert_eq!(problem["parameter"], parameter, "{body}: {problem}");
-            assert_eq!(problem["status"], 400);
-            assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+            let answer = admin(&partner, reqwest::Method::PUT, SLOWDOWN, body).await;
+            assert_bad_request(&answer, parameter, body);
         }
         assert_eq!(partner.slowdown().factor(), 3, "unchanged");
         assert_eq!(

@@ -83,14 +83,14 @@ impl Race<'_> {
         failed: Option<&Tried<R>>,
         from: Option<&std::sync::Arc<str>>,
     ) {
-        let mut outcome = match failed {
-            Some(failed) => classify::outcome_of(failed, self.plan.rpc, self.clock).to_string(),
-            None => CANCELLED.to_owned(),
+        let said = match failed {
+            Some(failed) => record::said(
+                &classify::outcome_of(failed, self.plan.rpc, self.clock),
+                from,
+            ),
+            None => record::said(&CANCELLED, from),
         };
-        if let Some(from) = from {
-            outcome = format!("{outcome} from {from}");
-        }
-        record::ledger(self.plan, Entry::attempt(name, 1, ran, outcome));
+        record::ledger(self.plan, Entry::attempt(name, 1, ran, said));
     }
 
     /// Waits for `first` until `delay` after its start; then, if a hedge
@@ -198,10 +198,7 @@ impl Race<'_> {
                         second_failed = Some((result, took));
                         continue;
                     }
-                    if let Some(permit) = hedge.breaker.take() {
-                        let outcome = classify::outcome_of(&result, self.plan.rpc, self.clock);
-                        permit.record(classify::verdict_of(&result, &outcome, self.plan));
-                    }
+                    self.settle(hedge.breaker.take(), &result);
                     match first_failed.take() {
                         Some((failed, ran)) => {
                             self.lost(name, ran, Some(&failed), first_chosen.shown());

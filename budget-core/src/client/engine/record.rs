@@ -68,10 +68,7 @@ pub(crate) fn attempt_ended(
     chosen: &Chosen,
 ) {
     let name = &dep.name;
-    let said = match chosen.shown() {
-        Some(endpoint) => format!("{outcome} from {endpoint}"),
-        None => outcome.to_string(),
-    };
+    let said = said(outcome, chosen.shown());
     if hedge_won {
         ledger(
             plan,
@@ -82,6 +79,16 @@ pub(crate) fn attempt_ended(
     }
     let rpc_system = (plan.rpc == Rpc::Grpc).then_some(RPC_SYSTEM_GRPC);
     meter::attempt_done(name, &plan.method, outcome, took, rpc_system);
+}
+
+/// An attempt's ledger outcome: `what` (`200`, `timeout`, `cancelled`),
+/// and the replica it went to when it was chosen among several (`200 from
+/// 10.0.0.2:9000`; docs/contract.md §4).
+pub(crate) fn said(what: &dyn std::fmt::Display, from: Option<&Arc<str>>) -> String {
+    match from {
+        Some(endpoint) => format!("{what} from {endpoint}"),
+        None => what.to_string(),
+    }
 }
 
 /// What was decided after an attempt: the log line, the span's outcome

@@ -96,3 +96,21 @@ pub async fn admin(
         .map(|v| v.to_str().unwrap().to_owned());
     (status, content_type, response.json().await.unwrap())
 }
+
+/// Asserts an admin endpoint's refusal: a `400` problem+json naming
+/// `parameter`, with a detail; `context` says which input it was.
+pub fn assert_bad_request(
+    (status, content_type, problem): &(reqwest::StatusCode, Option<String>, serde_json::Value),
+    parameter: &str,
+    context: &str,
+) {
+    assert_eq!(*status, reqwest::StatusCode::BAD_REQUEST, "{context}");
+    assert_eq!(
+        content_type.as_deref(),
+        Some("application/problem+json"),
+        "{context}"
+    );
+    assert_eq!(problem["parameter"], parameter, "{context}: {problem}");
+    assert_eq!(problem["status"], 400);
+    assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+}
