@@ -692,12 +692,6 @@ impl DependencyConfig {
         }
         self.queue.validate().map_err(|e| e.within("queue"))?;
         let name: Arc<str> = Arc::from(self.name.as_str());
-        let permits = self
-            .concurrency
-            .as_ref()
-            .map(|c| Permits::new(&name, c, self.queue, self.mode))
-            .transpose()?
-            .flatten();
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
         let stale = super::stale::build(self.on_unavailable, self.max_stale, &self.stale_cache)?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
@@ -706,13 +700,26 @@ impl DependencyConfig {
             .map(|c| c.build().map_err(|e| e.within("retry_budget")))
             .transpose()?;
         let breakers = self.breaker.map(|c| breakers(&c, registry)).transpose()?;
+        // Replicas each get an adaptive limit of their own in budget mode
+        // (docs/architecture.md, "Replicas").
+        let endpoint_limit = match (&self.concurrency, self.mode) {
+            (Some(LimitConfig::Adaptive(c)), TimeoutMode::Budget) => Some(*c),
+            _ => None,
+        };
         let endpoints = Endpoints::new(
             &name,
             &base,
             &self.endpoints,
             self.resolve_interval,
             breakers,
+            endpoint_limit,
         )?;
+        let permits = self
+            .concurrency
+            .as_ref()
+            .map(|c| Permits::new(&name, c, self.queue, self.mode, Some(&endpoints)))
+            .transpose()?
+            .flatten();
         let hedge = self
             .hedge
             .map(|c| c.build().map(Arc::new).map_err(|e| e.within("hedge")))

@@ -25,7 +25,8 @@ use crate::clock::SystemClock;
 use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
-use crate::grpc::{GrpcCode, grpc_answer};
+use crate::grpc::channels::set_origin;
+use crate::grpc::{EndpointChannels, GrpcCode, grpc_answer};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
 use crate::problem::{Problem, ProblemBody, ProblemKind};
 use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig, TransportKind};
@@ -85,6 +86,10 @@ struct Config {
     idempotent: bool,
     mode: TimeoutMode,
     fixed_timeout: Duration,
+    /// Balanced over endpoints ([`GrpcBudgetLayer::balanced`]): each
+    /// attempt's URI gets its endpoint's origin (this scheme when the
+    /// endpoint keeps the URL's).
+    balanced: Option<Arc<str>>,
 }
 
 impl GrpcBudgetLayer {
@@ -118,6 +123,7 @@ impl GrpcBudgetLayer {
                 idempotent: false,
                 mode: TimeoutMode::Budget,
                 fixed_timeout: crate::client::DEFAULT_FIXED_TIMEOUT,
+                balanced: None,
             }),
         }
     }
@@ -153,13 +159,73 @@ impl GrpcBudgetLayer {
         if !config.endpoints.is_empty() {
             return Err(ConfigError::new(
                 "endpoints",
-                "a gRPC dependency is the one channel the layer wraps: balance replicas \
-                 with tonic's `Channel::balance_list`, or call them over HTTP",
+                "a layer over one channel calls that channel's endpoint: for replicas, use \
+                 `GrpcBudgetLayer::balanced` with the `EndpointChannels` it returns",
             ));
         }
         // The channel connects, not the layer: the URL's name is one
         // endpoint, its breaker keyed by the URL.
         let config = &config.clone().resolve_interval(Duration::ZERO);
+        Self::build(config, registry, None)
+    }
+
+    /// A layer as [`from_config`](Self::from_config) gives, balanced over
+    /// the dependency's endpoints (its `endpoints` list, or every address
+    /// of an `http` URL's host name, re-resolved every
+    /// `resolve_interval`), and the service it wraps: one channel per
+    /// endpoint, made by `connect` from the endpoint's origin
+    /// (`http://10.0.0.2:50051`) the first time it is needed. Each
+    /// attempt's endpoint is chosen as the HTTP client chooses it
+    /// (docs/architecture.md, "Replicas"): by load, within what the call
+    /// has left, a retry or hedge on another replica, an ejected one
+    /// passed over, each with its own breaker and adaptive limit.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_config`](Self::from_config), and a bad `endpoints` entry
+    /// named `endpoints[i]`.
+    ///
+    /// ```
+    /// use budget_core::client::DependencyConfig;
+    /// use budget_core::grpc::GrpcBudgetLayer;
+    /// use tonic::transport::Channel;
+    /// use tower::ServiceBuilder;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let config = DependencyConfig::new("inventory", "http://127.0.0.1:50051")
+    ///     .endpoints(["http://127.0.0.1:50051", "http://127.0.0.1:50052"]);
+    /// let (layer, channels) =
+    ///     GrpcBudgetLayer::balanced(&config, None, |uri| Channel::builder(uri).connect_lazy())
+    ///         .unwrap();
+    /// let channel = ServiceBuilder::new().layer(layer).service(channels);
+    /// # let _ = channel;
+    /// let bad = config.endpoints(["ftp://127.0.0.1:21"]);
+    /// let err = GrpcBudgetLayer::balanced(&bad, None, |uri| Channel::builder(uri).connect_lazy())
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "endpoints[0]");
+    /// # }
+    /// ```
+    pub fn balanced<M, S>(
+        config: &DependencyConfig,
+        registry: Option<&BreakerRegistry>,
+        connect: M,
+    ) -> Result<(Self, EndpointChannels<M, S>), ConfigError>
+    where
+        M: Fn(http::Uri) -> S,
+        S: Clone,
+    {
+        let scheme: Arc<str> = Arc::from(config.url.split("://").next().unwrap_or("http"));
+        let layer = Self::build(config, registry, Some(Arc::clone(&scheme)))?;
+        let channels =
+            EndpointChannels::new(layer.config.dependency.endpoints.clone(), &scheme, connect);
+        Ok((layer, channels))
+    }
+
+    fn build(
+        config: &DependencyConfig,
+        registry: Option<&BreakerRegistry>,
+        balanced: Option<Arc<str>>,
+    ) -> Result<Self, ConfigError> {
         let settings = config.settings(registry)?;
         let retry_on = DEFAULT_RETRYABLE_GRPC_CODES.to_vec();
         let mut dependency = settings.dependency;
@@ -172,6 +238,7 @@ impl GrpcBudgetLayer {
                 idempotent: config.retry.max_attempts > 1,
                 mode: settings.mode,
                 fixed_timeout: settings.fixed_timeout,
+                balanced,
             }),
         })
     }
@@ -431,6 +498,7 @@ impl<S> Call<S> {
         // back to the caller as it came.
         let failed: Mutex<Option<S::Error>> = Mutex::new(None);
         let (body, parts, failed_ref) = (&body, &parts, &failed);
+        let balanced = config.balanced.as_deref();
         let channel = self.inner;
         let attempt = move |spec: AttemptSpec| {
             let mut inner = channel.clone();
@@ -447,6 +515,12 @@ impl<S> Call<S> {
                         "no request body to send",
                     ));
                 };
+                if let Some(scheme) = balanced {
+                    let origin = spec.endpoint.origin(scheme);
+                    if let Err(e) = set_origin(&mut req, &origin) {
+                        return Err(AttemptError::new(TransportKind::Other, e.to_string()));
+                    }
+                }
                 let headers = req.headers_mut();
                 headers.remove(GRPC_TIMEOUT);
                 if let Some(budget) = spec.budget {

@@ -10,10 +10,14 @@
 //! "gRPC services", lists the statuses.
 //!
 //! With the `grpc` feature, [`GrpcBudgetLayer`] makes a tonic client's
-//! channel spend the current request's budget.
+//! channel spend the current request's budget, and
+//! [`GrpcBudgetLayer::balanced`] with [`EndpointChannels`] spreads a
+//! dependency's calls over its replicas as the HTTP client does.
 
 #[cfg(any(feature = "server", feature = "grpc"))]
 mod answer;
+#[cfg(feature = "grpc")]
+mod channels;
 #[cfg(feature = "grpc")]
 mod client;
 
@@ -24,5 +28,7 @@ pub use crate::grpc_status::{
     GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, Pushback, encode_message, is_grpc,
     parse_pushback,
 };
+#[cfg(feature = "grpc")]
+pub use channels::EndpointChannels;
 #[cfg(feature = "grpc")]
 pub use client::{GrpcBudgetLayer, GrpcBudgetService};

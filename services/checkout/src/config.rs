@@ -258,14 +258,16 @@ impl CheckoutConfig {
             )));
         }
         let mut c = self.dependency_config(Dep::Inventory)?;
-        // The endpoint, for the breaker's key; the channel is made from
-        // `inventory_url` itself.
+        // The endpoint (or a name's addresses, or the `endpoints` listed),
+        // one channel each.
         c.url = grpc_inventory::endpoint_url(&self.inventory_url)?;
-        let layer = GrpcBudgetLayer::from_config(&c, None).map_err(|e| match e.field() {
-            "url" => ConfigError::new("inventory_url", e.problem().to_owned()),
-            _ => within(e),
-        })?;
-        GrpcInventory::new(&self.inventory_url, layer)
+        let connect: grpc_inventory::Connect = grpc_inventory::connect;
+        let (layer, channels) =
+            GrpcBudgetLayer::balanced(&c, None, connect).map_err(|e| match e.field() {
+                "url" => ConfigError::new("inventory_url", e.problem().to_owned()),
+                _ => within(e),
+            })?;
+        GrpcInventory::new(&self.inventory_url, layer, channels)
     }
 
     /// The client of `dep`: checkout's defaults for it, then its table.

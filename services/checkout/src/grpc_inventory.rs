@@ -7,14 +7,18 @@
 //! The layer is made from the `DependencyConfig` inventory's HTTP client
 //! would have, and runs on the same call engine: the learned floor, the
 //! retry policy, and with `budget_mode = on` the default breaker, retry
-//! budget, permit queue and adaptive concurrency. With `budget_mode = off`
+//! budget, permit queue and adaptive concurrency. It is balanced
+//! (`GrpcBudgetLayer::balanced`): a host name is every address it resolves
+//! to and `[inventory] endpoints` lists replicas, one channel each, chosen
+//! per attempt as over HTTP. With `budget_mode = off`
 //! no budget is sent (no `grpc-timeout`, as no budget header over HTTP)
 //! and the layer enforces the fixed timeout itself: a call with no answer
 //! by then is `DEADLINE_EXCEEDED`.
 
 use budget_core::config::ConfigError;
 use budget_core::grpc::{
-    GRPC_RETRY_PUSHBACK_MS, GrpcBudgetLayer, GrpcBudgetService, Pushback, parse_pushback,
+    EndpointChannels, GRPC_RETRY_PUSHBACK_MS, GrpcBudgetLayer, GrpcBudgetService, Pushback,
+    parse_pushback,
 };
 use budget_core::problem::{Problem, ProblemKind};
 use http::{HeaderValue, Uri};
@@ -22,19 +26,24 @@ use partner_grpc::CallRequest;
 use partner_grpc::partner_client::PartnerClient;
 use serde_json::Value;
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// The name of the dependency in the ledger and in problems.
 pub(crate) const INVENTORY: &str = "inventory";
 
+/// How a replica's channel is made: connected on its first call (a
+/// channel needs the runtime; the config is validated without one).
+pub(crate) type Connect = fn(Uri) -> Channel;
+
+/// One replica's channel.
+pub(crate) fn connect(uri: Uri) -> Channel {
+    Channel::builder(uri).connect_lazy()
+}
+
 /// Inventory's gRPC client.
 #[derive(Debug)]
 pub(crate) struct GrpcInventory {
-    endpoint: Endpoint,
-    /// Made on the first call (a channel needs the runtime; the config is
-    /// validated without one).
-    client: std::sync::OnceLock<PartnerClient<GrpcBudgetService<Channel>>>,
-    layer: GrpcBudgetLayer,
+    client: PartnerClient<GrpcBudgetService<EndpointChannels<Connect, Channel>>>,
     path: String,
     query: String,
 }
@@ -56,17 +65,18 @@ pub(crate) fn endpoint_url(url: &str) -> Result<String, ConfigError> {
 }
 
 impl GrpcInventory {
-    /// The client of `url` (`grpc://host:port/path?query`), connecting on
-    /// first use.
-    pub(crate) fn new(url: &str, layer: GrpcBudgetLayer) -> Result<Self, ConfigError> {
+    /// The client of `url` (`grpc://host:port/path?query`) through
+    /// `layer` and its `channels`, connecting on first use.
+    pub(crate) fn new(
+        url: &str,
+        layer: GrpcBudgetLayer,
+        channels: EndpointChannels<Connect, Channel>,
+    ) -> Result<Self, ConfigError> {
         let bad = |why: String| ConfigError::new("inventory_url", why);
         let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?}: {e}")))?;
-        let endpoint =
-            Endpoint::from_shared(endpoint_url(url)?).map_err(|e| bad(format!("{url:?}: {e}")))?;
+        let channel = tower::ServiceBuilder::new().layer(layer).service(channels);
         Ok(Self {
-            endpoint,
-            client: std::sync::OnceLock::new(),
-            layer,
+            client: PartnerClient::new(channel),
             path: uri.path().to_owned(),
             query: uri.query().unwrap_or_default().to_owned(),
         })
@@ -83,13 +93,7 @@ impl GrpcInventory {
         {
             req.metadata_mut().insert("x-request-id", id);
         }
-        let client = self.client.get_or_init(|| {
-            let channel = tower::ServiceBuilder::new()
-                .layer(self.layer.clone())
-                .service(self.endpoint.connect_lazy());
-            PartnerClient::new(channel)
-        });
-        let mut client = client.clone();
+        let mut client = self.client.clone();
         let reply = client.call(req).await;
         let reply = reply.map_err(problem)?;
         serde_json::from_str(&reply.into_inner().body).map_err(|e| {
@@ -139,9 +143,12 @@ mod tests {
     fn a_grpc_url_needs_a_host() {
         assert!(is_grpc("grpc://127.0.0.1:9000/inventory"));
         assert!(!is_grpc("http://127.0.0.1:9000/inventory"));
-        let err =
-            GrpcInventory::new("grpc:///inventory", GrpcBudgetLayer::new(INVENTORY)).unwrap_err();
+        let err = endpoint_url("grpc:///inventory").unwrap_err();
         assert_eq!(err.field(), "inventory_url");
+        assert_eq!(
+            endpoint_url("grpc://127.0.0.1:9000/inventory").unwrap(),
+            "http://127.0.0.1:9000"
+        );
     }
 
     #[test]

@@ -74,8 +74,13 @@ async fn a_slow_grpc_inventory_is_the_contract_s_504_within_the_budget() {
             start.elapsed()
         );
         assert_eq!(res.headers()["content-type"], "application/problem+json");
+        let timing = res.headers()["server-timing"].to_str().unwrap().to_owned();
         let problem: Problem = res.json().await.unwrap();
-        assert_eq!(problem.dependency.as_deref(), Some("inventory"));
+        assert_eq!(
+            problem.dependency.as_deref(),
+            Some("inventory"),
+            "{problem:?} {timing}"
+        );
         partner.shutdown().await;
     })
     .await;

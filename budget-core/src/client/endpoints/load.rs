@@ -35,6 +35,8 @@ struct State {
     /// (a cold endpoint, treated as the average of the others).
     nanos: Option<f64>,
     at: Instant,
+    /// The estimate is a failure's penalty, not a latency.
+    penalized: bool,
 }
 
 impl PeakEwma {
@@ -44,6 +46,7 @@ impl PeakEwma {
             state: Mutex::new(State {
                 nanos: None,
                 at: Instant::now(),
+                penalized: false,
             }),
         }
     }
@@ -59,18 +62,24 @@ impl PeakEwma {
 
     /// An answer that took `rtt`: above the estimate it becomes the
     /// estimate at once (the peak), below it is averaged in by how long
-    /// since the last sample.
+    /// since the last sample. After failures it is the estimate: the
+    /// penalty kept a failing replica from looking fast, and an answer
+    /// shows what it costs now (a restarted replica takes its share again
+    /// at its first answers, not once the penalty has decayed).
     pub(crate) fn observe(&self, rtt: Duration, now: Instant) {
         let mut state = self.lock();
         let rtt = rtt.as_nanos() as f64;
         let next = match state.nanos {
+            Some(_) if state.penalized => rtt,
             Some(old) => {
+                // The old estimate as it stands now, already weighed by
+                // its age: the new sample gets the weight the age took.
                 let decay = decay(now.saturating_duration_since(state.at));
                 let old = old * decay;
                 if rtt > old {
                     rtt
                 } else {
-                    old * decay + rtt * (1.0 - decay)
+                    old + rtt * (1.0 - decay)
                 }
             }
             None => rtt,
@@ -78,6 +87,7 @@ impl PeakEwma {
         *state = State {
             nanos: Some(next),
             at: now,
+            penalized: false,
         };
     }
 
@@ -91,6 +101,7 @@ impl PeakEwma {
         *state = State {
             nanos: Some(old.max(rtt.as_nanos() as f64)),
             at: now,
+            penalized: state.penalized,
         };
     }
 
@@ -108,6 +119,7 @@ impl PeakEwma {
         *state = State {
             nanos: Some(next),
             at: now,
+            penalized: true,
         };
     }
 
@@ -159,6 +171,20 @@ mod tests {
         assert!(now > ms(100) && now < ms(500), "{now:?}");
     }
 
+    /// Answers of one latency, one every few milliseconds (a loaded
+    /// replica), keep the estimate at that latency.
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_latency_is_its_own_estimate() {
+        let load = PeakEwma::new();
+        load.observe(ms(50), Instant::now());
+        for _ in 0..1000 {
+            tokio::time::advance(ms(3)).await;
+            load.observe(ms(50), Instant::now());
+        }
+        let now = load.estimate(Instant::now()).unwrap();
+        assert!(now > ms(49) && now <= ms(50), "{now:?}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_idle_estimate_decays_by_e_per_decay_period() {
         let load = PeakEwma::new();
@@ -183,13 +209,31 @@ mod tests {
         let load = PeakEwma::new();
         load.penalize(Duration::ZERO, Instant::now());
         assert_eq!(load.estimate(Instant::now()), Some(FIRST_PENALTY));
-        load.observe(ms(50), Instant::now());
-        assert_eq!(load.estimate(Instant::now()), Some(FIRST_PENALTY));
         load.penalize(Duration::ZERO, Instant::now());
         assert_eq!(load.estimate(Instant::now()), Some(ms(200)));
         for _ in 0..20 {
             load.penalize(Duration::ZERO, Instant::now());
         }
         assert_eq!(load.estimate(Instant::now()), Some(MAX_PENALTY));
+    }
+
+    /// A replica back from failures is what its first answer says, and
+    /// averages as before from then on.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_after_failures_replaces_the_penalty() {
+        let load = PeakEwma::new();
+        load.observe(ms(50), Instant::now());
+        for _ in 0..6 {
+            load.penalize(ms(1), Instant::now());
+        }
+        assert_eq!(load.estimate(Instant::now()), Some(ms(3200)));
+        // A timeout keeps it a penalty.
+        load.at_least(ms(250), Instant::now());
+        load.observe(ms(60), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(60)));
+        tokio::time::advance(ms(10)).await;
+        load.observe(ms(40), Instant::now());
+        let now = load.estimate(Instant::now()).unwrap();
+        assert!(now > ms(55) && now < ms(60), "{now:?}");
     }
 }

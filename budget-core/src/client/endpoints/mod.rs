@@ -32,6 +32,7 @@ use http::HeaderValue;
 use tokio::time::Instant;
 use url::Url;
 
+use crate::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig};
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker, endpoint_key};
 use crate::config::ConfigError;
 
@@ -70,6 +71,11 @@ pub(crate) struct Endpoint {
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
     /// Its latency estimate.
     pub(crate) load: PeakEwma,
+    /// Its own adaptive concurrency limit, when the dependency's is
+    /// adaptive and it has replicas: each replica is a partner with its
+    /// own workers and its own no-queue latency (docs/architecture.md,
+    /// "Replicas").
+    pub(crate) limit: Option<AdaptiveLimit>,
     outstanding: AtomicUsize,
 }
 
@@ -114,6 +120,7 @@ impl Endpoint {
         metric_label: Arc<str>,
         target: Option<Target>,
         breaker: Option<Arc<CircuitBreaker>>,
+        limit: Option<AdaptiveLimitConfig>,
     ) -> Self {
         Self {
             label: label.into(),
@@ -121,8 +128,30 @@ impl Endpoint {
             target,
             breaker,
             load: PeakEwma::new(),
+            // The config was validated when the endpoints were built.
+            limit: limit.and_then(|c| AdaptiveLimit::new(c).ok()),
             outstanding: AtomicUsize::new(0),
         }
+    }
+
+    /// Its origin, `scheme://host:port` (`scheme` when it keeps the URL's):
+    /// where a balanced gRPC layer points an attempt.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn origin(&self, scheme: &str) -> String {
+        let scheme = self
+            .target
+            .as_ref()
+            .and_then(|t| t.scheme.as_deref())
+            .unwrap_or(scheme);
+        format!("{scheme}://{}", self.label)
+    }
+
+    /// Whether its own limit would let one more call in now (always,
+    /// without a limit of its own).
+    pub(crate) fn has_room(&self) -> bool {
+        self.limit
+            .as_ref()
+            .is_none_or(|limit| self.outstanding() < limit.current())
     }
 
     /// Calls in flight to it.
@@ -185,6 +214,9 @@ pub(crate) struct Endpoints {
 struct Shared {
     name: Arc<str>,
     breakers: Option<Breakers>,
+    /// Each replica's own adaptive limit (a set that is not fixed at one
+    /// endpoint, with an adaptive limit in budget mode).
+    limit: Option<AdaptiveLimitConfig>,
     set: RwLock<Arc<[Arc<Endpoint>]>>,
     /// The one endpoint, when the set is fixed at one (read without the
     /// lock: the usual case costs what it did before replicas).
@@ -210,21 +242,24 @@ struct Dns {
 
 impl Endpoints {
     /// The endpoints of `base` (its own, or `list`'s, or its host name's
-    /// addresses), each with a breaker from `breakers`. Errors name the
-    /// field: `endpoints[i]` for a bad entry.
+    /// addresses), each with a breaker from `breakers` and, when there may
+    /// be several, an adaptive limit of its own from `limit`. Errors name
+    /// the field: `endpoints[i]` for a bad entry, `concurrency.*` for a
+    /// bad limit.
     pub(crate) fn new(
         name: &Arc<str>,
         base: &Url,
         list: &[String],
         resolve_interval: Duration,
         breakers: Option<Breakers>,
+        limit: Option<AdaptiveLimitConfig>,
     ) -> Result<Self, ConfigError> {
         Self::build(
             name,
             base,
             list,
             resolve_interval,
-            breakers,
+            (breakers, limit),
             resolve::system(),
         )
     }
@@ -235,12 +270,27 @@ impl Endpoints {
         base: &Url,
         list: &[String],
         resolve_interval: Duration,
-        breakers: Option<Breakers>,
+        (breakers, limit): (Option<Breakers>, Option<AdaptiveLimitConfig>),
         lookup: resolve::Lookup,
     ) -> Result<Self, ConfigError> {
+        if let Some(limit) = &limit {
+            limit.validate().map_err(|e| e.within("concurrency"))?;
+        }
+        let name_to_resolve = match base.host() {
+            Some(url::Host::Domain(host))
+                if list.is_empty() && base.scheme() == "http" && !resolve_interval.is_zero() =>
+            {
+                Some(host.to_owned())
+            }
+            _ => None,
+        };
+        // A limit per endpoint only where there may be several; one
+        // endpoint keeps the dependency's.
+        let limit = limit.filter(|_| list.len() > 1 || name_to_resolve.is_some());
         let shared = |set: Vec<Arc<Endpoint>>, dns: Option<Dns>| Shared {
             name: Arc::clone(name),
             breakers: breakers.clone(),
+            limit,
             only: match &*set {
                 [one] if dns.is_none() => Some(Arc::clone(one)),
                 _ => None,
@@ -266,6 +316,7 @@ impl Endpoints {
                     metric_label,
                     Some(target),
                     breaker,
+                    limit,
                 )));
             }
             return Ok(Self {
@@ -274,18 +325,10 @@ impl Endpoints {
         }
         let key = base_key(base)?;
         let label = label_of(base);
-        let name_to_resolve = match base.host() {
-            Some(url::Host::Domain(host))
-                if base.scheme() == "http" && !resolve_interval.is_zero() =>
-            {
-                Some(host.to_owned())
-            }
-            _ => None,
-        };
         match name_to_resolve {
             None => {
                 let breaker = breakers.as_ref().map(|b| b.for_key(&key));
-                let only = Endpoint::new(label.clone(), label.into(), None, breaker);
+                let only = Endpoint::new(label.clone(), label.into(), None, breaker, None);
                 Ok(Self {
                     shared: Arc::new(shared(vec![Arc::new(only)], None)),
                 })
@@ -314,15 +357,23 @@ impl Endpoints {
 
     /// One endpoint, the URL as it is, with `breaker` (a gRPC channel's
     /// dependency: the channel it wraps is what connects).
+    #[cfg(feature = "grpc")]
     pub(crate) fn single(name: &Arc<str>, breaker: Option<Arc<CircuitBreaker>>) -> Self {
         let label = breaker
             .as_ref()
             .map_or_else(|| name.to_string(), |b| b.key().to_owned());
-        let only = Arc::new(Endpoint::new(label.clone(), label.into(), None, breaker));
+        let only = Arc::new(Endpoint::new(
+            label.clone(),
+            label.into(),
+            None,
+            breaker,
+            None,
+        ));
         Self {
             shared: Arc::new(Shared {
                 name: Arc::clone(name),
                 breakers: None,
+                limit: None,
                 set: RwLock::new(vec![Arc::clone(&only)].into()),
                 only: Some(only),
                 dns: None,
@@ -440,6 +491,7 @@ impl Endpoints {
                 metric_label,
                 Some(target),
                 breaker,
+                self.shared.limit,
             )));
         }
         *self
@@ -450,6 +502,21 @@ impl Endpoints {
         *dns.resolved_at
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    /// Whether each endpoint has an adaptive limit of its own.
+    pub(crate) fn limited(&self) -> bool {
+        self.shared.limit.is_some()
+    }
+
+    /// The sum of the endpoints' own limits now: what the dependency may
+    /// have in flight in all (0 for a set without limits, or empty).
+    pub(crate) fn limit_total(&self) -> usize {
+        self.current()
+            .iter()
+            .filter_map(|e| e.limit.as_ref())
+            .map(AdaptiveLimit::current)
+            .fold(0, usize::saturating_add)
     }
 
     /// The breaker of the one endpoint, when the dependency is one.

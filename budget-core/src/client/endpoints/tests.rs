@@ -22,6 +22,7 @@ fn list(base: &str, entries: &[&str]) -> Result<Endpoints, ConfigError> {
         &entries,
         DEFAULT_RESOLVE_INTERVAL,
         None,
+        None,
     )
 }
 
@@ -68,6 +69,7 @@ fn an_address_an_https_name_or_no_resolving_is_one_endpoint_the_url_as_it_is() {
         &url("http://partner:9000"),
         &[],
         Duration::ZERO,
+        None,
         None,
     )
     .unwrap();
@@ -148,7 +150,7 @@ async fn a_name_is_resolved_at_its_first_call_each_address_an_endpoint_that_keep
         &url("http://partner:9000/p"),
         &[],
         ms(5000),
-        None,
+        (None, None),
         lookup,
     )
     .unwrap();
@@ -172,7 +174,15 @@ async fn a_refresh_keeps_known_endpoints_state_starts_new_ones_cold_and_drops_go
         Ok(vec!["10.0.0.1", "10.0.0.2"]),
         Ok(vec!["10.0.0.2", "10.0.0.3"]),
     ]);
-    let e = Endpoints::build(&name(), &url("http://partner"), &[], ms(5000), None, lookup).unwrap();
+    let e = Endpoints::build(
+        &name(),
+        &url("http://partner"),
+        &[],
+        ms(5000),
+        (None, None),
+        lookup,
+    )
+    .unwrap();
     let before = e.for_call(None).await.unwrap();
     before[1].load.observe(ms(30), Instant::now());
     let in_flight = before[0].start();
@@ -208,7 +218,15 @@ async fn a_refresh_keeps_known_endpoints_state_starts_new_ones_cold_and_drops_go
 #[tokio::test(start_paused = true)]
 async fn a_failed_refresh_keeps_the_last_good_set_and_a_name_never_resolved_is_an_error() {
     let (lookup, calls) = scripted(vec![Ok(vec!["10.0.0.1"]), Err("server failure")]);
-    let e = Endpoints::build(&name(), &url("http://partner"), &[], ms(1000), None, lookup).unwrap();
+    let e = Endpoints::build(
+        &name(),
+        &url("http://partner"),
+        &[],
+        ms(1000),
+        (None, None),
+        lookup,
+    )
+    .unwrap();
     e.for_call(None).await.unwrap();
     tokio::time::advance(ms(1000)).await;
     e.for_call(None).await.unwrap();
@@ -221,7 +239,15 @@ async fn a_failed_refresh_keeps_the_last_good_set_and_a_name_never_resolved_is_a
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 
     let (lookup, _) = scripted(vec![Err("no such host")]);
-    let e = Endpoints::build(&name(), &url("http://partner"), &[], ms(1000), None, lookup).unwrap();
+    let e = Endpoints::build(
+        &name(),
+        &url("http://partner"),
+        &[],
+        ms(1000),
+        (None, None),
+        lookup,
+    )
+    .unwrap();
     let err = e.for_call(None).await.unwrap_err();
     assert_eq!(err.to_string(), "cannot resolve `partner`: no such host");
 }
@@ -229,7 +255,15 @@ async fn a_failed_refresh_keeps_the_last_good_set_and_a_name_never_resolved_is_a
 #[tokio::test(start_paused = true)]
 async fn a_first_lookup_is_bounded_by_the_budget() {
     let lookup: resolve::Lookup = Arc::new(|_, _| Box::pin(std::future::pending()));
-    let e = Endpoints::build(&name(), &url("http://partner"), &[], ms(1000), None, lookup).unwrap();
+    let e = Endpoints::build(
+        &name(),
+        &url("http://partner"),
+        &[],
+        ms(1000),
+        (None, None),
+        lookup,
+    )
+    .unwrap();
     let until = Instant::now() + ms(50);
     let err = e.for_call(Some(until)).await.unwrap_err();
     assert_eq!(

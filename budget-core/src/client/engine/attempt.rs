@@ -123,12 +123,14 @@ pub(crate) fn cap(
 }
 
 /// How long attempt `number` may go unanswered by the replica `chosen`
-/// before it is given up for a retry on another: the replica's silence
-/// limit (four of its typical latencies, at least 250 ms: the breaker's
-/// own measure of "stopped answering"), when the call was chosen among
-/// several replicas, has an attempt left and the replica has a breaker
-/// that has seen it answer. A replica that hangs then costs the call that
-/// much, not its whole budget, and the retry goes elsewhere.
+/// before it is given up for a retry on another: a silence limit (four
+/// typical latencies, at least 250 ms: the breakers' own measure of
+/// "stopped answering"), the replica's own or, when shorter, that of
+/// another replica (which would have answered by then), when the call was
+/// chosen among several replicas, has an attempt left and the replica has
+/// a breaker that has seen it answer. A replica that hangs, or has
+/// become slower than the others, then costs the call that much, not its
+/// whole budget, and the retry goes elsewhere.
 pub(crate) fn elsewhere(
     dep: &Dependency,
     chosen: &Chosen,
@@ -138,7 +140,15 @@ pub(crate) fn elsewhere(
     if !(chosen.balanced && may_retry && number < dep.policy.max_attempts()) {
         return None;
     }
-    chosen.endpoint.breaker.as_ref()?.silence_limit()
+    let own = chosen.endpoint.breaker.as_ref()?.silence_limit()?;
+    let others = dep
+        .endpoints
+        .current()
+        .iter()
+        .filter(|e| !Arc::ptr_eq(e, &chosen.endpoint))
+        .filter_map(|e| e.breaker.as_ref()?.silence_limit())
+        .min();
+    Some(others.map_or(own, |other| other.min(own)))
 }
 
 #[cfg(test)]
@@ -211,6 +221,39 @@ mod tests {
         let one = config(&["http://127.0.0.1:9001"]);
         let alone = super::super::choose::next(&one, None, None).unwrap();
         assert_eq!(elsewhere(&one, &alone, true, 1), None);
+    }
+
+    /// A replica slower than another is waited for no longer than the
+    /// other's silence limit: by then the other would have answered.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_replica_is_given_the_silence_limit_of_a_faster_one() {
+        use crate::breaker::BreakerConfig;
+        use crate::client::DependencyConfig;
+        let two = DependencyConfig::new("p", "http://127.0.0.1:9000/")
+            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"])
+            .breaker(BreakerConfig::default())
+            .settings(None)
+            .unwrap()
+            .dependency;
+        let set = two.endpoints.current();
+        let answer = |i: usize, took: u64| {
+            let permit = set[i].breaker.as_ref().unwrap().try_acquire().unwrap();
+            async move {
+                tokio::time::advance(ms(took)).await;
+                permit.record(Verdict::Success);
+            }
+        };
+        answer(0, 300).await;
+        answer(1, 100).await;
+        let slow = super::super::choose::next(&two, None, Some(&set[1])).unwrap();
+        assert_eq!(slow.endpoint, set[0]);
+        assert_eq!(
+            set[0].breaker.as_ref().unwrap().silence_limit(),
+            Some(ms(1200))
+        );
+        assert_eq!(elsewhere(&two, &slow, true, 1), Some(ms(400)));
+        let fast = super::super::choose::next(&two, None, Some(&set[0])).unwrap();
+        assert_eq!(elsewhere(&two, &fast, true, 1), Some(ms(400)));
     }
 
     #[test]

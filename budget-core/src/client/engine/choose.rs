@@ -6,7 +6,8 @@
 //! to another endpoint than the attempt that failed, a hedge to another
 //! than the first attempt, when there is one. An endpoint whose breaker is
 //! open is passed over (outlier ejection) and probed on the breaker's
-//! schedule when chosen again.
+//! schedule when chosen again. An endpoint at its own adaptive limit is
+//! passed over while another is below its own.
 //!
 //! With one endpoint (the URL as it is) the choice is its breaker alone,
 //! as before there were replicas.
@@ -37,9 +38,10 @@ impl Chosen {
         self.balanced.then_some(&self.endpoint.label)
     }
 
-    /// Counts the attempt in flight to the endpoint, when balanced.
+    /// Counts the attempt in flight to the endpoint, when balanced or
+    /// limited on its own.
     pub(crate) fn start(&self) -> Option<InFlight> {
-        self.balanced.then(|| self.endpoint.start())
+        (self.balanced || self.endpoint.limit.is_some()).then(|| self.endpoint.start())
     }
 }
 
@@ -146,6 +148,14 @@ fn pick(
             None => Vec::new(),
         };
         let pool = if fitting.is_empty() { pool } else { fitting };
+        // Below its own limit, when it has one (a replica at its knee
+        // queues the call at the partner; another may take it at once).
+        let room: Vec<usize> = pool
+            .iter()
+            .copied()
+            .filter(|&i| set[i].has_room())
+            .collect();
+        let pool = if room.is_empty() { pool } else { room };
         let cost = |i: usize| {
             let in_flight = set[i].outstanding() as f64 + 1.0;
             estimate(i).as_secs_f64() * in_flight

@@ -15,9 +15,9 @@ use crate::breaker::Verdict;
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 use crate::telemetry::meter;
 
-/// Teaches `dep` an attempt that took `took` and read as `outcome`, with
-/// `in_flight` calls out when it started (an adaptive limit's sample) and
-/// `budget` sent with it; `balanced`: it went to one of several replicas.
+/// Teaches `dep` an attempt to `chosen` that took `took` and read as
+/// `outcome`, with `in_flight` calls out when it started (an adaptive
+/// limit's sample) and `budget` sent with it.
 pub(crate) fn attempt(
     dep: &Dependency,
     outcome: &Outcome,
@@ -25,7 +25,7 @@ pub(crate) fn attempt(
     took: Duration,
     in_flight: Option<usize>,
     budget: Option<Duration>,
-    balanced: bool,
+    chosen: &Chosen,
 ) {
     if matches!(decision, Decision::Stop(StopReason::Succeeded))
         || *outcome == Outcome::Transport(TransportKind::Timeout)
@@ -38,16 +38,17 @@ pub(crate) fn attempt(
         }
     }
     if let (Some(permits), Some(in_flight)) = (&dep.permits, in_flight) {
-        let sample = match (balanced, outcome) {
+        let sample = match (chosen.balanced && !permits.per_endpoint(), outcome) {
             // One replica that does not connect or answer is that
-            // replica's failure, not the dependency's overload: its
-            // breaker and the balancer deal with it, and the limit of the
-            // whole dependency is not cut for it (an attempt given up for
-            // a retry on another replica reads as a timeout too).
+            // replica's failure, not the dependency's overload: when the
+            // limit is the whole dependency's, it is not cut for it (its
+            // breaker and the balancer deal with it; an attempt given up
+            // for a retry on another replica reads as a timeout too). A
+            // replica's own limit hears it.
             (true, Outcome::Transport(_)) => Sample::Ignore,
             _ => limit_sample(outcome, decision),
         };
-        permits.sample(took, in_flight, sample, budget);
+        permits.sample(&chosen.endpoint, took, in_flight, sample, budget);
     }
 }
 
@@ -55,8 +56,8 @@ pub(crate) fn attempt(
 /// that took `took` and that the breaker reads as `verdict`: an answer's
 /// latency goes into its estimate, and so does a timeout's (the latency
 /// was at least that); a failure (no connection, a reset, a `5xx`, a
-/// `429`) doubles it, so that a replica that fails fast does not look
-/// fast; a neutral answer (a `404`) teaches nothing.
+/// `429`) doubles it until its next answer, so that a replica that fails
+/// fast does not look fast; a neutral answer (a `404`) teaches nothing.
 pub(crate) fn endpoint(dep: &Dependency, chosen: &Chosen, verdict: Verdict, took: Duration) {
     if !chosen.balanced {
         return;
@@ -136,5 +137,61 @@ mod tests {
         assert_eq!(limit_sample(&timeout, &retry), Sample::TimedOut);
         let refused = Outcome::Transport(TransportKind::Connect);
         assert_eq!(limit_sample(&refused, &retry), Sample::Dropped);
+    }
+
+    /// A replica that refuses its connections cuts its own limit, and the
+    /// other replica's is not touched.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_refuses_connections_cuts_its_own_limit_only() {
+        use crate::admission::limit::{AdaptiveLimitConfig, LimitConfig};
+        use crate::client::DependencyConfig;
+        use crate::client::engine::choose;
+        let dep = DependencyConfig::new("pricing", "http://127.0.0.1:9/")
+            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"])
+            .concurrency(LimitConfig::Adaptive(AdaptiveLimitConfig::default()))
+            .settings(None)
+            .unwrap()
+            .dependency;
+        let set = dep.endpoints.current();
+        let ok = Decision::Stop(StopReason::Succeeded);
+        let budget = Some(Duration::from_secs(2));
+        let limit_of = |i: usize| set[i].limit.as_ref().unwrap().current();
+        // Both warm: three answers each end their probes.
+        for _ in 0..3 {
+            for i in 0..2 {
+                let chosen = choose::next(&dep, None, Some(&set[1 - i])).unwrap();
+                assert_eq!(chosen.endpoint, set[i]);
+                let _going = chosen.start();
+                let in_flight = dep.permits.as_ref().unwrap().adaptive_in_flight(&set[i]);
+                let status = Outcome::status(StatusCode::OK);
+                attempt(
+                    &dep,
+                    &status,
+                    &ok,
+                    Duration::from_millis(50),
+                    in_flight,
+                    budget,
+                    &chosen,
+                );
+            }
+        }
+        let (first, second) = (limit_of(0), limit_of(1));
+        tokio::time::advance(Duration::from_millis(200)).await;
+        let chosen = choose::next(&dep, None, Some(&set[1])).unwrap();
+        let refused = Outcome::Transport(TransportKind::Connect);
+        let retry = Decision::Retry {
+            after: Duration::ZERO,
+        };
+        attempt(
+            &dep,
+            &refused,
+            &retry,
+            Duration::from_millis(1),
+            Some(1),
+            budget,
+            &chosen,
+        );
+        assert!(limit_of(0) < first, "{} vs {first}", limit_of(0));
+        assert_eq!(limit_of(1), second);
     }
 }

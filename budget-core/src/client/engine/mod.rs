@@ -61,13 +61,14 @@ pub(crate) use timing::Timing;
 /// name, floor, retry policy and budget, endpoints (each with its breaker
 /// and load), permits and hedging.
 ///
-/// The floor, the hedge delay and the adaptive limit are the dependency's,
-/// not each endpoint's: the floor is what any answer needs at least and
-/// the balancer steers calls to the endpoints that give it; the hedge
-/// delay is the dependency's p95, and the hedge goes to another replica;
-/// the limit bounds what this client sends the dependency as a whole.
-/// The breaker and the latency estimate are per endpoint: they tell the
-/// replicas apart.
+/// The floor and the hedge delay are the dependency's, not each
+/// endpoint's: the floor is what any answer needs at least and the
+/// balancer steers calls to the endpoints that give it; the hedge delay is
+/// the dependency's p95, and the hedge goes to another replica. The
+/// breaker, the latency estimate and an adaptive limit are per endpoint:
+/// they tell the replicas apart, and each replica is a partner with its own
+/// workers and no-queue latency, whose knee one limit over all of them
+/// cannot learn (the permit queue's size is their sum).
 #[derive(Clone, Debug)]
 pub(crate) struct Dependency {
     pub(crate) name: Arc<str>,
@@ -181,7 +182,10 @@ where
         // no more than it needs across its awaits.
         let budget = window.budget;
         let span = record::attempt_started(dep, &plan, number, budget, waited);
-        let in_flight = dep.permits.as_ref().and_then(Permits::adaptive_in_flight);
+        let in_flight = dep
+            .permits
+            .as_ref()
+            .and_then(|p| p.adaptive_in_flight(&chosen.endpoint));
         let hedge_delay = admitted
             .hedging
             .filter(|_| number == 1)
@@ -244,7 +248,7 @@ where
             took,
             in_flight,
             budget,
-            chosen.balanced,
+            &chosen,
         );
         record::decided(dep, &span, number, &outcome, &decided, took, budget);
         drop(span);

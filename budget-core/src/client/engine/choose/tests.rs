@@ -184,3 +184,65 @@ async fn an_idle_slow_replica_is_tried_again_once_its_estimate_has_decayed() {
         "127.0.0.1:9001"
     );
 }
+
+fn limited(endpoints: &[&str]) -> Dependency {
+    use crate::admission::limit::{AdaptiveLimitConfig, LimitConfig};
+    DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing")
+        .endpoints(endpoints.iter().copied())
+        .concurrency(LimitConfig::Adaptive(AdaptiveLimitConfig::default()))
+        .settings(None)
+        .unwrap()
+        .dependency
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_at_its_own_limit_is_passed_over_while_another_has_room() {
+    let dep = limited(&THREE[..2]);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    // By load alone 9001 wins every time (10 ms x 3 < 100 ms x 1) ...
+    endpoints[0].load.observe(ms(10), now);
+    endpoints[1].load.observe(ms(100), now);
+    let own = endpoints[0].limit.as_ref().expect("a limit of its own");
+    assert_eq!(own.current(), 3, "the probe's limit before any answer");
+    let held: Vec<_> = (0..2).map(|_| endpoints[0].start()).collect();
+    assert_eq!(spread(&dep, 20, None).get("127.0.0.1:9001"), Some(&20));
+    // ... until it has its limit's 3 in flight.
+    let third = endpoints[0].start();
+    assert_eq!(spread(&dep, 20, None).get("127.0.0.1:9002"), Some(&20));
+    // With both full, load decides again.
+    let _other: Vec<_> = (0..3).map(|_| endpoints[1].start()).collect();
+    assert_eq!(
+        &*next(&dep, None, None).unwrap().endpoint.label,
+        "127.0.0.1:9001"
+    );
+    drop((held, third));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_replicas_have_limits_of_their_own() {
+    use crate::admission::limit::{AdaptiveLimitConfig, LimitConfig};
+    let auto = LimitConfig::Adaptive(AdaptiveLimitConfig::default());
+    let build = |c: DependencyConfig| c.settings(None).unwrap().dependency;
+    let one = build(DependencyConfig::new("a", "http://127.0.0.1:9000/x").concurrency(auto));
+    assert!(one.endpoints.only().unwrap().limit.is_none());
+    assert!(!one.permits.as_ref().unwrap().per_endpoint());
+    let fixed = build(
+        DependencyConfig::new("a", "http://127.0.0.1:9000/x")
+            .endpoints(THREE)
+            .concurrency(8),
+    );
+    assert!(set(&fixed).iter().all(|e| e.limit.is_none()));
+    let off = build(
+        DependencyConfig::new("a", "http://127.0.0.1:9000/x")
+            .endpoints(THREE)
+            .concurrency(auto)
+            .mode(crate::client::TimeoutMode::Fixed),
+    );
+    assert!(set(&off).iter().all(|e| e.limit.is_none()));
+    let replicas = limited(&THREE);
+    assert!(set(&replicas).iter().all(|e| e.limit.is_some()));
+    let permits = replicas.permits.as_ref().unwrap();
+    assert!(permits.per_endpoint());
+    assert_eq!(permits.limit(), 9, "three endpoints at the probe's 3");
+}
