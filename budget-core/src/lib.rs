@@ -57,6 +57,11 @@ pub mod config;
 pub mod context;
 mod decimal;
 pub mod docs;
+
+/// The crate's `README.md`, whose example is compiled with the doctests.
+#[cfg(all(doctest, feature = "server", feature = "client"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 mod error;
 pub mod fan_out;
 pub mod floor;

@@ -97,7 +97,7 @@ impl From<Duration> for Floor {
 /// Its `Display` is the reason the ledger records for the skip:
 /// `850ms < floor 1000ms`, followed by where a learned floor came from
 /// (`420ms < floor 610ms (p99 407ms x 1.5)`, see
-/// [`FloorBasis`](super::FloorBasis)).
+/// [`FloorBasis`](super::FloorBasis)); `no budget left` when nothing was.
 ///
 /// # Example
 ///
@@ -106,6 +106,8 @@ impl From<Duration> for Floor {
 /// # use budget_core::floor::Floor;
 /// let err = Floor::new(Duration::from_millis(10)).check(Duration::from_millis(3)).unwrap_err();
 /// assert_eq!(err.to_string(), "3ms < floor 10ms");
+/// let spent = Floor::default().check(Duration::ZERO).unwrap_err();
+/// assert_eq!(spent.to_string(), "no budget left");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BelowFloor {
@@ -116,6 +118,10 @@ pub struct BelowFloor {
 
 impl std::fmt::Display for BelowFloor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.remaining.is_zero() {
+            // Not `0ms < floor 0ms`: nothing was left, whatever the floor.
+            return f.write_str("no budget left");
+        }
         write!(
             f,
             "{}ms < floor {}ms",
