@@ -772,6 +772,75 @@ async fn without_any_budget_a_budget_mode_call_is_a_typed_error() {
     .await;
 }
 
+/// A call outside any request (a warm-up, a background job, a spawned
+/// task) spends the dependency's `default_budget`: the partner is sent it,
+/// and a silent one is given up when it runs out, as within a request.
+#[tokio::test]
+async fn outside_a_request_a_call_spends_the_dependency_s_default_budget() {
+    bounded(async {
+        let partner = Partner::start(vec![Answer::status(200)]).await;
+        let mut config = dep("inventory", &partner.url("/"));
+        config.default_budget = Some(ms(800));
+        let client = config.build().unwrap();
+        let job = tokio::spawn(async move { client.get("").send().await.map(|r| r.status()) });
+        assert_eq!(job.await.unwrap().unwrap(), 200);
+        let sent = partner.seen()[0].budget_ms.expect("a budget forwarded");
+        assert!(sent <= 800 && sent > 700, "{sent}");
+
+        let server = Raw::start(Behaviour::Silent).await;
+        let mut config = dep("inventory", &server.url());
+        config.default_budget = Some(ms(300));
+        let client = config.build().unwrap();
+        let start = Instant::now();
+        let err = client.get("").send().await.unwrap_err();
+        assert!(err.is_budget_exhausted(), "{err}");
+        let elapsed = start.elapsed();
+        assert!(elapsed >= ms(300) && elapsed < ms(600), "{elapsed:?}");
+    })
+    .await;
+}
+
+/// `forward = false` (a third-party API): the dependency is sent no budget
+/// and no criticality, and the call still ends when the budget does.
+#[tokio::test]
+async fn a_dependency_that_is_not_forwarded_gets_no_budget_header_and_the_budget_still_holds() {
+    bounded(async {
+        let partner = Partner::start(vec![Answer::status(200)]).await;
+        let mut config = dep("weather", &partner.url("/"));
+        config.forward = false;
+        config.grpc_timeout = true;
+        let client = config.build().unwrap();
+        let res = client
+            .get("")
+            .budget(Budget::new(ms(800)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let seen = &partner.seen()[0];
+        assert_eq!(
+            (seen.budget_ms, &seen.grpc_timeout, &seen.criticality),
+            (None, &None, &None),
+            "nothing of the chain's headers"
+        );
+
+        let server = Raw::start(Behaviour::Silent).await;
+        let mut config = dep("weather", &server.url());
+        config.forward = false;
+        let client = config.build().unwrap();
+        let start = Instant::now();
+        let err = client
+            .get("")
+            .budget(Budget::new(ms(300)))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(err.is_budget_exhausted(), "{err}");
+        assert!(start.elapsed() < ms(600), "{:?}", start.elapsed());
+    })
+    .await;
+}
+
 /// A front service with the budget layer, calling `dependency` from its
 /// handler with no budget argument.
 async fn front(dependency: BudgetClient) -> String {

@@ -181,6 +181,45 @@ async fn outside_a_request_calls_pass_through() {
     assert!(seen > 1500, "{seen}");
 }
 
+/// With a `default_budget`, a call outside any request spends it: the
+/// callee sees it as `grpc-timeout`, and one that hangs is
+/// `DEADLINE_EXCEEDED` when it runs out.
+#[tokio::test]
+async fn outside_a_request_a_default_budget_is_spent() {
+    let addr = serve_echo(Echo::default()).await;
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let layer = GrpcBudgetLayer::new("echo").default_budget(Duration::from_millis(600));
+    let channel = ServiceBuilder::new().layer(layer).service(channel);
+    let call = |method: &'static str| {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        async move {
+            grpc.ready().await.unwrap();
+            grpc.unary(
+                tonic::Request::new(Bytes::new()),
+                http::uri::PathAndQuery::from_static(method),
+                Raw,
+            )
+            .await
+            .map(tonic::Response::into_inner)
+        }
+    };
+    let answer = call("/test.Echo/Echo").await.unwrap();
+    let seen: u128 = std::str::from_utf8(&answer).unwrap().parse().unwrap();
+    assert!(seen <= 600 && seen > 400, "{seen}");
+    let start = Instant::now();
+    let status = call("/test.Echo/Hang").await.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        start.elapsed() < Duration::from_millis(600 + 200),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// grpcio, an outside client, calls the relay with `timeout=1.0`: the relay's
 /// handler has at most that budget, and the `grpc-timeout` the echo behind
 /// it receives is smaller again (by at least the relay's 20 ms reserve).

@@ -36,13 +36,13 @@ pub(crate) struct Prepared {
 /// Sends `prepared` once and buffers the answer, at most `max_body` bytes.
 ///
 /// `spec.budget` becomes `request-budget-ms` (and `grpc-timeout` when
-/// `grpc` is set), both rounded down to the millisecond; in fixed mode it
-/// is `None` and no budget header is added.
+/// `grpc` is set), both rounded down to the millisecond, unless `forward`
+/// is off; in fixed mode it is `None` and no budget header is added.
 pub(crate) async fn send_once(
     http: &reqwest::Client,
     prepared: &Prepared,
     spec: AttemptSpec,
-    grpc: bool,
+    (forward, grpc): (bool, bool),
     max_body: u64,
 ) -> AttemptResult {
     // Built in a block: its locals end before the first await, so the
@@ -58,7 +58,7 @@ pub(crate) async fn send_once(
             // A resolved name's address in the URL: the name stays the Host.
             headers.insert(http::header::HOST, host.clone());
         }
-        if let Some(budget) = spec.budget {
+        if let Some(budget) = spec.budget.filter(|_| forward) {
             headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
             if grpc {
                 // The same value as request-budget-ms: whole milliseconds.

@@ -142,10 +142,12 @@ pub enum OnUnavailable {
 /// | `max_stale` | with `on_unavailable = "stale"`: the oldest answer served in place of a failed call | `30s` |
 /// | `stale_cache` | with `on_unavailable = "stale"`: `{ max_entries, max_bytes }` kept ([`StaleCacheConfig`]) | 1024 entries, 8 MiB |
 /// | `grpc_timeout` | also send `grpc-timeout` | `false` |
+/// | `forward` | send the budget and criticality headers; `false`: the call keeps every rule but the dependency (a third-party API) is sent neither | `true` |
 /// | `max_body` | the largest response body buffered, in bytes | 4 MiB |
 /// | `trace_query` | `url.full` on the attempt span keeps the query's values (else `REDACTED`) | `false` |
 /// | `mode` | `budget` or `fixed` ([`TimeoutMode`]) | `budget` |
 /// | `fixed_timeout` | each attempt's timeout in `fixed` mode | `30s` |
+/// | `default_budget` | the budget of a call made outside any request (a start-up warm-up, a background job) and without its own `.budget(..)`; absent: such a call fails with `NoBudget` | none |
 ///
 /// # Example
 ///
@@ -288,6 +290,15 @@ pub struct DependencyConfig {
     /// Also send `grpc-timeout` (same value as `request-budget-ms`).
     #[serde(default)]
     pub grpc_timeout: bool,
+    /// Send the budget on (`request-budget-ms`, and `grpc-timeout` with
+    /// `grpc_timeout`) and `request-criticality` (default `true`). `false`
+    /// for a dependency outside the chain (a third-party API): the call
+    /// still spends the budget (deadlines, floor, retries and their waits
+    /// paid from it), and the dependency is sent none of these headers.
+    /// A gRPC call keeps its `grpc-timeout`, gRPC's own deadline that
+    /// every gRPC server reads, and drops `request-criticality`.
+    #[serde(default = "default_forward")]
+    pub forward: bool,
     /// The largest response body buffered, in bytes.
     #[serde(default = "default_max_body")]
     pub max_body: u64,
@@ -302,6 +313,20 @@ pub struct DependencyConfig {
     /// Each attempt's timeout in [`TimeoutMode::Fixed`]; ignored in budget mode.
     #[serde(default = "default_fixed_timeout", with = "humantime_serde")]
     pub fixed_timeout: Duration,
+    /// In budget mode, the budget of a call made outside any request's
+    /// budget (a start-up warm-up, a background job, a task spawned without
+    /// the request's context) and without its own
+    /// [`budget`](crate::client::RequestBuilder::budget): a fresh budget of
+    /// this much, every rule applied as within a request. Absent (the
+    /// default): such a call fails with
+    /// [`CallErrorKind::NoBudget`](crate::client::CallErrorKind::NoBudget)
+    /// over HTTP, and passes through untouched over gRPC.
+    #[serde(default, with = "humantime_serde")]
+    pub default_budget: Option<Duration>,
+}
+
+fn default_forward() -> bool {
+    true
 }
 
 fn default_resolve_interval() -> Duration {
@@ -356,10 +381,12 @@ impl DependencyConfig {
             max_stale: DEFAULT_MAX_STALE,
             stale_cache: StaleCacheConfig::default(),
             grpc_timeout: false,
+            forward: true,
             max_body: DEFAULT_MAX_BODY,
             trace_query: false,
             mode: TimeoutMode::default(),
             fixed_timeout: DEFAULT_FIXED_TIMEOUT,
+            default_budget: None,
         }
     }
 
@@ -592,6 +619,19 @@ impl DependencyConfig {
         self
     }
 
+    /// The same configuration with `forward`: whether the budget and
+    /// criticality headers are sent (`false`: every rule kept, no header).
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// assert!(DependencyConfig::new("a", "http://a").forward);
+    /// assert!(!DependencyConfig::new("a", "http://a").forward(false).forward);
+    /// ```
+    pub fn forward(mut self, value: bool) -> Self {
+        self.forward = value;
+        self
+    }
+
     /// The same configuration with `max_body`: the largest response body
     /// buffered, in bytes, at least 1 (checked by [`build`](Self::build)).
     ///
@@ -644,6 +684,24 @@ impl DependencyConfig {
         self
     }
 
+    /// The same configuration with `default_budget`: the budget of a call
+    /// made outside any request and without its own, more than zero
+    /// (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").default_budget(Duration::from_secs(2));
+    /// assert_eq!(c.default_budget, Some(Duration::from_secs(2)));
+    /// let parsed: DependencyConfig =
+    ///     toml::from_str("name = \"a\"\nurl = \"http://a\"\ndefault_budget = \"1500ms\"").unwrap();
+    /// assert_eq!(parsed.default_budget, Some(Duration::from_millis(1500)));
+    /// ```
+    pub fn default_budget(mut self, value: Duration) -> Self {
+        self.default_budget = Some(value);
+        self
+    }
+
     /// Shorthand for `BudgetClient::builder(self.clone()).build()`: a
     /// [`BudgetClient`](super::BudgetClient) with its own HTTP client and
     /// its own breaker. [`BudgetClient::builder`](super::BudgetClient::builder)
@@ -686,6 +744,9 @@ impl DependencyConfig {
         }
         if self.fixed_timeout.is_zero() {
             return Err(ConfigError::new("fixed_timeout", "must be more than zero"));
+        }
+        if self.default_budget.is_some_and(|b| b.is_zero()) {
+            return Err(ConfigError::new("default_budget", "must be more than zero"));
         }
         if self.max_body == 0 {
             return Err(ConfigError::new("max_body", "must be at least 1 byte"));
@@ -753,10 +814,12 @@ impl DependencyConfig {
             on_unavailable: self.on_unavailable,
             stale,
             grpc_timeout: self.grpc_timeout,
+            forward: self.forward,
             max_body: self.max_body,
             trace_query: self.trace_query,
             mode: self.mode,
             fixed_timeout: self.fixed_timeout,
+            default_budget: self.default_budget,
         })
     }
 }
@@ -773,10 +836,14 @@ pub(crate) struct Settings {
     /// The last good answers, with `on_unavailable = "stale"`.
     pub(crate) stale: Option<Arc<StaleCache>>,
     pub(crate) grpc_timeout: bool,
+    /// The budget and criticality headers are sent.
+    pub(crate) forward: bool,
     pub(crate) max_body: u64,
     pub(crate) trace_query: bool,
     pub(crate) mode: TimeoutMode,
     pub(crate) fixed_timeout: Duration,
+    /// The budget of a call made outside any request.
+    pub(crate) default_budget: Option<Duration>,
 }
 
 fn validate_name(name: &str) -> Result<(), ConfigError> {
@@ -873,6 +940,10 @@ mod tests {
             "pool_idle_timeout"
         );
         assert_eq!(with(&|c| c.fixed_timeout = Duration::ZERO), "fixed_timeout");
+        assert_eq!(
+            with(&|c| c.default_budget = Some(Duration::ZERO)),
+            "default_budget"
+        );
         assert_eq!(with(&|c| c.max_body = 0), "max_body");
         assert_eq!(with(&|c| c.max_stale = Duration::ZERO), "max_stale");
         assert_eq!(

@@ -196,3 +196,14 @@ pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 #[cfg(feature = "client")]
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;
+
+/// The reqwest this client is built on, for its types (`reqwest::Url`,
+/// `reqwest::Certificate`, ...) without a second dependency line that
+/// must agree on its version.
+///
+/// ```
+/// let url: budget_core::client::reqwest::Url = "http://127.0.0.1:9000/".parse().unwrap();
+/// assert_eq!(url.port(), Some(9000));
+/// ```
+#[cfg(feature = "client")]
+pub use reqwest;

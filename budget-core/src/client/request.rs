@@ -171,7 +171,8 @@ impl RequestBuilder {
 
     /// Spends `budget` instead of the current request's (for code outside
     /// a request: a background job, a test). With no budget here and no
-    /// current request, a budget-mode call fails with
+    /// current request, a budget-mode call spends the dependency's
+    /// `default_budget`, and without one fails with
     /// [`CallErrorKind::NoBudget`].
     ///
     /// ```
@@ -357,9 +358,12 @@ impl RequestBuilder {
         let timing = match settings.mode {
             TimeoutMode::Fixed => Timing::Fixed(settings.fixed_timeout),
             TimeoutMode::Budget => {
+                // Its own, the request's, or the dependency's default for a
+                // call outside any request.
                 let Some(budget) = self
                     .budget
                     .or_else(|| cx.as_ref().map(RequestContext::budget))
+                    .or_else(|| settings.default_budget.map(Budget::new))
                 else {
                     if let Some(ledger) = &ledger {
                         ledger.record(Entry::skip(
@@ -383,7 +387,10 @@ impl RequestBuilder {
             .as_ref()
             .map_or(Criticality::Default, RequestContext::criticality);
         let mut headers = self.headers;
-        if settings.mode == TimeoutMode::Budget && !headers.contains_key(REQUEST_CRITICALITY) {
+        if settings.mode == TimeoutMode::Budget
+            && settings.forward
+            && !headers.contains_key(REQUEST_CRITICALITY)
+        {
             // Forwarded beside the budget (docs/contract.md §3, criticality).
             headers.insert(REQUEST_CRITICALITY, criticality.header_value());
         }
@@ -455,7 +462,7 @@ async fn engine(
             &inner.http,
             &prepared,
             spec,
-            settings.grpc_timeout,
+            (settings.forward, settings.grpc_timeout),
             settings.max_body,
         )
     })

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::Budget;
 use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
 use crate::client::endpoints::Endpoints;
@@ -47,7 +48,8 @@ use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig,
 /// Inside a budget-aware handler (HTTP or gRPC) it needs no budget
 /// argument: it reads the [`context`](crate::context). Outside one, calls
 /// pass through untouched, unless the dependency runs with a fixed timeout
-/// ([`TimeoutMode::Fixed`]).
+/// ([`TimeoutMode::Fixed`]) or has a
+/// [`default_budget`](Self::default_budget).
 ///
 /// [`from_config`](Self::from_config) gives it everything a
 /// [`DependencyConfig`] gives the HTTP client: the learned floor, the
@@ -86,6 +88,12 @@ struct Config {
     idempotent: bool,
     mode: TimeoutMode,
     fixed_timeout: Duration,
+    /// The budget of a call made outside any request (budget mode); `None`:
+    /// such a call passes through.
+    default_budget: Option<Duration>,
+    /// `request-criticality` is sent (`DependencyConfig::forward`); the
+    /// deadline always goes as `grpc-timeout`, gRPC's own.
+    forward: bool,
     /// Balanced over endpoints ([`GrpcBudgetLayer::balanced`]): each
     /// attempt's URI gets its endpoint's origin (this scheme when the
     /// endpoint keeps the URL's).
@@ -123,6 +131,8 @@ impl GrpcBudgetLayer {
                 idempotent: false,
                 mode: TimeoutMode::Budget,
                 fixed_timeout: crate::client::DEFAULT_FIXED_TIMEOUT,
+                default_budget: None,
+                forward: true,
                 balanced: None,
             }),
         }
@@ -238,6 +248,8 @@ impl GrpcBudgetLayer {
                 idempotent: config.retry.max_attempts > 1,
                 mode: settings.mode,
                 fixed_timeout: settings.fixed_timeout,
+                default_budget: settings.default_budget,
+                forward: settings.forward,
                 balanced,
             }),
         })
@@ -312,6 +324,22 @@ impl GrpcBudgetLayer {
     pub fn retry_budget(self, config: &RetryBudgetConfig) -> Result<Self, ConfigError> {
         let budget = config.build().map_err(|e| e.within("retry_budget"))?;
         Ok(self.with(|c| c.dependency.retry_budget = Some(budget)))
+    }
+
+    /// In budget mode, a call made outside any request's budget (a
+    /// start-up warm-up, a background job) spends a fresh `budget` of this
+    /// much, every rule applied as within a request, instead of passing
+    /// through untouched. `DependencyConfig::default_budget` sets it for
+    /// [`from_config`](Self::from_config).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let layer = budget_core::grpc::GrpcBudgetLayer::new("partner")
+    ///     .default_budget(Duration::from_secs(2));
+    /// # let _ = layer;
+    /// ```
+    pub fn default_budget(self, budget: Duration) -> Self {
+        self.with(|c| c.default_budget = Some(budget))
     }
 
     /// The calls are idempotent: an `UNAVAILABLE` answer or a transport
@@ -426,7 +454,7 @@ where
         let inner = std::mem::replace(&mut self.inner, ready);
         let config = self.config.clone();
         let cx = context::current();
-        if cx.is_none() && config.mode == TimeoutMode::Budget {
+        if cx.is_none() && config.mode == TimeoutMode::Budget && config.default_budget.is_none() {
             return Box::pin(pass_through(inner, req));
         }
         Box::pin(Call { inner, config }.run(cx, req))
@@ -459,9 +487,15 @@ impl<S> Call<S> {
     {
         let config = &*self.config;
         let (parts, body) = req.into_parts();
-        let timing = match (config.mode, &cx) {
-            (TimeoutMode::Budget, Some(cx)) => {
-                let net = cx.budget().less(cx.reserve());
+        // The request's budget less its reserve, or the dependency's
+        // default for a call outside any request.
+        let budget = match (&cx, config.default_budget) {
+            (Some(cx), _) => Some(cx.budget().less(cx.reserve())),
+            (None, Some(default)) => Some(Budget::new(default)),
+            (None, None) => None,
+        };
+        let timing = match (config.mode, budget) {
+            (TimeoutMode::Budget, Some(net)) => {
                 // The call's own `grpc-timeout`, when smaller, bounds it.
                 let own = parts
                     .headers
@@ -499,6 +533,7 @@ impl<S> Call<S> {
         let failed: Mutex<Option<S::Error>> = Mutex::new(None);
         let (body, parts, failed_ref) = (&body, &parts, &failed);
         let balanced = config.balanced.as_deref();
+        let forward = config.forward;
         let channel = self.inner;
         let attempt = move |spec: AttemptSpec| {
             let mut inner = channel.clone();
@@ -526,7 +561,7 @@ impl<S> Call<S> {
                 if let Some(budget) = spec.budget {
                     headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(budget));
                 }
-                if let Some(criticality) = criticality {
+                if let Some(criticality) = criticality.filter(|_| forward) {
                     headers.insert(REQUEST_CRITICALITY, criticality.header_value());
                 }
                 let started = Instant::now();

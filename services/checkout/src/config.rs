@@ -354,6 +354,22 @@ mod tests {
     }
 
     #[test]
+    fn a_dependency_takes_a_default_budget_and_a_zero_one_is_named() {
+        let config = CheckoutConfig::from_toml("[pricing]\ndefault_budget = \"1500ms\"\n").unwrap();
+        let c = config.dependency_config(Dep::Pricing).unwrap();
+        assert_eq!(
+            c.default_budget,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        let err = CheckoutConfig::from_toml("[pricing]\ndefault_budget = \"0s\"\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`pricing.default_budget` must be more than zero"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_dependency_takes_replicas_and_a_bad_one_is_named() {
         let config = CheckoutConfig::from_toml(
             "[pricing]\nendpoints = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n\

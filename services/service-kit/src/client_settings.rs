@@ -22,6 +22,8 @@ crate::client_settings! {
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     /// | `endpoints` | none: the URL's host (`["http://10.0.0.1:9000", ...]`: the replicas, each attempt to one of them; the URL's path and query kept) |
     /// | `resolve_interval` | `5s`: an `http` URL's host name is looked up again this often, each address an endpoint; `"0s"`: the name is one endpoint |
+    /// | `default_budget` | none: the budget of a call made outside any request (a warm-up, a background job); without it such a call fails (`no-budget`) |
+    /// | `forward` | `true`: send the budget and criticality headers; `false` for a dependency outside the chain (the budget still holds) |
     ///
     /// ```
     /// let s: service_kit::ClientSettings = toml::from_str(r#"
@@ -60,6 +62,8 @@ impl ClientSettings {
         overlay(&mut c.fixed_timeout, self.fixed_timeout);
         overlay(&mut c.endpoints, self.endpoints.clone());
         overlay(&mut c.resolve_interval, self.resolve_interval);
+        overlay(&mut c.default_budget, self.default_budget.map(Some));
+        overlay(&mut c.forward, self.forward);
     }
 }
 
@@ -141,6 +145,12 @@ macro_rules! client_settings {
             /// never, the name is one endpoint).
             #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
             pub resolve_interval: ::std::option::Option<::std::time::Duration>,
+            /// The budget of a call made outside any request.
+            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            pub default_budget: ::std::option::Option<::std::time::Duration>,
+            /// Send the budget and criticality headers.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub forward: ::std::option::Option<bool>,
             $(
                 $(#[$field_attr])*
                 #[serde(skip_serializing_if = "Option::is_none")]
@@ -164,6 +174,8 @@ macro_rules! client_settings {
                     fixed_timeout: self.fixed_timeout,
                     endpoints: self.endpoints.clone(),
                     resolve_interval: self.resolve_interval,
+                    default_budget: self.default_budget,
+                    forward: self.forward,
                 }
             }
         }
