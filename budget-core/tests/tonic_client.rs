@@ -16,10 +16,9 @@ use budget_core::context::RequestContext;
 use budget_core::grpc::GrpcBudgetLayer;
 use budget_core::ledger::{Entry, Ledger};
 use bytes::Bytes;
-use grpc_support::{Echo, Raw, serve_echo, serve_relay};
+use grpc_support::{Echo, Raw, attempts, serve_echo, serve_relay};
 use tokio::time::Instant;
 use tonic::Code;
-use tonic::transport::Channel;
 use tower::ServiceBuilder;
 
 /// One unary call of `method` through `layer`, made inside a request with
@@ -30,11 +29,7 @@ async fn call_in_budget(
     method: &'static str,
     budget: Duration,
 ) -> (Result<Bytes, tonic::Status>, Ledger) {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = grpc_support::channel(addr).await;
     let channel = ServiceBuilder::new().layer(layer).service(channel);
     let cx = RequestContext::new(Budget::new(budget)).with_reserve(Duration::from_millis(20));
     let ledger = cx.ledger().clone();
@@ -49,17 +44,6 @@ async fn call_in_budget(
         })
         .await;
     (answer, ledger)
-}
-
-fn attempts(ledger: &Ledger) -> Vec<String> {
-    ledger
-        .entries()
-        .into_iter()
-        .filter_map(|e| match e {
-            Entry::Attempt { outcome, .. } => Some(outcome),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -157,11 +141,7 @@ async fn an_idempotent_call_is_retried_after_the_pushback_and_others_are_not() {
 #[tokio::test]
 async fn outside_a_request_calls_pass_through() {
     let addr = serve_echo(Echo::default()).await;
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = grpc_support::channel(addr).await;
     let channel = ServiceBuilder::new()
         .layer(GrpcBudgetLayer::new("echo"))
         .service(channel);
@@ -187,11 +167,7 @@ async fn outside_a_request_calls_pass_through() {
 #[tokio::test]
 async fn outside_a_request_a_default_budget_is_spent() {
     let addr = serve_echo(Echo::default()).await;
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = grpc_support::channel(addr).await;
     let layer = GrpcBudgetLayer::new("echo").default_budget(Duration::from_millis(600));
     let channel = ServiceBuilder::new().layer(layer).service(channel);
     let call = |method: &'static str| {
@@ -496,11 +472,7 @@ async fn fixed_mode_sends_no_grpc_timeout_and_times_out_locally() {
     config.mode = budget_core::client::TimeoutMode::Fixed;
     config.fixed_timeout = Duration::from_millis(200);
     let layer = GrpcBudgetLayer::from_config(&config, None).unwrap();
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = grpc_support::channel(addr).await;
     let mut grpc = tonic::client::Grpc::new(ServiceBuilder::new().layer(layer).service(channel));
     grpc.ready().await.unwrap();
     let sent = grpc

@@ -15,9 +15,9 @@ use budget_core::breaker::BreakerConfig;
 use budget_core::client::DependencyConfig;
 use budget_core::context::RequestContext;
 use budget_core::grpc::GrpcBudgetLayer;
-use budget_core::ledger::{Entry, Ledger};
+use budget_core::ledger::Ledger;
 use bytes::Bytes;
-use grpc_support::{Echo, Raw, serve_echo};
+use grpc_support::{Echo, Raw, attempts, serve_echo};
 use tonic::transport::Channel;
 use tower::ServiceBuilder;
 
@@ -71,17 +71,6 @@ where
         call.await
     };
     (answer, ledger)
-}
-
-fn attempts(ledger: &Ledger) -> Vec<String> {
-    ledger
-        .entries()
-        .into_iter()
-        .filter_map(|e| match e {
-            Entry::Attempt { outcome, .. } => Some(outcome),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -282,3 +282,25 @@ pub async fn send(
         .await
         .map(tonic::Response::into_inner)
 }
+
+/// A channel connected to `addr` (plain HTTP/2).
+pub async fn channel(addr: std::net::SocketAddr) -> Channel {
+    Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// The outcome of each attempt in `ledger`, in order (`200`, `grpc-14`,
+/// `200 from 127.0.0.1:50051`, ...).
+pub fn attempts(ledger: &budget_core::ledger::Ledger) -> Vec<String> {
+    ledger
+        .entries()
+        .into_iter()
+        .filter_map(|e| match e {
+            budget_core::ledger::Entry::Attempt { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect()
+}

@@ -9,20 +9,16 @@ mod common;
 use std::time::Duration;
 
 use budget_core::problem::Problem;
-use slow_partner::{FaultMode, PartnerHandle};
+use slow_partner::FaultMode;
 use test_support::{bounded, partner};
 use tokio::time::Instant;
-
-fn grpc_url(partner: &PartnerHandle, path_and_query: &str) -> String {
-    format!("grpc://{}{path_and_query}", partner.addr())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_budget_crosses_the_grpc_hop_as_grpc_timeout() {
     bounded(async {
         let partner = partner(FaultMode::Normal).await;
         let (edge, _) = common::chain(
-            grpc_url(&partner, "/inventory?delay=20ms"),
+            common::grpc_url(&partner, "/inventory?delay=20ms"),
             partner.url("/pricing"),
             partner.url("/recommendations"),
         )
@@ -55,7 +51,7 @@ async fn a_slow_grpc_inventory_is_the_contract_s_504_within_the_budget() {
     bounded(async {
         let partner = partner(FaultMode::Normal).await;
         let (edge, _) = common::chain(
-            grpc_url(&partner, "/inventory?delay=5s"),
+            common::grpc_url(&partner, "/inventory?delay=5s"),
             partner.url("/pricing"),
             partner.url("/recommendations"),
         )

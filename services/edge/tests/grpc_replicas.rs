@@ -4,12 +4,10 @@
 //! tests of `grpc_hop.rs` time a 504 to the millisecond, and this one's
 //! twenty calls beside them would be their noise.
 
-use slow_partner::{FaultMode, PartnerHandle};
-use test_support::{bounded, partner};
+mod common;
 
-fn grpc_url(partner: &PartnerHandle, path_and_query: &str) -> String {
-    format!("grpc://{}{path_and_query}", partner.addr())
-}
+use slow_partner::FaultMode;
+use test_support::{bounded, partner};
 
 /// Inventory's replicas over gRPC (`[inventory] endpoints`): a replica that
 /// refuses its connections costs a retry on the live one, which answers,
@@ -24,7 +22,7 @@ async fn grpc_replicas_are_balanced_and_a_dead_one_is_passed_over() {
         };
         let loopback = "127.0.0.1:0".parse().unwrap();
         let mut checkout = checkout::CheckoutConfig::new(loopback);
-        checkout.inventory_url = grpc_url(&partner, "/inventory?delay=5ms");
+        checkout.inventory_url = common::grpc_url(&partner, "/inventory?delay=5ms");
         checkout.inventory.endpoints = Some(vec![
             format!("http://{dead}"),
             format!("http://{}", partner.addr()),

@@ -142,6 +142,19 @@ fn past_the_labelled_count_endpoints_share_one_metric_label() {
     assert_eq!(&*set[MAX_LABELLED].metric_label, OTHER_LABEL);
 }
 
+/// `http://partner`'s endpoints, looked up by `lookup` every second.
+fn partner_every_second(lookup: resolve::Lookup) -> Endpoints {
+    Endpoints::build(
+        &name(),
+        &url("http://partner"),
+        &[],
+        ms(1000),
+        (None, None),
+        lookup,
+    )
+    .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_name_is_resolved_at_its_first_call_each_address_an_endpoint_that_keeps_the_host() {
     let (lookup, calls) = scripted(vec![Ok(vec!["10.0.0.1", "10.0.0.2"])]);
@@ -218,15 +231,7 @@ async fn a_refresh_keeps_known_endpoints_state_starts_new_ones_cold_and_drops_go
 #[tokio::test(start_paused = true)]
 async fn a_failed_refresh_keeps_the_last_good_set_and_a_name_never_resolved_is_an_error() {
     let (lookup, calls) = scripted(vec![Ok(vec!["10.0.0.1"]), Err("server failure")]);
-    let e = Endpoints::build(
-        &name(),
-        &url("http://partner"),
-        &[],
-        ms(1000),
-        (None, None),
-        lookup,
-    )
-    .unwrap();
+    let e = partner_every_second(lookup);
     e.for_call(None).await.unwrap();
     tokio::time::advance(ms(1000)).await;
     e.for_call(None).await.unwrap();
@@ -239,15 +244,7 @@ async fn a_failed_refresh_keeps_the_last_good_set_and_a_name_never_resolved_is_a
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 
     let (lookup, _) = scripted(vec![Err("no such host")]);
-    let e = Endpoints::build(
-        &name(),
-        &url("http://partner"),
-        &[],
-        ms(1000),
-        (None, None),
-        lookup,
-    )
-    .unwrap();
+    let e = partner_every_second(lookup);
     let err = e.for_call(None).await.unwrap_err();
     assert_eq!(err.to_string(), "cannot resolve `partner`: no such host");
 }
@@ -255,15 +252,7 @@ async fn a_failed_refresh_keeps_the_last_good_set_and_a_name_never_resolved_is_a
 #[tokio::test(start_paused = true)]
 async fn a_first_lookup_is_bounded_by_the_budget() {
     let lookup: resolve::Lookup = Arc::new(|_, _| Box::pin(std::future::pending()));
-    let e = Endpoints::build(
-        &name(),
-        &url("http://partner"),
-        &[],
-        ms(1000),
-        (None, None),
-        lookup,
-    )
-    .unwrap();
+    let e = partner_every_second(lookup);
     let until = Instant::now() + ms(50);
     let err = e.for_call(Some(until)).await.unwrap_err();
     assert_eq!(

@@ -8,6 +8,7 @@ use edge::EdgeConfig;
 
 /// Starts checkout with these inventory, pricing and recommendations URLs,
 /// then edge in front of it; returns (edge, checkout).
+#[allow(dead_code)] // each test binary uses its own subset
 pub async fn chain(
     inventory: String,
     pricing: String,
@@ -26,4 +27,10 @@ pub async fn chain(
         .await
         .expect("edge starts");
     (edge, checkout)
+}
+
+/// The `grpc://` URL of `partner`'s gRPC face with `path_and_query`.
+#[allow(dead_code)] // each test binary uses its own subset
+pub fn grpc_url(partner: &slow_partner::PartnerHandle, path_and_query: &str) -> String {
+    format!("grpc://{}{path_and_query}", partner.addr())
 }
