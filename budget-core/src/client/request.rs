@@ -37,6 +37,32 @@ use crate::retry::is_idempotent;
 /// they are read when `send` is called, so the future it returns may be
 /// spawned and still spend the right budget.
 ///
+/// # Coming from reqwest
+///
+/// The methods a reqwest user reaches for are here with reqwest's
+/// meaning: [`header`](Self::header), [`query`](Self::query),
+/// [`body`](Self::body), [`json`](Self::json), [`form`](Self::form),
+/// [`bearer_auth`](Self::bearer_auth), [`basic_auth`](Self::basic_auth).
+/// What differs, and why:
+///
+/// - **Paths, not URLs.** `client.get("/quote")` is appended to the
+///   dependency's URL (its query string kept); an absolute URL is an
+///   error, since the client's endpoints, breakers and limits are that
+///   dependency's. Another host is another `DependencyConfig`.
+/// - **Buffered bodies.** The request body is [`Bytes`], replayed on every
+///   attempt; the answer is read whole within the budget, up to
+///   `max_body` (4 MiB by default, a [`BodyTooLarge`](super::BodyTooLarge) error past it), so
+///   [`BudgetResponse::json`](super::BudgetResponse::json) and
+///   [`text`](super::BudgetResponse::text) are synchronous. Streaming
+///   either way has no place in a call that may be sent twice and must end
+///   within its budget.
+/// - **No per-request timeout.** The budget is the timeout
+///   ([`budget`](Self::budget) to give one outside a request).
+/// - For anything else (a multipart body, a proxy, client certificates),
+///   [`reqwest`](super::reqwest) is re-exported: call it directly, and
+///   forward the budget with [`Budget::remaining`](crate::Budget::remaining)
+///   as `request-budget-ms`.
+///
 /// # Example
 ///
 /// ```no_run
@@ -71,7 +97,7 @@ pub struct RequestBuilder {
 impl RequestBuilder {
     pub(crate) fn new(client: BudgetClient, method: Method, path: &str) -> Self {
         let url = join(&client.inner().settings.base, path);
-        Self {
+        let mut builder = Self {
             client,
             method,
             url,
@@ -81,7 +107,120 @@ impl RequestBuilder {
             reserve: None,
             ledger: None,
             error: None,
+        };
+        if Url::parse(path).is_ok_and(|url| url.has_host()) {
+            // Not appended to the base path as a string: a client is its
+            // dependency's, and its endpoints, breakers and limits are.
+            builder.fail(
+                format!(
+                    "`{path}` is an absolute URL: a client calls paths under its dependency's URL"
+                )
+                .into(),
+            );
         }
+        builder
+    }
+
+    /// Adds `query`'s fields to the URL's query string (after the base
+    /// URL's own and any in the path), as reqwest's `query` does. A value
+    /// that does not serialise as URL-encoded pairs makes `send` fail with
+    /// [`CallErrorKind::Request`].
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a/items?v=2").build().unwrap();
+    /// let req = c.get("/search").query(&[("q", "red shoes"), ("page", "2")]);
+    /// assert_eq!(req.url().as_str(), "http://a/items/search?v=2&q=red+shoes&page=2");
+    /// ```
+    pub fn query<T: Serialize + ?Sized>(mut self, query: &T) -> Self {
+        match serde_urlencoded::to_string(query) {
+            Ok(pairs) if pairs.is_empty() => {}
+            Ok(pairs) => {
+                let joined = match self.url.query() {
+                    Some(own) if !own.is_empty() => format!("{own}&{pairs}"),
+                    _ => pairs,
+                };
+                self.url.set_query(Some(&joined));
+            }
+            Err(e) => self.fail(Box::new(e)),
+        }
+        self
+    }
+
+    /// The body as a URL-encoded form, with `content-type:
+    /// application/x-www-form-urlencoded`, as reqwest's `form` does. A
+    /// value that does not serialise makes `send` fail with
+    /// [`CallErrorKind::Request`].
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let req = c.post("/login").form(&[("user", "ada"), ("next", "/home")]);
+    /// assert_eq!(req.headers()["content-type"], "application/x-www-form-urlencoded");
+    /// ```
+    pub fn form<T: Serialize + ?Sized>(mut self, form: &T) -> Self {
+        match serde_urlencoded::to_string(form) {
+            Ok(body) => {
+                self.headers.insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("application/x-www-form-urlencoded"),
+                );
+                self.body = Some(Bytes::from(body));
+            }
+            Err(e) => self.fail(Box::new(e)),
+        }
+        self
+    }
+
+    /// `Authorization: Bearer <token>`, marked sensitive (kept out of
+    /// logs), as reqwest's `bearer_auth` does. A client with a token source
+    /// sends a request with its own `Authorization` as it is.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let req = c.get("").bearer_auth("t0k3n");
+    /// assert_eq!(req.headers()["authorization"], "Bearer t0k3n");
+    /// assert!(req.headers()["authorization"].is_sensitive());
+    /// ```
+    pub fn bearer_auth(self, token: impl std::fmt::Display) -> Self {
+        self.authorization(format!("Bearer {token}"))
+    }
+
+    /// `Authorization: Basic <base64 of user:password>`, marked sensitive,
+    /// as reqwest's `basic_auth` does.
+    ///
+    /// ```
+    /// # use budget_core::client::DependencyConfig;
+    /// let c = DependencyConfig::new("a", "http://a").build().unwrap();
+    /// let req = c.get("").basic_auth("ada", Some("lovelace"));
+    /// assert_eq!(req.headers()["authorization"], "Basic YWRhOmxvdmVsYWNl");
+    /// assert_eq!(c.get("").basic_auth("ada", None::<&str>).headers()["authorization"], "Basic YWRhOg==");
+    /// ```
+    pub fn basic_auth(
+        self,
+        user: impl std::fmt::Display,
+        password: Option<impl std::fmt::Display>,
+    ) -> Self {
+        use base64::Engine;
+        let pair = match password {
+            Some(password) => format!("{user}:{password}"),
+            None => format!("{user}:"),
+        };
+        let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+        self.authorization(format!("Basic {encoded}"))
+    }
+
+    /// Sets `Authorization` to `value`, sensitive.
+    fn authorization(mut self, value: String) -> Self {
+        match HeaderValue::try_from(value) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                self.headers.insert(AUTHORIZATION, value);
+            }
+            Err(e) => self.fail(Box::new(e)),
+        }
+        self
     }
 
     /// Adds a header (appended, as reqwest does). An invalid name or value
@@ -508,6 +647,52 @@ mod tests {
 
     fn j(base: &str, path: &str) -> String {
         join(&Url::parse(base).unwrap(), path).to_string()
+    }
+
+    /// An absolute URL is not a path under the dependency's: `send` says
+    /// so before any I/O, where it was appended to the base path.
+    #[tokio::test]
+    async fn an_absolute_url_is_a_request_error_naming_it() {
+        let client = crate::client::DependencyConfig::new("a", "http://127.0.0.1:9/base")
+            .build()
+            .unwrap();
+        let err = client
+            .get("http://elsewhere.example/x")
+            .budget(Budget::new(Duration::from_secs(1)))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), CallErrorKind::Request);
+        let source = std::error::Error::source(&err).unwrap().to_string();
+        assert!(
+            source.contains("`http://elsewhere.example/x` is an absolute URL"),
+            "{source}"
+        );
+        // A path with a colon in it is still a path.
+        assert_eq!(
+            client.get("/v1/items:batch").url().path(),
+            "/base/v1/items:batch"
+        );
+        let relative = client.get("items:batch");
+        assert!(relative.error.is_none());
+        assert_eq!(relative.url().path(), "/base/items:batch");
+    }
+
+    #[test]
+    fn a_query_and_a_form_that_do_not_serialise_are_request_errors() {
+        let client = crate::client::DependencyConfig::new("a", "http://127.0.0.1:9/")
+            .build()
+            .unwrap();
+        // A sequence of bare numbers is not a list of pairs.
+        let bad = client.get("").query(&[1, 2]);
+        assert!(bad.error.is_some());
+        let bad = client.post("").form(&[1, 2]);
+        assert!(bad.error.is_some());
+        let empty: [(&str, &str); 0] = [];
+        assert_eq!(
+            client.get("").query(&empty).url().as_str(),
+            "http://127.0.0.1:9/"
+        );
     }
 
     #[test]
