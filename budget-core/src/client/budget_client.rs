@@ -357,8 +357,9 @@ impl BudgetClientBuilder {
     /// zero; `concurrency`, `max_body` zero; `stale_cache.max_entries`,
     /// `stale_cache.max_bytes` zero; the nested `retry.*`, `retry_budget.*`,
     /// `breaker.*` fields; `breaker` when a shared registry's policy is not
-    /// the config's. A reqwest client that cannot be built (no TLS backend)
-    /// is reported against `connect_cap`.
+    /// the config's. A dependency with only `http` URLs gets a client that
+    /// loads no CA store; an `https` one whose client cannot be built (no
+    /// CA certificates on the machine, say) is reported against `url`.
     ///
     /// ```
     /// use budget_core::client::{BudgetClient, DependencyConfig};
@@ -372,16 +373,32 @@ impl BudgetClientBuilder {
         let settings = self.config.settings(self.breakers.as_ref())?;
         let http = match self.http {
             Some(http) => http,
-            None => reqwest::Client::builder()
-                .connect_timeout(settings.connect_cap)
-                .pool_idle_timeout(settings.pool_idle_timeout)
-                .build()
-                .map_err(|e| {
-                    ConfigError::new(
-                        "connect_cap",
-                        format!("cannot build the HTTP client: {}", error_chain(&e)),
-                    )
-                })?,
+            None => {
+                let builder = reqwest::Client::builder()
+                    .connect_timeout(settings.connect_cap)
+                    .pool_idle_timeout(settings.pool_idle_timeout);
+                let tls = self.config.needs_tls();
+                // A dependency called over plain HTTP only needs no CA
+                // store: the machine's is not loaded (a container built
+                // `FROM scratch` has none), and an `https` URL could not
+                // reach it anyway.
+                let builder = if tls {
+                    builder
+                } else {
+                    builder.tls_certs_only(std::iter::empty())
+                };
+                builder.build().map_err(|e| {
+                    let why = error_chain(&e);
+                    if tls {
+                        ConfigError::new(
+                            "url",
+                            format!("is https, and the HTTPS client cannot be built: {why}"),
+                        )
+                    } else {
+                        ConfigError::new("url", format!("cannot build the HTTP client: {why}"))
+                    }
+                })?
+            }
         };
         Ok(BudgetClient {
             inner: Arc::new(Inner {

@@ -325,6 +325,19 @@ pub struct DependencyConfig {
     pub default_budget: Option<Duration>,
 }
 
+impl DependencyConfig {
+    /// Whether a call may need TLS: the URL or an `endpoints` entry is
+    /// `https` (a bad one is refused before this is asked).
+    #[cfg(feature = "client")]
+    pub(crate) fn needs_tls(&self) -> bool {
+        let https = |url: &str| {
+            url.get(..8)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        };
+        https(&self.url) || self.endpoints.iter().any(|e| https(e))
+    }
+}
+
 fn default_forward() -> bool {
     true
 }
