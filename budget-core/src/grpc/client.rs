@@ -176,7 +176,7 @@ impl GrpcBudgetLayer {
         // The channel connects, not the layer: the URL's name is one
         // endpoint, its breaker keyed by the URL.
         let config = &config.clone().resolve_interval(Duration::ZERO);
-        Self::build(config, registry, None)
+        Self::build(config, registry, false)
     }
 
     /// A layer as [`from_config`](Self::from_config) gives, balanced over
@@ -224,19 +224,21 @@ impl GrpcBudgetLayer {
         M: Fn(http::Uri) -> S,
         S: Clone,
     {
-        let scheme: Arc<str> = Arc::from(config.url.split("://").next().unwrap_or("http"));
-        let layer = Self::build(config, registry, Some(Arc::clone(&scheme)))?;
+        let layer = Self::build(config, registry, true)?;
+        let scheme = layer.config.balanced.as_deref().unwrap_or("http");
         let channels =
-            EndpointChannels::new(layer.config.dependency.endpoints.clone(), &scheme, connect);
+            EndpointChannels::new(layer.config.dependency.endpoints.clone(), scheme, connect);
         Ok((layer, channels))
     }
 
     fn build(
         config: &DependencyConfig,
         registry: Option<&BreakerRegistry>,
-        balanced: Option<Arc<str>>,
+        balanced: bool,
     ) -> Result<Self, ConfigError> {
         let settings = config.settings(registry)?;
+        // The scheme of the URL as the config parsed it.
+        let balanced = balanced.then(|| Arc::from(settings.base.scheme()));
         let retry_on = DEFAULT_RETRYABLE_GRPC_CODES.to_vec();
         let mut dependency = settings.dependency;
         dependency.policy = policy(&config.retry, &retry_on);

@@ -67,10 +67,7 @@ impl Race<'_> {
     fn settle_hedge<R: Answer>(&self, hedge: &mut Chosen, result: &Tried<R>, took: Duration) {
         let outcome = classify::outcome_of(result, self.plan.rpc, self.clock);
         let verdict = classify::verdict_of(result, &outcome, self.plan);
-        if let Some(permit) = hedge.breaker.take() {
-            permit.record(verdict);
-        }
-        learn::endpoint(self.dep, hedge, verdict, took);
+        learn::heard(self.dep, hedge, verdict, took);
     }
 
     /// Records an attempt of the race that lost: its outcome, or

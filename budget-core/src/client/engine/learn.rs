@@ -52,6 +52,17 @@ pub(crate) fn attempt(
     }
 }
 
+/// Tells the endpoint `chosen` how its attempt went: its breaker permit
+/// hears `verdict`, and its load (when chosen among several) the latency
+/// or the failure ([`endpoint`]). The first attempt's (or the hedge that
+/// won) in [`run`](super::run), the hedge's that lost in its race.
+pub(crate) fn heard(dep: &Dependency, chosen: &mut Chosen, verdict: Verdict, took: Duration) {
+    if let Some(permit) = chosen.breaker.take() {
+        permit.record(verdict);
+    }
+    endpoint(dep, chosen, verdict, took);
+}
+
 /// Teaches the endpoint `chosen` (when chosen among several) an attempt
 /// that took `took` and that the breaker reads as `verdict`: an answer's
 /// latency goes into its estimate, and so does a timeout's (the latency

@@ -233,11 +233,8 @@ where
         let outcome = classify::outcome_of(&result, plan.rpc, clock);
         if chosen.breaker.is_some() || chosen.balanced {
             let verdict = classify::verdict_of(&result, &outcome, &plan);
-            if let Some(permit) = chosen.breaker.take() {
-                permit.record(verdict);
-            }
             // When the hedge won, `chosen` is the hedge's endpoint.
-            learn::endpoint(dep, &chosen, verdict, took);
+            learn::heard(dep, &mut chosen, verdict, took);
         }
         record::attempt_ended(dep, &plan, number, took, hedge_won, &outcome, &chosen);
         let decided = retry::decide(dep, &plan, outcome, number, waited, admitted.retry_budget);
