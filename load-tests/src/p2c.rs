@@ -190,27 +190,42 @@ mod tests {
         statuses
     }
 
+    /// Three healthy slow partners.
+    async fn three() -> [PartnerHandle; 3] {
+        [
+            partner(FaultMode::Normal).await,
+            partner(FaultMode::Normal).await,
+            partner(FaultMode::Normal).await,
+        ]
+    }
+
+    fn all_ok(statuses: &[StatusCode]) {
+        assert!(
+            statuses.iter().all(|s| *s == StatusCode::OK),
+            "{statuses:?}"
+        );
+    }
+
+    /// The calls each replica received; the replicas are shut down.
+    async fn calls_of(replicas: [PartnerHandle; 3]) -> Vec<u64> {
+        let calls = replicas.iter().map(|r| r.stats().requests).collect();
+        for r in replicas {
+            r.shutdown().await;
+        }
+        calls
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn p2c_answers_over_three_real_partners_and_every_replica_works() {
         bounded(async {
-            let replicas = [
-                partner(FaultMode::Normal).await,
-                partner(FaultMode::Normal).await,
-                partner(FaultMode::Normal).await,
-            ];
+            let replicas = three().await;
             let url = peer_over(&replicas, "delay=5ms", true).await;
             let statuses = send(&url, 60, 6).await;
-            assert!(
-                statuses.iter().all(|s| *s == StatusCode::OK),
-                "{statuses:?}"
-            );
+            all_ok(&statuses);
             // 60 requests, three calls each, spread over the three.
-            let calls: Vec<u64> = replicas.iter().map(|r| r.stats().requests).collect();
+            let calls = calls_of(replicas).await;
             assert_eq!(calls.iter().sum::<u64>(), 180, "{calls:?}");
             assert!(calls.iter().all(|&c| c >= 10), "{calls:?}");
-            for r in replicas {
-                r.shutdown().await;
-            }
         })
         .await;
     }
@@ -218,25 +233,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn p2c_leans_away_from_a_replica_ten_times_slower() {
         bounded(async {
-            let replicas = [
-                partner(FaultMode::Normal).await,
-                partner(FaultMode::Normal).await,
-                partner(FaultMode::Normal).await,
-            ];
+            let replicas = three().await;
             replicas[1].set_slowdown(10).unwrap();
             let url = peer_over(&replicas, "delay=10ms", true).await;
             let statuses = send(&url, 60, 6).await;
-            assert!(
-                statuses.iter().all(|s| *s == StatusCode::OK),
-                "{statuses:?}"
-            );
-            let calls: Vec<u64> = replicas.iter().map(|r| r.stats().requests).collect();
+            all_ok(&statuses);
+            let calls = calls_of(replicas).await;
             // Round robin would give it 60; the 100 ms replica gets far
             // fewer than a third once its latency is measured.
             assert!(calls[1] < 40, "{calls:?}");
-            for r in replicas {
-                r.shutdown().await;
-            }
         })
         .await;
     }
@@ -244,24 +249,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn without_balancing_the_peer_takes_the_replicas_in_turn() {
         bounded(async {
-            let replicas = [
-                partner(FaultMode::Normal).await,
-                partner(FaultMode::Normal).await,
-                partner(FaultMode::Normal).await,
-            ];
+            let replicas = three().await;
             let url = peer_over(&replicas, "delay=1ms", false).await;
             // One at a time: each dependency's counter moves by one per
             // request, so each replica gets exactly a third of its calls.
             let statuses = send(&url, 30, 1).await;
-            assert!(
-                statuses.iter().all(|s| *s == StatusCode::OK),
-                "{statuses:?}"
-            );
-            let calls: Vec<u64> = replicas.iter().map(|r| r.stats().requests).collect();
+            all_ok(&statuses);
+            let calls = calls_of(replicas).await;
             assert_eq!(calls, [30, 30, 30]);
-            for r in replicas {
-                r.shutdown().await;
-            }
         })
         .await;
     }

@@ -97,7 +97,8 @@ impl From<Duration> for Floor {
 /// Its `Display` is the reason the ledger records for the skip:
 /// `850ms < floor 1000ms`, followed by where a learned floor came from
 /// (`420ms < floor 610ms (p99 407ms x 1.5)`, see
-/// [`FloorBasis`](super::FloorBasis)); `no budget left` when nothing was.
+/// [`FloorBasis`](super::FloorBasis)); `no budget left` when nothing was
+/// and there is no floor.
 ///
 /// # Example
 ///
@@ -108,6 +109,8 @@ impl From<Duration> for Floor {
 /// assert_eq!(err.to_string(), "3ms < floor 10ms");
 /// let spent = Floor::default().check(Duration::ZERO).unwrap_err();
 /// assert_eq!(spent.to_string(), "no budget left");
+/// let below = Floor::new(Duration::from_millis(10)).check(Duration::ZERO).unwrap_err();
+/// assert_eq!(below.to_string(), "0ms < floor 10ms");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BelowFloor {
@@ -118,8 +121,9 @@ pub struct BelowFloor {
 
 impl std::fmt::Display for BelowFloor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.remaining.is_zero() {
-            // Not `0ms < floor 0ms`: nothing was left, whatever the floor.
+        if self.remaining.is_zero() && self.floor.is_zero() {
+            // Not `0ms < floor 0ms`. With a floor, the note keeps saying
+            // it and where it came from (docs/contract.md §2 rule 10).
             return f.write_str("no budget left");
         }
         write!(
