@@ -97,7 +97,7 @@ pub struct RequestBuilder {
 impl RequestBuilder {
     pub(crate) fn new(client: BudgetClient, method: Method, path: &str) -> Self {
         let url = join(&client.inner().settings.base, path);
-        let mut builder = Self {
+        Self {
             client,
             method,
             url,
@@ -106,20 +106,8 @@ impl RequestBuilder {
             budget: None,
             reserve: None,
             ledger: None,
-            error: None,
-        };
-        // Every call passes here: only a path that could be one is parsed.
-        if path.contains("://") && Url::parse(path).is_ok_and(|url| url.has_host()) {
-            // Not appended to the base path as a string: a client is its
-            // dependency's, and its endpoints, breakers and limits are.
-            builder.fail(
-                format!(
-                    "`{path}` is an absolute URL: a client calls paths under its dependency's URL"
-                )
-                .into(),
-            );
+            error: absolute(path),
         }
-        builder
     }
 
     /// Adds `query`'s fields to the URL's query string (after the base
@@ -619,6 +607,17 @@ fn with_authorization(prepared: &Prepared, value: HeaderValue) -> Prepared {
 /// `base` with `path` appended to its path and `path`'s query, if any,
 /// after its own: `http://a/p?x=1` + `/q?y=2` = `http://a/p/q?x=1&y=2`.
 /// An empty `path` is `base` exactly.
+/// The error of a `path` that is an absolute URL: a client calls paths
+/// under its dependency's URL, whose endpoints, breakers and limits are
+/// that dependency's; it is not appended to the base path as a string.
+fn absolute(path: &str) -> Option<BoxError> {
+    // Every call passes here: only a path that could be one is parsed.
+    (path.contains("://") && Url::parse(path).is_ok_and(|url| url.has_host())).then(|| {
+        format!("`{path}` is an absolute URL: a client calls paths under its dependency's URL")
+            .into()
+    })
+}
+
 fn join(base: &Url, path: &str) -> Url {
     let mut url = base.clone();
     if path.is_empty() {
