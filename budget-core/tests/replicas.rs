@@ -235,6 +235,55 @@ async fn a_host_name_is_resolved_to_its_addresses_and_sent_as_the_host() {
     .await;
 }
 
+/// The compose chaos shape (scripts/docker-chaos.sh `replicas`): a
+/// replica this client has never heard from stops answering. Once another
+/// replica has answered, an attempt to the silent one is given up after
+/// the other's silence limit and retried elsewhere, not waited for to the
+/// end of the budget.
+#[tokio::test]
+async fn a_replica_never_heard_from_is_given_the_others_silence_limit() {
+    bounded(async {
+        let hung = Partner::start(vec![Answer::status(200).after(ms(60_000))]).await;
+        let a = Partner::start(vec![Answer::status(200).after(ms(5))]).await;
+        let b = Partner::start(vec![Answer::status(200).after(ms(5))]).await;
+        let urls = [base(hung.addr), base(a.addr), base(b.addr)];
+        let client = client(&urls, |c| c.breaker(BreakerConfig::default()));
+        let (mut heard, mut slowest, mut moved_on) = (false, Duration::ZERO, 0);
+        for _ in 0..40 {
+            let ledger = Ledger::new();
+            let started = tokio::time::Instant::now();
+            let res = client
+                .get("")
+                .budget(Budget::new(ms(1500)))
+                .ledger(ledger.clone())
+                .send()
+                .await;
+            if !heard {
+                // Before any replica has answered there is no silence
+                // limit to go by: a call to the silent one may take its
+                // whole budget.
+                heard = res.is_ok();
+                continue;
+            }
+            let res = res.unwrap_or_else(|e| panic!("{e}: {:?}", ledger.entries()));
+            assert_eq!(res.status(), 200);
+            slowest = slowest.max(started.elapsed());
+            let tried = attempts(&ledger);
+            if tried[0].1 == format!("timeout from {}", hung.addr) {
+                assert!(!tried[1].1.ends_with(&hung.addr.to_string()), "{tried:?}");
+                moved_on += 1;
+            }
+        }
+        assert!(heard, "a replica answered");
+        assert!(moved_on >= 1, "an attempt went to the silent replica");
+        assert!(
+            slowest < ms(1000),
+            "no call waited out its 1.5 s budget: {slowest:?}"
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_replica_that_stops_answering_costs_a_call_its_silence_limit_not_its_budget() {
     bounded(async {

@@ -128,9 +128,11 @@ pub(crate) fn cap(
 /// "stopped answering"), the replica's own or, when shorter, that of
 /// another replica (which would have answered by then), when the call was
 /// chosen among several replicas, has an attempt left and the replica has
-/// a breaker that has seen it answer. A replica that hangs, or has
-/// become slower than the others, then costs the call that much, not its
-/// whole budget, and the retry goes elsewhere.
+/// a breaker. A replica that has not answered yet (new, or never heard
+/// from by this client) gets the others' limit; with no replica heard
+/// from, there is none. A replica that hangs, or has become slower than
+/// the others, then costs the call that much, not its whole budget, and
+/// the retry goes elsewhere.
 pub(crate) fn elsewhere(
     dep: &Dependency,
     chosen: &Chosen,
@@ -140,7 +142,7 @@ pub(crate) fn elsewhere(
     if !(chosen.balanced && may_retry && number < dep.policy.max_attempts()) {
         return None;
     }
-    let own = chosen.endpoint.breaker.as_ref()?.silence_limit()?;
+    let own = chosen.endpoint.breaker.as_ref()?.silence_limit();
     let others = dep
         .endpoints
         .current()
@@ -148,7 +150,7 @@ pub(crate) fn elsewhere(
         .filter(|e| !Arc::ptr_eq(e, &chosen.endpoint))
         .filter_map(|e| e.breaker.as_ref()?.silence_limit())
         .min();
-    Some(others.map_or(own, |other| other.min(own)))
+    own.into_iter().chain(others).min()
 }
 
 #[cfg(test)]
@@ -208,11 +210,25 @@ mod tests {
         let chosen = super::super::choose::next(&two, None, None).unwrap();
         // No answer seen yet: no silence limit to go by.
         assert_eq!(elsewhere(&two, &chosen, true, 1), None);
-        let breaker = chosen.endpoint.breaker.as_ref().unwrap();
-        let permit = breaker.try_acquire().unwrap();
-        tokio::time::advance(ms(100)).await;
-        permit.record(Verdict::Success);
+        let set = two.endpoints.current();
+        let other = set
+            .iter()
+            .find(|e| !Arc::ptr_eq(e, &chosen.endpoint))
+            .unwrap();
+        let answer = |breaker: &crate::breaker::CircuitBreaker, took| {
+            let permit = breaker.try_acquire().unwrap();
+            async move {
+                tokio::time::advance(ms(took)).await;
+                permit.record(Verdict::Success);
+            }
+        };
+        // The other replica answered in 100 ms: this one, never heard
+        // from, is given the other's limit.
+        answer(other.breaker.as_ref().unwrap(), 100).await;
         assert_eq!(elsewhere(&two, &chosen, true, 1), Some(ms(400)));
+        // Its own, once it has answered (the shorter of the two).
+        answer(chosen.endpoint.breaker.as_ref().unwrap(), 80).await;
+        assert_eq!(elsewhere(&two, &chosen, true, 1), Some(ms(320)));
         assert_eq!(cap(&two, None, Some(ms(400))), Some(ms(400)));
         // Not for the last attempt, a call that may not be retried, or a
         // dependency that is one endpoint.
