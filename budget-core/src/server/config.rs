@@ -7,8 +7,8 @@ use crate::admission::limit::{AdaptiveLimit, LimitConfig};
 use crate::config::ConfigError;
 use crate::header::{Inbound, OnMalformed};
 use crate::ledger::LedgerLimits;
-use crate::server::BudgetLayer;
 use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
+use crate::server::{BudgetLayer, ServerTiming};
 
 /// The server side's configuration, with humantime durations.
 ///
@@ -22,6 +22,20 @@ use crate::server::layer::DEFAULT_OVERLOAD_RETRY_AFTER;
 /// | `max_in_flight` | at most this many requests at once: `256`, `"auto"` (adaptive) or a table ([`LimitConfig`]); past it a request waits for a slot, most critical first, while its budget covers the wait and the `floor`, else `504` (`below-floor`); a line not empty for `max_budget` is overload: `503` + `Retry-After` | none (no limit) |
 /// | `overload_retry_after` | the `Retry-After` of that `503` | `1s` |
 /// | `ledger` | each request's ledger bound: `{ max_entries = 64, max_bytes = 4096 }` ([`LedgerLimits`]) | 64 entries, 4 KiB |
+/// | `trust_inbound` | read the caller's budget headers and `request-criticality`; `false` for a service that answers the public: every request gets `default_budget` and the default criticality | `true` |
+/// | `server_timing` | whether answers carry the ledger: `"always"`, `"never"`, or `{ when = { header = "…", value = "…" } }` ([`ServerTiming`]) | `"always"` |
+///
+/// A public service (docs/contract.md §4) sets both:
+///
+/// ```
+/// use budget_core::server::{ServerConfig, ServerTiming};
+///
+/// let public: ServerConfig = toml::from_str(r#"
+///     trust_inbound = false
+///     server_timing = "never"
+/// "#).unwrap();
+/// assert_eq!(public, ServerConfig::default().trust_inbound(false).server_timing(ServerTiming::Never));
+/// ```
 ///
 /// # Example
 ///
@@ -82,6 +96,12 @@ pub struct ServerConfig {
     /// How much each request's ledger keeps and renders as
     /// `Server-Timing`.
     pub ledger: LedgerLimits,
+    /// Whether the caller's budget headers and `request-criticality` are
+    /// read ([`BudgetLayer::trust_inbound`]).
+    pub trust_inbound: bool,
+    /// Whether answers carry the ledger as `Server-Timing`
+    /// ([`BudgetLayer::server_timing`]).
+    pub server_timing: ServerTiming,
 }
 
 impl Default for ServerConfig {
@@ -95,6 +115,8 @@ impl Default for ServerConfig {
             max_in_flight: None,
             overload_retry_after: DEFAULT_OVERLOAD_RETRY_AFTER,
             ledger: LedgerLimits::default(),
+            trust_inbound: true,
+            server_timing: ServerTiming::Always,
         }
     }
 }
@@ -221,6 +243,31 @@ impl ServerConfig {
         self
     }
 
+    /// The same configuration with `trust_inbound`: `false` for a service
+    /// that answers the public ([`BudgetLayer::trust_inbound`]).
+    ///
+    /// ```
+    /// # use budget_core::server::ServerConfig;
+    /// assert!(!ServerConfig::default().trust_inbound(false).trust_inbound);
+    /// ```
+    pub fn trust_inbound(mut self, value: bool) -> Self {
+        self.trust_inbound = value;
+        self
+    }
+
+    /// The same configuration with `server_timing`
+    /// ([`BudgetLayer::server_timing`]).
+    ///
+    /// ```
+    /// # use budget_core::server::{ServerConfig, ServerTiming};
+    /// let c = ServerConfig::default().server_timing(ServerTiming::Never);
+    /// assert_eq!(c.server_timing, ServerTiming::Never);
+    /// ```
+    pub fn server_timing(mut self, value: ServerTiming) -> Self {
+        self.server_timing = value;
+        self
+    }
+
     /// Validates the configuration into a [`BudgetLayer`] (with no event
     /// hook; add one with [`BudgetLayer::on_event`]).
     ///
@@ -257,7 +304,9 @@ impl ServerConfig {
         let layer = BudgetLayer::new(inbound)
             .floor(self.floor)
             .reserve(self.reserve)
-            .ledger_limits(self.ledger);
+            .ledger_limits(self.ledger)
+            .trust_inbound(self.trust_inbound)
+            .server_timing(self.server_timing.clone());
         match self.max_in_flight {
             None => Ok(layer),
             Some(LimitConfig::Fixed(limit)) => {

@@ -16,7 +16,7 @@ use crate::problem::{Problem, ProblemKind};
 use crate::server::in_flight::{InFlightGuard, NoSlot, SlotWait};
 use crate::server::response::append_server_timing;
 use crate::server::service::answer;
-use crate::server::{BudgetEvent, OnBudgetEvent};
+use crate::server::{BudgetEvent, OnBudgetEvent, SERVER_TIMING};
 use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 
@@ -34,6 +34,8 @@ pin_project! {
         kind: Kind<F, E>,
         // The request's server span; `None` when no subscriber wants it.
         span: Option<tracing::Span>,
+        // The answer carries the ledger as `Server-Timing` (`ServerTiming`).
+        show_ledger: bool,
     }
 }
 
@@ -110,6 +112,7 @@ impl<F, E> ResponseFuture<F, E> {
         ledger: &Ledger,
         span: Option<tracing::Span>,
         outcome: &'static str,
+        show_ledger: bool,
     ) -> Self {
         if let Some(span) = &span {
             trace::record_response(span, response.status(), ledger, outcome);
@@ -119,6 +122,7 @@ impl<F, E> ResponseFuture<F, E> {
                 response: Some(response),
             },
             span,
+            show_ledger,
         }
     }
 
@@ -129,6 +133,7 @@ impl<F, E> ResponseFuture<F, E> {
         span: Option<tracing::Span>,
         slot: Option<InFlightGuard>,
         grpc: bool,
+        show_ledger: bool,
     ) -> Self
     where
         F: Future,
@@ -136,6 +141,7 @@ impl<F, E> ResponseFuture<F, E> {
         Self {
             kind: Kind::running(cx, inner, on_event, slot, grpc),
             span,
+            show_ledger,
         }
     }
 
@@ -148,6 +154,7 @@ impl<F, E> ResponseFuture<F, E> {
         span: Option<tracing::Span>,
         wait: SlotWait,
         grpc: bool,
+        show_ledger: bool,
     ) -> Self {
         Self {
             kind: Kind::Queued {
@@ -160,6 +167,7 @@ impl<F, E> ResponseFuture<F, E> {
                 grpc,
             },
             span,
+            show_ledger,
         }
     }
 }
@@ -176,90 +184,125 @@ where
         let this = self.project();
         let span: &Option<tracing::Span> = this.span;
         let _entered = span.as_ref().map(tracing::Span::enter);
-        let mut kind = this.kind;
-        let expired = loop {
-            match kind.as_mut().project() {
-                KindProj::Ready { response } => {
-                    let response = response.take().expect("polled after completion");
-                    return Poll::Ready(Ok(response.map(B::from_problem)));
-                }
-                // Out of line: a request that found a free slot (or no limit)
-                // never comes here.
-                KindProj::Queued { .. } => {
-                    if let Some(refused) = ready!(poll_queued(kind.as_mut(), task, span)) {
-                        return Poll::Ready(Ok(refused));
-                    }
-                }
-                KindProj::Running {
-                    mut inner,
-                    deadline,
-                    original,
-                    timer,
-                    on_event,
-                    slot,
-                    grpc,
-                } => {
-                    // The deadline is checked first: on a tie, it wins. Before
-                    // the timer is armed (the first poll, which comes straight
-                    // after `call` started the budget, and `call` runs only a
-                    // budget the floor admitted, never a zero one; or straight
-                    // after a slot came, which the queue gives only before
-                    // `deadline - floor`) it has not passed; the clock is read
-                    // once the inner future is pending, by the timer (one clock
-                    // read per request, not two).
-                    let passed = match timer.as_mut() {
-                        Some(sleep) => sleep.as_mut().poll(task).is_ready(),
-                        None => false,
-                    };
-                    if !passed {
-                        if let Poll::Ready(result) = inner.as_mut().poll(task) {
-                            let cx = inner.take_value();
-                            return Poll::Ready(result.map(|res| {
-                                if let Some(slot) = slot.as_mut() {
-                                    slot.answered(res.status());
-                                }
-                                let mut res = res;
-                                if let Some(cx) = &cx {
-                                    append_server_timing(&mut res, cx.ledger());
-                                    if let Some(span) = span {
-                                        trace::record_response(
-                                            span,
-                                            res.status(),
-                                            cx.ledger(),
-                                            OUTCOME_OK,
-                                        );
-                                    }
-                                }
-                                res
-                            }));
-                        }
-                        let sleep = timer
-                            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
-                        // Registers the waker; a deadline that passed meanwhile
-                        // fires on the spot.
-                        if sleep.as_mut().poll(task).is_pending() {
-                            return Poll::Pending;
-                        }
-                    }
-                    let cx = inner.take_value();
-                    let ledger = cx.as_ref().map(RequestContext::ledger);
-                    let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
-                    if let Some(span) = span {
-                        trace::record_response(
-                            span,
-                            expired.status(),
-                            ledger.unwrap_or(&Ledger::new()),
-                            OUTCOME_EXPIRED,
-                        );
-                    }
-                    break expired;
+        let show = *this.show_ledger;
+        let answer = ready!(poll_kind(this.kind, span, task, show));
+        Poll::Ready(if show {
+            answer
+        } else {
+            answer.map(hide_ledger)
+        })
+    }
+}
+
+/// An answer without any `Server-Timing` (`ServerTiming::Never`, or a
+/// request without the marker): the layer added none, and what the
+/// handler set goes too.
+#[cold]
+#[inline(never)]
+fn hide_ledger<B>(mut res: Response<B>) -> Response<B> {
+    res.headers_mut().remove(SERVER_TIMING);
+    res
+}
+
+/// Polls the request's [`Kind`] to its answer; the ledger goes on a
+/// handler's answer only when `show` (the layer's own answers carry it
+/// from [`answer`]).
+#[inline]
+fn poll_kind<F, E, B, Err>(
+    mut kind: Pin<&mut Kind<F, E>>,
+    span: &Option<tracing::Span>,
+    task: &mut Context<'_>,
+    show: bool,
+) -> Poll<Result<Response<B>, Err>>
+where
+    F: Future<Output = Result<Response<B>, Err>>,
+    E: OnBudgetEvent,
+    B: ProblemBody,
+{
+    let expired = loop {
+        match kind.as_mut().project() {
+            KindProj::Ready { response } => {
+                let response = response.take().expect("polled after completion");
+                return Poll::Ready(Ok(response.map(B::from_problem)));
+            }
+            // Out of line: a request that found a free slot (or no limit)
+            // never comes here.
+            KindProj::Queued { .. } => {
+                if let Some(refused) = ready!(poll_queued(kind.as_mut(), task, span)) {
+                    return Poll::Ready(Ok(refused));
                 }
             }
-        };
-        // Drop the inner future now, before answering.
-        kind.set(Kind::Ready { response: None });
-        Poll::Ready(Ok(expired))
-    }
+            KindProj::Running {
+                mut inner,
+                deadline,
+                original,
+                timer,
+                on_event,
+                slot,
+                grpc,
+            } => {
+                // The deadline is checked first: on a tie, it wins. Before
+                // the timer is armed (the first poll, which comes straight
+                // after `call` started the budget, and `call` runs only a
+                // budget the floor admitted, never a zero one; or straight
+                // after a slot came, which the queue gives only before
+                // `deadline - floor`) it has not passed; the clock is read
+                // once the inner future is pending, by the timer (one clock
+                // read per request, not two).
+                let passed = match timer.as_mut() {
+                    Some(sleep) => sleep.as_mut().poll(task).is_ready(),
+                    None => false,
+                };
+                if !passed {
+                    if let Poll::Ready(result) = inner.as_mut().poll(task) {
+                        let cx = inner.take_value();
+                        return Poll::Ready(result.map(|res| {
+                            if let Some(slot) = slot.as_mut() {
+                                slot.answered(res.status());
+                            }
+                            let mut res = res;
+                            if let Some(cx) = &cx {
+                                if show {
+                                    append_server_timing(&mut res, cx.ledger());
+                                }
+                                if let Some(span) = span {
+                                    trace::record_response(
+                                        span,
+                                        res.status(),
+                                        cx.ledger(),
+                                        OUTCOME_OK,
+                                    );
+                                }
+                            }
+                            res
+                        }));
+                    }
+                    let sleep =
+                        timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
+                    // Registers the waker; a deadline that passed meanwhile
+                    // fires on the spot.
+                    if sleep.as_mut().poll(task).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                let cx = inner.take_value();
+                let ledger = cx.as_ref().map(RequestContext::ledger);
+                let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
+                if let Some(span) = span {
+                    trace::record_response(
+                        span,
+                        expired.status(),
+                        ledger.unwrap_or(&Ledger::new()),
+                        OUTCOME_EXPIRED,
+                    );
+                }
+                break expired;
+            }
+        }
+    };
+    // Drop the inner future now, before answering.
+    kind.set(Kind::Ready { response: None });
+    Poll::Ready(Ok(expired))
 }
 
 /// Polls a request waiting for an in-flight slot: `Ready(None)` once it has

@@ -9,7 +9,7 @@ use crate::floor::Floor;
 use crate::header::Inbound;
 use crate::ledger::LedgerLimits;
 use crate::server::in_flight::InFlight;
-use crate::server::{BudgetService, OnBudgetEvent};
+use crate::server::{BudgetService, OnBudgetEvent, ServerTiming};
 
 /// Applies [`BudgetService`] to a service: every request gets a budget.
 ///
@@ -51,6 +51,10 @@ pub(crate) struct Settings {
     pub(crate) overload_retry_after: Duration,
     /// How much each request's ledger keeps and renders.
     pub(crate) ledger: LedgerLimits,
+    /// Whether the caller's budget and criticality headers are read.
+    pub(crate) trust_inbound: bool,
+    /// Whether answers carry the ledger as `Server-Timing`.
+    pub(crate) server_timing: ServerTiming,
 }
 
 impl BudgetLayer {
@@ -71,6 +75,8 @@ impl BudgetLayer {
                 in_flight: None,
                 overload_retry_after: DEFAULT_OVERLOAD_RETRY_AFTER,
                 ledger: LedgerLimits::default(),
+                trust_inbound: true,
+                server_timing: ServerTiming::Always,
             }),
             on_event: (),
         }
@@ -113,6 +119,36 @@ impl<E> BudgetLayer<E> {
     /// ```
     pub fn ledger_limits(mut self, limits: LedgerLimits) -> Self {
         Arc::make_mut(&mut self.settings).ledger = limits;
+        self
+    }
+
+    /// Whether the caller's budget headers (every format of
+    /// docs/contract.md §1) and `request-criticality` are read (default
+    /// `true`). A service that answers the public sets `false`: every
+    /// request then gets the default budget and the default criticality,
+    /// whatever its caller says, and a malformed budget header is not an
+    /// error (it is not read). Trace context is read either way.
+    ///
+    /// ```
+    /// # use budget_core::server::ServerConfig;
+    /// let _ = ServerConfig::default().layer().unwrap().trust_inbound(false);
+    /// ```
+    pub fn trust_inbound(mut self, trust: bool) -> Self {
+        Arc::make_mut(&mut self.settings).trust_inbound = trust;
+        self
+    }
+
+    /// Whether answers carry the request's ledger as `Server-Timing`
+    /// ([`ServerTiming`]; default [`ServerTiming::Always`]). A public
+    /// service sets [`ServerTiming::Never`], or [`ServerTiming::when`] a
+    /// marker header only trusted callers send.
+    ///
+    /// ```
+    /// # use budget_core::server::{ServerConfig, ServerTiming};
+    /// let _ = ServerConfig::default().layer().unwrap().server_timing(ServerTiming::Never);
+    /// ```
+    pub fn server_timing(mut self, server_timing: ServerTiming) -> Self {
+        Arc::make_mut(&mut self.settings).server_timing = server_timing;
         self
     }
 

@@ -12,6 +12,7 @@ use tower_service::Service;
 
 use crate::ledger::{Ledger, LedgerLimits};
 use crate::server::response::append_server_timing;
+use crate::server::{SERVER_TIMING, ServerTiming};
 
 /// Gives every request a [`Ledger`] (in its extensions, where the
 /// [`Ledger`] extractor finds it) and adds it to the response as
@@ -41,9 +42,10 @@ use crate::server::response::append_server_timing;
 /// assert_eq!(res.headers()["server-timing"], "recommendations;desc=\"skipped: circuit open\"");
 /// # }
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LedgerLayer {
     limits: LedgerLimits,
+    server_timing: ServerTiming,
 }
 
 impl LedgerLayer {
@@ -55,7 +57,35 @@ impl LedgerLayer {
     /// # let _ = layer;
     /// ```
     pub fn new(limits: LedgerLimits) -> Self {
-        Self { limits }
+        Self {
+            limits,
+            server_timing: ServerTiming::Always,
+        }
+    }
+
+    /// Whether answers carry the ledger as `Server-Timing`, as
+    /// [`BudgetLayer::server_timing`](crate::server::BudgetLayer::server_timing).
+    ///
+    /// ```
+    /// use axum::{Router, routing::get};
+    /// use budget_core::ledger::{Entry, Ledger};
+    /// use budget_core::server::{LedgerLayer, ServerTiming};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let app = Router::new()
+    ///     .route("/", get(|ledger: Ledger| async move {
+    ///         ledger.record(Entry::skip("recommendations", "skipped: circuit open"));
+    ///         "ok"
+    ///     }))
+    ///     .layer(LedgerLayer::default().server_timing(ServerTiming::Never));
+    /// let res = app.oneshot(http::Request::new(axum::body::Body::empty())).await.unwrap();
+    /// assert!(!res.headers().contains_key("server-timing"));
+    /// # }
+    /// ```
+    pub fn server_timing(mut self, server_timing: ServerTiming) -> Self {
+        self.server_timing = server_timing;
+        self
     }
 }
 
@@ -66,6 +96,7 @@ impl<S> Layer<S> for LedgerLayer {
         LedgerService {
             inner,
             limits: self.limits,
+            server_timing: self.server_timing.clone(),
         }
     }
 }
@@ -84,6 +115,7 @@ impl<S> Layer<S> for LedgerLayer {
 pub struct LedgerService<S> {
     inner: S,
     limits: LedgerLimits,
+    server_timing: ServerTiming,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for LedgerService<S>
@@ -102,20 +134,24 @@ where
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let ledger = Ledger::with_limits(self.limits);
         req.extensions_mut().insert(ledger.clone());
+        let show = self.server_timing.shows(req.headers());
         LedgerFuture {
             inner: self.inner.call(req),
             ledger,
+            show,
         }
     }
 }
 
 pin_project! {
     /// The response future of [`LedgerService`]: the inner answer with the
-    /// ledger appended as `Server-Timing`.
+    /// ledger appended as `Server-Timing` (or, when the layer's
+    /// [`ServerTiming`] hides it, no `Server-Timing` at all).
     pub struct LedgerFuture<F> {
         #[pin]
         inner: F,
         ledger: Ledger,
+        show: bool,
     }
 }
 
@@ -128,7 +164,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         this.inner.poll(cx).map_ok(|mut res| {
-            append_server_timing(&mut res, this.ledger);
+            if *this.show {
+                append_server_timing(&mut res, this.ledger);
+            } else {
+                res.headers_mut().remove(SERVER_TIMING);
+            }
             res
         })
     }

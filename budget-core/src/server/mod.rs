@@ -83,6 +83,7 @@ mod ingress;
 mod layer;
 mod ledger_layer;
 pub(crate) mod response;
+mod server_timing;
 mod service;
 
 pub use config::ServerConfig;
@@ -92,6 +93,7 @@ pub use future::ResponseFuture;
 pub use layer::BudgetLayer;
 pub use ledger_layer::{LedgerFuture, LedgerLayer, LedgerService};
 pub use response::problem_response;
+pub use server_timing::ServerTiming;
 pub use service::BudgetService;
 
 /// The `Server-Timing` header name.

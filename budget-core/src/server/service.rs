@@ -3,7 +3,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderMap, Request, Response};
 use tokio::time::Instant;
 use tower_service::Service;
 
@@ -12,7 +12,7 @@ use crate::budget::Budget;
 use crate::context::RequestContext;
 use crate::floor::BelowFloor;
 use crate::grpc::grpc_answer;
-use crate::header::InvalidHeader;
+use crate::header::{Inbound, InvalidHeader, Resolved};
 use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
 use crate::problem::ProblemBody;
 use crate::problem::{Problem, ProblemKind};
@@ -119,13 +119,18 @@ where
         let start = Instant::now();
         let span = trace::server_span(&req, self.settings.floor.get());
         let mut scanned = Scanned::default();
-        let resolved = match self
-            .settings
-            .inbound
-            .resolve_with(req.headers(), |name, value| scanned.note(name, value))
-        {
-            Ok(resolved) => resolved,
-            Err(invalid) => return self.malformed(&invalid, span, scanned.grpc),
+        let show = self.settings.server_timing.shows(req.headers());
+        let resolved = if self.settings.trust_inbound {
+            match self
+                .settings
+                .inbound
+                .resolve_with(req.headers(), |name, value| scanned.note(name, value))
+            {
+                Ok(resolved) => resolved,
+                Err(invalid) => return self.malformed(&invalid, span, scanned.grpc, show),
+            }
+        } else {
+            untrusted(&self.settings.inbound, req.headers(), &mut scanned)
         };
         let budget = Budget::starting_at(start, resolved.budget);
         let ledger = Ledger::for_ingress(self.settings.ledger, resolved.budget);
@@ -136,7 +141,7 @@ where
 
         // At its start a budget's remaining is its duration.
         if let Err(below) = self.settings.floor.check(resolved.budget) {
-            return self.shed(below, resolved.budget, &ledger, span, scanned.grpc);
+            return self.shed(below, resolved.budget, &ledger, span, scanned.grpc, show);
         }
 
         let criticality = Criticality::from_header(scanned.criticality);
@@ -173,9 +178,10 @@ where
             Some(span) => span.in_scope(|| inner.call(req)),
             None => inner.call(req),
         };
+        let on_event = self.on_event.clone();
         match wait {
-            None => ResponseFuture::running(cx, fut, self.on_event.clone(), span, guard, grpc),
-            Some(wait) => ResponseFuture::queued(cx, fut, self.on_event.clone(), span, wait, grpc),
+            None => ResponseFuture::running(cx, fut, on_event, span, guard, grpc, show),
+            Some(wait) => ResponseFuture::queued(cx, fut, on_event, span, wait, grpc, show),
         }
     }
 }
@@ -195,6 +201,7 @@ where
         invalid: &InvalidHeader,
         span: Option<tracing::Span>,
         grpc: bool,
+        show: bool,
     ) -> ResponseFuture<F, E> {
         tracing::debug!(error = %invalid, "malformed budget header");
         self.on_event
@@ -211,6 +218,7 @@ where
             &ledger,
             span,
             OUTCOME_MALFORMED,
+            show,
         )
     }
 
@@ -224,6 +232,7 @@ where
         ledger: &Ledger,
         span: Option<tracing::Span>,
         grpc: bool,
+        show: bool,
     ) -> ResponseFuture<F, E> {
         let floor = self.settings.floor.get();
         tracing::debug!(%below, "budget below the ingress floor: shed");
@@ -235,7 +244,8 @@ where
         )
         .with_remaining(below.remaining())
         .with_floor(below.floor());
-        ResponseFuture::ready(answer(&problem, ledger, grpc), ledger, span, OUTCOME_SHED)
+        let res = answer(&problem, ledger, grpc);
+        ResponseFuture::ready(res, ledger, span, OUTCOME_SHED, show)
     }
 
     /// The wait for an in-flight slot of a request that found none free:
@@ -260,6 +270,24 @@ where
             floor,
             self.settings.overload_retry_after,
         )
+    }
+}
+
+/// What a request of a caller not trusted with its budget
+/// ([`BudgetLayer::trust_inbound`](crate::server::BudgetLayer::trust_inbound))
+/// works with: the default budget and criticality, whatever its headers
+/// say; the other headers the layer reads are noted in `scanned`.
+#[cold]
+#[inline(never)]
+fn untrusted<'a>(inbound: &Inbound, headers: &'a HeaderMap, scanned: &mut Scanned<'a>) -> Resolved {
+    for (name, value) in headers {
+        scanned.note(name, value);
+    }
+    scanned.criticality = None;
+    Resolved {
+        budget: inbound.default(),
+        source: None,
+        clamped: false,
     }
 }
 

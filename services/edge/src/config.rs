@@ -34,6 +34,7 @@ use std::time::Duration;
 use budget_core::client::{BudgetClient, DependencyConfig, TimeoutMode};
 use budget_core::config::ConfigError;
 use budget_core::retry::RetryConfig;
+use budget_core::server::ServerTiming;
 use service_kit::RequestLayer;
 use service_kit::{DEFAULT_DEPENDENCY_FLOOR, ServiceConfig, ServiceSettings};
 
@@ -54,8 +55,8 @@ service_kit::service_config! {
     /// | `budget_mode`, `default_budget`, `max_budget`, `floor`, `max_in_flight` | `--budget-mode`, `--default-budget`, `--max-budget`, `--floor`, `--max-in-flight` | every service's ([`ServiceSettings`'s defaults](ServiceSettings#defaults)); below `floor` a request is shed with `504` and checkout is not called |
     /// | `reserve` | `--reserve` | `10ms` (held back on the call to checkout for edge's reply) |
     /// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
-    /// | `trust_inbound_budget` | `--trust-inbound-budget` | `true` (`false`: every request gets `default_budget`) |
-    /// | `strip_internal_headers` | `--strip-internal-headers` | `false` (`true`: no `Server-Timing` to the public) |
+    /// | `trust_inbound_budget` | `--trust-inbound-budget` | `true` (`false`: every request gets `default_budget` and the default criticality; the budget layer's `trust_inbound`) |
+    /// | `strip_internal_headers` | `--strip-internal-headers` | `false` (`true`: no `Server-Timing` to the public; the budget layer's `server_timing = "never"`) |
     /// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
     ///
     /// The first three rows are every service's fields ([`ServiceSettings`]). With
@@ -67,10 +68,11 @@ service_kit::service_config! {
         pub checkout_url: String = "http://127.0.0.1:8081".to_owned(),
         /// The client of checkout.
         pub checkout: CheckoutClientSettings = CheckoutClientSettings::default(),
-        /// Honour the budget headers callers send (`true`), or ignore them
-        /// and give every request `default_budget` (`false`: callers from
-        /// outside cannot make edge wait longer, or give up sooner, than
-        /// edge decides). `max_budget` caps a trusted budget lower.
+        /// Honour the budget and criticality headers callers send (`true`),
+        /// or ignore them and give every request `default_budget` and the
+        /// default criticality (`false`: callers from outside cannot make
+        /// edge wait longer, give up sooner, or jump the queue, as edge
+        /// decides). `max_budget` caps a trusted budget lower.
         pub trust_inbound_budget: bool = true,
         /// Remove internal headers (`Server-Timing`, which shows the hops
         /// behind edge and their timings) from the responses edge returns.
@@ -138,7 +140,21 @@ impl EdgeConfig {
     }
 
     pub(crate) fn build(&self) -> Result<Built, ConfigError> {
-        let layer = self.settings().request_layer()?;
+        // A public edge's two switches are the budget layer's own
+        // (`trust_inbound`, `server_timing`: docs/contract.md §4).
+        let server_timing = if self.strip_internal_headers {
+            ServerTiming::Never
+        } else {
+            ServerTiming::Always
+        };
+        let layer = match self.settings().request_layer()? {
+            RequestLayer::Budget(layer) => RequestLayer::Budget(
+                layer
+                    .trust_inbound(self.trust_inbound_budget)
+                    .server_timing(server_timing),
+            ),
+            RequestLayer::Ledger(layer) => RequestLayer::Ledger(layer.server_timing(server_timing)),
+        };
         let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
         c.retry = RetryConfig::default().max_attempts(1);
         c.floor = DEFAULT_DEPENDENCY_FLOOR;

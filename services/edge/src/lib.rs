@@ -66,10 +66,8 @@ use std::io;
 use std::net::SocketAddr;
 
 use axum::Router;
-use axum::body::Body;
 use axum::routing::get;
 use budget_core::config::ConfigError;
-use http::Request;
 use tokio::task::JoinHandle;
 
 pub use config::{CHECKOUT, CheckoutClientSettings, DEFAULT_LISTEN, EdgeConfig};
@@ -107,30 +105,7 @@ pub fn router(config: &EdgeConfig) -> Result<Router, ConfigError> {
     let forward = get(forward::forward)
         .post(forward::forward)
         .with_state(built.checkout);
-    let mut app = service_kit::router("/checkout", forward, built.layer);
-    if !config.trust_inbound_budget {
-        // Outermost, so the budget layer never sees what the caller said.
-        app = app.layer(axum::middleware::map_request(distrust_inbound_budget));
-    }
-    if config.strip_internal_headers {
-        app = app.layer(axum::middleware::map_response(strip_internal_headers));
-    }
-    Ok(app)
-}
-
-/// Removes every budget header a caller sent (edge trust), so the
-/// request gets edge's `default_budget`.
-async fn distrust_inbound_budget(mut req: Request<Body>) -> Request<Body> {
-    for name in &budget_core::header::INBOUND {
-        req.headers_mut().remove(name);
-    }
-    req
-}
-
-/// Removes the headers that describe what lies behind edge.
-async fn strip_internal_headers(mut res: axum::response::Response) -> axum::response::Response {
-    res.headers_mut().remove(budget_core::server::SERVER_TIMING);
-    res
+    Ok(service_kit::router("/checkout", forward, built.layer))
 }
 
 /// Starts edge on `config.listen` (port 0 picks a free port) and serves
