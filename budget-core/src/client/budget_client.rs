@@ -378,6 +378,13 @@ impl BudgetClientBuilder {
                     .connect_timeout(settings.connect_cap)
                     .pool_idle_timeout(settings.pool_idle_timeout);
                 let tls = self.config.needs_tls();
+                if tls && !TLS {
+                    return Err(ConfigError::new(
+                        "url",
+                        "is https, and budget-core was built without TLS \
+                         (turn on its `rustls` or `native-tls` feature)",
+                    ));
+                }
                 // A dependency called over plain HTTP only needs no CA
                 // store: the machine's is not loaded (a container built
                 // `FROM scratch` has none), and an `https` URL could not
@@ -385,7 +392,7 @@ impl BudgetClientBuilder {
                 let builder = if tls {
                     builder
                 } else {
-                    builder.tls_certs_only(std::iter::empty())
+                    without_ca_store(builder)
                 };
                 builder.build().map_err(|e| {
                     let why = error_chain(&e);
@@ -411,10 +418,53 @@ impl BudgetClientBuilder {
     }
 }
 
+/// Whether budget-core was built with a TLS implementation for reqwest
+/// (its `rustls` or `native-tls` feature).
+const TLS: bool = cfg!(any(feature = "rustls", feature = "native-tls"));
+
+/// A client builder that loads no CA certificates.
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+fn without_ca_store(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+    builder.tls_certs_only(std::iter::empty())
+}
+
+/// Without a TLS feature there is no CA store to leave out.
+#[cfg(not(any(feature = "rustls", feature = "native-tls")))]
+fn without_ca_store(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+    builder
+}
+
 impl fmt::Debug for BudgetClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BudgetClientBuilder")
             .field("name", &self.config.name)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::DependencyConfig;
+
+    /// With TLS (the default `rustls`, or `native-tls`) an `https`
+    /// dependency's client builds; without, it is refused naming `url`,
+    /// while an `http` one builds either way. CI runs this in both builds.
+    #[test]
+    fn an_https_dependency_needs_a_tls_feature_and_an_http_one_does_not() {
+        let http = BudgetClient::builder(DependencyConfig::new("a", "http://127.0.0.1:9/")).build();
+        assert!(http.is_ok(), "{:?}", http.err());
+        let https =
+            BudgetClient::builder(DependencyConfig::new("a", "https://127.0.0.1:9/")).build();
+        if TLS {
+            assert!(https.is_ok(), "{:?}", https.err());
+        } else {
+            let err = https.unwrap_err();
+            assert_eq!(err.field(), "url");
+            assert!(
+                err.to_string().contains("`rustls` or `native-tls`"),
+                "{err}"
+            );
+        }
     }
 }

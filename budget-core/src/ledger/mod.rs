@@ -712,6 +712,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "server")]
     #[test]
     fn the_ingress_only_header_reads_as_the_general_rendering() {
         for ms in [0, 1, 999, 1500, 2000, 30_000, u64::MAX / 1000] {
