@@ -49,6 +49,12 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(any(feature = "reqwest-middleware", feature = "tower-client"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "reqwest-middleware", feature = "tower-client")))
+)]
+pub mod adapters;
 pub mod admission;
 pub mod breaker;
 mod budget;

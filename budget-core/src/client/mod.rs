@@ -71,17 +71,20 @@
 //! follow `retry.max_attempts` and the backoff with no budget check and no
 //! retry budget. Attempts and waits are still recorded in the ledger.
 //!
-//! # Why not a reqwest-middleware
+//! # `BudgetClient` or a reqwest-middleware stack
 //!
-//! `reqwest-middleware` 0.5 works with reqwest 0.13, but its `Middleware`
-//! hands back a streaming `reqwest::Response` and a `reqwest_middleware::Error`:
-//! the body would be read after the middleware returned, outside the
-//! attempt's deadline (a dripping body would escape the budget and the
-//! retry decision), and the typed [`CallError`] with its problem mapping
-//! would be lost in its error type. Its retry crate would also be a second
-//! retry loop beside [`RetryPolicy`](crate::retry::RetryPolicy). So there is
-//! no adapter; the call engine (`engine/`, shared with the gRPC layer) is
-//! generic over the attempt, should one be wanted later.
+//! A service that already has a `reqwest_middleware::ClientWithMiddleware`
+//! (with reqwest-retry, say) can add
+//! `adapters::reqwest_middleware::BudgetMiddleware` (feature
+//! `reqwest-middleware`) to it instead: it forwards the budget, applies a
+//! floor, sets reqwest's timeout to what is left and records each attempt
+//! in the ledger. What it cannot do is what `BudgetClient` is for: its
+//! `Middleware` hands back a streaming `reqwest::Response`, so a body read
+//! after it returned is bounded only by reqwest's timeout, not by an
+//! attempt deadline the retry decision sees; retries stay with the stack's
+//! own retry middleware (not paid from the budget's backoff rules); and
+//! there is no breaker, permit queue, hedging, replica choice or learned
+//! floor. Use `BudgetClient` where those matter.
 //!
 //! # Example: a handler calling a dependency
 //!
@@ -151,7 +154,7 @@
 #![cfg_attr(not(feature = "client"), allow(dead_code))]
 
 #[cfg(feature = "client")]
-mod attempt;
+pub(crate) mod attempt;
 pub mod auth;
 #[cfg(feature = "client")]
 mod budget_client;
