@@ -31,7 +31,7 @@ if [[ -z "$glibc" ]]; then
 fi
 if [[ "$(printf '%s\n' 2.34 "$glibc" | sort -V | head -1)" != 2.34 ]]; then
   echo "docker-build: glibc $glibc is older than 2.34: its static getaddrinfo would need" >&2
-  echo "  libnss_dns.so at run time, which a FROM-scratch image lacks (see README)" >&2
+  echo "  libnss_dns.so at run time, which a FROM-scratch image lacks (see docs/operations.md)" >&2
   exit 2
 fi
 

@@ -1,5 +1,5 @@
 //! Fuzz targets, as property tests, in the test suite beside the
-//! coverage-guided `cargo fuzz` targets of `fuzz/` (README, "Fuzzing"): the
+//! coverage-guided `cargo fuzz` targets of `fuzz/` (docs/operations.md, "Fuzzing"): the
 //! parsers that take peer or user input, driven by proptest with generated
 //! input.
 //! Each target asserts what must hold for *any* input: no panic, and an

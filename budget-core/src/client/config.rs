@@ -30,8 +30,8 @@ use crate::retry::{RetryBudgetConfig, RetryConfig};
 pub const DEFAULT_CONNECT_CAP: Duration = Duration::from_secs(1);
 
 /// How long an idle pooled connection may be reused when the config does
-/// not say: 60 s, below the 75 s idle timeout of the chain's servers (the
-/// README's "HTTP server limits"), so that a call never goes out on a
+/// not say: 60 s, below the 75 s idle timeout of the chain's servers (docs/operations.md,
+/// "HTTP server limits and errors"), so that a call never goes out on a
 /// connection the server is closing.
 ///
 /// ```

@@ -1,6 +1,6 @@
 //! Hedged requests, paid from the budget: when a call's first attempt has
 //! not answered after the dependency's usual latency, one more is sent and
-//! the first answer wins (README, "Hedged requests").
+//! the first answer wins (docs/hedging-and-stale.md, "Hedged requests").
 //!
 //! A slow answer is most often bad luck on one connection, one replica or
 //! one garbage collection, not a slow dependency: a second copy sent a

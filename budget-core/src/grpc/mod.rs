@@ -6,8 +6,8 @@
 //! answers the gRPC way, as a trailers-only response (HTTP 200, one HEADERS
 //! frame that ends the stream) with `grpc-status` and a percent-encoded
 //! `grpc-message`, `grpc-retry-pushback-ms` where the problem says when to
-//! retry, and the ledger as `server-timing` in that same frame. README.md,
-//! "gRPC services", lists the statuses.
+//! retry, and the ledger as `server-timing` in that same frame. docs/grpc.md,
+//! "The server", lists the statuses.
 //!
 //! With the `grpc` feature, [`GrpcBudgetLayer`] makes a tonic client's
 //! channel spend the current request's budget, and

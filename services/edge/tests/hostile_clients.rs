@@ -1,7 +1,7 @@
 //! Hostile and broken clients against a real edge on loopback, over raw
 //! sockets: slowloris (trickling and silent connections), idle kept-alive
-//! connections, and more connections than edge allows (README, "HTTP
-//! server limits"). Edge runs with short limits so that the tests take
+//! connections, and more connections than edge allows (docs/operations.md,
+//! "HTTP server limits and errors"). Edge runs with short limits so that the tests take
 //! seconds; the defaults are checked in service-kit's unit tests.
 //!
 //! The tests of this file run one at a time (`SERIAL`): one of them counts

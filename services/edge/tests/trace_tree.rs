@@ -1,5 +1,5 @@
-//! One request through the whole chain is one trace (README, "Metrics and
-//! traces"): a caller's `traceparent` -> edge's server span -> edge's
+//! One request through the whole chain is one trace (docs/operations.md,
+//! "Metrics and traces"): a caller's `traceparent` -> edge's server span -> edge's
 //! client span -> checkout's server span -> checkout's client spans, with
 //! the conventions' attributes, and nothing else exported (no request-log
 //! span of its own, no `/healthz`). An in-memory exporter behind the same

@@ -2,7 +2,7 @@
 //! does anything: an unknown route (`404`), a method the route does not
 //! take (`405`, with `Allow`), a body too large (`413`) or not readable
 //! whole (`400`). Every one is an `application/problem+json` body, as the
-//! budget layer's own refusals are (README, "Errors"); axum's defaults
+//! budget layer's own refusals are (docs/server.md, "What the layer answers"); axum's defaults
 //! (an empty body, or `text/plain`) never reach a caller.
 //!
 //! ```

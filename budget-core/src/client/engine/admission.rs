@@ -27,7 +27,7 @@ pub(crate) struct Admitted<'a> {
     /// Pays for retries (none in fixed mode).
     pub(crate) retry_budget: Option<&'a RetryBudget>,
     /// The call may be hedged: only a call that may be sent twice, in
-    /// budget mode (README, "Hedged requests").
+    /// budget mode (docs/hedging-and-stale.md).
     pub(crate) hedging: Option<&'a Hedging>,
 }
 

@@ -2,7 +2,7 @@
 //! within the hedge delay and a hedge is admitted (the floor, an
 //! endpoint's circuit, another replica than the first's when there is
 //! one, a free permit, the hedge budget), a second copy is sent and the
-//! first answer wins (README, "Hedged requests").
+//! first answer wins (docs/hedging-and-stale.md, "Hedged requests").
 
 use std::future::Future;
 use std::pin::Pin;
