@@ -888,7 +888,10 @@ async fn a_handler_making_a_thousand_calls_answers_a_bounded_server_timing() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(format!("http://{addr}/"))
             .header("request-budget-ms", "20000")
             .send()
@@ -924,7 +927,10 @@ async fn the_request_criticality_is_read_at_ingress_and_forwarded() {
                 .unwrap(),
         )
         .await;
-        let http = reqwest::Client::new();
+        let http = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap();
         for sent in [Some("Critical"), Some("sheddable"), None, Some("urgent")] {
             let mut req = http.get(&url).header("request-budget-ms", "1000");
             if let Some(value) = sent {
@@ -952,7 +958,10 @@ async fn inside_a_budget_aware_handler_the_call_spends_the_request_budget() {
                 .unwrap(),
         )
         .await;
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(&url)
             .header("request-budget-ms", "1000")
             .send()
@@ -980,7 +989,10 @@ async fn a_handler_questions_a_call_error_into_the_contract_problem() {
         let mut config = dep("inventory", &partner.url("/"));
         config.floor = Floor::new(ms(2000)).into();
         let url = front(config.build().unwrap()).await;
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(&url)
             .header("request-budget-ms", "500")
             .send()
@@ -998,7 +1010,10 @@ async fn a_handler_questions_a_call_error_into_the_contract_problem() {
         // The dependency's own 503 with a wait too long: passed up as is.
         let partner = Partner::start(vec![Answer::status(503).retry_after("30")]).await;
         let url = front(dep("inventory", &partner.url("/")).build().unwrap()).await;
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(&url)
             .header("request-budget-ms", "2000")
             .send()

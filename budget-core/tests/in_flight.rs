@@ -441,7 +441,10 @@ async fn a_real_burst_at_a_small_limit_is_answered_whole() {
     let url = format!("http://{}/", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap();
     let calls: Vec<_> = (0..40)
         .map(|_| {
             let req = client.get(&url).header("request-budget-ms", "10000");

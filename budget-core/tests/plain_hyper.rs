@@ -53,6 +53,7 @@ async fn serve() -> std::net::SocketAddr {
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
+        .tls_backend_rustls()
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap()

@@ -54,7 +54,11 @@ fn base() -> ServerConfig {
 }
 
 async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut req = reqwest::Client::new().get(format!("http://{addr}{path}"));
+    let mut req = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap()
+        .get(format!("http://{addr}{path}"));
     for (name, value) in headers {
         req = req.header(*name, *value);
     }

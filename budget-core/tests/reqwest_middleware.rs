@@ -27,9 +27,14 @@ use tokio::time::Instant;
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn client(middleware: BudgetMiddleware) -> ClientWithMiddleware {
-    ClientBuilder::new(reqwest::Client::new())
-        .with(middleware)
-        .build()
+    ClientBuilder::new(
+        reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap(),
+    )
+    .with(middleware)
+    .build()
 }
 
 fn context(budget: Duration, reserve: Duration) -> RequestContext {
@@ -224,10 +229,15 @@ async fn outside_a_budget_scope_the_request_passes_untouched() {
 async fn each_retry_of_an_outer_retry_middleware_is_told_what_is_left() {
     bounded_by(10, async {
         let partner = Partner::start(vec![Answer::status(503), Answer::status(200)]).await;
-        let pricing = ClientBuilder::new(reqwest::Client::new())
-            .with(retry_once_after_200ms)
-            .with(BudgetMiddleware::new("pricing"))
-            .build();
+        let pricing = ClientBuilder::new(
+            reqwest::Client::builder()
+                .tls_backend_rustls()
+                .build()
+                .unwrap(),
+        )
+        .with(retry_once_after_200ms)
+        .with(BudgetMiddleware::new("pricing"))
+        .build();
         let cx = context(ms(2000), ms(0));
         let res = cx
             .clone()

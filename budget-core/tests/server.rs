@@ -357,7 +357,10 @@ async fn real_server_reads_headers_and_answers_504_within_the_budget() {
         .layer(config().layer().unwrap());
     let fast = app(config().layer().unwrap());
     let (slow_url, fast_url) = (serve(slow).await, serve(fast).await);
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap();
 
     let res = client
         .get(&fast_url)

@@ -359,7 +359,10 @@ async fn a_caller_traceparent_becomes_the_parent_and_a_shed_request_says_shed() 
             .route("/a", get(|| async { "never run" }))
             .layer(server_config().floor(ms(100)).layer().unwrap());
         let addr = serve(app).await;
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(format!("http://{addr}/a"))
             .header("request-budget-ms", "50")
             .header(
@@ -429,7 +432,10 @@ async fn a_malformed_header_an_expired_budget_and_a_call_below_its_floor_are_eac
             .with_state(optional)
             .layer(server_config().layer().unwrap());
         let addr = serve(app).await;
-        let http = reqwest::Client::new();
+        let http = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap();
         let call = |path: &str, budget: &str| {
             http.get(format!("http://{addr}{path}"))
                 .header("request-budget-ms", budget)

@@ -23,7 +23,10 @@ async fn the_budget_crosses_the_grpc_hop_as_grpc_timeout() {
             partner.url("/recommendations"),
         )
         .await;
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(format!("http://{edge}/checkout"))
             .header("request-budget-ms", "1500")
             .send()
@@ -57,7 +60,10 @@ async fn a_slow_grpc_inventory_is_the_contract_s_504_within_the_budget() {
         )
         .await;
         let start = Instant::now();
-        let res = reqwest::Client::new()
+        let res = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap()
             .get(format!("http://{edge}/checkout"))
             .header("request-budget-ms", "800")
             .send()

@@ -32,7 +32,10 @@ async fn grpc_replicas_are_balanced_and_a_dead_one_is_passed_over() {
         let (checkout, _) = checkout::spawn(&checkout, std::future::pending())
             .await
             .expect("checkout starts");
-        let client = reqwest::Client::new();
+        let client = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap();
         let answered = format!("200 from {}", partner.addr());
         let mut named = 0;
         for _ in 0..20 {

@@ -251,7 +251,10 @@ async fn refusals_before_the_handler_are_problems() {
     let _serial = SERIAL.lock().await;
     let addr = edge(10_000).await;
 
-    let res = reqwest::Client::new()
+    let res = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap()
         .post(format!("http://{addr}/checkout"))
         .header("content-type", "application/json")
         .body(vec![0u8; 3_000_000])
@@ -291,7 +294,10 @@ async fn refusals_before_the_handler_are_problems() {
     let problem: budget_core::problem::Problem = res.json().await.unwrap();
     assert_eq!(problem.detail, "no route for /nowhere");
 
-    let res = reqwest::Client::new()
+    let res = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap()
         .delete(format!("http://{addr}/checkout"))
         .send()
         .await

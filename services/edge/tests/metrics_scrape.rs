@@ -36,7 +36,10 @@ async fn red_metrics_show_every_outcome_and_promtool_finds_nothing() {
     )
     .await;
 
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap();
     let scrape = || async {
         client
             .get(format!("http://{edge_addr}/metrics"))

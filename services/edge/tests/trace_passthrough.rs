@@ -37,7 +37,10 @@ async fn trace_context_passes_through_hops_that_do_not_export() {
     )
     .await;
 
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap();
     let res = client
         .get(format!("http://{edge_addr}/checkout"))
         .header("traceparent", TRACEPARENT)

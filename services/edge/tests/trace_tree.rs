@@ -72,7 +72,10 @@ async fn one_request_is_one_trace_through_every_hop() {
     )
     .await;
 
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_rustls()
+        .build()
+        .unwrap();
     let res = client
         .get(format!("http://{edge_addr}/healthz"))
         .send()

@@ -160,6 +160,7 @@ async fn work_abandoned_by_its_caller_still_counts_as_late() {
     bounded(async {
         let partner = partner().await;
         let impatient = reqwest::Client::builder()
+            .tls_backend_rustls()
             .timeout(Duration::from_millis(100))
             .build()
             .unwrap();

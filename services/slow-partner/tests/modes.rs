@@ -65,6 +65,7 @@ async fn blackhole_makes_connects_time_out() {
             .await
             .unwrap();
         let client = reqwest::Client::builder()
+            .tls_backend_rustls()
             .connect_timeout(Duration::from_millis(300))
             .timeout(Duration::from_secs(10))
             .build()
@@ -94,6 +95,7 @@ async fn hang_connects_then_never_answers() {
             .await
             .unwrap();
         let client = reqwest::Client::builder()
+            .tls_backend_rustls()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_millis(300))
             .build()

@@ -18,6 +18,7 @@ async fn a_hanging_path_holds_its_calls_until_the_caller_leaves_and_counts_them(
             .unwrap();
         partner.set_path_hang("/inventory", true).unwrap();
         let short = reqwest::Client::builder()
+            .tls_backend_rustls()
             .timeout(Duration::from_millis(400))
             .build()
             .unwrap();

@@ -85,18 +85,13 @@ async fn a_request_keeps_the_factor_it_was_planned_with_and_overrides_are_not_sl
     bounded(async {
         let partner = partner().await;
         partner.set_slowdown(10).unwrap();
-        // Planned at 10x (500 ms); the slowdown ends while it waits.
+        // Planned at 10x (500 ms); the slowdown ends while it waits. The
+        // client is made first: with native-tls (`--all-features`)
+        // making one loads the CA store, tens of milliseconds.
         let slow = tokio::spawn({
             let url = partner.url("/pricing?delay=50ms");
-            async move {
-                client()
-                    .get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json::<Answer>()
-                    .await
-            }
+            let client = client();
+            async move { client.get(url).send().await.unwrap().json::<Answer>().await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(partner.set_slowdown(1).unwrap().factor(), 10);

@@ -168,6 +168,7 @@ async fn a_queued_request_whose_caller_goes_away_does_no_work() {
         .await;
 
         let impatient = reqwest::Client::builder()
+            .tls_backend_rustls()
             .timeout(Duration::from_millis(100))
             .build()
             .unwrap();

@@ -102,7 +102,11 @@ pub async fn partner(mode: FaultMode) -> PartnerHandle {
 /// let _client = test_support::client();
 /// ```
 pub fn client() -> reqwest::Client {
+    // rustls, whatever reqwest's default: with `--all-features` budget-core's
+    // `native-tls` makes native-tls the default, and making such a client
+    // loads the system's CA store (tens of milliseconds) inside timed steps.
     reqwest::Client::builder()
+        .tls_backend_rustls()
         .timeout(Duration::from_secs(15))
         .build()
         .expect("the test client builds")

@@ -34,6 +34,7 @@ pub async fn partner() -> PartnerHandle {
 /// A client whose every request gives up after 10 s.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
+        .tls_backend_rustls()
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap()
