@@ -97,7 +97,7 @@ impl Outbound {
         let started = Instant::now();
         let left = cx.budget().less(cx.reserve()).remaining_at(started);
         if let Err(below) = self.floor.check(left) {
-            let note = format!("skipped: {below}");
+            let note = below.skip_note();
             tracing::debug!(dependency = %self.dependency, %note, "dependency call not made");
             cx.ledger()
                 .record(Entry::skip(&*self.dependency, note.as_str()));

@@ -202,9 +202,7 @@ impl BudgetMiddleware {
             CallErrorKind::BelowFloor,
         )
         .with_skip_note(note)
-        .with_budget(below.remaining(), below.remaining().is_zero())
-        .with_floor(below.floor())
-        .with_source(below);
+        .below(below);
         Error::middleware(error)
     }
 }

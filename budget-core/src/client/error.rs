@@ -293,6 +293,14 @@ impl CallError {
         self
     }
 
+    /// The error's budget, floor and source from `below`, the refusal
+    /// of a call below its floor.
+    pub(crate) fn below(self, below: crate::floor::BelowFloor) -> Self {
+        self.with_budget(below.remaining(), below.remaining().is_zero())
+            .with_floor(below.floor())
+            .with_source(below)
+    }
+
     /// Keeps `note`, the ledger's skip note of a call not made, for
     /// [`Skipped::reason`](super::Skipped::reason).
     pub(crate) fn with_skip_note(mut self, note: String) -> Self {

@@ -119,6 +119,18 @@ pub struct BelowFloor {
     basis: Option<FloorBasis>,
 }
 
+impl BelowFloor {
+    /// The ledger's note of a call not made for it (docs/contract.md
+    /// §4): `skipped: 30ms < floor 50ms`, `skipped: no budget left`.
+    #[cfg_attr(
+        not(any(feature = "client", feature = "grpc", feature = "tower-client")),
+        allow(dead_code)
+    )]
+    pub(crate) fn skip_note(&self) -> String {
+        format!("skipped: {self}")
+    }
+}
+
 impl std::fmt::Display for BelowFloor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.remaining.is_zero() && self.floor.is_zero() {

@@ -197,8 +197,6 @@ where
 /// An answer without any `Server-Timing` (`ServerTiming::Never`, or a
 /// request without the marker): the layer added none, and what the
 /// handler set goes too.
-#[cold]
-#[inline(never)]
 fn hide_ledger<B>(mut res: Response<B>) -> Response<B> {
     res.headers_mut().remove(SERVER_TIMING);
     res

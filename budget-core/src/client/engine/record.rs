@@ -154,7 +154,7 @@ impl Refusal {
     /// The ledger's skip note (docs/contract.md §4).
     pub(crate) fn note(&self) -> String {
         match self {
-            Refusal::BelowFloor(below) => format!("skipped: {below}"),
+            Refusal::BelowFloor(below) => below.skip_note(),
             Refusal::CircuitOpen(open) => open.skip_note(),
             Refusal::Unresolved(e) => format!("skipped: {e}"),
             Refusal::NoPermit {
@@ -220,10 +220,7 @@ pub(crate) fn refused(
                 Some(below.floor()),
                 Some(source),
             );
-            error
-                .with_budget(below.remaining(), below.remaining().is_zero())
-                .with_floor(below.floor())
-                .with_source(below)
+            error.below(below)
         }
         Refusal::CircuitOpen(open) => {
             trace::refused(name, OUTCOME_CIRCUIT_OPEN, remaining, None, None);
