@@ -276,8 +276,8 @@ where
 /// What a request of a caller not trusted with its budget
 /// ([`BudgetLayer::trust_inbound`](crate::server::BudgetLayer::trust_inbound))
 /// works with: the default budget and criticality, whatever its headers
-/// say; the other headers the layer reads are noted in `scanned`.
-#[cold]
+/// say; the other headers the layer reads are noted in `scanned`. Out of
+/// line, so that the trusting path of `call` stays small.
 #[inline(never)]
 fn untrusted<'a>(inbound: &Inbound, headers: &'a HeaderMap, scanned: &mut Scanned<'a>) -> Resolved {
     for (name, value) in headers {
