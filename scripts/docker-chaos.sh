@@ -237,6 +237,26 @@ replica_round() { # NAME BUDGET_MS ALLOW_504 MIN_200
   check "$( ((ok >= min_ok)) && echo true || echo false)" "$name: $ok of $requests answered 200, expected at least $min_ok"
 }
 
+# Sends up to MAX requests until both checkouts have answered one: each
+# has then heard from the partners. An attempt to a partner that stops
+# answering is given up after the silence limit of the partners a checkout
+# has heard from; a checkout that has heard from none has no limit to go
+# by and waits out the budget (docs/architecture.md, "Replicas").
+warm_checkouts() { # BUDGET_MS MAX
+  local seen="" i via
+  for ((i = 1; i <= $2; i++)); do
+    over_time
+    request "$1" "chaos-replicas-warm-$i"
+    via=$(answered_by checkout)
+    [[ -n "$via" && " $seen " != *" $via "* ]] && seen="$seen $via"
+    if (($(wc -w <<<"$seen") >= 2)); then
+      echo "   both checkouts answered within $i requests:$seen"
+      return 0
+    fi
+  done
+  check false "replicas: both checkouts answer within $2 requests (answered:${seen:- none})"
+}
+
 # --- the run ----------------------------------------------------------------
 echo "budget chaos demos in docker compose (project $COMPOSE_PROJECT_NAME, $("${compose_cmd[@]}" version --short 2>/dev/null || echo compose))"
 echo "client (host) -> edge -> checkout -> slow-partner; edge on $edge, partner admin on $admin"
@@ -378,6 +398,7 @@ for s in "${scenarios[@]}"; do
       wait_healthy
       echo "   all replicas healthy:"
       replica_round replicas-healthy 1500 false "$requests"
+      warm_checkouts 1500 20
       echo "   pause slow-partner-2 (it accepts, never answers): an attempt to it is given up after"
       echo "   its silence limit and retried on another partner; then its breaker ejects it"
       compose pause slow-partner-2 >/dev/null 2>&1
