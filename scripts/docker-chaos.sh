@@ -207,9 +207,11 @@ healthy_within() { # SERVICE SECONDS: waits for its container's healthcheck
   done
 }
 # The `host:port` a ledger entry says answered (`desc="200 from 172.18.0.5:8081"`),
-# for the entry NAME of the last response.
+# for the entry NAME (or its hedge, NAME-hedge: a dependency with replicas
+# is hedged by default) of the last response; an attempt its race
+# cancelled (`desc="cancelled from ..."`) did not answer.
 answered_by() { # NAME
-  server_timing "$work/h" | awk -F'\t' -v n="$1" '$1 == n && $3 ~ / from / { sub(/.* from /, "", $3); print $3 }' | tail -1
+  server_timing "$work/h" | awk -F'\t' -v n="$1" '($1 == n || $1 == n "-hedge") && $3 ~ / from / && $3 !~ /^cancelled/ { sub(/.* from /, "", $3); print $3 }' | tail -1
 }
 # With replicas: REQUESTS requests with BUDGET_MS, each 200 (or, with
 # ALLOW_504, a 504 from a replica that stopped answering before the

@@ -95,6 +95,7 @@ impl Budget {
     /// let budget = Budget::starting_at(start, Duration::from_secs(1));
     /// assert_eq!(budget.started(), start);
     /// ```
+    #[inline]
     pub fn starting_at(start: Instant, duration: Duration) -> Self {
         Self {
             start,
@@ -328,6 +329,7 @@ impl Exhausted {
 }
 
 /// `start + duration`, or the farthest instant we allow when that overflows.
+#[inline]
 fn add_saturating(start: Instant, duration: Duration) -> Instant {
     start
         .checked_add(duration.min(FOREVER))

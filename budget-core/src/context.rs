@@ -82,15 +82,23 @@ pub(crate) struct InboundTrace {
 
 /// The context's copy of a caller's trace context. Boxed: most requests
 /// carry none, and the context is cloned and moved with every request.
+#[inline]
 fn inbound_trace(
     traceparent: Option<&http::HeaderValue>,
     tracestate: Option<&http::HeaderValue>,
 ) -> Option<Box<InboundTrace>> {
-    traceparent.map(|traceparent| {
-        Box::new(InboundTrace {
-            traceparent: traceparent.clone(),
-            tracestate: tracestate.cloned(),
-        })
+    traceparent.map(|traceparent| boxed_trace(traceparent, tracestate))
+}
+
+/// The boxed copy [`inbound_trace`] makes when there is a trace context.
+#[inline(never)]
+fn boxed_trace(
+    traceparent: &http::HeaderValue,
+    tracestate: Option<&http::HeaderValue>,
+) -> Box<InboundTrace> {
+    Box::new(InboundTrace {
+        traceparent: traceparent.clone(),
+        tracestate: tracestate.cloned(),
     })
 }
 
@@ -133,6 +141,7 @@ impl RequestContext {
     /// Every field at once, as the server layer has them: one move rather
     /// than one per builder.
     #[cfg(feature = "server")]
+    #[inline]
     pub(crate) fn for_request(
         budget: Budget,
         ledger: Ledger,

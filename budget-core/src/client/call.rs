@@ -246,6 +246,58 @@ mod tests {
         assert_eq!(fake.sent(), 2);
     }
 
+    /// A hedge to a slow replica that loses the race leaves that replica
+    /// estimated at least as slow as it ran: it must not look fast for
+    /// the next choice.
+    #[tokio::test(start_paused = true)]
+    async fn hedge_a_cancelled_hedge_leaves_its_replica_at_least_as_slow_as_it_ran() {
+        let mut config = hedged(40).endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+        config.retry = RetryConfig::default().max_attempts(1);
+        let settings = config.settings(None).unwrap();
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(200, 100), (200, 1000)]);
+        let res = shaped(&settings, &ledger, 2000, &fake).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let seen = fake.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        let hedged_to = &seen[1].1.endpoint;
+        assert!(
+            !Arc::ptr_eq(&seen[0].1.endpoint, hedged_to),
+            "the hedge went to the other replica"
+        );
+        let estimate = hedged_to.load.estimate(Instant::now()).unwrap();
+        // Sent 40 ms in, cancelled when the first answered at 100 ms.
+        assert_eq!(estimate, ms(60));
+    }
+
+    /// A first attempt beaten by a hedge sent later counts as a failure
+    /// of its replica: its estimate doubles (at least to the first
+    /// penalty), not just to what it ran, so a replica whose slow calls
+    /// hedges cut short does not look as fast as the hedge delay.
+    #[tokio::test(start_paused = true)]
+    async fn hedge_a_first_attempt_beaten_by_its_hedge_counts_as_a_failure_of_its_replica() {
+        let mut config = hedged(40).endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+        config.retry = RetryConfig::default().max_attempts(1);
+        let settings = config.settings(None).unwrap();
+        for endpoint in settings.dependency.endpoints.current().iter() {
+            endpoint.load.observe(ms(50), Instant::now());
+        }
+        let ledger = Ledger::new();
+        let fake = Shaped::new(&[(200, 1000), (200, 30)]);
+        let res = shaped(&settings, &ledger, 2000, &fake).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let seen = fake.seen.lock().unwrap().clone();
+        let (first, hedge) = (&seen[0].1.endpoint, &seen[1].1.endpoint);
+        assert!(!Arc::ptr_eq(first, hedge));
+        let now = Instant::now();
+        // It ran 70 ms; twice a 50 ms estimate decayed over those 70 ms
+        // is less than a failure's first penalty, 100 ms (the doubling's
+        // own test is in `endpoints/load.rs`).
+        assert_eq!(first.load.estimate(now), Some(ms(100)));
+        // The hedge's replica learnt its faster answer.
+        assert!(hedge.load.estimate(now).unwrap() < ms(50));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn hedge_a_first_attempt_that_answers_first_cancels_the_hedge() {
         let settings = hedged(40).settings(None).unwrap();

@@ -136,7 +136,7 @@ pub enum OnUnavailable {
 /// | `retry_budget` | a per-client [`RetryBudgetConfig`]; absent: none | none |
 /// | `breaker` | a [`BreakerConfig`]; absent: no breaker | none |
 /// | `concurrency` | in-flight calls at most (waits are paid from the budget): `8`, `"auto"` or a table ([`LimitConfig`]) | unlimited |
-/// | `hedge` | hedged requests: `"auto"`, `"40ms"` or a table ([`HedgeConfig`]); idempotent calls, budget mode | none |
+/// | `hedge` | hedged requests: `"auto"`, `"40ms"`, `"off"` or a table ([`HedgeConfig`]); idempotent calls, budget mode | none; `"auto"` to another replica for a dependency with replicas |
 /// | `queue` | how calls wait for a permit ([`QueueConfig`]: `order`, `target`, `interval`) | adaptive LIFO, 5 ms / 100 ms |
 /// | `on_unavailable` | `fail`, `skip` or `stale` ([`OnUnavailable`]) | `fail` |
 /// | `max_stale` | with `on_unavailable = "stale"`: the oldest answer served in place of a failed call | `30s` |
@@ -264,9 +264,11 @@ pub struct DependencyConfig {
     /// from its budget, and holds it through its retries and backoff.
     #[serde(default)]
     pub concurrency: Option<LimitConfig>,
-    /// Hedged requests: `"auto"`, a delay (`"40ms"`) or a table
-    /// ([`HedgeConfig`]); absent: none. Only idempotent (or keyed) calls
-    /// are hedged, and only in budget mode.
+    /// Hedged requests: `"auto"`, a delay (`"40ms"`), `"off"` or a table
+    /// ([`HedgeConfig`]). Absent: none for a dependency with one
+    /// endpoint; `"auto"`, to another replica only, for one with replicas
+    /// (an `endpoints` list or a host name to resolve). Only idempotent
+    /// (or keyed) calls are hedged, and only in budget mode.
     #[serde(default)]
     pub hedge: Option<HedgeConfig>,
     /// How calls wait for a permit in budget mode: order (`adaptive`,
@@ -794,10 +796,15 @@ impl DependencyConfig {
             .map(|c| Permits::new(&name, c, self.queue, self.mode, Some(&endpoints)))
             .transpose()?
             .flatten();
-        let hedge = self
-            .hedge
-            .map(|c| c.build().map(Arc::new).map_err(|e| e.within("hedge")))
-            .transpose()?;
+        // A dependency with replicas is hedged by default, to another
+        // replica only (docs/hedging-and-stale.md).
+        let hedge = match self.hedge {
+            Some(c) => c.build(false),
+            None if endpoints.replicated() => HedgeConfig::DEFAULT.build(true),
+            None => Ok(None),
+        }
+        .map_err(|e| e.within("hedge"))?
+        .map(Arc::new);
         // Every field is valid: the client's gauges start now, and its
         // counters at 0.
         crate::telemetry::meter::register_dependency(&name);
@@ -931,6 +938,31 @@ mod tests {
 
     fn err(c: &DependencyConfig) -> String {
         c.settings(None).unwrap_err().field().to_owned()
+    }
+
+    /// Absent `hedge`: none for one endpoint, the default to another
+    /// replica only for a list or a name to resolve; `off` and a given
+    /// config are as said.
+    #[tokio::test]
+    async fn a_dependency_with_replicas_is_hedged_by_default_to_another_replica() {
+        let hedge = |c: DependencyConfig| {
+            c.settings(None)
+                .unwrap()
+                .dependency
+                .hedge
+                .map(|h| h.other_replica_only)
+        };
+        let one = DependencyConfig::new("a", "http://127.0.0.1:9000/p");
+        let list = one
+            .clone()
+            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+        let name = DependencyConfig::new("a", "http://partner.invalid:9000/p");
+        assert_eq!(hedge(one.clone()), None);
+        assert_eq!(hedge(list.clone()), Some(true));
+        assert_eq!(hedge(name), Some(true));
+        assert_eq!(hedge(list.clone().hedge(HedgeConfig::OFF)), None);
+        assert_eq!(hedge(list.hedge(HedgeConfig::default())), Some(false));
+        assert_eq!(hedge(one.hedge(HedgeConfig::default())), Some(false));
     }
 
     #[test]

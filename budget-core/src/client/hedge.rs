@@ -68,6 +68,7 @@ pub const CANCELLED: &str = "cancelled";
 /// assert_eq!("auto".parse::<HedgeDelay>().unwrap(), HedgeDelay::Auto);
 /// assert_eq!("40ms".parse::<HedgeDelay>().unwrap(), HedgeDelay::Fixed(Duration::from_millis(40)));
 /// assert_eq!(HedgeDelay::Fixed(Duration::from_millis(40)).to_string(), "40ms");
+/// assert_eq!("off".parse::<HedgeDelay>().unwrap(), HedgeDelay::Off);
 /// assert!("0s".parse::<HedgeDelay>().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,6 +80,10 @@ pub enum HedgeDelay {
     Auto,
     /// After this long.
     Fixed(Duration),
+    /// Never: no hedge is sent (`hedge = "off"`). The way to turn off the
+    /// hedging a dependency with replicas has by default
+    /// ([`DependencyConfig::hedge`](super::DependencyConfig::hedge)).
+    Off,
 }
 
 impl std::str::FromStr for HedgeDelay {
@@ -88,10 +93,13 @@ impl std::str::FromStr for HedgeDelay {
         if s == AUTO {
             return Ok(HedgeDelay::Auto);
         }
+        if s == OFF {
+            return Ok(HedgeDelay::Off);
+        }
         let delay = humantime::parse_duration(s).map_err(|e| {
             ConfigError::new(
                 "delay",
-                format!("expected `auto` or a duration (`40ms`): {e}"),
+                format!("expected `auto`, `off` or a duration (`40ms`): {e}"),
             )
         })?;
         if delay.is_zero() {
@@ -105,6 +113,7 @@ impl fmt::Display for HedgeDelay {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HedgeDelay::Auto => f.write_str(AUTO),
+            HedgeDelay::Off => f.write_str(OFF),
             HedgeDelay::Fixed(d) => write!(f, "{}", humantime::format_duration(*d)),
         }
     }
@@ -124,11 +133,13 @@ impl<'de> Deserialize<'de> for HedgeDelay {
 }
 
 const AUTO: &str = "auto";
+const OFF: &str = "off";
 
 /// A dependency's hedging, as a config file says it:
 ///
 /// - `hedge = "auto"`: after the learned p95, every other default;
 /// - `hedge = "40ms"`: after a fixed delay;
+/// - `hedge = "off"`: never (see below);
 /// - `hedge = { delay = "auto", quantile = 0.95, ratio = 0.1, min_samples = 20, window = "10s" }`.
 ///
 /// | field | meaning | default |
@@ -140,7 +151,11 @@ const AUTO: &str = "auto";
 /// | `ratio` | hedges per hedgeable call at most, in (0, 1] | `0.1` |
 ///
 /// Absent (the default of [`DependencyConfig`](super::DependencyConfig)):
-/// no hedging.
+/// no hedging for a dependency with one endpoint; for one with replicas
+/// (an `endpoints` list, or a host name that may resolve to several
+/// addresses), every default, and a hedge is sent only to another replica
+/// than the first attempt's (docs/hedging-and-stale.md, "Replicas are
+/// hedged by default"). `hedge = "off"` turns that off.
 ///
 /// ```
 /// use budget_core::client::HedgeConfig;
@@ -199,6 +214,18 @@ impl HedgeConfig {
         min_samples: 20,
         window: Duration::from_secs(10),
         ratio: 0.1,
+    };
+
+    /// No hedging, even for a dependency with replicas (`hedge = "off"`).
+    ///
+    /// ```
+    /// # use budget_core::client::{HedgeConfig, HedgeDelay};
+    /// assert_eq!(HedgeConfig::OFF.delay, HedgeDelay::Off);
+    /// assert_eq!("off".parse::<HedgeConfig>().unwrap(), HedgeConfig::OFF);
+    /// ```
+    pub const OFF: Self = Self {
+        delay: HedgeDelay::Off,
+        ..Self::DEFAULT
     };
 
     /// Hedging after a fixed `delay`, every other default.
@@ -324,10 +351,14 @@ impl HedgeConfig {
         Ok(())
     }
 
-    /// Validates it into what a client runs with.
-    pub(crate) fn build(&self) -> Result<Hedging, ConfigError> {
+    /// Validates it into what a client runs with (`None` when off); with
+    /// `other_replica_only`, a hedge goes only to another endpoint than
+    /// the first attempt's (the default hedging of a dependency with
+    /// replicas).
+    pub(crate) fn build(&self, other_replica_only: bool) -> Result<Option<Hedging>, ConfigError> {
         self.validate()?;
         let delay = match self.delay {
+            HedgeDelay::Off => return Ok(None),
             HedgeDelay::Fixed(d) => Delay::Fixed(d),
             HedgeDelay::Auto => Delay::Learned(Box::new(LearnedFloor::new(LearnedFloorConfig {
                 quantile: self.quantile,
@@ -345,7 +376,11 @@ impl HedgeConfig {
             ratio: self.ratio,
         }
         .build()?;
-        Ok(Hedging { delay, budget })
+        Ok(Some(Hedging {
+            delay,
+            budget,
+            other_replica_only,
+        }))
     }
 }
 
@@ -432,6 +467,9 @@ impl<'de> Deserialize<'de> for HedgeConfig {
 pub(crate) struct Hedging {
     delay: Delay,
     budget: RetryBudget,
+    /// A hedge goes only to another endpoint than the first attempt's:
+    /// none is sent while the dependency has one.
+    pub(crate) other_replica_only: bool,
 }
 
 #[derive(Debug)]
@@ -453,6 +491,9 @@ pub(crate) enum Declined {
     Circuit,
     /// No concurrency permit is free.
     Permit,
+    /// No other replica than the first attempt's can take it (a
+    /// dependency hedged by default, for its replicas).
+    NoOtherReplica,
 }
 
 impl Declined {
@@ -463,15 +504,17 @@ impl Declined {
             Declined::Floor => "floor",
             Declined::Circuit => "circuit",
             Declined::Permit => "permit",
+            Declined::NoOtherReplica => "no_other_replica",
         }
     }
 
     /// Every reason, for registering the counters at 0.
-    pub(crate) const ALL: [Declined; 4] = [
+    pub(crate) const ALL: [Declined; 5] = [
         Declined::HedgeBudget,
         Declined::Floor,
         Declined::Circuit,
         Declined::Permit,
+        Declined::NoOtherReplica,
     ];
 }
 
@@ -567,7 +610,7 @@ mod tests {
             ),
         ] {
             assert_eq!(bad.validate().unwrap_err().field(), field, "{bad:?}");
-            assert_eq!(bad.build().unwrap_err().field(), field, "{bad:?}");
+            assert_eq!(bad.build(false).unwrap_err().field(), field, "{bad:?}");
         }
     }
 
@@ -599,7 +642,8 @@ mod tests {
             min_samples: 10,
             ..HedgeConfig::default()
         }
-        .build()
+        .build(false)
+        .unwrap()
         .unwrap();
         assert_eq!(hedging.delay(), None, "no sample yet: no hedge");
         for i in 0..100 {
@@ -611,9 +655,27 @@ mod tests {
         assert!(delay >= ms(39) && delay <= ms(41), "{delay:?}");
     }
 
+    #[test]
+    fn off_builds_no_hedging_and_round_trips() {
+        assert!(HedgeConfig::OFF.build(true).unwrap().is_none());
+        assert!(HedgeConfig::OFF.validate().is_ok());
+        let built = HedgeConfig::DEFAULT.build(true).unwrap().unwrap();
+        assert!(built.other_replica_only);
+        #[derive(Debug, Deserialize)]
+        struct T {
+            hedge: HedgeConfig,
+        }
+        let t: T = toml::from_str("hedge = \"off\"").unwrap();
+        assert_eq!(t.hedge, HedgeConfig::OFF);
+        assert_eq!(
+            HedgeDelay::Off.to_string().parse::<HedgeDelay>().unwrap(),
+            HedgeDelay::Off
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn hedges_are_at_most_ratio_of_the_calls() {
-        let hedging = HedgeConfig::after(ms(10)).build().unwrap();
+        let hedging = HedgeConfig::after(ms(10)).build(false).unwrap().unwrap();
         assert!(!hedging.withdraw(), "no call yet: no hedge");
         let mut hedges = 0;
         for _ in 0..1000 {

@@ -304,6 +304,7 @@ impl Ledger {
     /// [`starting_with`](Self::starting_with) an ingress entry of
     /// `budget`, without making the [`Entry`] first: how the server layer
     /// starts every request it passes on.
+    #[inline]
     pub(crate) fn for_ingress(limits: LedgerLimits, budget: Duration) -> Self {
         Self {
             shared: OnceLock::new(),
@@ -314,6 +315,7 @@ impl Ledger {
 
     /// `limits` as a ledger keeps them: at least two entries and room for
     /// the `+N more` metric.
+    #[inline]
     fn kept(limits: LedgerLimits) -> LedgerLimits {
         LedgerLimits {
             max_entries: limits.max_entries.max(2),
@@ -455,10 +457,19 @@ impl Ledger {
     /// when empty. A ledger that holds only the ingress budget (most
     /// responses) is rendered on the stack and copied once.
     #[cfg(feature = "server")]
+    #[inline]
     pub(crate) fn header_value(&self) -> Option<http::HeaderValue> {
         if self.shared.get().is_none() {
             return self.ingress.and_then(ingress_header_value);
         }
+        self.shared_header_value()
+    }
+
+    /// [`header_value`](Self::header_value) of a ledger whose entries are
+    /// shared.
+    #[cfg(feature = "server")]
+    #[inline(never)]
+    fn shared_header_value(&self) -> Option<http::HeaderValue> {
         let entries = self.read();
         if let (Some(Entry::Ingress { budget }), true, true, 0) = (
             &entries.first,

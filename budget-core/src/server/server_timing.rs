@@ -91,15 +91,22 @@ impl ServerTiming {
     /// assert!(ServerTiming::Always.shows(&headers));
     /// assert!(!ServerTiming::Never.shows(&headers));
     /// ```
+    #[inline]
     pub fn shows(&self, headers: &HeaderMap) -> bool {
         match self {
             Self::Always => true,
             Self::Never => false,
-            Self::When { header, value } => headers
-                .get(header)
-                .is_some_and(|sent| same(sent.as_bytes(), value.as_bytes())),
+            Self::When { header, value } => marked(headers, header, value),
         }
     }
+}
+
+/// Whether `headers` carry `header` with `value` (`ServerTiming::When`).
+#[inline(never)]
+fn marked(headers: &HeaderMap, header: &HeaderName, value: &HeaderValue) -> bool {
+    headers
+        .get(header)
+        .is_some_and(|sent| same(sent.as_bytes(), value.as_bytes()))
 }
 
 /// `a == b`, in a time that depends on their lengths only: a caller

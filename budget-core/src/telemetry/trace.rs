@@ -38,10 +38,18 @@ fn ms(d: Duration) -> i64 {
 /// at all (carrying, entering and dropping a disabled `Span` showed in
 /// callgrind's profile of every request; BENCHMARKS.md, "Steps").
 #[cfg(feature = "server")]
+#[inline]
 pub(crate) fn server_span<B>(req: &http::Request<B>, floor: Duration) -> Option<Span> {
     if !tracing::level_enabled!(tracing::Level::INFO) {
         return None;
     }
+    open_server_span(req, floor)
+}
+
+/// [`server_span`] once a subscriber may want it.
+#[cfg(feature = "server")]
+#[inline(never)]
+fn open_server_span<B>(req: &http::Request<B>, floor: Duration) -> Option<Span> {
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         SERVER_SPAN,

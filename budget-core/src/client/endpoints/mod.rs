@@ -381,6 +381,12 @@ impl Endpoints {
         }
     }
 
+    /// Whether the set may hold more than one endpoint (an `endpoints`
+    /// list, or a host name to resolve).
+    pub(crate) fn replicated(&self) -> bool {
+        self.shared.only.is_none()
+    }
+
     /// The dependency's name.
     pub(crate) fn name(&self) -> &Arc<str> {
         &self.shared.name

@@ -178,13 +178,17 @@ impl Race<'_> {
                             self.settle_hedge(&mut hedge, &failed, ran);
                         }
                         // The hedge is cancelled: its breaker permit is
-                        // dropped unheard (neutral).
-                        None => self.lost::<R>(
-                            &hedge_name,
-                            hedge_started.elapsed(),
-                            None,
-                            hedge.shown(),
-                        ),
+                        // dropped unheard (neutral), and its endpoint's
+                        // latency is at least what it ran (a hedge to a
+                        // slow replica that lost must not leave it looking
+                        // fast).
+                        None => {
+                            let ran = hedge_started.elapsed();
+                            if hedge.balanced {
+                                hedge.endpoint.load.at_least(ran, Instant::now());
+                            }
+                            self.lost::<R>(&hedge_name, ran, None, hedge.shown());
+                        }
                     }
                     meter::hedge(name, false, 1);
                     return Raced { result, took, hedge_won: false };
@@ -202,11 +206,15 @@ impl Race<'_> {
                         }
                         None => {
                             let ran = started.elapsed();
-                            // The first attempt's latency is at least this,
-                            // and so is its endpoint's.
+                            // The first attempt's latency is at least this.
+                            // Its endpoint lost to one sent later: to the
+                            // balancer, that is a failure (its estimate
+                            // doubles until its next answer), or a replica
+                            // whose slow calls are all cut short by hedges
+                            // would look as fast as the hedge delay.
                             self.hedging.observe(ran);
                             if first_chosen.balanced {
-                                first_chosen.endpoint.load.at_least(ran, Instant::now());
+                                first_chosen.endpoint.load.penalize(ran, Instant::now());
                             }
                             self.lost::<R>(name, ran, None, first_chosen.shown());
                         }
@@ -235,6 +243,9 @@ impl Race<'_> {
         }
         let chosen = choose::next(dep, self.plan.timing.remaining(), Some(first))
             .map_err(|_| Declined::Circuit)?;
+        if self.hedging.other_replica_only && std::ptr::eq(&*chosen.endpoint, first) {
+            return Err(Declined::NoOtherReplica);
+        }
         let permit = match &dep.permits {
             Some(permits) => Some(permits.try_acquire().ok_or(Declined::Permit)?),
             None => None,
