@@ -149,7 +149,7 @@ service_kit::client_settings! {
     /// | `floor` | `auto` (learned from latency); recommendations: `recommendations_floor` (set that instead) |
     /// | `breaker` | 20 consecutive failures, or 3 attempts without an answer for 4 typical latencies, open it for 1 s (`budget_mode = on` only; [`DEFAULT_DEPENDENCY_BREAKER`](service_kit::DEFAULT_DEPENDENCY_BREAKER)) |
     /// | `concurrency` | `auto` (an adaptive limit; ignored with `budget_mode = off`) |
-    /// | `hedge` | none; `"auto"` sends one more attempt after the learned p95 (idempotent calls only: inventory's `GET`, pricing's `GET`, or its `POST` when the caller sent an `idempotency-key`), `budget_mode = on` only ([`HedgeConfig`](budget_core::client::HedgeConfig)) |
+    /// | `hedge` | none for a dependency of one endpoint; `"auto"`, to another replica only, for one with replicas (`endpoints`, or a host name to resolve); `"auto"` sends one more attempt after the learned p95 (idempotent calls only: inventory's `GET`, pricing's `GET`, or its `POST` when the caller sent an `idempotency-key`), `budget_mode = on` only; `"off"`: never ([`HedgeConfig`](budget_core::client::HedgeConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     /// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
