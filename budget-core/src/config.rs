@@ -19,6 +19,8 @@
 
 use std::borrow::Cow;
 
+pub mod duration;
+
 /// A configuration value that cannot be used, with the field it came from.
 ///
 /// # Example

@@ -139,7 +139,7 @@ pub struct Args {
     /// `ramp` scenario: 10 s per step, and a given duration is split over
     /// its six steps; `spike`: 12 s, and a given duration is split 4:2:6;
     /// a burst ignores it].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = budget_core::config::duration::parse)]
     pub duration: Option<Duration>,
     /// Stop each run after this many requests; the size of a burst
     /// [default there: 300].
@@ -154,7 +154,7 @@ pub struct Args {
     /// The budget each request is given (request-budget-ms); the
     /// `mixed-budgets` and `hang` scenarios draw their own per request
     /// instead, and the bursts give 10 s (`-fits`) or 1 s (`-part`).
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = budget_core::config::duration::parse)]
     pub budget: Duration,
     /// How long the client waits for an answer: a duration, or `budget`
     /// to hang up at the budget [a burst: its budget plus 5 s].
@@ -183,11 +183,11 @@ pub struct Args {
     pub slowdown: u64,
     /// Inventory's floor in budget mode, a hand-sized comparison row (e.g.
     /// 900ms) [default: none, checkout's own default configuration].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = budget_core::config::duration::parse)]
     pub inventory_floor: Option<Duration>,
     /// Pricing's floor in budget mode, a hand-sized comparison row (e.g.
     /// 600ms) [default: none, checkout's own default configuration].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = budget_core::config::duration::parse)]
     pub pricing_floor: Option<Duration>,
     /// Load a running edge instead (its /checkout URL; loopback only).
     #[arg(long)]
@@ -461,7 +461,7 @@ impl Args {
         let patience = if self.client_timeout == "budget" {
             Patience::Budget
         } else {
-            let d = humantime::parse_duration(&self.client_timeout).map_err(|e| {
+            let d = budget_core::config::duration::parse(&self.client_timeout).map_err(|e| {
                 flag(
                     "client-timeout",
                     format!("`{}`: {e} (a duration, or `budget`)", self.client_timeout),

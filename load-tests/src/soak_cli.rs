@@ -41,23 +41,23 @@ pub struct SoakArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub faults: Vec<FaultMode>,
     /// How long each phase sends (humantime: 1m, 5s).
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1m", value_parser = budget_core::config::duration::parse)]
     pub phase: Duration,
     /// Requests per second, in every phase.
     #[arg(long, default_value_t = 50.0)]
     pub rate: f64,
     /// The budget each request is given.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = budget_core::config::duration::parse)]
     pub budget: Duration,
     /// Healthy load before the baseline is read.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = budget_core::config::duration::parse)]
     pub warmup: Duration,
     /// Checkout's and edge's pool idle timeout (an idle connection closes
     /// after it).
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = budget_core::config::duration::parse)]
     pub pool_idle_timeout: Duration,
     /// The longest the drain after a phase waits for the baseline.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = budget_core::config::duration::parse)]
     pub drain_deadline: Duration,
     /// Budget mode of checkout and edge.
     #[arg(long, value_enum, default_value_t = BudgetMode::On)]

@@ -427,7 +427,7 @@ pub struct AdaptiveLimitConfig {
     pub initial: Option<usize>,
     /// The shortest sample window: the limit changes at most once per
     /// `window` (besides drops). More than zero. Default 250 ms.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub window: Duration,
     /// The most answers a window waits for: it waits for as many as the
     /// limit (one round of calls), but no more than this. At least 1.
@@ -441,7 +441,7 @@ pub struct AdaptiveLimitConfig {
     /// less than 1. Default 0.9.
     pub drop_factor: f64,
     /// The time between two min-RTT probes. More than zero. Default 60 s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub probe_interval: Duration,
     /// Up to this fraction of `probe_interval` is added, at random, to each
     /// wait for the next probe. From 0 to 1. Default 0.15.

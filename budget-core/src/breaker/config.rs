@@ -84,7 +84,7 @@ pub struct BreakerConfig {
     pub failure_threshold: u32,
     /// How long an open breaker refuses calls before it admits a probe;
     /// more than zero.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub open_for: Duration,
     /// Attempts that went without an answer for the silence limit (four
     /// times the endpoint's typical latency, at least 250 ms), ended in a

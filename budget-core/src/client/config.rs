@@ -227,11 +227,11 @@ pub struct DependencyConfig {
     /// one endpoint, resolved by the HTTP client as it connects. Not used
     /// with an `endpoints` list, an address as the host, or `https` (the
     /// certificate names the host).
-    #[serde(default = "default_resolve_interval", with = "humantime_serde")]
+    #[serde(default = "default_resolve_interval", with = "crate::config::duration")]
     pub resolve_interval: Duration,
     /// The longest a TCP (and TLS) connect may take; the budget caps it
     /// further (docs/contract.md §2 rule 1).
-    #[serde(default = "default_connect_cap", with = "humantime_serde")]
+    #[serde(default = "default_connect_cap", with = "crate::config::duration")]
     pub connect_cap: Duration,
     /// How long an idle keep-alive connection may be reused. hyper's pool
     /// never hands out a connection idle for longer, and closes idle ones
@@ -241,7 +241,10 @@ pub struct DependencyConfig {
     /// dependency's server and of whatever sits in between (a load balancer
     /// that drops idle connections silently turns the next call on them
     /// into a reset).
-    #[serde(default = "default_pool_idle_timeout", with = "humantime_serde")]
+    #[serde(
+        default = "default_pool_idle_timeout",
+        with = "crate::config::duration"
+    )]
     pub pool_idle_timeout: Duration,
     /// The least remaining budget (net of the per-hop reserve) with which
     /// a call, or a retry, is still made: fixed (`"250ms"`) or learned
@@ -283,7 +286,7 @@ pub struct DependencyConfig {
     /// With `on_unavailable = "stale"`, the oldest a kept answer may be to
     /// be served in place of a call that failed (HTTP's `max-stale`); more
     /// than zero.
-    #[serde(default = "default_max_stale", with = "humantime_serde")]
+    #[serde(default = "default_max_stale", with = "crate::config::duration")]
     pub max_stale: Duration,
     /// With `on_unavailable = "stale"`, how much the client keeps: at most
     /// `max_entries` URLs and `max_bytes` bytes ([`StaleCacheConfig`]).
@@ -313,7 +316,7 @@ pub struct DependencyConfig {
     #[serde(default)]
     pub mode: TimeoutMode,
     /// Each attempt's timeout in [`TimeoutMode::Fixed`]; ignored in budget mode.
-    #[serde(default = "default_fixed_timeout", with = "humantime_serde")]
+    #[serde(default = "default_fixed_timeout", with = "crate::config::duration")]
     pub fixed_timeout: Duration,
     /// In budget mode, the budget of a call made outside any request's
     /// budget (a start-up warm-up, a background job, a task spawned without
@@ -323,7 +326,7 @@ pub struct DependencyConfig {
     /// default): such a call fails with
     /// [`CallErrorKind::NoBudget`](crate::client::CallErrorKind::NoBudget)
     /// over HTTP, and passes through untouched over gRPC.
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, with = "crate::config::duration")]
     pub default_budget: Option<Duration>,
 }
 

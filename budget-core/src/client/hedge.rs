@@ -96,7 +96,7 @@ impl std::str::FromStr for HedgeDelay {
         if s == OFF {
             return Ok(HedgeDelay::Off);
         }
-        let delay = humantime::parse_duration(s).map_err(|e| {
+        let delay = crate::config::duration::parse(s).map_err(|e| {
             ConfigError::new(
                 "delay",
                 format!("expected `auto`, `off` or a duration (`40ms`): {e}"),
@@ -189,7 +189,7 @@ pub struct HedgeConfig {
     /// Attempts in the window before a learned delay is trusted.
     pub min_samples: u64,
     /// How long a latency sample and a hedge deposit count.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub window: Duration,
     /// Hedges per hedgeable call at most.
     pub ratio: f64,
@@ -410,7 +410,7 @@ struct Table {
     delay: HedgeDelay,
     quantile: f64,
     min_samples: u64,
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     window: Duration,
     ratio: f64,
 }

@@ -126,7 +126,7 @@ impl std::str::FromStr for FloorConfig {
         if s == AUTO {
             return Ok(FloorConfig::AUTO);
         }
-        humantime::parse_duration(s)
+        crate::config::duration::parse(s)
             .map(FloorConfig::fixed)
             .map_err(|e| {
                 ConfigError::new(
@@ -167,7 +167,7 @@ impl<'de> Deserialize<'de> for FloorConfig {
                 if v == AUTO {
                     return Ok(FloorConfig::auto());
                 }
-                humantime::parse_duration(v)
+                crate::config::duration::parse(v)
                     .map(FloorConfig::fixed)
                     .map_err(|e| E::invalid_value(de::Unexpected::Str(v), &FloorHint(e)))
             }

@@ -39,7 +39,7 @@ use super::learned::FloorBasis;
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 #[serde(transparent)]
-pub struct Floor(#[serde(with = "humantime_serde")] Duration);
+pub struct Floor(#[serde(with = "crate::config::duration")] Duration);
 
 impl Floor {
     /// A floor of `min`.

@@ -105,18 +105,21 @@ pub struct LearnedFloorConfig {
     /// The factor on the quantile, at least 1.
     pub margin: f64,
     /// The lowest floor.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub min: Duration,
     /// The highest floor.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub max: Duration,
     /// The floor while fewer than `min_samples` exist; absent: `min`.
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        with = "crate::config::duration",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cold_start: Option<Duration>,
     /// How many samples the window needs before its quantile is used.
     pub min_samples: u64,
     /// How long a sample counts.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub window: Duration,
 }
 

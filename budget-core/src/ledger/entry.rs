@@ -28,7 +28,7 @@ pub enum Entry {
     /// The budget the request arrived with (after default and clamp).
     Ingress {
         /// The budget.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "crate::config::duration")]
         budget: Duration,
     },
     /// One attempt of a downstream call.
@@ -38,7 +38,7 @@ pub enum Entry {
         /// 1 for the first attempt, 2 for the first retry, ...
         attempt: u32,
         /// How long the attempt took.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "crate::config::duration")]
         duration: Duration,
         /// The status code, or the kind of failure (`connect`, `timeout`, ...).
         outcome: String,
@@ -48,7 +48,7 @@ pub enum Entry {
         /// The dependency being waited for.
         dependency: String,
         /// How long the wait was.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "crate::config::duration")]
         duration: Duration,
     },
     /// A call that was not made, with the reason.
@@ -66,7 +66,7 @@ pub enum Entry {
         /// The dependency whose old answer was served.
         dependency: String,
         /// The answer's age when it was served.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "crate::config::duration")]
         age: Duration,
     },
     /// A local step of the handler (a database query, a computation).
@@ -74,7 +74,7 @@ pub enum Entry {
         /// The step's name.
         name: String,
         /// How long it took.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "crate::config::duration")]
         duration: Duration,
         /// An optional description.
         desc: Option<String>,

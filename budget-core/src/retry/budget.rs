@@ -54,7 +54,7 @@ const MAX_TTL: Duration = Duration::from_secs(60);
 #[non_exhaustive]
 pub struct RetryBudgetConfig {
     /// How long a deposit counts, 1 s to 60 s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub ttl: Duration,
     /// Retries allowed per second regardless of deposits.
     pub min_per_sec: u32,

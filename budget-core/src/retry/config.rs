@@ -96,7 +96,7 @@ pub struct RetryConfig {
     pub backoff: BackoffConfig,
     /// The longest `Retry-After` honoured by waiting; a longer one ends the
     /// call and is passed up. Default 10 s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub retry_after_max: Duration,
     /// Statuses worth another attempt. Default `[408, 429, 500, 502, 503, 504]`.
     pub retryable_statuses: Vec<u16>,
@@ -104,7 +104,7 @@ pub struct RetryConfig {
     /// (the default): an attempt may take all that is left. With it, an
     /// attempt that times out with budget left is retried (docs/contract.md
     /// §2 rule 5) while the budget still holds the backoff and the floor.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub attempt_timeout: Option<Duration>,
 }
 
@@ -162,10 +162,10 @@ impl Default for RetryConfig {
 #[non_exhaustive]
 pub struct BackoffConfig {
     /// The first retry's ceiling. Default 50 ms.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub initial: Duration,
     /// The cap. Default 1 s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub max: Duration,
     /// The growth per retry, at least 1. Default 2.
     pub multiplier: f64,
@@ -415,10 +415,10 @@ struct RetryConfigToml {
     backoff: BackoffToml,
     /// Deprecated: `backoff.jitter`.
     jitter: Option<Jitter>,
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     retry_after_max: Duration,
     retryable_statuses: Vec<u16>,
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     attempt_timeout: Option<Duration>,
 }
 
@@ -426,9 +426,9 @@ struct RetryConfigToml {
 #[derive(Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct BackoffToml {
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     initial: Duration,
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     max: Duration,
     multiplier: f64,
     jitter: Option<Jitter>,

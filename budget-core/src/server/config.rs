@@ -70,16 +70,16 @@ use crate::server::{BudgetLayer, ServerTiming};
 #[non_exhaustive]
 pub struct ServerConfig {
     /// The budget a request gets when it carries no budget header.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub default_budget: Duration,
     /// The largest budget any request gets, whatever its caller says.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub max_budget: Duration,
     /// The least budget with which a request is worth starting.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub floor: Duration,
     /// The time every outbound call holds back for this service's reply.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub reserve: Duration,
     /// What to do with a malformed budget header.
     pub on_malformed: OnMalformed,
@@ -91,7 +91,7 @@ pub struct ServerConfig {
     pub max_in_flight: Option<LimitConfig>,
     /// The `Retry-After` of a `503` at the in-flight limit (a line that
     /// has stood for `max_budget`).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub overload_retry_after: Duration,
     /// How much each request's ledger keeps and renders as
     /// `Server-Timing`.

@@ -90,7 +90,7 @@ pub struct Cli {
 
 /// A humantime duration (`300ms`, `2s`, `1m 30s`) of more than zero.
 fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = budget_core::config::duration::parse(s).map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err("must be more than zero".to_owned());
     }

@@ -120,7 +120,7 @@ service_kit::service_config! {
         pub recommendations_url: String = "http://127.0.0.1:9000/recommendations".to_owned(),
         /// Below this budget (net of the reserve), recommendations is skipped
         /// and the answer marked degraded. Not applied with `budget_mode = off`.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "budget_core::config::duration")]
         pub recommendations_floor: Duration = DEFAULT_RECOMMENDATIONS_FLOOR,
         /// Client settings of inventory (default: 2 attempts).
         pub inventory: DependencySettings = DependencySettings::default(),
@@ -177,7 +177,7 @@ service_kit::client_settings! {
         /// `fail`, `skip` (recommendations only) or `stale`.
         pub on_unavailable: Option<OnUnavailable>,
         /// The oldest answer served with `on_unavailable = "stale"`.
-        #[serde(with = "humantime_serde")]
+        #[serde(with = "budget_core::config::duration")]
         pub max_stale: Option<Duration>,
         /// How much the stale fallback keeps: `max_entries`, `max_bytes`.
         pub stale_cache: Option<StaleCacheConfig>,

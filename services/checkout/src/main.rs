@@ -48,7 +48,7 @@ struct Cli {
 
     /// Below this budget recommendations is skipped and the answer marked
     /// degraded [default: 1s]
-    #[arg(long, env = "RECOMMENDATIONS_FLOOR", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RECOMMENDATIONS_FLOOR", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     recommendations_floor: Option<Duration>,
 
     /// Inventory's floor: `auto` (learned from its latency) or a duration

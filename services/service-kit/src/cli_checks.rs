@@ -56,7 +56,7 @@ pub fn assert_cli_conventions(cmd: Command) {
 /// #[derive(Debug, Parser)]
 /// struct Cli {
 ///     /// A duration.
-///     #[arg(long, value_parser = humantime::parse_duration)]
+///     #[arg(long, value_parser = budget_core::config::duration::parse)]
 ///     floor: Option<std::time::Duration>,
 ///     /// On or off.
 ///     #[arg(long, value_enum)]

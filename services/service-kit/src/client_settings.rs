@@ -77,7 +77,8 @@ impl ClientSettings {
 /// unknown field is an error), and gets `shared()`, its [`ClientSettings`]
 /// part, to [`apply`](ClientSettings::apply). Fields are plain fields
 /// (`settings.connect_cap = ...`). The crate using the macro depends on
-/// `serde` and `humantime-serde`.
+/// `serde` and `budget-core` (durations read through
+/// [`budget_core::config::duration`]).
 ///
 /// ```
 /// use budget_core::retry::RetryConfig;
@@ -110,10 +111,10 @@ macro_rules! client_settings {
         #[serde(default, deny_unknown_fields)]
         $vis struct $name {
             /// The longest a connect may take.
-            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            #[serde(with = "budget_core::config::duration", skip_serializing_if = "Option::is_none")]
             pub connect_cap: ::std::option::Option<::std::time::Duration>,
             /// How long an idle pooled connection is kept.
-            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            #[serde(with = "budget_core::config::duration", skip_serializing_if = "Option::is_none")]
             pub pool_idle_timeout: ::std::option::Option<::std::time::Duration>,
             /// Below this budget (net of the reserve), the call is not made:
             /// `"250ms"`, `"auto"` or a learned floor's table.
@@ -135,7 +136,7 @@ macro_rules! client_settings {
             #[serde(skip_serializing_if = "Option::is_none")]
             pub max_body: ::std::option::Option<u64>,
             /// Each attempt's timeout with `budget_mode = off`.
-            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            #[serde(with = "budget_core::config::duration", skip_serializing_if = "Option::is_none")]
             pub fixed_timeout: ::std::option::Option<::std::time::Duration>,
             /// The replicas, `scheme://host:port` each; the URL's path and
             /// query are kept.
@@ -143,10 +144,10 @@ macro_rules! client_settings {
             pub endpoints: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
             /// How often the URL's host name is looked up again (`"0s"`:
             /// never, the name is one endpoint).
-            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            #[serde(with = "budget_core::config::duration", skip_serializing_if = "Option::is_none")]
             pub resolve_interval: ::std::option::Option<::std::time::Duration>,
             /// The budget of a call made outside any request.
-            #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+            #[serde(with = "budget_core::config::duration", skip_serializing_if = "Option::is_none")]
             pub default_budget: ::std::option::Option<::std::time::Duration>,
             /// Send the budget and criticality headers.
             #[serde(skip_serializing_if = "Option::is_none")]

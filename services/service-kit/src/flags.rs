@@ -49,11 +49,11 @@ pub struct ServiceFlags {
 
     /// A request head must be complete this long after its first byte (a
     /// new connection's: after the accept), else the connection is closed
-    #[arg(long, env = "HEADER_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "HEADER_TIMEOUT", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     pub header_timeout: Option<Duration>,
 
     /// A kept-alive HTTP/1 connection idle this long is closed
-    #[arg(long, env = "IDLE_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDLE_TIMEOUT", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     pub idle_timeout: Option<Duration>,
 
     /// Connections open at once; one more gets a 503 and is closed
@@ -82,19 +82,19 @@ pub struct ServiceFlags {
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct BudgetFlags {
     /// Budget of a request that carries no budget header
-    #[arg(long, env = "DEFAULT_BUDGET", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "DEFAULT_BUDGET", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     pub default_budget: Option<Duration>,
 
     /// Largest budget any request gets, whatever the caller says
-    #[arg(long, env = "MAX_BUDGET", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "MAX_BUDGET", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     pub max_budget: Option<Duration>,
 
     /// Below this budget on arrival a request is shed with 504
-    #[arg(long, env = "FLOOR", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "FLOOR", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     pub floor: Option<Duration>,
 
     /// Held back on every outbound call for the service's own reply
-    #[arg(long, env = "RESERVE", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RESERVE", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     pub reserve: Option<Duration>,
 
     /// Past this many requests at once, answer 503 with Retry-After

@@ -78,11 +78,11 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub struct HttpLimits {
     /// A request head must be complete this long after its first byte (for
     /// a connection's first request: after the connection was accepted).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "budget_core::config::duration")]
     pub header_timeout: Duration,
     /// A kept-alive HTTP/1 connection waiting this long for its next
     /// request is closed.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "budget_core::config::duration")]
     pub idle_timeout: Duration,
     /// Connections open at once; over it, a new one gets a `503` and is
     /// closed.

@@ -151,8 +151,8 @@ pub trait ServiceConfig: Default + DeserializeOwned {
 /// `validate(&self) -> Result<(), ConfigError>`.
 ///
 /// Fields are plain fields, so `config.floor = ...` reads as with any
-/// struct. The crate using the macro depends on `serde` and
-/// `humantime-serde`.
+/// struct. The crate using the macro depends on `serde` and `budget-core`
+/// (durations read through [`budget_core::config::duration`]).
 ///
 /// ```
 /// use std::net::SocketAddr;
@@ -206,16 +206,16 @@ macro_rules! service_config {
             /// compared with).
             pub budget_mode: $crate::BudgetMode,
             /// The budget of a request that carries no budget header.
-            #[serde(with = "humantime_serde")]
+            #[serde(with = "budget_core::config::duration")]
             pub default_budget: ::std::time::Duration,
             /// The largest budget any request gets, whatever its caller says.
-            #[serde(with = "humantime_serde")]
+            #[serde(with = "budget_core::config::duration")]
             pub max_budget: ::std::time::Duration,
             /// Below this budget on arrival, a request is shed with `504`.
-            #[serde(with = "humantime_serde")]
+            #[serde(with = "budget_core::config::duration")]
             pub floor: ::std::time::Duration,
             /// What every outbound call holds back for the service's own reply.
-            #[serde(with = "humantime_serde")]
+            #[serde(with = "budget_core::config::duration")]
             pub reserve: ::std::time::Duration,
             /// Past this many requests at once, `503` with `Retry-After`
             /// (`N`, or `"auto"` for an adaptive limit); absent: no limit.

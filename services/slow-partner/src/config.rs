@@ -73,7 +73,7 @@ pub struct PartnerConfig {
     pub max_tracked_ids: usize,
     /// How long requests in flight may finish when the main port leaves
     /// normal mode or the partner stops; then their connections are closed.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "budget_core::config::duration")]
     pub shutdown_grace: Duration,
     /// How many requests *per path* do their work at once (`1..=`
     /// [`MAX_WORKERS`](crate::MAX_WORKERS)); further requests of the path

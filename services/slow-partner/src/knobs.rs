@@ -543,7 +543,8 @@ fn parse_duration(value: &str) -> Result<Duration, Reason> {
     if value.is_empty() {
         return Err(Reason::Empty);
     }
-    let d = humantime::parse_duration(value).map_err(|e| Reason::NotADuration(e.to_string()))?;
+    let d = budget_core::config::duration::parse(value)
+        .map_err(|e| Reason::NotADuration(e.to_string()))?;
     if d > MAX_DURATION {
         return Err(Reason::DurationTooLong);
     }
@@ -703,6 +704,25 @@ mod tests {
         assert_eq!(Knobs::from_query("delay=1h").unwrap().delay, MAX_DURATION);
         let err = Knobs::from_query("delay=61min").unwrap_err();
         assert_eq!(*err.reason(), Reason::DurationTooLong);
+    }
+
+    #[test]
+    fn a_duration_humantime_would_panic_on_is_a_clear_error() {
+        // humantime 2.4 panics on these (chronotope/humantime#66); the fuzzer
+        // found the script form.
+        for query in [
+            "delay=18446744073709551615s%20500ms%20500ms",
+            "tail=0.5@18446744073709551615s500ms500ms",
+            "script=503@18446744073709551615s%0A500ms%0A500ms",
+        ] {
+            let err = Knobs::from_query(query).unwrap_err();
+            assert!(
+                matches!(err.reason(), Reason::NotADuration(_))
+                    || matches!(err.reason(), Reason::ScriptEntry { .. }),
+                "{query}: {err}"
+            );
+            assert!(err.to_string().contains("too large"), "{query}: {err}");
+        }
     }
 
     #[test]

@@ -62,7 +62,7 @@ struct Cli {
 
     /// How long requests in flight may finish on a mode switch or shutdown
     /// [default: 5s]
-    #[arg(long, env = "SHUTDOWN_GRACE", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "SHUTDOWN_GRACE", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     shutdown_grace: Option<Duration>,
 
     /// At most N requests per path do their work at once; the others wait
@@ -80,12 +80,12 @@ struct Cli {
     /// A request head must be complete this long after its first byte (a
     /// new connection's: after the accept), else the connection is closed
     /// [default: 10s]
-    #[arg(long, env = "HEADER_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "HEADER_TIMEOUT", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     header_timeout: Option<Duration>,
 
     /// A kept-alive HTTP/1 connection idle this long is closed [default:
     /// 75s]
-    #[arg(long, env = "IDLE_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDLE_TIMEOUT", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
     idle_timeout: Option<Duration>,
 
     /// HTTP connections open at once per listener; one more gets a 503 and

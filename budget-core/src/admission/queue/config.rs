@@ -113,12 +113,12 @@ pub struct QueueConfig {
     /// While the queue stands, a newcomer may always wait this long (the
     /// least of its standing wait); more than zero and shorter than
     /// `interval`.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub target: Duration,
     /// A queue can stand only once it has not been empty for this long,
     /// and stands on for this long after it last refused a newcomer;
     /// more than zero.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "crate::config::duration")]
     pub interval: Duration,
     /// While the queue stands, a newcomer may wait at most this share of
     /// what it can wait (the time to its give-up instant), or `target`
