@@ -1148,6 +1148,32 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
             },
         ));
     }
+    if let Some((w, q)) = runs.iter().find_map(|r| {
+        r.spike
+            .as_ref()
+            .and_then(|sp| sp.whole_budget.zip(sp.standing_share))
+    }) {
+        let drained =
+            |d: Option<f64>| d.map_or("not within the run".into(), |s| format!("{s:.1} s"));
+        table.add_row(row(
+            &format!(
+                "spike: refused (5xx) from its start; the fewest a scheduler knowing the capacity \
+                 refuses: {} waiting up to {:.0} ms (queue empty {} after the spike), {} waiting \
+                 up to {:.0} ms ({} after)",
+                w.refused,
+                w.max_wait_ms,
+                drained(w.drained_after_s),
+                q.refused,
+                q.max_wait_ms,
+                drained(q.drained_after_s),
+            ),
+            &|r| {
+                r.spike
+                    .as_ref()
+                    .map_or("-".into(), |sp| sp.refused_from_spike.to_string())
+            },
+        ));
+    }
     let mut classes: Vec<&str> = Vec::new();
     for r in runs {
         for c in &r.classes {

@@ -427,7 +427,15 @@ async fn run_mode(
     report.hang = hang;
     report.replicas = replicas;
     if scenario.spike {
-        report.spike = report.ramp.as_ref().and_then(spike_report);
+        // The ideal schedules need one budget for every request.
+        let model = match plan.budgets {
+            BudgetDistribution::Fixed(budget) => Some(settings.bottleneck_model(budget)),
+            _ => None,
+        };
+        report.spike = report
+            .ramp
+            .as_ref()
+            .and_then(|ramp| spike_report(ramp, model.as_ref()));
     }
     Ok(report)
 }

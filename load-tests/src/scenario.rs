@@ -658,6 +658,31 @@ impl ChainSettings {
             .fold(f64::INFINITY, f64::min)
     }
 
+    /// The healthy chain as the `spike` scenario's ideal schedules see it
+    /// ([`crate::spike`]): the bottleneck's workers (the partner's per
+    /// path), its mean latency (pricing's 50 ms), and the longest a request
+    /// of `budget` may wait for one: the budget less the three calls' mean
+    /// latencies (100 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = load_tests::scenario::ChainSettings::default()
+    ///     .bottleneck_model(Duration::from_secs(2));
+    /// assert_eq!((m.workers, m.service, m.max_wait),
+    ///     (8, Duration::from_millis(50), Duration::from_millis(1900)));
+    /// ```
+    pub fn bottleneck_model(&self, budget: Duration) -> crate::spike::BottleneckModel {
+        let means = [INVENTORY, PRICING, RECOMMENDATIONS].map(Shape::mean_ms);
+        let slowest = means.iter().copied().fold(0.0, f64::max);
+        let chain: f64 = means.iter().sum();
+        let ms = |ms: f64| Duration::from_micros((ms * 1000.0).round() as u64);
+        crate::spike::BottleneckModel::new(
+            self.partner_workers,
+            ms(slowest),
+            budget.saturating_sub(ms(chain)),
+        )
+    }
+
     /// The peer checkout's `ConcurrencyLimit` per dependency: the fixed
     /// client limit when one is set, else the partner's workers.
     ///
