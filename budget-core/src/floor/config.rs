@@ -247,7 +247,7 @@ impl DependencyFloor {
     }
 
     /// Reports the floor as `dependency`'s `budget_floor_seconds` gauge:
-    /// a fixed one once, a learned one whenever it is recomputed.
+    #[cfg(any(feature = "client", feature = "grpc"))]
     #[cfg(any(any(feature = "client", feature = "grpc"), test))]
     pub(crate) fn report_as(&self, dependency: Arc<str>) {
         match self {

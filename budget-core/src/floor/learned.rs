@@ -533,7 +533,7 @@ impl LearnedFloor {
 
     /// Reports the floor as `dependency`'s gauge from now on: now, and
     /// each time it is recomputed (not on every call that reads it).
-    #[cfg(any(any(feature = "client", feature = "grpc"), test))]
+    #[cfg(any(feature = "client", feature = "grpc", all(test, feature = "metrics")))]
     pub(crate) fn report_as(&self, dependency: Arc<str>) {
         crate::telemetry::meter::floor(&dependency, self.current().floor.get());
         let _ = self.gauge.set(dependency);

@@ -34,6 +34,6 @@ mod learned;
 
 pub use config::{DependencyFloor, FloorConfig};
 pub use fixed::{BelowFloor, Floor};
-#[cfg(test)]
+#[cfg(all(test, feature = "client"))]
 pub(crate) use learned::REFRESH;
 pub use learned::{Clamp, Effective, FloorBasis, LearnedFloor, LearnedFloorConfig};
