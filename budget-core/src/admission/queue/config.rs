@@ -36,6 +36,16 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// ```
 pub const DEFAULT_STANDING_SHARE: f64 = 0.25;
 
+/// How long a queue stands without a break before it counts as a
+/// sustained overload rather than a burst, when the config does not say
+/// (2 s): from then on the wait it lets a newcomer have shrinks.
+///
+/// ```
+/// use budget_core::admission::queue::{QueueConfig, DEFAULT_SUSTAINED};
+/// assert_eq!(QueueConfig::default().sustained, DEFAULT_SUSTAINED);
+/// ```
+pub const DEFAULT_SUSTAINED: Duration = Duration::from_secs(2);
+
 /// Which waiter of one criticality a free permit goes to.
 ///
 /// Criticality always comes first (a [`Critical`] waiter is served before
@@ -124,6 +134,14 @@ pub struct QueueConfig {
     /// what it can wait (the time to its give-up instant), or `target`
     /// if that is longer; more than 0, at most 1.
     pub standing_share: f64,
+    /// A queue that has stood this long without a break is a sustained
+    /// overload, not a burst: from then on the share a newcomer may wait
+    /// shrinks in proportion to how long it has stood
+    /// (`standing_share * sustained / stood`, never below `target`), so
+    /// that the queue it keeps drains towards `target` and is short when
+    /// the overload ends; at least `interval`.
+    #[serde(with = "crate::config::duration")]
+    pub sustained: Duration,
 }
 
 impl Serialize for QueueConfig {
@@ -145,7 +163,7 @@ impl<'de> Deserialize<'de> for QueueConfig {
                 f.write_str(
                     "an order (\"adaptive\", \"fifo\", \"lifo\") or a table \
                      ({ order = \"adaptive\", target = \"5ms\", interval = \"100ms\", \
-                     standing_share = 0.25 })",
+                     standing_share = 0.25, sustained = \"2s\" })",
                 )
             }
 
@@ -168,15 +186,16 @@ impl<'de> Deserialize<'de> for QueueConfig {
 
 impl Default for QueueConfig {
     /// Adaptive order, 5 ms target, 100 ms interval, a standing share of
-    /// a quarter.
+    /// a quarter, sustained after 2 s.
     ///
     /// ```
     /// # use std::time::Duration;
     /// use budget_core::admission::queue::{QueueConfig, QueueOrder};
     /// let c = QueueConfig::default();
     /// assert_eq!(
-    ///     (c.order, c.target, c.interval, c.standing_share),
-    ///     (QueueOrder::Adaptive, Duration::from_millis(5), Duration::from_millis(100), 0.25)
+    ///     (c.order, c.target, c.interval, c.standing_share, c.sustained),
+    ///     (QueueOrder::Adaptive, Duration::from_millis(5), Duration::from_millis(100), 0.25,
+    ///      Duration::from_secs(2))
     /// );
     /// ```
     fn default() -> Self {
@@ -185,16 +204,24 @@ impl Default for QueueConfig {
             target: DEFAULT_TARGET,
             interval: DEFAULT_INTERVAL,
             standing_share: DEFAULT_STANDING_SHARE,
+            sustained: DEFAULT_SUSTAINED,
         }
     }
 }
 
 impl QueueConfig {
     /// How long a waiter that could wait `could` may wait while the queue
-    /// stands (rule 4): `standing_share` of it, at least `target`. The one
-    /// bound for a newcomer admitted and for a waiter overtaken.
-    pub(super) fn standing_wait(&self, could: Duration) -> Duration {
-        could.mul_f64(self.standing_share).max(self.target)
+    /// stands and has stood for `stood` (rule 4): `standing_share` of it,
+    /// times `sustained / stood` once the queue has stood longer than
+    /// `sustained`, at least `target`. The one bound for a newcomer
+    /// admitted and for a waiter overtaken.
+    pub(super) fn standing_wait(&self, could: Duration, stood: Duration) -> Duration {
+        let share = if stood > self.sustained {
+            self.standing_share * self.sustained.as_secs_f64() / stood.as_secs_f64()
+        } else {
+            self.standing_share
+        };
+        could.mul_f64(share).max(self.target)
     }
 
     /// The same config with `order`: the order among waiters of one
@@ -252,9 +279,25 @@ impl QueueConfig {
         self
     }
 
+    /// The same config with `sustained`: how long a queue stands without
+    /// a break before the wait it lets a newcomer have shrinks, at least
+    /// `interval` (checked by [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::admission::queue::QueueConfig;
+    /// let c = QueueConfig::default().sustained(Duration::from_secs(5));
+    /// assert_eq!(c.sustained, Duration::from_secs(5));
+    /// ```
+    pub fn sustained(mut self, value: Duration) -> Self {
+        self.sustained = value;
+        self
+    }
+
     /// Checks the config, or returns a [`ConfigError`] naming the bad field:
     /// `target` or `interval` zero, `target` not shorter than `interval`,
-    /// or `standing_share` not more than 0 and at most 1.
+    /// `standing_share` not more than 0 and at most 1, or `sustained`
+    /// shorter than `interval`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -289,6 +332,15 @@ impl QueueConfig {
                 "must be more than 0 and at most 1",
             ));
         }
+        if self.sustained < self.interval {
+            return Err(ConfigError::new(
+                "sustained",
+                format!(
+                    "must be at least interval ({})",
+                    humantime::format_duration(self.interval)
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -315,6 +367,7 @@ mod tests {
                 target: Duration::from_millis(2),
                 interval: Duration::from_millis(1500),
                 standing_share: DEFAULT_STANDING_SHARE,
+                sustained: DEFAULT_SUSTAINED,
             }
         );
         let back = toml::to_string(&config).unwrap();
@@ -351,6 +404,34 @@ mod tests {
             err.to_string(),
             "invalid config: `target` must be more than zero"
         );
+    }
+
+    #[test]
+    fn sustained_shorter_than_interval_is_an_error_naming_it() {
+        let err = QueueConfig::default()
+            .sustained(Duration::from_millis(50))
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field(), "sustained");
+        assert_eq!(err.problem(), "must be at least interval (100ms)");
+        let config: QueueConfig = toml::from_str("sustained = \"5s\"").unwrap();
+        assert_eq!(config.sustained, Duration::from_secs(5));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn the_standing_wait_shrinks_once_the_queue_has_stood_longer_than_sustained() {
+        let c = QueueConfig::default();
+        let could = Duration::from_secs(2);
+        let at = |stood_ms| c.standing_wait(could, Duration::from_millis(stood_ms));
+        // A quarter of 2 s while it has stood up to 2 s.
+        assert_eq!(at(0), Duration::from_millis(500));
+        assert_eq!(at(2_000), Duration::from_millis(500));
+        // Then in proportion: half at 4 s, a tenth at 20 s.
+        assert_eq!(at(4_000), Duration::from_millis(250));
+        assert_eq!(at(20_000), Duration::from_millis(50));
+        // Never below target.
+        assert_eq!(at(3_600_000), c.target);
     }
 
     #[test]

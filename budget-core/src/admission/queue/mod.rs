@@ -81,6 +81,12 @@
 //!    waited): newcomers overtake it for as long as the queue stands,
 //!    which nothing promises will end before its give-up instant, and a
 //!    refusal late in its budget is one its caller can no longer use.
+//!    A queue that has stood longer than `sustained` without a break is a
+//!    sustained overload, not a burst: for both bounds the share shrinks
+//!    to `standing_share * sustained / stood` (never below `target`), so
+//!    the queue it keeps drains towards `target` and is short when the
+//!    overload ends. It counts from when the queue last started
+//!    standing.
 //! 5. **No lost permit.** A returned permit goes to the next live waiter
 //!    (by rules 1 to 4) or back to the pool. A waiter whose `acquire` future
 //!    is dropped leaves the line; if a permit had already been handed to it,
@@ -148,7 +154,8 @@ use super::criticality::Criticality;
 use crate::config::ConfigError;
 
 pub use self::config::{
-    DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_TARGET, QueueConfig, QueueOrder,
+    DEFAULT_INTERVAL, DEFAULT_STANDING_SHARE, DEFAULT_SUSTAINED, DEFAULT_TARGET, QueueConfig,
+    QueueOrder,
 };
 pub use self::refusal::{Prediction, Refusal, RefusalReason};
 

@@ -136,6 +136,9 @@ pub(super) struct State {
     /// A queue that refused a newcomer as standing stands until then
     /// (rule 4), empty or not.
     standing_until: Option<Instant>,
+    /// Since when the queue has stood without a break (rule 4's
+    /// "sustained"); `None` while it does not stand.
+    standing_since: Option<Instant>,
     flow: Flow,
     /// The instants held permits were handed out, summed as nanoseconds
     /// since `epoch`: their mean age tells when the next returns (rule 1).
@@ -157,6 +160,7 @@ impl State {
             growth: None,
             deep: false,
             standing_until: None,
+            standing_since: None,
             flow: Flow::new(now),
             held_since: 0,
             epoch: now,
@@ -219,17 +223,28 @@ impl State {
 
     /// Whether the queue stands at `now` (rule 4 of the module docs).
     pub(super) fn is_standing(&mut self, now: Instant, config: &QueueConfig) -> bool {
-        if self.standing_until.is_some_and(|until| now < until) {
-            return true;
+        let standing = self.standing_until.is_some_and(|until| now < until) || {
+            self.flow.roll(now, config.interval / 2);
+            self.waiting > 0
+                && self.deep
+                && self
+                    .last_empty
+                    .checked_add(config.interval)
+                    .is_some_and(|at| now >= at)
+                && self.flow.arriving_faster()
+        };
+        if !standing {
+            self.standing_since = None;
+        } else if self.standing_since.is_none() {
+            self.standing_since = Some(now);
         }
-        self.flow.roll(now, config.interval / 2);
-        self.waiting > 0
-            && self.deep
-            && self
-                .last_empty
-                .checked_add(config.interval)
-                .is_some_and(|at| now >= at)
-            && self.flow.arriving_faster()
+        standing
+    }
+
+    /// How long the queue has stood without a break, at `now`.
+    fn stood_for(&self, now: Instant) -> Duration {
+        self.standing_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
     }
 
     /// How long a waiter of `class` arriving now would wait, by the
@@ -306,7 +321,9 @@ impl State {
         if prediction.wait() > share {
             self.deep = true;
         }
-        if self.is_standing(now, config) && prediction.wait() > config.standing_wait(slack) {
+        if self.is_standing(now, config)
+            && prediction.wait() > config.standing_wait(slack, self.stood_for(now))
+        {
             self.extend_standing(now, config);
             return Err(Refusal::predicted(RefusalReason::StandingQueue, prediction));
         }
@@ -391,10 +408,11 @@ impl State {
     /// queue does not promise before their give-up instant. Checked when
     /// permits are handed out, so a refusal comes at most a hold late.
     fn refuse_overtaken(&mut self, now: Instant, config: &QueueConfig) {
+        let stood_for = self.stood_for(now);
         for class in 0..Criticality::COUNT {
             while let Some(front) = self.classes[class].front() {
                 let could = front.give_up_at.saturating_duration_since(front.enqueued);
-                if front.waited(now) <= config.standing_wait(could) {
+                if front.waited(now) <= config.standing_wait(could, stood_for) {
                     break;
                 }
                 if let Some(entry) = self.classes[class].pop_front() {

@@ -431,6 +431,75 @@ async fn a_queue_fed_faster_than_it_drains_stands_and_admits_only_short_waits() 
     assert!(served >= 40, "{served} served");
 }
 
+/// When a waiter came (since the test's start) and how it ended: served
+/// after that wait, or refused.
+type Arrival = (Duration, Result<Duration, Refusal>);
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_that_stands_longer_than_sustained_lets_newcomers_wait_less_and_less() {
+    // As above, one permit held 10 ms and a newcomer every 2 ms with 1 s
+    // to wait, but for 6 s: the queue stands from about 100 ms on. Up to
+    // 2 s (`sustained`) a waiter overtaken by newer ones is refused once
+    // it has waited a quarter of its second; after that, the share
+    // shrinks as 2 s / how long it has stood: at 5 s of standing, a
+    // waiter waits at most 100 ms.
+    let queue = measured(1, QueueOrder::Adaptive, ms(10)).await;
+    let start = Instant::now();
+    // Per arrival: when it came (since `start`) and how it ended.
+    let ends: Arc<Mutex<Vec<Arrival>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for _ in 0..3_000 {
+        let (queue, ends) = (queue.clone(), Arc::clone(&ends));
+        let came = start.elapsed();
+        tasks.push(tokio::spawn(async move {
+            let waiter = Waiter::new(
+                Instant::now() + Duration::from_secs(1),
+                Criticality::Default,
+            );
+            match queue.acquire(waiter).await {
+                Ok(permit) => {
+                    ends.lock().unwrap().push((came, Ok(permit.waited())));
+                    sleep(ms(10)).await;
+                    drop(permit);
+                }
+                Err(refusal) => ends.lock().unwrap().push((came, Err(refusal))),
+            }
+        }));
+        sleep(ms(2)).await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let ends = ends.lock().unwrap();
+    // The longest wait of those that came between `from` and `to`, ms:
+    // served, or overtaken and refused.
+    let longest = |from: u64, to: u64, served: bool| {
+        ends.iter()
+            .filter(|(came, _)| (ms(from)..ms(to)).contains(came))
+            .filter_map(|(_, r)| match r {
+                Ok(waited) if served => Some(*waited),
+                Err(refusal) if !served => Some(refusal.waited()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_default()
+    };
+    let burst = longest(1_000, 1_700, false);
+    assert!(burst > ms(250) && burst <= ms(260), "{burst:?}");
+    // Those that came from 5.1 s on found a queue that had stood 5 s: 2/5
+    // of a quarter of what they could wait, 100 ms, at most a hold late.
+    let sustained = longest(5_100, 6_000, false).max(longest(5_100, 6_000, true));
+    assert!(sustained > ms(20) && sustained <= ms(110), "{sustained:?}");
+    // Nobody waited out their budget, and the permit was never idle while
+    // someone waited: 6 s at 100 a second.
+    assert!(
+        ends.iter()
+            .all(|(_, r)| r.as_ref().err().map(Refusal::reason) != Some(RefusalReason::Expired))
+    );
+    let served = ends.iter().filter(|(_, r)| r.is_ok()).count();
+    assert!(served >= 595, "{served} served");
+}
+
 #[tokio::test(start_paused = true)]
 async fn higher_criticality_is_served_first_then_the_order_within_a_class() {
     use Criticality::{Critical, Default, Sheddable};
@@ -683,6 +752,7 @@ async fn stress(seed: u64, limit: usize, order: QueueOrder, change_limit: bool) 
         target: ms(5),
         interval: ms(20),
         standing_share: DEFAULT_STANDING_SHARE,
+        sustained: DEFAULT_SUSTAINED,
     };
     let queue = PermitQueue::new(limit, config).unwrap();
     let held = Arc::new(AtomicUsize::new(0));
@@ -839,6 +909,7 @@ async fn two_threads_never_exceed_the_limit_nor_lose_a_permit() {
         target: Duration::from_secs(1800),
         interval: Duration::from_secs(3600),
         standing_share: DEFAULT_STANDING_SHARE,
+        sustained: Duration::from_secs(7200),
     };
     let queue = PermitQueue::new(LIMIT, config).unwrap();
     let held = Arc::new(AtomicUsize::new(0));
