@@ -139,7 +139,7 @@ pub struct QueueConfig {
     /// shrinks in proportion to how long it has stood
     /// (`standing_share * sustained / stood`, never below `target`), so
     /// that the queue it keeps drains towards `target` and is short when
-    /// the overload ends; at least `interval`.
+    /// the overload ends; more than zero.
     #[serde(with = "crate::config::duration")]
     pub sustained: Duration,
 }
@@ -280,8 +280,8 @@ impl QueueConfig {
     }
 
     /// The same config with `sustained`: how long a queue stands without
-    /// a break before the wait it lets a newcomer have shrinks, at least
-    /// `interval` (checked by [`validate`](Self::validate)).
+    /// a break before the wait it lets a newcomer have shrinks, more than
+    /// zero (checked by [`validate`](Self::validate)).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -297,7 +297,7 @@ impl QueueConfig {
     /// Checks the config, or returns a [`ConfigError`] naming the bad field:
     /// `target` or `interval` zero, `target` not shorter than `interval`,
     /// `standing_share` not more than 0 and at most 1, or `sustained`
-    /// shorter than `interval`.
+    /// zero.
     ///
     /// ```
     /// use std::time::Duration;
@@ -332,14 +332,8 @@ impl QueueConfig {
                 "must be more than 0 and at most 1",
             ));
         }
-        if self.sustained < self.interval {
-            return Err(ConfigError::new(
-                "sustained",
-                format!(
-                    "must be at least interval ({})",
-                    humantime::format_duration(self.interval)
-                ),
-            ));
+        if self.sustained.is_zero() {
+            return Err(ConfigError::new("sustained", "must be more than zero"));
         }
         Ok(())
     }
@@ -407,13 +401,19 @@ mod tests {
     }
 
     #[test]
-    fn sustained_shorter_than_interval_is_an_error_naming_it() {
+    fn zero_sustained_is_an_error_naming_it() {
         let err = QueueConfig::default()
-            .sustained(Duration::from_millis(50))
+            .sustained(Duration::ZERO)
             .validate()
             .unwrap_err();
         assert_eq!(err.field(), "sustained");
-        assert_eq!(err.problem(), "must be at least interval (100ms)");
+        assert_eq!(err.problem(), "must be more than zero");
+        // Shorter than `interval` is fine: the share shrinks from the
+        // moment the queue stands.
+        QueueConfig::default()
+            .sustained(Duration::from_millis(50))
+            .validate()
+            .unwrap();
         let config: QueueConfig = toml::from_str("sustained = \"5s\"").unwrap();
         assert_eq!(config.sustained, Duration::from_secs(5));
         config.validate().unwrap();

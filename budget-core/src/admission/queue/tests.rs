@@ -909,7 +909,7 @@ async fn two_threads_never_exceed_the_limit_nor_lose_a_permit() {
         target: Duration::from_secs(1800),
         interval: Duration::from_secs(3600),
         standing_share: DEFAULT_STANDING_SHARE,
-        sustained: Duration::from_secs(7200),
+        sustained: DEFAULT_SUSTAINED,
     };
     let queue = PermitQueue::new(LIMIT, config).unwrap();
     let held = Arc::new(AtomicUsize::new(0));
