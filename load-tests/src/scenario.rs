@@ -672,13 +672,16 @@ impl ChainSettings {
     ///     (8, Duration::from_millis(50), Duration::from_millis(1900)));
     /// ```
     pub fn bottleneck_model(&self, budget: Duration) -> crate::spike::BottleneckModel {
-        let means = [INVENTORY, PRICING, RECOMMENDATIONS].map(Shape::mean_ms);
-        let slowest = means.iter().copied().fold(0.0, f64::max);
-        let chain: f64 = means.iter().sum();
+        let chain: f64 = [INVENTORY, PRICING, RECOMMENDATIONS]
+            .map(Shape::mean_ms)
+            .iter()
+            .sum();
         let ms = |ms: f64| Duration::from_micros((ms * 1000.0).round() as u64);
+        // The bottleneck's workers serve `capacity` a second together.
+        let service = ms(self.partner_workers as f64 * 1000.0 / self.capacity());
         crate::spike::BottleneckModel::new(
             self.partner_workers,
-            ms(slowest),
+            service,
             budget.saturating_sub(ms(chain)),
         )
     }

@@ -45,8 +45,6 @@
 //! assert_eq!(back_threshold_ms(300.0), 330.0);
 //! ```
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -164,22 +162,21 @@ pub fn fewest_refusals(
 ) -> Schedule {
     let service = model.service.as_secs_f64();
     let max_wait = model.max_wait.as_secs_f64();
-    // When each worker is next free, earliest first.
-    let mut free: BinaryHeap<Reverse<Secs>> = (0..model.workers.max(1))
-        .map(|_| Reverse(Secs(0.0)))
-        .collect();
+    // When each worker is next free, seconds from the run's start.
+    let mut free = vec![0.0_f64; model.workers.max(1)];
     let mut refused = 0;
     let mut drained_after_s = None;
     for step in steps {
         let span = step.to_s - step.from_s;
         for i in 0..step.due {
             let at = step.from_s + span * i as f64 / step.due as f64;
-            let Some(mut earliest) = free.peek_mut() else {
+            // The worker free first (a handful of workers: a scan).
+            let Some(earliest) = free.iter_mut().min_by(|a, b| a.total_cmp(b)) else {
                 break;
             };
-            let start = earliest.0.0.max(at);
+            let start = earliest.max(at);
             if start - at <= max_wait {
-                earliest.0 = Secs(start + service);
+                *earliest = start + service;
             } else if at >= from_s {
                 refused += 1;
             }
@@ -192,30 +189,6 @@ pub fn fewest_refusals(
         max_wait_ms: max_wait * 1000.0,
         refused,
         drained_after_s,
-    }
-}
-
-/// Seconds, ordered by `f64::total_cmp`.
-#[derive(Clone, Copy, Debug)]
-struct Secs(f64);
-
-impl PartialEq for Secs {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-
-impl Eq for Secs {}
-
-impl PartialOrd for Secs {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Secs {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
     }
 }
 

@@ -708,8 +708,8 @@ mod tests {
 
     #[test]
     fn a_duration_humantime_would_panic_on_is_a_clear_error() {
-        // humantime 2.4 panics on these (chronotope/humantime#66); the fuzzer
-        // found the script form.
+        // humantime 2.4 panics on these (budget_core::config::duration says
+        // why); the fuzzer found the script form.
         for query in [
             "delay=18446744073709551615s%20500ms%20500ms",
             "tail=0.5@18446744073709551615s500ms500ms",
