@@ -14,7 +14,7 @@ use std::time::Duration;
 use budget_core::Budget;
 use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig, HedgeConfig};
-use budget_core::ledger::Ledger;
+use budget_core::ledger::{Entry, Ledger};
 use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
 use support::{Answer, Blackhole, Partner, attempts, ms, refused_addr};
 
@@ -122,7 +122,7 @@ async fn a_slow_replica_gets_little_of_the_traffic() {
 }
 
 #[tokio::test]
-async fn a_refusing_replica_costs_one_retry_to_another_and_is_then_passed_over() {
+async fn a_refusing_replica_costs_one_retry_to_another_at_once_and_is_then_passed_over() {
     bounded(async {
         let dead = refused_addr().await;
         let a = Partner::start(vec![Answer::status(200)]).await;
@@ -141,6 +141,12 @@ async fn a_refusing_replica_costs_one_retry_to_another_and_is_then_passed_over()
             assert_eq!(tried[0].1, format!("connect from {dead}"));
             assert!(tried[1].1.starts_with("200 from "), "{tried:?}");
             assert!(!tried[1].1.ends_with(&dead.to_string()), "{tried:?}");
+            // It reached no replica: requeued at once, without the backoff.
+            let entries = ledger.entries();
+            assert!(
+                !entries.iter().any(|e| matches!(e, Entry::Wait { .. })),
+                "{entries:?}"
+            );
         }
         assert!(
             refused.len() <= 10,

@@ -19,7 +19,9 @@
 //!    hear the attempt.
 //! 6. [`retry`]: another attempt or not, and the wait before it, paid
 //!    from the budget, with the floor checked again and the next attempt's
-//!    endpoint [chosen](choose) (another replica, when there is one).
+//!    endpoint [chosen](choose) (another replica, when there is one); an
+//!    attempt that never reached its replica is retried on another at
+//!    once, without the wait.
 //!
 //! The engine is generic over the attempt (a function from
 //! [`AttemptSpec`] to an answer), so the timing rules are tested with a
@@ -258,6 +260,12 @@ where
         let Decision::Retry { after } = decision else {
             return finish(dep, &plan, result, outcome, number, decision).map(answer);
         };
+        if let Some(next) = retry::requeue(dep, &plan, outcome, &chosen) {
+            // No wait before it, so none to remember for the backoff.
+            waited = None;
+            chosen = next;
+            continue;
+        }
         match retry::wait(dep, &plan, after, remaining, floor, &chosen).await {
             Ok((wait, next)) => {
                 waited = Some(wait);

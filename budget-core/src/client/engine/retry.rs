@@ -1,8 +1,11 @@
 //! Another attempt or not (the [retry policy](crate::retry::RetryPolicy)
 //! with what is left and the floor the next attempt needs), and the wait
 //! before it: paid from the budget (rule 3), then the floor and the
-//! circuit checked again, as for the first attempt (rule 2).
+//! circuit checked again, as for the first attempt (rule 2). A retry of an
+//! attempt that never reached its replica goes to another replica at once
+//! ([`requeue`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -12,7 +15,9 @@ use super::record::{self, Refusal};
 use super::{Dependency, Plan, Timing};
 use crate::floor::Floor;
 use crate::ledger::Entry;
-use crate::retry::{Decision, DecisionInput, Outcome, RetryBudget, StopReason, sleep_within};
+use crate::retry::{
+    Decision, DecisionInput, Outcome, RetryBudget, StopReason, TransportKind, sleep_within,
+};
 
 /// The decision after an attempt, and what it saw.
 #[derive(Debug)]
@@ -50,6 +55,38 @@ pub(crate) fn decide(
         remaining,
         floor,
     }
+}
+
+/// The next attempt's endpoint when the retry is a *requeue*: the attempt
+/// that failed never reached its endpoint (no connection was made:
+/// refused, unreachable, or not within the connect cap), and another
+/// endpoint than `last`'s can be chosen now. Such a retry goes at once,
+/// with no backoff (docs/contract.md §2 rule 7): the wait protects a
+/// partner that failed from being asked again too soon, and this retry
+/// neither asks it again nor follows any work it did (Finagle requeues
+/// such requests the same way). It is still a retry: the retry policy
+/// allowed it, the retry budget paid for it, and the floor holds.
+/// `None` for any other failure, for a dependency of one endpoint, or
+/// when the choice falls on `last`'s endpoint again: the retry then waits
+/// its backoff ([`wait`]).
+pub(crate) fn requeue(
+    dep: &Dependency,
+    plan: &Plan,
+    outcome: Outcome,
+    last: &Chosen,
+) -> Option<Chosen> {
+    let unreached = matches!(
+        outcome,
+        Outcome::Transport(TransportKind::Connect | TransportKind::ConnectTimeout)
+    );
+    if !unreached || dep.endpoints.only().is_some() {
+        return None;
+    }
+    plan.timing.check_floor(&dep.floor.current()).ok()?;
+    let next = choose::next(dep, plan.timing.remaining(), Some(&last.endpoint)).ok()?;
+    // Dropped unused when it is the same endpoint: a breaker permit
+    // dropped unheard is neutral.
+    (!Arc::ptr_eq(&next.endpoint, &last.endpoint)).then_some(next)
 }
 
 /// Sleeps `after` within the budget and records the wait; then the next
