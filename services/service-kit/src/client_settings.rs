@@ -17,7 +17,7 @@ crate::client_settings! {
     /// | `breaker` | none |
     /// | `concurrency` | unlimited (`8`, `"auto"` or an adaptive table: [`LimitConfig`](budget_core::admission::limit::LimitConfig)) |
     /// | `hedge` | none: `"auto"` (after the learned p95), `"40ms"` or a table ([`HedgeConfig`](budget_core::client::HedgeConfig)); idempotent calls only |
-    /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms" }` ([`QueueConfig`](budget_core::admission::queue::QueueConfig)) |
+    /// | `queue` | `{ order = "adaptive", target = "5ms", interval = "100ms", standing_share = 0.25, sustained = "2s" }` ([`QueueConfig`](budget_core::admission::queue::QueueConfig)) |
     /// | `max_body` | 4 MiB |
     /// | `fixed_timeout` | `30s` (`budget_mode = off` only) |
     /// | `endpoints` | none: the URL's host (`["http://10.0.0.1:9000", ...]`: the replicas, each attempt to one of them; the URL's path and query kept) |
