@@ -239,7 +239,18 @@ where
             learn::heard(dep, &mut chosen, verdict, took);
         }
         record::attempt_ended(dep, &plan, number, took, hedge_won, &outcome, &chosen);
-        let decided = retry::decide(dep, &plan, outcome, number, waited, admitted.retry_budget);
+        let mut decided = retry::decide(dep, &plan, outcome, number, waited, admitted.retry_budget);
+        // A retry of an attempt that reached no replica goes to another at
+        // once: its record says so (a wait of zero).
+        let requeued = match decided.decision {
+            Decision::Retry { .. } => retry::requeue(dep, &plan, outcome, &chosen),
+            _ => None,
+        };
+        if requeued.is_some() {
+            decided.decision = Decision::Retry {
+                after: std::time::Duration::ZERO,
+            };
+        }
         learn::attempt(
             dep,
             &outcome,
@@ -260,7 +271,7 @@ where
         let Decision::Retry { after } = decision else {
             return finish(dep, &plan, result, outcome, number, decision).map(answer);
         };
-        if let Some(next) = retry::requeue(dep, &plan, outcome, &chosen) {
+        if let Some(next) = requeued {
             // No wait before it, so none to remember for the backoff.
             waited = None;
             chosen = next;
