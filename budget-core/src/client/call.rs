@@ -665,14 +665,13 @@ mod tests {
             .unwrap()
     }
 
-    /// One call of `settings` with 2 s to an endpoint that answers as
-    /// `shape` says, answered `200`: when each attempt started, from the
-    /// call's start, and whether the ledger holds a backoff wait.
-    async fn retried(settings: &Settings, shape: &[(u16, u64)]) -> (Vec<Duration>, bool) {
+    /// One call of `settings` with 2 s to `fake`, answered `200`: when each
+    /// attempt started, from the call's start, and whether the ledger
+    /// holds a backoff wait.
+    async fn retried(settings: &Settings, fake: &Shaped) -> (Vec<Duration>, bool) {
         let ledger = Ledger::new();
-        let fake = Shaped::new(shape);
         let start = Instant::now();
-        let res = shaped(settings, &ledger, 2000, &fake).await;
+        let res = shaped(settings, &ledger, 2000, fake).await;
         assert_eq!(res.status(), StatusCode::OK);
         let starts = fake.starts(start).into_iter().map(|(at, _)| at).collect();
         let waited = ledger
@@ -685,15 +684,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn rule7_an_attempt_that_reached_no_replica_is_retried_on_another_at_once() {
         // The first attempt's connection is refused after 1 ms.
-        let settings = two_replicas();
+        let fake = Shaped::new(&[(0, 1), (200, 30)]);
         assert_eq!(
-            retried(&settings, &[(0, 1), (200, 30)]).await,
+            retried(&two_replicas(), &fake).await,
             (vec![ms(0), ms(1)], false)
         );
         // To the other replica, sent what is left then.
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(0, 1), (200, 30)]);
-        shaped(&settings, &ledger, 2000, &fake).await;
         let seen = fake.seen.lock().unwrap().clone();
         assert!(!Arc::ptr_eq(&seen[0].1.endpoint, &seen[1].1.endpoint));
         assert_eq!(seen[1].1.budget, Some(ms(1999)));
@@ -703,7 +699,7 @@ mod tests {
     async fn rule7_a_retry_after_an_answer_or_a_timeout_waits_its_backoff_with_replicas_too() {
         // A 503 after 1 ms reached its replica: the backoff's 100 ms.
         assert_eq!(
-            retried(&two_replicas(), &[(503, 1), (200, 30)]).await,
+            retried(&two_replicas(), &Shaped::new(&[(503, 1), (200, 30)])).await,
             (vec![ms(0), ms(101)], true)
         );
         // So did an attempt cut at its 50 ms cap.
@@ -711,7 +707,7 @@ mod tests {
         c.retry.attempt_timeout = Some(ms(50));
         let capped = c.settings(None).unwrap();
         assert_eq!(
-            retried(&capped, &[(200, 5000), (200, 30)]).await,
+            retried(&capped, &Shaped::new(&[(200, 5000), (200, 30)])).await,
             (vec![ms(0), ms(150)], true)
         );
     }
@@ -720,7 +716,7 @@ mod tests {
     async fn rule7_a_refused_connect_to_the_only_endpoint_waits_its_backoff() {
         let settings = config().settings(None).unwrap();
         assert_eq!(
-            retried(&settings, &[(0, 1), (200, 30)]).await,
+            retried(&settings, &Shaped::new(&[(0, 1), (200, 30)])).await,
             (vec![ms(0), ms(101)], true)
         );
     }
