@@ -1,12 +1,18 @@
 //! The current request's budget, reachable from any code running inside it.
 //!
 //! The server layer polls each request's handler (the inner service's
-//! future) inside a tokio task-local scope holding a [`RequestContext`]:
-//! the budget, the ledger and the per-hop reserve. The client side reads it with [`current`], so a handler can make
+//! future) inside a scope holding a [`RequestContext`]: the budget, the
+//! ledger and the per-hop reserve. The client side reads it with [`current`], so a handler can make
 //! budget-aware downstream calls without threading the budget through.
 //!
-//! Task-locals do not cross `tokio::spawn`: code that spawns must carry the
-//! context into the new task with [`RequestContext::scope`].
+//! The context is current only while a future in its scope is polled, as
+//! with a tokio task-local: it does not cross `tokio::spawn`, so code that
+//! spawns must carry it into the new task with [`RequestContext::scope`].
+//! Unlike a task-local, the scope does not move the context into a
+//! thread-local on every poll: it lends it, by reference, to a scoped
+//! thread-local (the `scoped-tls` crate), so a poll costs a pointer's swap
+//! rather than two moves of the whole context (BENCHMARKS.md, "The server
+//! layer's cost in instructions").
 //!
 //! # Example
 //!
@@ -28,17 +34,20 @@
 //! ```
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::task::futures::TaskLocalFuture;
+use pin_project_lite::pin_project;
 
 use crate::admission::criticality::Criticality;
 use crate::budget::Budget;
 use crate::ledger::Ledger;
 
-tokio::task_local! {
-    static CURRENT: RequestContext;
-}
+scoped_tls::scoped_thread_local!(
+    /// The context of the future being polled, lent by its [`Scoped`].
+    static CURRENT: RequestContext
+);
 
 /// The W3C header of the parent span.
 pub(crate) const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -282,8 +291,11 @@ impl RequestContext {
     /// assert!(seen);
     /// # }
     /// ```
-    pub fn scope<F: Future>(self, fut: F) -> TaskLocalFuture<RequestContext, F> {
-        CURRENT.scope(self, fut)
+    pub fn scope<F: Future>(self, fut: F) -> Scoped<F> {
+        Scoped {
+            cx: self,
+            future: Some(fut),
+        }
     }
 
     /// Runs the synchronous `f` with this context as the current one (for
@@ -296,7 +308,87 @@ impl RequestContext {
     /// assert!(cx.sync_scope(|| context::current().is_some()));
     /// ```
     pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
-        CURRENT.sync_scope(self, f)
+        CURRENT.set(&self, f)
+    }
+}
+
+pin_project! {
+    /// The future of [`RequestContext::scope`]: polls `F` with the context
+    /// current, and drops `F` inside the scope too (once it is done, or
+    /// when the scope is dropped first), as tokio's `TaskLocalFuture` does.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::{self, RequestContext, Scoped}};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// let scoped: Scoped<_> = cx.scope(async { context::current_budget().is_some() });
+    /// assert!(scoped.context().ledger().is_empty());
+    /// assert!(scoped.await);
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        cx: RequestContext,
+        // `None` once done: dropped inside the scope as soon as it answered.
+        #[pin]
+        future: Option<F>,
+    }
+
+    impl<F> PinnedDrop for Scoped<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if this.future.is_some() {
+                let mut future = this.future;
+                CURRENT.set(this.cx, || future.set(None));
+            }
+        }
+    }
+}
+
+impl<F> Scoped<F> {
+    /// The context the future runs in (its ledger holds what the future
+    /// recorded).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use budget_core::{Budget, context::RequestContext};
+    /// let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    /// let scoped = cx.scope(async {});
+    /// assert_eq!(scoped.context().budget().original(), Duration::from_secs(1));
+    /// ```
+    pub fn context(&self) -> &RequestContext {
+        &self.cx
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let mut future = this.future;
+        CURRENT.set(this.cx, || {
+            let output = future
+                .as_mut()
+                .as_pin_mut()
+                .expect("`Scoped` polled after completion")
+                .poll(task);
+            if output.is_ready() {
+                future.set(None);
+            }
+            output
+        })
+    }
+}
+
+impl<F> std::fmt::Debug for Scoped<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scoped")
+            .field("cx", &self.cx)
+            .finish_non_exhaustive()
     }
 }
 
@@ -306,7 +398,7 @@ impl RequestContext {
 /// assert!(budget_core::context::current().is_none());
 /// ```
 pub fn current() -> Option<RequestContext> {
-    CURRENT.try_with(Clone::clone).ok()
+    CURRENT.is_set().then(|| CURRENT.with(Clone::clone))
 }
 
 /// The current request's budget, if any.
@@ -315,7 +407,7 @@ pub fn current() -> Option<RequestContext> {
 /// assert!(budget_core::context::current_budget().is_none());
 /// ```
 pub fn current_budget() -> Option<Budget> {
-    CURRENT.try_with(|cx| cx.budget).ok()
+    CURRENT.is_set().then(|| CURRENT.with(|cx| cx.budget))
 }
 
 #[cfg(test)]
@@ -336,10 +428,86 @@ mod tests {
         assert!(current().is_none());
     }
 
-    /// The server layer moves the context into every request's future and
-    /// the task-local swaps it in and out on every poll: a ledger that
-    /// holds only the ingress budget keeps it small (BENCHMARKS.md, "The
-    /// server layer's cost in instructions").
+    /// Sees, when dropped, whether a context was current and which.
+    struct SeesOnDrop(std::sync::Arc<std::sync::Mutex<Option<Duration>>>);
+
+    impl Drop for SeesOnDrop {
+        fn drop(&mut self) {
+            if let Ok(mut seen) = self.0.lock() {
+                *seen = current_budget().map(|b| b.original());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_inner_future_is_dropped_inside_the_scope_done_or_not() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        // Done: dropped as soon as it answered, still in the scope.
+        let guard = SeesOnDrop(seen.clone());
+        let cx = RequestContext::new(Budget::new(Duration::from_secs(3)));
+        cx.scope(async move {
+            let _guard = guard;
+        })
+        .await;
+        assert_eq!(*seen.lock().unwrap(), Some(Duration::from_secs(3)));
+        // Not done: dropped with the scope, in it.
+        *seen.lock().unwrap() = None;
+        let guard = SeesOnDrop(seen.clone());
+        let cx = RequestContext::new(Budget::new(Duration::from_secs(4)));
+        let pending = cx.scope(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        let mut pending = Box::pin(pending);
+        assert!(futures_util::poll!(pending.as_mut()).is_pending());
+        assert_eq!(*seen.lock().unwrap(), None);
+        drop(pending);
+        assert_eq!(*seen.lock().unwrap(), Some(Duration::from_secs(4)));
+        assert!(current().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_nested_scope_is_current_inside_and_the_outer_one_again_after() {
+        let outer = RequestContext::new(Budget::new(Duration::from_secs(5)));
+        let seen = outer
+            .scope(async {
+                let before = current_budget().map(|b| b.original());
+                let inner = RequestContext::new(Budget::new(Duration::from_secs(1)))
+                    .scope(async { current_budget().map(|b| b.original()) })
+                    .await;
+                let after = current_budget().map(|b| b.original());
+                let sync = RequestContext::new(Budget::new(Duration::from_secs(2)))
+                    .sync_scope(|| current_budget().map(|b| b.original()));
+                (
+                    before,
+                    inner,
+                    after,
+                    sync,
+                    current_budget().map(|b| b.original()),
+                )
+            })
+            .await;
+        let s = Duration::from_secs;
+        assert_eq!(
+            seen,
+            (Some(s(5)), Some(s(1)), Some(s(5)), Some(s(2)), Some(s(5)))
+        );
+        assert!(current().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_panic_inside_the_scope_leaves_no_context_behind() {
+        let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+        let caught = std::panic::AssertUnwindSafe(cx.scope(async { panic!("in the handler") }));
+        let res = futures_util::FutureExt::catch_unwind(caught).await;
+        assert!(res.is_err());
+        assert!(current().is_none());
+    }
+
+    /// The server layer moves the context into every request's future
+    /// (and axum boxes that future): a ledger that holds only the ingress
+    /// budget keeps it small (BENCHMARKS.md, "The server layer's cost in
+    /// instructions").
     #[cfg(target_pointer_width = "64")]
     #[test]
     fn the_context_and_its_ingress_only_ledger_stay_small() {

@@ -16,8 +16,8 @@
 //! [`FanOutError::Panicked`], so no task outlives the fan-out and no side
 //! effect of the other calls is cut short by someone else's bug.
 //!
-//! Each call runs in its own tokio task. Tokio task-locals do not cross
-//! `spawn`, so the fan-out captures the caller's
+//! Each call runs in its own tokio task. The request context (like a tokio
+//! task-local) does not cross `spawn`, so the fan-out captures the caller's
 //! [request context](crate::context) and re-enters it in every task: the
 //! calls see the request's budget and write to its ledger.
 //!

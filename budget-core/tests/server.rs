@@ -274,7 +274,7 @@ async fn a_handler_just_inside_the_budget_answers() {
 async fn extractors_read_budget_option_budget_and_the_ledger() {
     async fn with_ledger(budget: Option<Budget>, ledger: Ledger) -> String {
         ledger.record(Entry::local("db", Duration::from_millis(7), None));
-        // The task-local scope carries the same budget the extractor gave.
+        // The context's scope carries the same budget the extractor gave.
         let scoped = context::current_budget().map(|b| b.deadline());
         assert_eq!(scoped, budget.map(|b| b.deadline()));
         format!("{}", budget.is_some())

@@ -54,12 +54,12 @@ impl IntoResponse for MissingBudgetLayer {
 
 /// The request's context, as every extractor here finds it: the one the
 /// budget layer runs the handler in (the [`context`](crate::context)
-/// task-local), or else one a middleware put in the request's extensions.
+/// scope), or else one a middleware put in the request's extensions.
 /// `None` outside the budget layer.
 ///
 /// The layer does not put the context in the extensions itself: a map
 /// entry costs three allocations on every request, and code inside the
-/// layer reaches the context through the task-local anyway.
+/// layer reaches the context through its scope anyway.
 ///
 /// # Example
 ///
@@ -142,7 +142,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn the_task_local_context_comes_first_then_the_extensions() {
+    async fn the_scoped_context_comes_first_then_the_extensions() {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         assert!(request_context(&parts).is_none(), "no layer, nothing put");
         let inserted = RequestContext::new(Budget::new(Duration::from_secs(7)));

@@ -6,10 +6,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
-use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Sleep};
 
-use crate::context::RequestContext;
+use crate::context::{RequestContext, Scoped};
 use crate::ledger::{Entry, IN_FLIGHT_QUEUE_METRIC, Ledger};
 use crate::problem::ProblemBody;
 use crate::problem::{Problem, ProblemKind};
@@ -54,13 +53,12 @@ pin_project! {
             grpc: bool,
         },
         Running {
-            // The inner future, run in the request's context; the context
-            // (its ledger) is taken back out of it for the answer.
+            // The inner future, run in the request's context, which holds
+            // the ledger for the answer.
             #[pin]
-            inner: TaskLocalFuture<RequestContext, F>,
-            // The budget's deadline and the budget it arrived with (the
-            // context's whole `Budget` is in `inner`, out of reach until
-            // taken back).
+            inner: Scoped<F>,
+            // The budget's deadline and the budget it arrived with, read
+            // once rather than through `inner` on every poll.
             deadline: Instant,
             original: Duration,
             // Armed only once the inner future is pending: a handler that
@@ -253,24 +251,17 @@ where
                 };
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
-                        let cx = inner.take_value();
+                        let ledger = inner.context().ledger();
                         return Poll::Ready(result.map(|res| {
                             if let Some(slot) = slot.as_mut() {
                                 slot.answered(res.status());
                             }
                             let mut res = res;
-                            if let Some(cx) = &cx {
-                                if show {
-                                    append_server_timing(&mut res, cx.ledger());
-                                }
-                                if let Some(span) = span {
-                                    trace::record_response(
-                                        span,
-                                        res.status(),
-                                        cx.ledger(),
-                                        OUTCOME_OK,
-                                    );
-                                }
+                            if show {
+                                append_server_timing(&mut res, ledger);
+                            }
+                            if let Some(span) = span {
+                                trace::record_response(span, res.status(), ledger, OUTCOME_OK);
                             }
                             res
                         }));
@@ -283,16 +274,10 @@ where
                         return Poll::Pending;
                     }
                 }
-                let cx = inner.take_value();
-                let ledger = cx.as_ref().map(RequestContext::ledger);
+                let ledger = inner.context().ledger();
                 let expired = expired_response::<B, E>(*original, ledger, on_event, *grpc);
                 if let Some(span) = span {
-                    trace::record_response(
-                        span,
-                        expired.status(),
-                        ledger.unwrap_or(&Ledger::new()),
-                        OUTCOME_EXPIRED,
-                    );
+                    trace::record_response(span, expired.status(), ledger, OUTCOME_EXPIRED);
                 }
                 break expired;
             }
@@ -399,7 +384,7 @@ fn no_slot_response<B: ProblemBody, E: OnBudgetEvent>(
 /// The `504` for a budget that ran out while the handler worked.
 fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
     budget: Duration,
-    ledger: Option<&Ledger>,
+    ledger: &Ledger,
     on_event: &E,
     grpc: bool,
 ) -> Response<B> {
@@ -417,5 +402,5 @@ fn expired_response<B: ProblemBody, E: OnBudgetEvent>(
         ),
     )
     .with_remaining(std::time::Duration::ZERO);
-    answer(&problem, ledger.unwrap_or(&Ledger::new()), grpc).map(B::from_problem)
+    answer(&problem, ledger, grpc).map(B::from_problem)
 }

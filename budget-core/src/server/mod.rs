@@ -21,7 +21,7 @@
 //! 6. makes the budget, the ledger and the per-hop reserve available to the
 //!    handler: the inner service's future (where handlers, middleware
 //!    futures and client calls run) is polled in the
-//!    [`context`](crate::context) task-local scope, where the client side
+//!    [`context`](crate::context) scope, where the client side
 //!    and the extractors find them. The inner service's synchronous `call`
 //!    runs outside it, and the context is not put in the request's
 //!    extensions (see [`request_context`]): either would cost a clone, and
