@@ -53,6 +53,18 @@ pub(crate) fn bind(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     socket.listen(backlog)
 }
 
+/// The port held in `refuse` mode: bound (with `SO_REUSEADDR`, as every
+/// listener here) but not listened on. The kernel answers a connect to it
+/// with a reset, so the client sees "connection refused" at once, as from
+/// a port nobody holds; but the system does not hand the port to another
+/// socket that binds port 0 (another server in the same process or on the
+/// machine), which would then answer in the partner's place.
+pub(crate) fn hold(addr: SocketAddr) -> io::Result<TcpSocket> {
+    let socket = new_socket(addr)?;
+    socket.bind(addr)?;
+    Ok(socket)
+}
+
 /// The address a listener on `addr` gets: `addr` itself, or with port 0 a
 /// free port picked by the system (bound, not listened on, then released).
 pub(crate) fn resolve(addr: SocketAddr) -> io::Result<SocketAddr> {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// | mode | on the wire | what the client sees |
 /// | --- | --- | --- |
 /// | [`Normal`](FaultMode::Normal) | accepts and serves HTTP | answers shaped by the query string |
-/// | [`Refuse`](FaultMode::Refuse) | nothing listens on the port | connection refused, at once |
+/// | [`Refuse`](FaultMode::Refuse) | the port is held (bound), nothing listens on it | connection refused, at once |
 /// | [`Blackhole`](FaultMode::Blackhole) | listens, never accepts, accept queue full | a connect timeout |
 /// | [`Reset`](FaultMode::Reset) | accepts, then closes with `SO_LINGER` 0 | a connection reset, at once |
 /// | [`Hang`](FaultMode::Hang) | accepts and reads, never answers | a read (request) timeout |

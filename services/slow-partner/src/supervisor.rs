@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 
 use axum::Router;
+use tokio::net::TcpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -58,8 +59,11 @@ pub(crate) fn control() -> (Control, Commands) {
 
 /// What the main port currently holds.
 enum Active {
-    /// Nothing: refuse mode (or a failed switch).
+    /// Nothing: a failed switch (the port is not ours any more).
     Closed,
+    /// Refuse mode: the port bound, never listened on, so that connects
+    /// are refused and no other socket is given it ([`listener::hold`]).
+    Held(TcpSocket),
     /// A blackhole listener and its own queued connections.
     Blackhole(Blackhole),
     /// An accept loop (normal, reset, hang) and the token that stops it and
@@ -75,6 +79,8 @@ impl Active {
     async fn stop(self) {
         match self {
             Active::Closed => {}
+            // Closing a socket that never listened leaves nothing behind.
+            Active::Held(socket) => drop(socket),
             // Closes the listener and its own queued connections.
             Active::Blackhole(hole) => drop(hole),
             Active::Accepting { token, task } => {
@@ -173,7 +179,15 @@ impl Supervisor {
 
     async fn open(&self, mode: FaultMode) -> Result<Active, PartnerError> {
         let serve = match mode {
-            FaultMode::Refuse => return Ok(Active::Closed),
+            FaultMode::Refuse => {
+                return listener::hold(self.addr)
+                    .map(Active::Held)
+                    .map_err(|source| PartnerError::Bind {
+                        addr: self.addr,
+                        purpose: "mode refuse (the port held, not listened on)".to_owned(),
+                        source,
+                    });
+            }
             FaultMode::Blackhole => {
                 return listener::blackhole(self.addr).await.map(Active::Blackhole);
             }

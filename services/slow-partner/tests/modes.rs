@@ -145,6 +145,36 @@ async fn reset_fails_at_once_and_not_as_a_timeout() {
     .await;
 }
 
+/// Refusing is not letting go of the port: it stays bound (not listened
+/// on), so that no other socket is given it (a server of another test that
+/// binds port 0 could otherwise get it and answer in the partner's place).
+/// A socket that asks for the port is told it is in use; after the switch
+/// back to normal the partner serves on it again.
+#[tokio::test]
+async fn refuse_holds_the_port_so_no_other_socket_is_given_it() {
+    bounded(async {
+        let partner = slow_partner::spawn(config().with_mode(FaultMode::Refuse))
+            .await
+            .unwrap();
+        let other = tokio::net::TcpSocket::new_v4().unwrap();
+        other.set_reuseaddr(false).unwrap();
+        let err = other.bind(partner.addr()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err:?}");
+        let err = client().get(partner.url("/p")).send().await.unwrap_err();
+        assert!(err.is_connect(), "{err:?}");
+
+        partner.set_mode(FaultMode::Normal).await.unwrap();
+        get_ok(&partner).await;
+        // And again after a switch from normal.
+        partner.set_mode(FaultMode::Refuse).await.unwrap();
+        let other = tokio::net::TcpSocket::new_v4().unwrap();
+        other.set_reuseaddr(false).unwrap();
+        assert!(other.bind(partner.addr()).is_err());
+        partner.shutdown().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn refuse_then_normal_through_the_admin_listener_serves_again() {
     bounded(async {
