@@ -22,8 +22,9 @@
 //! permit at once when nobody waits; otherwise:
 //!
 //! 1. **Wait when the wait fits.** The queue measures how long a permit is
-//!    held (a moving average over about the last ten returned, `hold`) and
-//!    predicts a newcomer's wait: with `ahead` waiters of its criticality
+//!    held (`hold`: the mean of the last round returned, the last `limit`
+//!    permits, at least 10 and at most 64) and predicts a newcomer's
+//!    wait: with `ahead` waiters of its criticality
 //!    or a higher one queued before it, `needed = ahead + 1 + over`
 //!    permits must come back first (`over`: permits held beyond a shrunk
 //!    limit). They come back in rounds of `limit`, one `hold` apart, the
@@ -406,9 +407,10 @@ impl PermitQueue {
         self.shared.lock().set_growth(period);
     }
 
-    /// How long a permit is held, on average over about the last ten
-    /// returned (`None` before one has come back): what rule 1's
-    /// prediction is made of.
+    /// How long a permit is held: the mean of the last round returned (the
+    /// last `limit` permits, at least 10 and at most 64; fewer before that
+    /// many came back, `None` before one has). What rule 1's prediction is
+    /// made of.
     ///
     /// ```
     /// use std::time::Duration;

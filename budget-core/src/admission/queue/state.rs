@@ -14,9 +14,52 @@ use tokio::time::Instant;
 use super::{Prediction, QueueConfig, QueueOrder, Refusal, RefusalReason};
 use crate::admission::criticality::Criticality;
 
-/// The weight of one finished hold in the moving average of holds: about
-/// the last ten permits returned.
-const HOLD_WEIGHT: f64 = 0.2;
+/// The fewest and the most returned permits the hold is the mean of: a
+/// round of the limit, within these.
+const ROUND_MIN: usize = 10;
+const ROUND_MAX: usize = 64;
+
+/// The holds of the last [`ROUND_MAX`] permits returned, in seconds, and
+/// their mean over the last round.
+///
+/// A round's mean, not a moving average of every return: a limit above
+/// the partner's workers comes back in rounds of short holds and a few
+/// long ones (10 permits on 8 workers of 50 ms: eight after 55 ms, two
+/// after 105), and an average that gives each return a fixed weight rises
+/// by a sixth with each long hold, just as the queue decides whom to
+/// refuse. Measured in a burst on a cold chain (BENCHMARKS.md), each long
+/// hold then refused another 14-19 waiters the partner had time for.
+#[derive(Debug)]
+struct Holds {
+    recent: VecDeque<f64>,
+}
+
+impl Holds {
+    fn new() -> Self {
+        Self {
+            recent: VecDeque::with_capacity(ROUND_MAX),
+        }
+    }
+
+    fn push(&mut self, held: f64) {
+        if self.recent.len() == ROUND_MAX {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(held);
+    }
+
+    /// The mean hold of the last round of `limit` returns (at least
+    /// [`ROUND_MIN`], at most [`ROUND_MAX`], fewer before that many came
+    /// back); `None` before one has.
+    fn mean(&self, limit: usize) -> Option<f64> {
+        let n = limit.clamp(ROUND_MIN, ROUND_MAX).min(self.recent.len());
+        if n == 0 {
+            return None;
+        }
+        let sum: f64 = self.recent.iter().rev().take(n).sum();
+        Some(sum / n as f64)
+    }
+}
 
 /// What a queued waiter is told, once.
 ///
@@ -124,9 +167,8 @@ pub(super) struct State {
     /// queued (it is the instant the first of them arrived).
     last_empty: Instant,
     next_id: u64,
-    /// The moving average of how long a permit is held, in seconds; `None`
-    /// until one has come back.
-    hold: Option<f64>,
+    /// How long the last permits returned were held.
+    holds: Holds,
     /// How often the limit is expected to double while it grows (an
     /// adaptive limit's slow start), for the prediction.
     growth: Option<Duration>,
@@ -156,7 +198,7 @@ impl State {
             waiting: 0,
             last_empty: now,
             next_id: 0,
-            hold: None,
+            holds: Holds::new(),
             growth: None,
             deep: false,
             standing_until: None,
@@ -172,11 +214,18 @@ impl State {
         self.waiting
     }
 
-    /// The moving average of how long a permit is held, once one has come
-    /// back.
+    /// How long a permit is held (the mean of the last round returned),
+    /// once one has come back.
     pub(super) fn hold(&self) -> Option<Duration> {
-        self.hold
+        self.held()
             .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+    }
+
+    /// [`hold`](Self::hold) in seconds, when it is a usable number.
+    fn held(&self) -> Option<f64> {
+        self.holds
+            .mean(self.limit)
+            .filter(|h| h.is_finite() && *h > 0.0)
     }
 
     /// Sets how often the limit is expected to double (`None`: it is not
@@ -215,10 +264,7 @@ impl State {
     pub(super) fn returned(&mut self, since: Instant, now: Instant) {
         self.untake(since);
         let held = now.saturating_duration_since(since).as_secs_f64();
-        self.hold = Some(match self.hold {
-            Some(mean) => mean + HOLD_WEIGHT * (held - mean),
-            None => held,
-        });
+        self.holds.push(held);
     }
 
     /// Whether the queue stands at `now` (rule 4 of the module docs).
@@ -252,7 +298,7 @@ impl State {
     /// come back. Counted in arrival order whatever the queue's order:
     /// it is how much queue stands before the newcomer.
     pub(super) fn predict(&self, class: usize, now: Instant) -> Option<Prediction> {
-        let hold = self.hold.filter(|h| h.is_finite() && *h > 0.0)?;
+        let hold = self.held()?;
         let ahead: usize = self.classes[class..].iter().map(VecDeque::len).sum();
         Some(self.prediction(ahead, hold, now))
     }
@@ -435,7 +481,7 @@ impl State {
     /// permits' ages and the limit change): in each class, from the back,
     /// until one fits.
     fn refuse_unfit(&mut self, now: Instant) {
-        let Some(hold) = self.hold.filter(|h| h.is_finite() && *h > 0.0) else {
+        let Some(hold) = self.held() else {
             return;
         };
         for class in 0..Criticality::COUNT {
