@@ -400,7 +400,7 @@ async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload(
 
 /// `max_in_flight = "auto"` reads from TOML and sizes the line with the
 /// adaptive limit's value: the probe's 3 for the first requests, a fourth
-/// waits (it is not refused) and gets the slot the end of the 50 ms hold
+/// waits (it is not refused) and gets the slot the end of the 10 ms hold
 /// adds; a bad table names its field.
 #[tokio::test(start_paused = true)]
 async fn an_adaptive_limit_sizes_the_line() {
@@ -413,8 +413,8 @@ async fn an_adaptive_limit_sizes_the_line() {
     }
     let starts = starts.lock().unwrap();
     let late: Vec<_> = starts.iter().map(|(_, at)| *at - start).collect();
-    assert_eq!(late, [ms(0), ms(0), ms(0), ms(50)]);
-    assert_eq!(queue_entry(&answers[3].0).unwrap().dur, Some(50.0));
+    assert_eq!(late, [ms(0), ms(0), ms(0), ms(10)]);
+    assert_eq!(queue_entry(&answers[3].0).unwrap().dur, Some(10.0));
 
     let bad = toml::from_str::<ServerConfig>("max_in_flight = { min = 0 }").unwrap();
     assert_eq!(bad.layer().unwrap_err().field(), "max_in_flight.min");

@@ -23,7 +23,7 @@
 //!    many in flight, becomes `min_rtt`. Before the first probe, `min_rtt`
 //!    is the mean latency of the client's first three calls, sent at the
 //!    probe's limit (as Envoy measures its first min-RTT at
-//!    `min_concurrency`) until the first of them answers, or for 50 ms from
+//!    `min_concurrency`) until the first of them answers, or for 10 ms from
 //!    the first call that found that limit full
 //!    ([`AdaptiveLimit::on_full`]), whichever comes first: they met a
 //!    partner this client had not queued, and the calls sent after them
@@ -31,13 +31,15 @@
 //!    since ten calls sent together reach a partner in an order of their
 //!    own, and the first three sent may be the ones it queued (a `min_rtt`
 //!    three times too long for a partner of four workers read a limit of
-//!    13 as no queue); for 50 ms at most, not a round trip, because being
+//!    13 as no queue); for 10 ms at most, not a round trip, because being
 //!    ahead takes only the time to reach the partner, while a client
 //!    starting under load at 3 in flight leaves most of a slow partner's
 //!    workers idle for its whole first round trip (a second at 20 times
-//!    the load tests' latency), and 50 ms is shorter than a permit
-//!    queue's CoDel interval, so the hold alone never makes a standing
-//!    queue. Not the first answer alone: that is the fastest of
+//!    the load tests' latency; held 50 ms, a burst on a cold chain left 5
+//!    of a partner's 8 workers idle for 50 ms, about 5 answers fewer in a
+//!    1 s budget than naive mode's, BENCHMARKS.md), and 10 ms is far
+//!    shorter than a permit queue's CoDel interval, so the hold alone
+//!    never makes a standing queue. Not the first answer alone: that is the fastest of
 //!    a burst, below the partner's mean. Any first answer ends the probe's
 //!    limit, a failed one too, so a partner failing every call is not held
 //!    at 3; the first `min_rtt` then waits for calls that succeed with at
@@ -204,10 +206,12 @@ use crate::config::ConfigError;
 const PROBE_CONCURRENCY: usize = 3;
 /// The longest the first calls are held at the probe's limit, from the
 /// first call that found it full (item 1 of the module docs): time for the
-/// first calls to reach the partner ahead of the rest, shorter than a
+/// first calls to reach the partner ahead of the rest, far shorter than a
 /// permit queue's CoDel interval (100 ms) so that the hold alone never
-/// makes a standing queue.
-const FIRST_HOLD: Duration = Duration::from_millis(50);
+/// makes a standing queue, and than a partner's answer, so that its
+/// workers are not left idle for long (50 ms cost a burst about 5 answers
+/// in a 1 s budget, BENCHMARKS.md).
+pub(crate) const FIRST_HOLD: Duration = Duration::from_millis(10);
 /// The gradient's clamp: one window at most halves the limit...
 const MIN_GRADIENT: f64 = 0.5;
 /// ...or doubles it.
@@ -419,7 +423,7 @@ pub struct AdaptiveLimitConfig {
     /// The largest limit, at least `min`. Default 256.
     pub max: usize,
     /// The limit once the first call has answered (the first calls go out
-    /// at the min-RTT probe's 3, for 50 ms at most once it is full),
+    /// at the min-RTT probe's 3, for 10 ms at most once it is full),
     /// within `[min, max]`. Absent (the
     /// default): 10, clamped into `[min, max]`. A value given outside `[min, max]` is
     /// an error, not silently moved.
@@ -671,7 +675,7 @@ impl AdaptiveLimitConfig {
     }
 
     /// The limit an [`AdaptiveLimit`] runs at from its first answer on
-    /// (until then, or until the first calls' 50 ms hold is over, at the
+    /// (until then, or until the first calls' 10 ms hold is over, at the
     /// probe's limit): `initial`, or 10 clamped into `[min, max]`.
     ///
     /// ```
@@ -988,7 +992,7 @@ impl AdaptiveLimit {
     /// A call found every call the limit allows in flight at `now`.
     ///
     /// Before the first answer the first calls run at the probe's limit
-    /// (item 1 of the [module docs](self)), but not for longer than 50 ms
+    /// (item 1 of the [module docs](self)), but not for longer than 10 ms
     /// from the first call that found it full: long enough for the first
     /// calls to reach the partner ahead of the others, and short enough
     /// not to leave most of a slow partner's workers idle for a whole
@@ -1007,7 +1011,7 @@ impl AdaptiveLimit {
     /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap();
     /// let now = tokio::time::Instant::now();
     /// let ends = limit.on_full(now).unwrap();
-    /// assert_eq!(ends - now, Duration::from_millis(50));
+    /// assert_eq!(ends - now, Duration::from_millis(10));
     /// assert_eq!((limit.on_full(now), limit.current()), (None, 3));
     /// assert_eq!((limit.on_full(ends), limit.current()), (None, 10));
     /// # }

@@ -356,6 +356,7 @@ impl Permit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::limit::FIRST_HOLD;
 
     fn adaptive() -> Permits {
         let name: Arc<str> = Arc::from("partner");
@@ -372,10 +373,11 @@ mod tests {
     }
 
     /// Item 1 of the adaptive limit's docs: the first calls are held at
-    /// the probe's 3 for 50 ms at most; a timer ends the hold, so calls
-    /// already waiting get their permits with no answer and no other call.
+    /// the probe's 3 for `FIRST_HOLD` (10 ms) at most; a timer ends the
+    /// hold, so calls already waiting get their permits with no answer and
+    /// no other call.
     #[tokio::test(start_paused = true)]
-    async fn calls_waiting_behind_the_first_three_start_50ms_later_with_no_answer() {
+    async fn calls_waiting_behind_the_first_three_start_at_the_hold_s_end_with_no_answer() {
         let permits = adaptive();
         let held: Vec<_> = (0..3).map(|_| permits.try_acquire().unwrap()).collect();
         assert!(permits.try_acquire().is_none());
@@ -389,7 +391,7 @@ mod tests {
         let mut granted = Vec::new();
         for waiter in waiters {
             let permit = waiter.await.unwrap().expect("a permit at the hold's end");
-            assert_eq!(permit.waited, Some(Duration::from_millis(50)));
+            assert_eq!(permit.waited, Some(FIRST_HOLD));
             granted.push(permit);
         }
         assert_eq!((permits.limit(), permits.in_use()), (10, 10));
@@ -456,7 +458,7 @@ mod tests {
     /// The first calls of every replica are held together, and the timer
     /// that ends the hold resizes the queue to the replicas' `initial`s.
     #[tokio::test(start_paused = true)]
-    async fn replicas_first_calls_are_held_50ms_then_every_replica_opens() {
+    async fn replicas_first_calls_are_held_then_every_replica_opens() {
         let (permits, _endpoints) = replicas();
         let held: Vec<_> = (0..6).map(|_| permits.try_acquire().unwrap()).collect();
         let far = Instant::now() + Duration::from_secs(10);
@@ -465,7 +467,7 @@ mod tests {
             tokio::spawn(async move { permits.acquire(far, Criticality::Default).await })
         };
         let permit = waiter.await.unwrap().expect("a permit at the hold's end");
-        assert_eq!(permit.waited, Some(Duration::from_millis(50)));
+        assert_eq!(permit.waited, Some(FIRST_HOLD));
         assert_eq!(permits.limit(), 20);
         drop((held, permit));
     }

@@ -227,7 +227,7 @@ impl InFlight {
     }
 
     /// A request found every slot taken: an adaptive limit's first
-    /// requests are held at the probe's limit for 50 ms at most from the
+    /// requests are held at the probe's limit for 10 ms at most from the
     /// first of these ([`AdaptiveLimit::on_full`]); a timer ends the hold
     /// and sizes the queue then, so that the requests waiting get their
     /// slots even if no other request comes. Lock-free once the hold is
@@ -336,7 +336,7 @@ impl Drop for Adaptive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::limit::AdaptiveLimitConfig;
+    use crate::admission::limit::{AdaptiveLimitConfig, FIRST_HOLD};
 
     const FLOOR: Duration = Duration::from_millis(50);
     const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -420,13 +420,13 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_adaptive_limit_admits_initial_50ms_after_its_first_refusal_with_no_answer() {
+    async fn an_adaptive_limit_admits_initial_at_the_hold_s_end_after_its_first_refusal() {
         let in_flight =
             InFlight::adaptive(AdaptiveLimit::new(AdaptiveLimitConfig::default()).unwrap());
         let first: Vec<_> = (0..3).map(|_| in_flight.try_acquire().unwrap()).collect();
         assert!(in_flight.try_acquire().is_none(), "the probe's 3");
-        tokio::time::sleep(Duration::from_millis(49)).await;
-        assert!(in_flight.try_acquire().is_none(), "held for 50 ms");
+        tokio::time::sleep(FIRST_HOLD - Duration::from_millis(1)).await;
+        assert!(in_flight.try_acquire().is_none(), "held for the first hold");
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert_eq!(in_flight.limit(), 10, "`initial` once the hold is over");
         let more: Vec<_> = (0..7).map(|_| in_flight.try_acquire().unwrap()).collect();
@@ -448,7 +448,7 @@ mod tests {
             .collect();
         for waiter in waiters {
             let slot = waiter.await.unwrap().expect("a slot at the hold's end");
-            assert_eq!(slot.waited(), Duration::from_millis(50));
+            assert_eq!(slot.waited(), FIRST_HOLD);
         }
     }
 
