@@ -28,10 +28,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free loopback ports (all held until all are picked)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def wait_listening(port, deadline):
@@ -48,7 +54,7 @@ def start_chain(mode):
     for name in ("slow-partner", "checkout", "edge"):
         if not os.access(f"{BIN}/{name}", os.X_OK):
             raise SystemExit(f"{BIN}/{name} not found: cargo build --release -p edge -p checkout -p slow-partner")
-    partner, checkout, edge = free_port(), free_port(), free_port()
+    partner, checkout, edge = free_ports(3)
     url = lambda path: f"http://127.0.0.1:{partner}/{path}?delay=50ms"
     procs = [
         subprocess.Popen([f"{BIN}/slow-partner", "--listen", f"127.0.0.1:{partner}", "--workers", "8"],
@@ -89,7 +95,12 @@ def burst(edge, n, budget_ms, connect_in_burst):
     def one():
         conn = http.client.HTTPConnection("127.0.0.1", edge, timeout=10)
         if not connect_in_burst:
-            conn.connect()
+            try:
+                conn.connect()
+            except OSError:
+                # Its request connects again below and, failing, counts as
+                # a failure; every thread reaches the barrier.
+                pass
         ready.wait()
         sent = time.monotonic()
         try:
@@ -104,7 +115,7 @@ def burst(edge, n, budget_ms, connect_in_burst):
             results.append((status, took))
         conn.close()
 
-    threads = [threading.Thread(target=one) for _ in range(n)]
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:

@@ -39,8 +39,8 @@
 //!    of a partner's 8 workers idle for 50 ms, about 5 answers fewer in a
 //!    1 s budget than naive mode's, BENCHMARKS.md), and 10 ms is far
 //!    shorter than a permit queue's CoDel interval, so the hold alone
-//!    never makes a standing queue. Not the first answer alone: that is the fastest of
-//!    a burst, below the partner's mean. Any first answer ends the probe's
+//!    never makes a standing queue. Not the first answer alone: that is
+//!    the fastest of a burst, below the partner's mean. Any first answer ends the probe's
 //!    limit, a failed one too, so a partner failing every call is not held
 //!    at 3; the first `min_rtt` then waits for calls that succeed with at
 //!    most 3 in flight (or one such call among `probe_samples` answers).

@@ -14,9 +14,11 @@ use tokio::time::Instant;
 use super::{Prediction, QueueConfig, QueueOrder, Refusal, RefusalReason};
 use crate::admission::criticality::Criticality;
 
-/// The fewest and the most returned permits the hold is the mean of: a
-/// round of the limit, within these.
+/// The fewest returned permits the hold is the mean of (a round of the
+/// limit, but not of a limit of 1 or 3).
 const ROUND_MIN: usize = 10;
+/// The most returned permits the hold is the mean of, and how many are
+/// kept.
 const ROUND_MAX: usize = 64;
 
 /// The holds of the last [`ROUND_MAX`] permits returned, in seconds, and
