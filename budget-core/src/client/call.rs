@@ -45,7 +45,6 @@ where
 mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    use std::time::SystemTime;
 
     use http::StatusCode;
     use http::header::RETRY_AFTER;
@@ -58,48 +57,13 @@ mod tests {
     use crate::admission::criticality::Criticality;
     use crate::breaker::BreakerConfig;
     use crate::budget::Budget;
-    use crate::client::config::DependencyConfig;
     use crate::client::engine::Timing;
+    use crate::client::engine::testing::{Shaped, clock, config, ms, plan, response};
     use crate::client::error::CallErrorKind;
     use crate::client::permits::Permit;
-    use crate::clock::FixedClock;
     use crate::floor::Floor;
     use crate::ledger::{Entry, Ledger};
-    use crate::retry::TransportKind;
-    use crate::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
-
-    fn config() -> DependencyConfig {
-        let mut c = DependencyConfig::new("pricing", "http://127.0.0.1:9/pricing");
-        c.retry = RetryConfig {
-            max_attempts: 3,
-            backoff: BackoffConfig {
-                initial: ms(100),
-                max: ms(1000),
-                multiplier: 2.0,
-                jitter: Jitter::None,
-            },
-            ..RetryConfig::default()
-        };
-        c
-    }
-
-    fn clock() -> FixedClock {
-        FixedClock::new(SystemTime::UNIX_EPOCH)
-    }
-
-    fn response(status: u16) -> AttemptResult {
-        let mut res = http::Response::new(Bytes::from_static(b"{}"));
-        *res.status_mut() = StatusCode::from_u16(status).unwrap();
-        Ok(res)
-    }
-
-    fn plan(timing: Timing, ledger: &Ledger) -> Plan {
-        Plan::test(timing, ledger, true)
-    }
+    use crate::retry::{Jitter, RetryBudgetConfig};
 
     /// A fake dependency: each attempt takes `took`, answers the next
     /// status of `script` (the last repeats), and records what it was told.
@@ -135,292 +99,6 @@ mod tests {
         fn seen(&self) -> Vec<AttemptSpec> {
             self.seen.lock().unwrap().clone()
         }
-    }
-
-    /// A fake dependency whose attempt N takes `shape[N].1` and answers
-    /// `shape[N].0` (0: a connection error); the last entry repeats.
-    struct Shaped {
-        shape: Vec<(u16, Duration)>,
-        seen: Mutex<Vec<(Instant, AttemptSpec)>>,
-    }
-
-    impl Shaped {
-        fn new(shape: &[(u16, u64)]) -> Self {
-            Self {
-                shape: shape.iter().map(|(s, t)| (*s, ms(*t))).collect(),
-                seen: Mutex::new(Vec::new()),
-            }
-        }
-
-        async fn attempt(&self, spec: AttemptSpec) -> AttemptResult {
-            let i = {
-                let mut seen = self.seen.lock().unwrap();
-                seen.push((Instant::now(), spec));
-                seen.len() - 1
-            };
-            let (status, took) = self.shape[i.min(self.shape.len() - 1)];
-            tokio::time::sleep(took).await;
-            if status == 0 {
-                return Err(AttemptError::new(TransportKind::Connect, "refused"));
-            }
-            response(status)
-        }
-
-        fn sent(&self) -> usize {
-            self.seen.lock().unwrap().len()
-        }
-
-        /// When each attempt started, from `origin`, and the budget it was sent.
-        fn starts(&self, origin: Instant) -> Vec<(Duration, Option<Duration>)> {
-            self.seen
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|(at, spec)| (*at - origin, spec.budget))
-                .collect()
-        }
-    }
-
-    /// `config()` with hedging after a fixed `delay`, one hedge per call
-    /// allowed (the ratio's own test is separate).
-    fn hedged(delay: u64) -> DependencyConfig {
-        let mut c = config();
-        c.hedge = Some(HedgeConfig {
-            ratio: 1.0,
-            ..HedgeConfig::after(ms(delay))
-        });
-        c
-    }
-
-    use crate::client::HedgeConfig;
-
-    /// One call of `settings` to `fake` with a budget of `budget` ms.
-    async fn shaped(
-        settings: &Settings,
-        ledger: &Ledger,
-        budget: u64,
-        fake: &Shaped,
-    ) -> BudgetResponse {
-        run(
-            settings,
-            &clock(),
-            plan(Timing::Budget(Budget::new(ms(budget))), ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap()
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_a_slow_first_attempt_is_hedged_after_the_delay_and_the_first_answer_wins() {
-        let settings = hedged(40).settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(200, 1000), (200, 30)]);
-        let start = Instant::now();
-        let budget = Budget::new(ms(2000));
-        let res = run(
-            &settings,
-            &clock(),
-            plan(Timing::Budget(budget), &ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap();
-        assert_eq!(res.status(), StatusCode::OK);
-        assert_eq!(
-            start.elapsed(),
-            ms(70),
-            "the hedge's answer, not the first's"
-        );
-        // The hedge is sent 40 ms in, with what is left then.
-        assert_eq!(
-            fake.starts(start),
-            [(ms(0), Some(ms(2000))), (ms(40), Some(ms(1960)))]
-        );
-        assert_eq!(
-            ledger.server_timing(),
-            "pricing;dur=70;desc=\"cancelled\", pricing-hedge;dur=30"
-        );
-        // Dropped, the first attempt makes no more progress.
-        tokio::time::advance(ms(2000)).await;
-        assert_eq!(fake.sent(), 2);
-    }
-
-    /// A hedge to a slow replica that loses the race leaves that replica
-    /// estimated at least as slow as it ran: it must not look fast for
-    /// the next choice.
-    #[tokio::test(start_paused = true)]
-    async fn hedge_a_cancelled_hedge_leaves_its_replica_at_least_as_slow_as_it_ran() {
-        let mut config = hedged(40).endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
-        config.retry = RetryConfig::default().max_attempts(1);
-        let settings = config.settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(200, 100), (200, 1000)]);
-        let res = shaped(&settings, &ledger, 2000, &fake).await;
-        assert_eq!(res.status(), StatusCode::OK);
-        let seen = fake.seen.lock().unwrap().clone();
-        assert_eq!(seen.len(), 2);
-        let hedged_to = &seen[1].1.endpoint;
-        assert!(
-            !Arc::ptr_eq(&seen[0].1.endpoint, hedged_to),
-            "the hedge went to the other replica"
-        );
-        let estimate = hedged_to.load.estimate(Instant::now()).unwrap();
-        // Sent 40 ms in, cancelled when the first answered at 100 ms.
-        assert_eq!(estimate, ms(60));
-    }
-
-    /// A first attempt beaten by a hedge sent later counts as a failure
-    /// of its replica: its estimate doubles (at least to the first
-    /// penalty), not just to what it ran, so a replica whose slow calls
-    /// hedges cut short does not look as fast as the hedge delay.
-    #[tokio::test(start_paused = true)]
-    async fn hedge_a_first_attempt_beaten_by_its_hedge_counts_as_a_failure_of_its_replica() {
-        let mut config = hedged(40).endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
-        config.retry = RetryConfig::default().max_attempts(1);
-        let settings = config.settings(None).unwrap();
-        for endpoint in settings.dependency.endpoints.current().iter() {
-            endpoint.load.observe(ms(50), Instant::now());
-        }
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(200, 1000), (200, 30)]);
-        let res = shaped(&settings, &ledger, 2000, &fake).await;
-        assert_eq!(res.status(), StatusCode::OK);
-        let seen = fake.seen.lock().unwrap().clone();
-        let (first, hedge) = (&seen[0].1.endpoint, &seen[1].1.endpoint);
-        assert!(!Arc::ptr_eq(first, hedge));
-        let now = Instant::now();
-        // It ran 70 ms; twice a 50 ms estimate decayed over those 70 ms
-        // is less than a failure's first penalty, 100 ms (the doubling's
-        // own test is in `endpoints/load.rs`).
-        assert_eq!(first.load.estimate(now), Some(ms(100)));
-        // The hedge's replica learnt its faster answer.
-        assert!(hedge.load.estimate(now).unwrap() < ms(50));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_a_first_attempt_that_answers_first_cancels_the_hedge() {
-        let settings = hedged(40).settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(200, 100), (200, 1000)]);
-        let start = Instant::now();
-        let res = shaped(&settings, &ledger, 2000, &fake).await;
-        assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(100)));
-        assert_eq!(
-            ledger.server_timing(),
-            "pricing-hedge;dur=60;desc=\"cancelled\", pricing;dur=100"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_an_attempt_answering_before_the_delay_sends_no_hedge() {
-        let settings = hedged(40).settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(503, 30), (200, 30)]);
-        let res = shaped(&settings, &ledger, 2000, &fake).await;
-        // A 503 is an answer: no hedge, the retry policy's retry.
-        assert_eq!((res.status(), res.attempts()), (StatusCode::OK, 2));
-        assert_eq!(
-            ledger.server_timing(),
-            "pricing;dur=30;desc=\"503\", pricing-wait;dur=100, pricing;dur=30"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_a_failed_attempt_waits_for_the_other_one() {
-        let settings = hedged(40).settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(0, 50), (200, 100)]);
-        let start = Instant::now();
-        let res = shaped(&settings, &ledger, 2000, &fake).await;
-        assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(140)));
-        assert_eq!(
-            ledger.server_timing(),
-            "pricing;dur=50;desc=\"connect\", pricing-hedge;dur=100"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_not_sent_when_what_is_left_would_not_cover_the_floor() {
-        let mut c = hedged(40);
-        c.floor = crate::floor::FloorConfig::fixed(ms(500));
-        let settings = c.settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(200, 300), (200, 10)]);
-        let start = Instant::now();
-        let res = shaped(&settings, &ledger, 530, &fake).await;
-        // 40 ms in, 490 ms are left: below the 500 ms floor.
-        assert_eq!((res.status(), start.elapsed()), (StatusCode::OK, ms(300)));
-        assert_eq!(fake.sent(), 1);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_never_for_a_call_that_may_not_be_sent_twice_nor_in_fixed_mode() {
-        let settings = hedged(40).settings(None).unwrap();
-        let ledger = Ledger::new();
-        let fake = Shaped::new(&[(200, 300), (200, 10)]);
-        let mut once = plan(Timing::Budget(Budget::new(ms(2000))), &ledger);
-        once.may_retry = false;
-        run(&settings, &clock(), once, |s| fake.attempt(s))
-            .await
-            .unwrap();
-        assert_eq!(fake.sent(), 1, "a POST without a key is sent once");
-
-        let fake = Shaped::new(&[(200, 300), (200, 10)]);
-        run(
-            &settings,
-            &clock(),
-            plan(Timing::Fixed(ms(2000)), &ledger),
-            |s| fake.attempt(s),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            fake.sent(),
-            1,
-            "fixed mode (budget mode off) does not hedge"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_the_hedge_budget_caps_hedges_at_its_ratio_of_calls() {
-        let mut c = config();
-        c.hedge = Some(HedgeConfig::after(ms(40))); // ratio 0.1
-        let settings = c.settings(None).unwrap();
-        let fake = Shaped::new(&[(200, 100)]);
-        for _ in 0..100 {
-            shaped(&settings, &Ledger::new(), 2000, &fake).await;
-        }
-        // Every call was slow enough for a hedge; the budget allowed 10.
-        assert_eq!(fake.sent(), 110);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hedge_a_learned_delay_hedges_only_once_it_has_samples() {
-        let mut c = config();
-        c.hedge = Some(HedgeConfig {
-            ratio: 1.0,
-            min_samples: 5,
-            ..HedgeConfig::default()
-        });
-        let settings = c.settings(None).unwrap();
-        let ledger = Ledger::new();
-        let go = |fake| shaped(&settings, &ledger, 2000, fake);
-        let slow = Shaped::new(&[(200, 300), (200, 20)]);
-        go(&slow).await;
-        assert_eq!(slow.sent(), 1, "cold: no latency known, no hedge");
-        let fast = Shaped::new(&[(200, 20)]);
-        for _ in 0..30 {
-            go(&fast).await;
-        }
-        tokio::time::advance(ms(200)).await;
-        let slow = Shaped::new(&[(200, 300), (200, 20)]);
-        let start = Instant::now();
-        go(&slow).await;
-        assert_eq!(slow.sent(), 2);
-        // The p95 of 30 samples of 20 ms and one of 300 ms: hedged at 20 ms.
-        let hedge_at = slow.starts(start)[1].0;
-        assert!(hedge_at >= ms(19) && hedge_at <= ms(21), "{hedge_at:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -671,7 +349,14 @@ mod tests {
     async fn retried(settings: &Settings, fake: &Shaped) -> (Vec<Duration>, bool) {
         let ledger = Ledger::new();
         let start = Instant::now();
-        let res = shaped(settings, &ledger, 2000, fake).await;
+        let res = run(
+            settings,
+            &clock(),
+            plan(Timing::Budget(Budget::new(ms(2000))), &ledger),
+            |s| fake.attempt(s),
+        )
+        .await
+        .unwrap();
         assert_eq!(res.status(), StatusCode::OK);
         let starts = fake.starts(start).into_iter().map(|(at, _)| at).collect();
         let waited = ledger

@@ -256,3 +256,6 @@ impl Race<'_> {
         Ok((permit, chosen))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -36,6 +36,8 @@ mod hedge;
 mod learn;
 mod record;
 mod retry;
+#[cfg(test)]
+pub(crate) mod testing;
 mod timing;
 
 use std::future::Future;
