@@ -528,3 +528,109 @@ async fn grpc_attempts_are_metered_under_the_http_client_s_names() {
         "{rendered}"
     );
 }
+
+/// One unary call of `method` with `message` through `channel`, inside a
+/// request with a 1 s budget: the answer (its extensions kept) and the
+/// request's ledger.
+async fn call_keeping_extensions(
+    channel: budget_core::grpc::GrpcBudgetService<tonic::transport::Channel>,
+    method: &'static str,
+    message: &'static [u8],
+) -> (Result<tonic::Response<Bytes>, tonic::Status>, Ledger) {
+    let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
+    let ledger = cx.ledger().clone();
+    let answer = cx
+        .scope(async move {
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.unwrap();
+            let path = http::uri::PathAndQuery::from_static(method);
+            grpc.unary(tonic::Request::new(Bytes::from_static(message)), path, Raw)
+                .await
+        })
+        .await;
+    (answer, ledger)
+}
+
+/// With `on_unavailable = "stale"`, the last `OK` answer to the same
+/// method and message stands in for a call that is answered `UNAVAILABLE`
+/// or cannot be made (a real refused connection), marked `Stale`, in the
+/// ledger and counted; another message gets nothing kept.
+#[tokio::test]
+async fn the_stale_fallback_serves_the_last_ok_answer_to_the_same_question() {
+    let echo = Echo::default();
+    let addr = serve_echo(echo.clone()).await;
+    let config: budget_core::client::DependencyConfig = toml::from_str(&format!(
+        "name = \"echo\"\nurl = \"http://{addr}\"\non_unavailable = \"stale\"\nmax_stale = \"30s\""
+    ))
+    .unwrap();
+    let layer = GrpcBudgetLayer::from_config(&config, None).unwrap();
+    let channel = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(grpc_support::channel(addr).await);
+    // Answered: kept, and given as it came.
+    let (first, ledger) = call_keeping_extensions(channel.clone(), "/test.Echo/Once", b"7").await;
+    let first = first.unwrap();
+    assert!(
+        first
+            .extensions()
+            .get::<budget_core::grpc::Stale>()
+            .is_none()
+    );
+    assert_eq!(attempts(&ledger), ["200"]);
+    let kept = first.into_inner();
+    // Down now: the same question gets the kept answer, marked stale.
+    let (second, ledger) = call_keeping_extensions(channel.clone(), "/test.Echo/Once", b"7").await;
+    let second = second.unwrap();
+    let stale = second
+        .extensions()
+        .get::<budget_core::grpc::Stale>()
+        .copied();
+    assert!(
+        stale.is_some_and(|s| s.age() < Duration::from_secs(1)),
+        "{stale:?}"
+    );
+    assert_eq!(second.into_inner(), kept);
+    // After the retries of the default policy (3 attempts).
+    assert_eq!(attempts(&ledger), ["grpc-14", "grpc-14", "grpc-14"]);
+    assert!(
+        ledger
+            .entries()
+            .iter()
+            .any(|e| matches!(e, Entry::Stale { .. })),
+        "{ledger:?}"
+    );
+    // Another question was never answered: UNAVAILABLE is passed up.
+    let (other, _) = call_keeping_extensions(channel, "/test.Echo/Once", b"8").await;
+    assert_eq!(other.unwrap_err().code(), Code::Unavailable);
+    // A connection refused (a port bound and never listened on) is served
+    // from the same layer's cache.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let dead = held.local_addr().unwrap();
+    let channel = ServiceBuilder::new().layer(layer).service(
+        tonic::transport::Channel::from_shared(format!("http://{dead}"))
+            .unwrap()
+            .connect_lazy(),
+    );
+    let (refused, ledger) = call_keeping_extensions(channel, "/test.Echo/Once", b"7").await;
+    let refused = refused.unwrap();
+    assert!(
+        refused
+            .extensions()
+            .get::<budget_core::grpc::Stale>()
+            .is_some()
+    );
+    assert_eq!(refused.into_inner(), kept);
+    assert!(
+        ledger
+            .entries()
+            .iter()
+            .any(|e| matches!(e, Entry::Stale { .. })),
+        "{ledger:?}"
+    );
+    assert_eq!(
+        echo.calls.load(Ordering::SeqCst),
+        7,
+        "the refused call reached no echo"
+    );
+}

@@ -1,5 +1,7 @@
 //! The stale fallback: the third answer when a dependency cannot be called
-//! in budget (beside failing and skipping an optional dependency).
+//! in budget (beside failing and skipping an optional dependency). The
+//! gRPC layer has it too, keyed by method and request message
+//! (`budget_core::grpc::Stale`, feature `grpc`).
 //!
 //! With `on_unavailable = "stale"`, a [`BudgetClient`](super::BudgetClient)
 //! keeps the last good answer of each `GET` and `HEAD` URL it called, and
@@ -236,9 +238,11 @@ pub(crate) struct StaleCache {
     store: Mutex<Store>,
 }
 
-/// What a call is kept and looked up under: `GET http://...`.
+/// What a call is kept and looked up under: `GET http://...`, or for a
+/// gRPC call its path and request message (`grpc /inventory.Stock/Get`
+/// and the message's bytes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct StaleKey(Arc<str>);
+pub(crate) struct StaleKey(Arc<[u8]>);
 
 #[derive(Default)]
 struct Store {
@@ -258,13 +262,37 @@ struct Kept {
     version: Version,
     headers: HeaderMap,
     body: Bytes,
+    /// A gRPC answer's trailers (its `grpc-status`); `None` for HTTP.
+    trailers: Option<HeaderMap>,
+}
+
+/// A kept answer served in place of a call: the answer, its trailers
+/// (a gRPC answer's) and its age.
+pub(crate) struct Served {
+    pub(crate) answer: http::Response<Bytes>,
+    /// Read by the gRPC layer only.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) trailers: Option<HeaderMap>,
+    pub(crate) age: Duration,
 }
 
 impl StaleCache {
     /// The key of a call, or `None` for a method whose answers are not kept.
     pub(crate) fn key(method: &Method, url: &Url) -> Option<StaleKey> {
         (*method == Method::GET || *method == Method::HEAD)
-            .then(|| StaleKey(Arc::from(format!("{method} {url}"))))
+            .then(|| StaleKey(Arc::from(format!("{method} {url}").into_bytes())))
+    }
+
+    /// The key of a gRPC call: its path and its request message, so that
+    /// only the same question gets the kept answer.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn grpc_key(path: &str, message: &[u8]) -> StaleKey {
+        let mut key = Vec::with_capacity(5 + path.len() + 1 + message.len());
+        key.extend_from_slice(b"grpc ");
+        key.extend_from_slice(path.as_bytes());
+        key.push(b' ');
+        key.extend_from_slice(message);
+        StaleKey(Arc::from(key))
     }
 
     /// The call's answer, or a stale one in its place: keeps a good
@@ -280,31 +308,21 @@ impl StaleCache {
     ) -> Result<BudgetResponse, CallError> {
         let attempts = match &result {
             Ok(res) if res.status().is_success() => {
-                self.keep(key, res.as_http());
+                self.keep(key, res.as_http(), None);
                 return result;
             }
             Ok(res) if stands_in_for_status(res.status()) => res.attempts(),
             Err(e) if stands_in_for_error(e.kind()) => e.attempts(),
             _ => return result,
         };
-        let Some((answer, age)) = self.serve(key) else {
+        let Some(served) = self.serve(key, dependency, ledger) else {
             return result;
         };
-        tracing::debug!(
-            dependency = %dependency,
-            age_ms = crate::budget::whole_millis(age),
-            "dependency answered from its stale cache"
-        );
-        if let Some(ledger) = ledger {
-            ledger.record(Entry::stale(&**dependency, age));
-        }
-        meter::stale_served(dependency);
-        trace::stale(dependency, age);
         Ok(BudgetResponse::from_stale(
-            answer,
+            served.answer,
             Arc::clone(dependency),
             attempts,
-            age,
+            served.age,
         ))
     }
 
@@ -313,9 +331,15 @@ impl StaleCache {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps `res` under `key`, replacing what was there; evicts the
-    /// oldest entries to stay within the bounds.
-    fn keep(&self, key: &StaleKey, res: &http::Response<Bytes>) {
+    /// Keeps `res` (and a gRPC answer's `trailers`) under `key`, replacing
+    /// what was there; evicts the oldest entries to stay within the
+    /// bounds.
+    pub(crate) fn keep(
+        &self,
+        key: &StaleKey,
+        res: &http::Response<Bytes>,
+        trailers: Option<&HeaderMap>,
+    ) {
         if no_store(res.headers()) {
             self.lock().remove(key);
             return;
@@ -323,6 +347,7 @@ impl StaleCache {
         let header_bytes = res
             .headers()
             .iter()
+            .chain(trailers.into_iter().flatten())
             .map(|(name, value)| name.as_str().len() + value.len())
             .fold(0u64, |sum, len| sum.saturating_add(len as u64));
         let size = (key.0.len() as u64)
@@ -335,6 +360,7 @@ impl StaleCache {
         }
         // Copied outside the lock.
         let headers = res.headers().clone();
+        let trailers = trailers.cloned();
         let body = Bytes::copy_from_slice(res.body());
         let now = Instant::now();
         let mut store = self.lock();
@@ -361,26 +387,50 @@ impl StaleCache {
                 version: res.version(),
                 headers,
                 body,
+                trailers,
             },
         );
     }
 
-    /// The answer kept under `key` and its age, if it is at most
-    /// `max_stale` old (an older one is dropped).
-    fn serve(&self, key: &StaleKey) -> Option<(http::Response<Bytes>, Duration)> {
+    /// The answer kept under `key`, if it is at most `max_stale` old (an
+    /// older one is dropped); when there is one, says that it stands in
+    /// for `dependency`'s call in `ledger`, the metrics and the trace.
+    pub(crate) fn serve(
+        &self,
+        key: &StaleKey,
+        dependency: &Arc<str>,
+        ledger: Option<&Ledger>,
+    ) -> Option<Served> {
         let now = Instant::now();
-        let mut store = self.lock();
-        let kept = store.entries.get(key)?;
-        let age = now.saturating_duration_since(kept.at);
-        if age > self.max_stale {
-            store.remove(key);
-            return None;
+        let served = {
+            let mut store = self.lock();
+            let kept = store.entries.get(key)?;
+            let age = now.saturating_duration_since(kept.at);
+            if age > self.max_stale {
+                store.remove(key);
+                return None;
+            }
+            let mut answer = http::Response::new(kept.body.clone());
+            *answer.status_mut() = kept.status;
+            *answer.version_mut() = kept.version;
+            *answer.headers_mut() = kept.headers.clone();
+            Served {
+                answer,
+                trailers: kept.trailers.clone(),
+                age,
+            }
+        };
+        tracing::debug!(
+            dependency = %dependency,
+            age_ms = crate::budget::whole_millis(served.age),
+            "dependency answered from its stale cache"
+        );
+        if let Some(ledger) = ledger {
+            ledger.record(Entry::stale(&**dependency, served.age));
         }
-        let mut res = http::Response::new(kept.body.clone());
-        *res.status_mut() = kept.status;
-        *res.version_mut() = kept.version;
-        *res.headers_mut() = kept.headers.clone();
-        Some((res, age))
+        meter::stale_served(dependency);
+        trace::stale(dependency, served.age);
+        Some(served)
     }
 
     #[cfg(test)]
@@ -444,7 +494,7 @@ fn stands_in_for_status(status: StatusCode) -> bool {
 
 /// The errors a stale answer stands in for: a call not made or with no
 /// usable answer, not a caller's bug.
-fn stands_in_for_error(kind: CallErrorKind) -> bool {
+pub(crate) fn stands_in_for_error(kind: CallErrorKind) -> bool {
     match kind {
         CallErrorKind::BelowFloor
         | CallErrorKind::CircuitOpen

@@ -21,12 +21,14 @@ use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
 use crate::client::endpoints::Endpoints;
 use crate::client::engine::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
+use crate::client::stale::{StaleCache, stands_in_for_error};
 use crate::client::{CallErrorKind, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
 use crate::config::ConfigError;
 use crate::context::{self, RequestContext};
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
 use crate::grpc::channels::set_origin;
+use crate::grpc::stale::{self, Fallback};
 use crate::grpc::{EndpointChannels, GrpcCode, grpc_answer};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
 use crate::problem::{Problem, ProblemBody, ProblemKind};
@@ -98,6 +100,8 @@ struct Config {
     /// attempt's URI gets its endpoint's origin (this scheme when the
     /// endpoint keeps the URL's).
     balanced: Option<Arc<str>>,
+    /// The last good answers, with `on_unavailable = "stale"`.
+    stale: Option<Arc<StaleCache>>,
 }
 
 impl GrpcBudgetLayer {
@@ -134,6 +138,7 @@ impl GrpcBudgetLayer {
                 default_budget: None,
                 forward: true,
                 balanced: None,
+                stale: None,
             }),
         }
     }
@@ -142,9 +147,13 @@ impl GrpcBudgetLayer {
     /// dependency: its name, floor, retry policy (the calls are idempotent
     /// when `retry.max_attempts` is more than 1) and retry budget, breaker
     /// (shared through `registry` when one is given, keyed by the URL's
-    /// host and port), concurrency limit and permit queue, hedging, and
-    /// its timeout mode. The URL names the endpoint the breaker is kept
-    /// for; the channel the layer wraps is what calls it.
+    /// host and port), concurrency limit and permit queue, hedging, its
+    /// timeout mode, and with `on_unavailable = "stale"` the stale
+    /// fallback ([`Stale`](crate::grpc::Stale): the last `OK` answer to
+    /// the same method and message, served in place of a failed call).
+    /// `on_unavailable = "skip"` changes nothing here: the caller gets the
+    /// failed call's status. The URL names the endpoint the breaker is
+    /// kept for; the channel the layer wraps is what calls it.
     ///
     /// # Errors
     ///
@@ -253,6 +262,7 @@ impl GrpcBudgetLayer {
                 default_budget: settings.default_budget,
                 forward: settings.forward,
                 balanced,
+                stale: settings.stale,
             }),
         })
     }
@@ -440,7 +450,7 @@ where
     S::Error: Send,
     B: http_body::Body<Data = Bytes> + ProblemBody + Send + 'static,
     B::Error: Send,
-    RB: ProblemBody + Send + 'static,
+    RB: http_body::Body<Data = Bytes> + ProblemBody + Send + 'static,
 {
     type Response = Response<RB>;
     type Error = S::Error;
@@ -485,7 +495,7 @@ impl<S> Call<S> {
     where
         S: Service<Request<B>, Response = Response<RB>> + Clone,
         B: http_body::Body<Data = Bytes> + ProblemBody,
-        RB: ProblemBody,
+        RB: http_body::Body<Data = Bytes> + ProblemBody,
     {
         let config = &*self.config;
         let (parts, body) = req.into_parts();
@@ -507,8 +517,11 @@ impl<S> Call<S> {
             }
             _ => Timing::Fixed(config.fixed_timeout),
         };
-        // Buffered only when it may be sent again.
-        let body = if config.idempotent {
+        // With the stale fallback, where the answer is kept (the body is
+        // its key).
+        let stale = config.stale.as_deref().filter(|_| stale::can_carry::<RB>());
+        // Buffered only when it may be sent again, or is a stale key.
+        let body = if config.idempotent || stale.is_some() {
             match body.collect().await {
                 Ok(collected) => Sent::Buffered(collected.to_bytes()),
                 Err(_) => {
@@ -520,10 +533,25 @@ impl<S> Call<S> {
         } else {
             Sent::Once(Mutex::new(Some(body)))
         };
+        let ledger = cx.as_ref().map(|cx| cx.ledger().clone());
+        let fallback = match (&body, stale) {
+            (Sent::Buffered(message), Some(cache)) => Some(Fallback {
+                cache,
+                key: StaleCache::grpc_key(parts.uri.path(), message),
+                dependency: &config.dependency.name,
+                ledger: ledger.as_ref(),
+            }),
+            _ => None,
+        };
+        // What reading a kept answer whole may take at most.
+        let within = match timing {
+            Timing::Budget(budget) => budget,
+            Timing::Fixed(timeout) => Budget::new(timeout),
+        };
         let criticality = cx.as_ref().map(RequestContext::criticality);
         let plan = Plan {
             timing,
-            ledger: cx.as_ref().map(|cx| cx.ledger().clone()),
+            ledger: ledger.clone(),
             may_retry: config.idempotent,
             method: parts.method.clone(),
             criticality: criticality.unwrap_or_default(),
@@ -591,8 +619,18 @@ impl<S> Call<S> {
         })
         .await
         {
-            Ok(response) => Ok(response),
+            Ok(response) => match &fallback {
+                Some(fallback) => Ok(fallback.settle(response, within.remaining()).await),
+                None => Ok(response),
+            },
             Err(error) => {
+                if let Some(kept) = fallback
+                    .as_ref()
+                    .filter(|_| stands_in_for_error(error.kind()))
+                    .and_then(Fallback::serve::<RB>)
+                {
+                    return Ok(kept);
+                }
                 let transport = matches!(
                     error.kind(),
                     CallErrorKind::Connect | CallErrorKind::Reset | CallErrorKind::Other

@@ -20,6 +20,8 @@ mod answer;
 mod channels;
 #[cfg(feature = "grpc")]
 mod client;
+#[cfg(feature = "grpc")]
+mod stale;
 
 #[cfg(any(feature = "server", feature = "grpc"))]
 pub(crate) use answer::grpc_answer;
@@ -32,3 +34,5 @@ pub use crate::grpc_status::{
 pub use channels::EndpointChannels;
 #[cfg(feature = "grpc")]
 pub use client::{GrpcBudgetLayer, GrpcBudgetService};
+#[cfg(feature = "grpc")]
+pub use stale::Stale;

@@ -31,6 +31,51 @@ use bytes::Bytes;
 pub trait ProblemBody {
     /// A body of exactly `json` (a problem+json document, UTF-8).
     fn from_problem(json: Bytes) -> Self;
+
+    /// A body of `data` followed by `trailers`: a gRPC answer the gRPC
+    /// client layer kept and serves again in place of a failed call (its
+    /// stale fallback, `on_unavailable = "stale"`). `None`, the default,
+    /// for a body type that cannot carry trailers: the layer then keeps
+    /// no answers.
+    ///
+    /// ```
+    /// use budget_core::problem::ProblemBody;
+    /// use bytes::Bytes;
+    /// use http::HeaderMap;
+    /// use http_body_util::{BodyExt, Full};
+    /// use http_body_util::combinators::BoxBody;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let mut trailers = HeaderMap::new();
+    /// trailers.insert("grpc-status", "0".parse().unwrap());
+    /// let body = BoxBody::<Bytes, std::convert::Infallible>::from_frames(
+    ///     Bytes::from_static(b"message"),
+    ///     trailers.clone(),
+    /// )
+    /// .unwrap();
+    /// let collected = body.collect().await.unwrap();
+    /// assert_eq!(collected.trailers(), Some(&trailers));
+    /// assert_eq!(collected.to_bytes(), "message");
+    /// // A body type without trailers says so.
+    /// assert!(Full::<Bytes>::from_frames(Bytes::new(), HeaderMap::new()).is_none());
+    /// # }
+    /// ```
+    fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = (data, trailers);
+        None
+    }
+}
+
+/// `data` then `trailers` as one body that cannot fail.
+fn frames(
+    data: Bytes,
+    trailers: http::HeaderMap,
+) -> impl http_body::Body<Data = Bytes, Error = std::convert::Infallible> + Send + Sync + 'static {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(data).with_trailers(std::future::ready(Some(Ok(trailers))))
 }
 
 /// axum's body (feature `server`).
@@ -38,6 +83,10 @@ pub trait ProblemBody {
 impl ProblemBody for axum::body::Body {
     fn from_problem(json: Bytes) -> Self {
         Self::from(json)
+    }
+
+    fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self> {
+        Some(Self::new(frames(data, trailers)))
     }
 }
 
@@ -54,6 +103,15 @@ impl<E: 'static> ProblemBody for http_body_util::combinators::BoxBody<Bytes, E> 
             .map_err(|never| match never {})
             .boxed()
     }
+
+    fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self> {
+        use http_body_util::BodyExt;
+        Some(
+            frames(data, trailers)
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+    }
 }
 
 impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
@@ -63,15 +121,29 @@ impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Byte
             .map_err(|never| match never {})
             .boxed_unsync()
     }
+
+    fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self> {
+        use http_body_util::BodyExt;
+        Some(
+            frames(data, trailers)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        )
+    }
 }
 
 /// tonic's body (feature `grpc`): the budget layer in front of a tonic
 /// server, and the gRPC client layer's own answers. gRPC answers are
-/// trailers-only, so their body is empty.
+/// trailers-only, so their body is empty; a kept answer served stale has
+/// its message and trailers.
 #[cfg(feature = "grpc")]
 impl ProblemBody for tonic::body::Body {
     fn from_problem(json: Bytes) -> Self {
         tonic::body::Body::new(http_body_util::Full::new(json))
+    }
+
+    fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self> {
+        Some(tonic::body::Body::new(frames(data, trailers)))
     }
 }
 

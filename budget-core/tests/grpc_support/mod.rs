@@ -2,8 +2,10 @@
 //! generated code): `/test.Echo/Echo` answers the budget its handler sees
 //! (in ms), `/test.Echo/Hang` never answers, `/test.Echo/Flaky` answers
 //! `UNAVAILABLE` (with `grpc-retry-pushback-ms: 20`) to its first call and
-//! like `Echo` after, `/test.Echo/Down` always answers `UNAVAILABLE`.
-//! Every call is counted.
+//! like `Echo` after, `/test.Echo/Down` always answers `UNAVAILABLE`,
+//! `/test.Echo/Once` answers like `Echo` when it is the echo's first call
+//! and `UNAVAILABLE` after (a dependency that went down). Every call is
+//! counted.
 
 #![allow(dead_code)]
 
@@ -57,7 +59,9 @@ impl tower::Service<http::Request<Body>> for Echo {
             if req.uri().path() == "/test.Echo/Hang" {
                 std::future::pending::<()>().await;
             }
-            if req.uri().path() == "/test.Echo/Down" {
+            if req.uri().path() == "/test.Echo/Down"
+                || (req.uri().path() == "/test.Echo/Once" && seen > 0)
+            {
                 let mut res = http::Response::new(Body::empty());
                 let headers = res.headers_mut();
                 headers.insert("content-type", HeaderValue::from_static("application/grpc"));

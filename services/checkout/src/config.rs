@@ -155,7 +155,7 @@ service_kit::client_settings! {
     /// | `retry` | 3 attempts for pricing, 2 for inventory, 1 for recommendations; exponential backoff from 50 ms with full jitter |
     /// | `retry_budget` | a 20 % retry budget (`budget_mode = on` only) |
     /// | `grpc_timeout` | `false` |
-    /// | `on_unavailable` | `fail` for inventory and pricing (`"stale"`: answer with the last good answer, at most `max_stale` old, when a call is not made or fails, and mark the answer degraded; not for a `grpc://` inventory), `skip` for recommendations |
+    /// | `on_unavailable` | `fail` for inventory and pricing (`"stale"`: answer with the last good answer, at most `max_stale` old, when a call is not made or fails, and mark the answer degraded; over gRPC too, keyed by the method and request), `skip` for recommendations |
     /// | `max_stale` | `30s` (with `on_unavailable = "stale"`) |
     /// | `stale_cache` | `{ max_entries = 1024, max_bytes = 8388608 }` (with `on_unavailable = "stale"`; [`StaleCacheConfig`](budget_core::client::stale::StaleCacheConfig)) |
     ///
@@ -249,14 +249,6 @@ impl CheckoutConfig {
     /// engine.
     fn grpc_inventory(&self) -> Result<GrpcInventory, ConfigError> {
         let within = |e: ConfigError| e.within(grpc_inventory::INVENTORY);
-        if let Some(on_unavailable) = self.inventory.on_unavailable
-            && on_unavailable != OnUnavailable::Fail
-        {
-            return Err(within(ConfigError::new(
-                "on_unavailable",
-                "must be `fail` with a grpc:// inventory_url (no stale fallback over gRPC)",
-            )));
-        }
         let mut c = self.dependency_config(Dep::Inventory)?;
         // The endpoint (or a name's addresses, or the `endpoints` listed),
         // one channel each.
@@ -601,11 +593,12 @@ mod tests {
             field("[pricing]\non_unavailable = \"skip\""),
             "pricing.on_unavailable"
         );
+        // Over gRPC too: stale is the layer's, skip is still refused.
+        let grpc = "inventory_url = \"grpc://127.0.0.1:9000/inventory\"\n[inventory]\n";
+        let config = CheckoutConfig::from_toml(&format!("{grpc}on_unavailable = \"stale\""));
+        assert!(config.unwrap().validate().is_ok());
         assert_eq!(
-            field(
-                "inventory_url = \"grpc://127.0.0.1:9000/inventory\"\n\
-                 [inventory]\non_unavailable = \"stale\""
-            ),
+            field(&format!("{grpc}on_unavailable = \"skip\"")),
             "inventory.on_unavailable"
         );
         // Recommendations may be answered stale too.

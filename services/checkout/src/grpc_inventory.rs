@@ -7,7 +7,9 @@
 //! The layer is made from the `DependencyConfig` inventory's HTTP client
 //! would have, and runs on the same call engine: the learned floor, the
 //! retry policy, and with `budget_mode = on` the default breaker, retry
-//! budget, permit queue and adaptive concurrency. It is balanced
+//! budget, permit queue and adaptive concurrency, and with
+//! `on_unavailable = "stale"` the stale fallback (the last good answer,
+//! marked degraded). It is balanced
 //! (`GrpcBudgetLayer::balanced`): a host name is every address it resolves
 //! to and `[inventory] endpoints` lists replicas, one channel each, chosen
 //! per attempt as over HTTP. With `budget_mode = off`
@@ -15,9 +17,11 @@
 //! and the layer enforces the fixed timeout itself: a call with no answer
 //! by then is `DEADLINE_EXCEEDED`.
 
+use std::time::Duration;
+
 use budget_core::config::ConfigError;
 use budget_core::grpc::{
-    EndpointChannels, GRPC_RETRY_PUSHBACK_MS, GrpcBudgetLayer, GrpcBudgetService, Pushback,
+    EndpointChannels, GRPC_RETRY_PUSHBACK_MS, GrpcBudgetLayer, GrpcBudgetService, Pushback, Stale,
     parse_pushback,
 };
 use budget_core::problem::{Problem, ProblemKind};
@@ -82,8 +86,13 @@ impl GrpcInventory {
         })
     }
 
-    /// Inventory's JSON, or the problem to answer with.
-    pub(crate) async fn call(&self, request_id: Option<&HeaderValue>) -> Result<Value, Problem> {
+    /// Inventory's JSON and, when the layer served it from its stale cache
+    /// (`on_unavailable = "stale"`), its age; or the problem to answer
+    /// with.
+    pub(crate) async fn call(
+        &self,
+        request_id: Option<&HeaderValue>,
+    ) -> Result<(Value, Option<Duration>), Problem> {
         let mut req = tonic::Request::new(CallRequest {
             path: self.path.clone(),
             query: self.query.clone(),
@@ -96,13 +105,15 @@ impl GrpcInventory {
         let mut client = self.client.clone();
         let reply = client.call(req).await;
         let reply = reply.map_err(problem)?;
-        serde_json::from_str(&reply.into_inner().body).map_err(|e| {
+        let age = reply.extensions().get::<Stale>().map(Stale::age);
+        let value = serde_json::from_str(&reply.into_inner().body).map_err(|e| {
             Problem::new(
                 ProblemKind::DependencyFailed,
                 format!("inventory's answer is not JSON: {e}"),
             )
             .with_dependency(INVENTORY)
-        })
+        })?;
+        Ok((value, age))
     }
 }
 

@@ -17,7 +17,7 @@ use http::{HeaderMap, HeaderValue, Method};
 use serde_json::Value;
 use service_kit::{BodyBytes, RequestLedger};
 
-use crate::grpc_inventory::GrpcInventory;
+use crate::grpc_inventory::{self, GrpcInventory};
 use crate::{CheckoutAnswer, Degraded, X_REQUEST_ID};
 
 /// The three clients, shared by every request.
@@ -85,7 +85,13 @@ async fn run(
     let mut degraded = Vec::new();
     let inventory = match &app.inventory {
         Inventory::Http(client) => required(call.prepare(client.get("")), &mut degraded).await?,
-        Inventory::Grpc(client) => client.call(call.request_id.as_ref()).await?,
+        Inventory::Grpc(client) => {
+            let (value, age) = client.call(call.request_id.as_ref()).await?;
+            if let Some(age) = age {
+                degraded.push(stale(grpc_inventory::INVENTORY, age));
+            }
+            value
+        }
     };
 
     let pricing = if method == Method::POST {
