@@ -543,7 +543,8 @@ impl<S> Call<S> {
             }),
             _ => None,
         };
-        // What reading a kept answer whole may take at most.
+        // How long reading an answer whole (to keep it) may take: what is
+        // left of the call's time.
         let within = match timing {
             Timing::Budget(budget) => budget,
             Timing::Fixed(timeout) => Budget::new(timeout),
