@@ -16,9 +16,11 @@ use service_kit::{BudgetFlags, ServiceFlags, overlay};
 ///
 /// Flags override the config file; every flag is also an environment
 /// variable. The file also takes per-dependency client tables
-/// ([inventory], [pricing], [recommendations]: connect_cap, pool_idle_timeout, floor, retry,
-/// retry_budget, breaker, concurrency, grpc_timeout, max_body,
-/// fixed_timeout). With --budget-mode off, retries are fixed and
+/// ([inventory], [pricing], [recommendations]: connect_cap,
+/// pool_idle_timeout, floor, retry, retry_budget, breaker, concurrency,
+/// queue, hedge, grpc_timeout, max_body, fixed_timeout, endpoints,
+/// resolve_interval, default_budget, forward, on_unavailable, max_stale,
+/// stale_cache). With --budget-mode off, retries are fixed and
 /// recommendations is always called. The file also takes [http]
 /// (header_timeout, idle_timeout, max_connections) and [ledger] (max_entries,
 /// max_bytes). Routes: GET/POST /checkout, GET /healthz, GET /metrics
