@@ -32,15 +32,26 @@ async fn call_in_budget(
     let channel = grpc_support::channel(addr).await;
     let channel = ServiceBuilder::new().layer(layer).service(channel);
     let cx = RequestContext::new(Budget::new(budget)).with_reserve(Duration::from_millis(20));
+    let (answer, ledger) = unary_in(cx, channel, method, b"").await;
+    (answer.map(tonic::Response::into_inner), ledger)
+}
+
+/// One unary call of `method` with `message` through `channel`, inside the
+/// request `cx`: the answer (its extensions kept) and the request's ledger.
+async fn unary_in(
+    cx: RequestContext,
+    channel: budget_core::grpc::GrpcBudgetService<tonic::transport::Channel>,
+    method: &'static str,
+    message: &'static [u8],
+) -> (Result<tonic::Response<Bytes>, tonic::Status>, Ledger) {
     let ledger = cx.ledger().clone();
     let answer = cx
         .scope(async move {
             let mut grpc = tonic::client::Grpc::new(channel);
             grpc.ready().await.unwrap();
             let path = http::uri::PathAndQuery::from_static(method);
-            grpc.unary(tonic::Request::new(Bytes::new()), path, Raw)
+            grpc.unary(tonic::Request::new(Bytes::from_static(message)), path, Raw)
                 .await
-                .map(tonic::Response::into_inner)
         })
         .await;
     (answer, ledger)
@@ -529,26 +540,14 @@ async fn grpc_attempts_are_metered_under_the_http_client_s_names() {
     );
 }
 
-/// One unary call of `method` with `message` through `channel`, inside a
-/// request with a 1 s budget: the answer (its extensions kept) and the
-/// request's ledger.
+/// [`unary_in`] a request with a 1 s budget.
 async fn call_keeping_extensions(
     channel: budget_core::grpc::GrpcBudgetService<tonic::transport::Channel>,
     method: &'static str,
     message: &'static [u8],
 ) -> (Result<tonic::Response<Bytes>, tonic::Status>, Ledger) {
     let cx = RequestContext::new(Budget::new(Duration::from_secs(1)));
-    let ledger = cx.ledger().clone();
-    let answer = cx
-        .scope(async move {
-            let mut grpc = tonic::client::Grpc::new(channel);
-            grpc.ready().await.unwrap();
-            let path = http::uri::PathAndQuery::from_static(method);
-            grpc.unary(tonic::Request::new(Bytes::from_static(message)), path, Raw)
-                .await
-        })
-        .await;
-    (answer, ledger)
+    unary_in(cx, channel, method, message).await
 }
 
 /// With `on_unavailable = "stale"`, the last `OK` answer to the same
