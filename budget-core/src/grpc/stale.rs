@@ -2,7 +2,7 @@
 //! [`GrpcBudgetLayer`](super::GrpcBudgetLayer) keeps the last `OK` answer
 //! of each method and request message, and serves it in place of a call
 //! that ends without a usable answer, as the HTTP client does for `GET`
-//! (docs/hedging-and-stale.md, "Stale answers").
+//! (docs/hedging-and-stale.md, "Stale answers over gRPC").
 //!
 //! | the call ended with | stale answer served |
 //! | --- | --- |
