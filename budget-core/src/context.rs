@@ -83,7 +83,10 @@ pub struct RequestContext {
 /// The `traceparent` and `tracestate` a request arrived with (read by the
 /// client side only).
 #[derive(Clone, Debug)]
-#[cfg_attr(not(feature = "client"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "client", feature = "grpc", feature = "tower-client")),
+    allow(dead_code)
+)]
 pub(crate) struct InboundTrace {
     pub(crate) traceparent: http::HeaderValue,
     pub(crate) tracestate: Option<http::HeaderValue>,
@@ -185,7 +188,7 @@ impl RequestContext {
     }
 
     /// The caller's trace context, for [`with_inbound_trace`](Self::with_inbound_trace).
-    #[cfg(feature = "client")]
+    #[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
     pub(crate) fn inbound_trace(&self) -> Option<&InboundTrace> {
         self.inbound_trace.as_deref()
     }

@@ -633,3 +633,25 @@ async fn the_stale_fallback_serves_the_last_ok_answer_to_the_same_question() {
         "the refused call reached no echo"
     );
 }
+
+/// As over HTTP: the caller's `traceparent` goes on with a gRPC call made
+/// in its request (with no span of ours exported, as here), so that a
+/// trace passes through a hop that does not export.
+#[tokio::test]
+async fn the_caller_s_trace_context_is_passed_on_over_grpc() {
+    let addr = serve_echo(Echo::default()).await;
+    let channel = || async {
+        ServiceBuilder::new()
+            .layer(GrpcBudgetLayer::new("echo"))
+            .service(grpc_support::channel(addr).await)
+    };
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut inbound = http::HeaderMap::new();
+    inbound.insert("traceparent", caller.parse().unwrap());
+    let cx = RequestContext::new(Budget::new(Duration::from_secs(1))).with_inbound_trace(&inbound);
+    let (answer, _) = unary_in(cx, channel().await, "/test.Echo/Trace", b"").await;
+    assert_eq!(answer.unwrap().into_inner(), caller);
+    // No trace came with the request: none is made up.
+    let (answer, _) = call_keeping_extensions(channel().await, "/test.Echo/Trace", b"").await;
+    assert_eq!(answer.unwrap().into_inner(), "none");
+}

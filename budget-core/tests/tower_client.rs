@@ -69,6 +69,36 @@ async fn rule1_the_dependency_is_told_the_budget_less_the_reserve_and_the_ledger
     .await;
 }
 
+/// As a `BudgetClient` call does: the caller's `traceparent` is passed on
+/// when the request has none, and a request's own is kept.
+#[tokio::test]
+async fn the_caller_s_trace_context_is_passed_on_unless_the_request_has_one() {
+    bounded_by(10, async {
+        let partner = Partner::start(vec![Answer::status(200)]).await;
+        let pricing = OutboundBudgetLayer::new("pricing").layer(http());
+        let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut inbound = http::HeaderMap::new();
+        inbound.insert("traceparent", caller.parse().unwrap());
+        let cx = context(ms(2000), ms(0)).with_inbound_trace(&inbound);
+        let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        cx.scope(async {
+            pricing
+                .clone()
+                .oneshot(get(&partner.url("/a")))
+                .await
+                .unwrap();
+            let mut req = get(&partner.url("/b"));
+            req.headers_mut()
+                .insert("traceparent", own.parse().unwrap());
+            pricing.oneshot(req).await.unwrap();
+        })
+        .await;
+        let seen: Vec<_> = partner.seen().into_iter().map(|s| s.traceparent).collect();
+        assert_eq!(seen, [Some(caller.to_owned()), Some(own.to_owned())]);
+    })
+    .await;
+}
+
 /// §2 rule 2: with less left than the floor the inner client is not
 /// called (the dependency sees nothing), the error is a `BelowFloor`, and
 /// the ledger says why.

@@ -1,6 +1,6 @@
 //! What both adapters do around one outbound request, written once: the
-//! floor check and its skip note, the budget headers, the attempt's window
-//! and its ledger entry.
+//! floor check and its skip note, the budget headers, the caller's trace
+//! context, the attempt's window and its ledger entry.
 //!
 //! The rules are the client's (docs/contract.md §1 "Outbound", §2 rules 1
 //! and 2, §4), on the same pieces: [`Budget::less`](crate::Budget::less)
@@ -26,6 +26,7 @@ use crate::floor::{BelowFloor, Floor};
 use crate::header::{REQUEST_BUDGET_MS, encode_ms};
 use crate::ledger::{Entry, Ledger};
 use crate::retry::{Outcome, TransportKind};
+use crate::telemetry::carry;
 
 /// What an adapter knows of its dependency: the name its ledger entries
 /// carry, and its floor.
@@ -108,6 +109,9 @@ impl Outbound {
         if !headers.contains_key(REQUEST_CRITICALITY) {
             headers.insert(REQUEST_CRITICALITY, cx.criticality().header_value());
         }
+        // The caller's trace context, when the request has none (no span
+        // of ours to inject).
+        carry::propagate(&tracing::Span::none(), headers, cx.inbound_trace());
         Ok(Sent {
             dependency: Arc::clone(&self.dependency),
             ledger: cx.ledger().clone(),

@@ -72,7 +72,6 @@ use std::time::Duration;
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Error, Middleware, Next, Result};
-use tracing::Span;
 
 use super::outbound::{Outbound, Refused, failure_kind};
 use crate::client::attempt::head_failure;
@@ -80,7 +79,6 @@ use crate::client::{CallError, CallErrorKind};
 use crate::context;
 use crate::floor::Floor;
 use crate::retry::Outcome;
-use crate::telemetry::trace;
 
 /// A `reqwest_middleware::Middleware` that spends the current request's
 /// budget on one dependency: the floor, the budget headers, the budget as
@@ -227,12 +225,6 @@ impl Middleware for BudgetMiddleware {
             .outbound
             .admit(&cx, req.headers_mut(), cap)
             .map_err(|refused| self.not_made(refused))?;
-        if let Some(inbound) = cx.inbound_trace() {
-            // The caller's trace context, when the request has none (the
-            // client's rule; no span of ours to record or inject).
-            let url = req.url().clone();
-            trace::record_send(&Span::none(), &url, req.headers_mut(), false, Some(inbound));
-        }
         *req.timeout_mut() = Some(sent.limit());
         let result = next.run(req, extensions).await;
         sent.record(&outcome_of(&result));

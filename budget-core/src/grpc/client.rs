@@ -33,6 +33,7 @@ use crate::grpc::{EndpointChannels, GrpcCode, grpc_answer};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
 use crate::problem::{Problem, ProblemBody, ProblemKind};
 use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig, TransportKind};
+use crate::telemetry::carry;
 
 /// Makes every call through a tonic channel spend the current request's
 /// budget, on the same call engine as the HTTP client
@@ -550,6 +551,7 @@ impl<S> Call<S> {
             Timing::Fixed(timeout) => Budget::new(timeout),
         };
         let criticality = cx.as_ref().map(RequestContext::criticality);
+        let inbound = cx.as_ref().and_then(|cx| cx.inbound_trace().cloned());
         let plan = Plan {
             timing,
             ledger: ledger.clone(),
@@ -562,7 +564,7 @@ impl<S> Call<S> {
         // The channel's own error of the last attempt that failed, given
         // back to the caller as it came.
         let failed: Mutex<Option<S::Error>> = Mutex::new(None);
-        let (body, parts, failed_ref) = (&body, &parts, &failed);
+        let (body, parts, failed_ref, inbound) = (&body, &parts, &failed, &inbound);
         let balanced = config.balanced.as_deref();
         let forward = config.forward;
         let channel = self.inner;
@@ -595,6 +597,9 @@ impl<S> Call<S> {
                 if let Some(criticality) = criticality.filter(|_| forward) {
                     headers.insert(REQUEST_CRITICALITY, criticality.header_value());
                 }
+                // The attempt's span is current here (the engine instruments
+                // this future with it): its trace context, or the caller's.
+                carry::propagate(&tracing::Span::current(), headers, inbound.as_ref());
                 let started = Instant::now();
                 let answered = match std::future::poll_fn(|task| inner.poll_ready(task)).await {
                     Ok(()) => inner.call(req).await,

@@ -80,13 +80,20 @@
 
 pub mod semconv;
 
+#[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
+pub(crate) mod carry;
 pub(crate) mod meter;
 #[cfg(any(feature = "server", any(feature = "client", feature = "grpc")))]
 pub(crate) mod trace;
 
 #[cfg(all(
     feature = "otel",
-    any(feature = "server", any(feature = "client", feature = "grpc"))
+    any(
+        feature = "server",
+        feature = "client",
+        feature = "grpc",
+        feature = "tower-client"
+    )
 ))]
 mod propagation;
 

@@ -247,17 +247,8 @@ pub(crate) fn record_send(
 ) {
     if !span.is_disabled() {
         record_url(span, url, trace_query);
-        #[cfg(feature = "otel")]
-        super::propagation::inject(span, headers);
     }
-    if let Some(trace) = inbound
-        && !headers.contains_key(crate::context::TRACEPARENT)
-    {
-        headers.insert(crate::context::TRACEPARENT, trace.traceparent.clone());
-        if let Some(state) = &trace.tracestate {
-            headers.insert(crate::context::TRACESTATE, state.clone());
-        }
-    }
+    super::carry::propagate(span, headers, inbound);
 }
 
 /// `url.full` without credentials and, unless `trace_query`, with every

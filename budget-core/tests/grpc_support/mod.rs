@@ -4,8 +4,9 @@
 //! `UNAVAILABLE` (with `grpc-retry-pushback-ms: 20`) to its first call and
 //! like `Echo` after, `/test.Echo/Down` always answers `UNAVAILABLE`,
 //! `/test.Echo/Once` answers like `Echo` when it is the echo's first call
-//! and `UNAVAILABLE` after (a dependency that went down). Every call is
-//! counted.
+//! and `UNAVAILABLE` after (a dependency that went down),
+//! `/test.Echo/Trace` answers the `traceparent` it was sent (`none`).
+//! Every call is counted.
 
 #![allow(dead_code)]
 
@@ -81,6 +82,13 @@ impl tower::Service<http::Request<Body>> for Echo {
             }
             if req.uri().path() == "/test.Echo/SlowFirst" && seen == 0 {
                 tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+            if req.uri().path() == "/test.Echo/Trace" {
+                let seen = req
+                    .headers()
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok());
+                return Ok(reply(seen.unwrap_or("none").to_owned()));
             }
             if req.uri().path() == "/test.Echo/Timeout" {
                 let sent = req

@@ -88,6 +88,7 @@ pub struct Seen {
     pub grpc_timeout: Option<String>,
     pub criticality: Option<String>,
     pub host: Option<String>,
+    pub traceparent: Option<String>,
 }
 
 /// A scripted HTTP server: request N gets answer N (the last repeats).
@@ -146,6 +147,7 @@ async fn answer(State(state): State<Arc<PartnerState>>, req: Request) -> Respons
         grpc_timeout: header("grpc-timeout"),
         criticality: header("request-criticality"),
         host: header("host"),
+        traceparent: header("traceparent"),
     };
     let index = {
         let mut all = state.seen.lock().unwrap();
