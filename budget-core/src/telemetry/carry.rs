@@ -14,7 +14,7 @@ use tracing::Span;
 /// instrumentation) is kept. The one rule for the HTTP client, the gRPC
 /// layer and both adapters.
 // Inlined: out of line it cost the HTTP client 60 instructions a call
-// (BENCHMARKS.md, "The server layer's cost").
+// (BENCHMARKS.md, "The server layer's cost in instructions").
 #[inline]
 pub(crate) fn propagate(
     span: &Span,
