@@ -550,6 +550,23 @@ async fn call_keeping_extensions(
     unary_in(cx, channel, method, message).await
 }
 
+/// Whether the ledger says an answer was served stale.
+fn noted_stale(ledger: &Ledger) -> bool {
+    ledger
+        .entries()
+        .iter()
+        .any(|e| matches!(e, Entry::Stale { .. }))
+}
+
+/// The [`Stale`](budget_core::grpc::Stale) mark of an answer, if the
+/// layer served it from its stale cache.
+fn stale_of(answer: &tonic::Response<Bytes>) -> Option<budget_core::grpc::Stale> {
+    answer
+        .extensions()
+        .get::<budget_core::grpc::Stale>()
+        .copied()
+}
+
 /// With `on_unavailable = "stale"`, the last `OK` answer to the same
 /// method and message stands in for a call that is answered `UNAVAILABLE`
 /// or cannot be made (a real refused connection), marked `Stale`, in the
@@ -569,21 +586,13 @@ async fn the_stale_fallback_serves_the_last_ok_answer_to_the_same_question() {
     // Answered: kept, and given as it came.
     let (first, ledger) = call_keeping_extensions(channel.clone(), "/test.Echo/Once", b"7").await;
     let first = first.unwrap();
-    assert!(
-        first
-            .extensions()
-            .get::<budget_core::grpc::Stale>()
-            .is_none()
-    );
+    assert!(stale_of(&first).is_none());
     assert_eq!(attempts(&ledger), ["200"]);
     let kept = first.into_inner();
     // Down now: the same question gets the kept answer, marked stale.
     let (second, ledger) = call_keeping_extensions(channel.clone(), "/test.Echo/Once", b"7").await;
     let second = second.unwrap();
-    let stale = second
-        .extensions()
-        .get::<budget_core::grpc::Stale>()
-        .copied();
+    let stale = stale_of(&second);
     assert!(
         stale.is_some_and(|s| s.age() < Duration::from_secs(1)),
         "{stale:?}"
@@ -591,13 +600,7 @@ async fn the_stale_fallback_serves_the_last_ok_answer_to_the_same_question() {
     assert_eq!(second.into_inner(), kept);
     // After the retries of the default policy (3 attempts).
     assert_eq!(attempts(&ledger), ["grpc-14", "grpc-14", "grpc-14"]);
-    assert!(
-        ledger
-            .entries()
-            .iter()
-            .any(|e| matches!(e, Entry::Stale { .. })),
-        "{ledger:?}"
-    );
+    assert!(noted_stale(&ledger), "{ledger:?}");
     // Another question was never answered: UNAVAILABLE is passed up.
     let (other, _) = call_keeping_extensions(channel, "/test.Echo/Once", b"8").await;
     assert_eq!(other.unwrap_err().code(), Code::Unavailable);
@@ -613,20 +616,9 @@ async fn the_stale_fallback_serves_the_last_ok_answer_to_the_same_question() {
     );
     let (refused, ledger) = call_keeping_extensions(channel, "/test.Echo/Once", b"7").await;
     let refused = refused.unwrap();
-    assert!(
-        refused
-            .extensions()
-            .get::<budget_core::grpc::Stale>()
-            .is_some()
-    );
+    assert!(stale_of(&refused).is_some());
     assert_eq!(refused.into_inner(), kept);
-    assert!(
-        ledger
-            .entries()
-            .iter()
-            .any(|e| matches!(e, Entry::Stale { .. })),
-        "{ledger:?}"
-    );
+    assert!(noted_stale(&ledger), "{ledger:?}");
     assert_eq!(
         echo.calls.load(Ordering::SeqCst),
         7,

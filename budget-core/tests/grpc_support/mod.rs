@@ -83,18 +83,14 @@ impl tower::Service<http::Request<Body>> for Echo {
             if req.uri().path() == "/test.Echo/SlowFirst" && seen == 0 {
                 tokio::time::sleep(std::time::Duration::from_secs(2)).await;
             }
-            if req.uri().path() == "/test.Echo/Trace" {
-                let seen = req
-                    .headers()
-                    .get("traceparent")
-                    .and_then(|v| v.to_str().ok());
-                return Ok(reply(seen.unwrap_or("none").to_owned()));
-            }
-            if req.uri().path() == "/test.Echo/Timeout" {
-                let sent = req
-                    .headers()
-                    .get("grpc-timeout")
-                    .and_then(|v| v.to_str().ok());
+            // The header these methods answer with, as it was sent.
+            let echoed = match req.uri().path() {
+                "/test.Echo/Timeout" => Some("grpc-timeout"),
+                "/test.Echo/Trace" => Some("traceparent"),
+                _ => None,
+            };
+            if let Some(name) = echoed {
+                let sent = req.headers().get(name).and_then(|v| v.to_str().ok());
                 return Ok(reply(sent.unwrap_or("none").to_owned()));
             }
             let left = context::current_budget().map_or(0, |b| b.remaining().as_millis());
