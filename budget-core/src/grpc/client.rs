@@ -551,7 +551,7 @@ impl<S> Call<S> {
             Timing::Fixed(timeout) => Budget::new(timeout),
         };
         let criticality = cx.as_ref().map(RequestContext::criticality);
-        let inbound = cx.as_ref().and_then(|cx| cx.inbound_trace().cloned());
+        let inbound = cx.as_ref().and_then(RequestContext::inbound_trace);
         let plan = Plan {
             timing,
             ledger: ledger.clone(),
@@ -564,7 +564,7 @@ impl<S> Call<S> {
         // The channel's own error of the last attempt that failed, given
         // back to the caller as it came.
         let failed: Mutex<Option<S::Error>> = Mutex::new(None);
-        let (body, parts, failed_ref, inbound) = (&body, &parts, &failed, &inbound);
+        let (body, parts, failed_ref) = (&body, &parts, &failed);
         let balanced = config.balanced.as_deref();
         let forward = config.forward;
         let channel = self.inner;
@@ -599,7 +599,7 @@ impl<S> Call<S> {
                 }
                 // The attempt's span is current here (the engine instruments
                 // this future with it): its trace context, or the caller's.
-                carry::propagate(&tracing::Span::current(), headers, inbound.as_ref());
+                carry::propagate(&tracing::Span::current(), headers, inbound);
                 let started = Instant::now();
                 let answered = match std::future::poll_fn(|task| inner.poll_ready(task)).await {
                     Ok(()) => inner.call(req).await,
