@@ -40,10 +40,11 @@
 //!    1 s budget than naive mode's, BENCHMARKS.md), and 10 ms is far
 //!    shorter than a permit queue's CoDel interval, so the hold alone
 //!    never makes a standing queue. Not the first answer alone: that is
-//!    the fastest of a burst, below the partner's mean. Any first answer ends the probe's
-//!    limit, a failed one too, so a partner failing every call is not held
-//!    at 3; the first `min_rtt` then waits for calls that succeed with at
-//!    most 3 in flight (or one such call among `probe_samples` answers).
+//!    the fastest of a burst, below the partner's mean. Any first answer
+//!    ends the probe's limit, a failed one too, so a partner failing every
+//!    call is not held at 3; the first `min_rtt` then waits for calls that
+//!    succeed with at most 3 in flight (or one such call among
+//!    `probe_samples` answers).
 //!    The first probe follows `probe_interval` later,
 //!    another every `probe_interval` after it (plus up to `probe_jitter` of
 //!    it, so that many clients do not probe together).
@@ -142,9 +143,9 @@
 //!    doubling every two `min_rtt`), not held at `initial` while a burst
 //!    waits; the first call of a round slower than 1.5 `min_rtt` (it met
 //!    a queue at the partner, HyStart's delay signal), or the first window
-//!    with a queue, ends the slow start, and the knee (item 4) takes over. [`AdaptiveLimit::growth`] tells a permit
-//!    queue how fast the limit is growing, so that its predicted waits
-//!    count the doubling.
+//!    with a queue, ends the slow start, and the knee (item 4) takes
+//!    over. [`AdaptiveLimit::growth`] tells a permit queue how fast the
+//!    limit is growing, so that its predicted waits count the doubling.
 //!
 //! ## Why not Gradient2?
 //!
