@@ -7,13 +7,27 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// How fast the latency estimate forgets: a sample `DECAY` old weighs
+/// How fast a measured latency is forgotten: a sample `DECAY` old weighs
 /// `1/e` of a new one, and an endpoint with no answers for `DECAY` is
-/// estimated at `1/e` of its last latency. One second: a replica that
-/// was slow, failed or was just ejected is tried again within a few
-/// seconds of its last answer, while a steady stream of answers (one
-/// every few milliseconds under load) still averages many of them.
-pub(crate) const DECAY: Duration = Duration::from_secs(1);
+/// estimated at `1/e` of its last latency. Three seconds: a steady stream
+/// of answers (one every few milliseconds under load) averages many of
+/// them, and a replica that was slow is trusted back over a few seconds,
+/// not at its first fast answer: slowness comes back (a collection, a
+/// noisy neighbour, a replica about to fail), and calls sent to a replica
+/// that relapses wait for their hedge. (Linkerd's balancer forgets over
+/// 10 s.) Calls still go back to such a replica as soon as the others
+/// queue: the load is the estimate times the calls in flight.
+pub(crate) const DECAY: Duration = Duration::from_secs(3);
+
+/// How fast a failure's penalty is forgotten, in the sense of [`DECAY`]:
+/// one second.
+/// A failure's penalty is a guess, not a measurement (a replica that
+/// refused or reset may be back a moment later), so a failed replica is
+/// asked again within a few seconds, and its first answer replaces the
+/// penalty: a restarted replica takes its share again at once. A replica
+/// outrun by a hedge ([`PeakEwma::outrun`]) was slow, not gone: its
+/// penalty is forgotten at the pace of a latency, [`DECAY`].
+pub(crate) const PENALTY_DECAY: Duration = Duration::from_secs(1);
 
 /// The most a failure can raise the estimate to: failures double it (a
 /// replica that refuses, resets or answers `5xx` at once must not look
@@ -35,8 +49,17 @@ struct State {
     /// (a cold endpoint, treated as the average of the others).
     nanos: Option<f64>,
     at: Instant,
-    /// The estimate is a failure's penalty, not a latency.
-    penalized: bool,
+    /// The estimate is a penalty, not a latency: which.
+    penalty: Option<Penalty>,
+}
+
+/// Why an estimate is a penalty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Penalty {
+    /// A failure: no connection, a reset, a `5xx`, a `429`.
+    Failed,
+    /// An attempt outrun by a hedge to another replica.
+    Outrun,
 }
 
 impl PeakEwma {
@@ -46,7 +69,7 @@ impl PeakEwma {
             state: Mutex::new(State {
                 nanos: None,
                 at: Instant::now(),
-                penalized: false,
+                penalty: None,
             }),
         }
     }
@@ -57,7 +80,7 @@ impl PeakEwma {
         let state = *self.lock();
         state
             .nanos
-            .map(|nanos| nanos_to_duration(nanos * decay(now.saturating_duration_since(state.at))))
+            .map(|nanos| nanos_to_duration(nanos * state.decay(now)))
     }
 
     /// An answer that took `rtt`: above the estimate it becomes the
@@ -70,11 +93,11 @@ impl PeakEwma {
         let mut state = self.lock();
         let rtt = rtt.as_nanos() as f64;
         let next = match state.nanos {
-            Some(_) if state.penalized => rtt,
+            Some(_) if state.penalty.is_some() => rtt,
             Some(old) => {
                 // The old estimate as it stands now, already weighed by
                 // its age: the new sample gets the weight the age took.
-                let decay = decay(now.saturating_duration_since(state.at));
+                let decay = state.decay(now);
                 let old = old * decay;
                 if rtt > old {
                     rtt
@@ -87,7 +110,7 @@ impl PeakEwma {
         *state = State {
             nanos: Some(next),
             at: now,
-            penalized: false,
+            penalty: None,
         };
     }
 
@@ -95,23 +118,33 @@ impl PeakEwma {
     /// that, so the estimate rises to it, and is not lowered.
     pub(crate) fn at_least(&self, rtt: Duration, now: Instant) {
         let mut state = self.lock();
-        let old = state.nanos.map_or(0.0, |old| {
-            old * decay(now.saturating_duration_since(state.at))
-        });
+        let old = state.nanos.map_or(0.0, |old| old * state.decay(now));
         *state = State {
             nanos: Some(old.max(rtt.as_nanos() as f64)),
             at: now,
-            penalized: state.penalized,
+            penalty: state.penalty,
         };
     }
 
     /// A failure that took `rtt`: the estimate doubles (at least to
-    /// `rtt` and [`FIRST_PENALTY`], at most [`MAX_PENALTY`]).
+    /// `rtt` and [`FIRST_PENALTY`], at most [`MAX_PENALTY`]), and is
+    /// forgotten at [`PENALTY_DECAY`].
     pub(crate) fn penalize(&self, rtt: Duration, now: Instant) {
+        self.double(rtt, now, Penalty::Failed);
+    }
+
+    /// An attempt that ran `rtt` and was outrun by a hedge to another
+    /// replica: the estimate doubles as for a failure (or a replica whose
+    /// slow calls are all cut short by hedges would look as fast as the
+    /// hedge delay), and is forgotten at [`DECAY`], as the slow latency it
+    /// stands for.
+    pub(crate) fn outrun(&self, rtt: Duration, now: Instant) {
+        self.double(rtt, now, Penalty::Outrun);
+    }
+
+    fn double(&self, rtt: Duration, now: Instant, why: Penalty) {
         let mut state = self.lock();
-        let old = state.nanos.map_or(0.0, |old| {
-            old * decay(now.saturating_duration_since(state.at))
-        });
+        let old = state.nanos.map_or(0.0, |old| old * state.decay(now));
         let next = (old * 2.0)
             .max(rtt.as_nanos() as f64)
             .max(FIRST_PENALTY.as_nanos() as f64)
@@ -119,7 +152,7 @@ impl PeakEwma {
         *state = State {
             nanos: Some(next),
             at: now,
-            penalized: true,
+            penalty: Some(why),
         };
     }
 
@@ -131,9 +164,17 @@ impl PeakEwma {
     }
 }
 
-/// The weight left to an estimate `age` old.
-fn decay(age: Duration) -> f64 {
-    (-(age.as_secs_f64() / DECAY.as_secs_f64())).exp()
+impl State {
+    /// The weight left to the estimate now: [`PENALTY_DECAY`] for a
+    /// failure's penalty, [`DECAY`] for a latency or a replica outrun.
+    fn decay(&self, now: Instant) -> f64 {
+        let period = match self.penalty {
+            Some(Penalty::Failed) => PENALTY_DECAY,
+            Some(Penalty::Outrun) | None => DECAY,
+        };
+        let age = now.saturating_duration_since(self.at);
+        (-(age.as_secs_f64() / period.as_secs_f64())).exp()
+    }
 }
 
 fn nanos_to_duration(nanos: f64) -> Duration {
@@ -192,6 +233,39 @@ mod tests {
         tokio::time::advance(DECAY).await;
         let after = load.estimate(Instant::now()).unwrap();
         assert!(after > ms(367) && after < ms(369), "{after:?}");
+    }
+
+    /// A failure's penalty is a guess and is forgotten three times as
+    /// fast as a measured latency or a replica outrun by a hedge: after one
+    /// [`PENALTY_DECAY`] the failure's is at `1/e`, the others of the same
+    /// size still well above it.
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_is_forgotten_faster_than_a_slow_latency_or_an_outrun_attempt() {
+        let (failed, slow, outrun) = (PeakEwma::new(), PeakEwma::new(), PeakEwma::new());
+        failed.penalize(ms(1000), Instant::now());
+        slow.observe(ms(1000), Instant::now());
+        outrun.outrun(ms(1000), Instant::now());
+        tokio::time::advance(PENALTY_DECAY).await;
+        let now = Instant::now();
+        let failed = failed.estimate(now).unwrap();
+        assert!(failed > ms(367) && failed < ms(369), "{failed:?}");
+        for kept in [slow.estimate(now).unwrap(), outrun.estimate(now).unwrap()] {
+            assert!(kept > ms(716) && kept < ms(717), "{kept:?}");
+        }
+    }
+
+    /// An outrun replica's penalty doubles as a failed one's, and its
+    /// first answer replaces it.
+    #[tokio::test(start_paused = true)]
+    async fn an_outrun_replica_doubles_until_its_next_answer() {
+        let load = PeakEwma::new();
+        load.observe(ms(50), Instant::now());
+        load.outrun(ms(60), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(100)));
+        load.outrun(ms(60), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(200)));
+        load.observe(ms(40), Instant::now());
+        assert_eq!(load.estimate(Instant::now()), Some(ms(40)));
     }
 
     #[tokio::test(start_paused = true)]
