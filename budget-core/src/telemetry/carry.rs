@@ -5,14 +5,14 @@
 use tracing::Span;
 
 /// The trace context an outbound call carries, written into `headers`:
-/// with the `otel` feature, `span`'s own W3C context (the attempt's);
-/// without one (no OpenTelemetry layer, spans off, no `otel` feature, or
-/// `Span::none()` from an adapter that has no span of its own),
-/// `inbound`: the caller's `traceparent` and `tracestate` as they came to
-/// this hop, so that the trace goes on through a hop that does not
-/// export. A `traceparent` already in `headers` (the caller's own
-/// instrumentation) is kept. The one rule for the HTTP client, the gRPC
-/// layer and both adapters.
+/// with the `otel` feature, `span`'s own W3C context (the attempt's),
+/// which replaces any `traceparent` there; without one (no OpenTelemetry
+/// layer, spans off, no `otel` feature, or `Span::none()` from an adapter
+/// that has no span of its own), `inbound`: the caller's `traceparent`
+/// and `tracestate` as they came to this hop, so that the trace goes on
+/// through a hop that does not export. `inbound` never replaces a
+/// `traceparent` already in `headers` (the caller's own
+/// instrumentation).
 // Inlined: out of line it cost the HTTP client 60 instructions a call
 // (BENCHMARKS.md, "The server layer's cost in instructions").
 #[inline]
