@@ -112,11 +112,11 @@ async fn a_slow_replica_gets_little_of_the_traffic() {
         calls(&client, 100, ms(2000)).await;
         let hits = [fast_a.hits(), slow.hits(), fast_b.hits()];
         assert!(hits[1] <= 10, "the slow replica is avoided: {hits:?}");
-        // Both fast replicas share the rest; one after another, each
-        // call sees no load in flight and their split follows their
-        // latency samples (70/29 was seen on a busy machine).
+        // The fast replicas take the rest. One call after another, each
+        // sees no load in flight and goes to the replica whose latency
+        // estimate is lower, however close (94/6 and 0/99 were seen);
+        // under load the calls in flight spread them (the test above).
         assert!(hits[0] + hits[2] >= 90, "{hits:?}");
-        assert!(hits[0] >= 20 && hits[2] >= 20, "{hits:?}");
     })
     .await;
 }

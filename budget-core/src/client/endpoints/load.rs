@@ -46,7 +46,7 @@ pub(crate) struct PeakEwma {
 #[derive(Clone, Copy, Debug)]
 struct State {
     /// The estimate in nanoseconds at `at`; `None` before the first sample
-    /// (a cold endpoint, treated as the average of the others).
+    /// (a cold endpoint, taken as the fastest of the others).
     nanos: Option<f64>,
     at: Instant,
     /// The estimate is a penalty, not a latency: which.

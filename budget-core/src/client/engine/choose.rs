@@ -1,17 +1,20 @@
 //! Which replica an attempt goes to (docs/architecture.md, "Replicas"):
-//! power of two choices over each endpoint's load (its peak-EWMA latency
-//! times its calls in flight plus one, as tower's `PeakEwma` and Linkerd
-//! weigh it), **budget-aware**: an endpoint whose latency estimate does
-//! not fit in what is left is not chosen while another fits. A retry goes
-//! to another endpoint than the attempt that failed, a hedge to another
-//! than the first attempt, when there is one. An endpoint whose breaker is
-//! open is passed over (outlier ejection) and probed on the breaker's
-//! schedule when chosen again. An endpoint at its own adaptive limit is
-//! passed over while another is below its own.
+//! the least loaded endpoint (its peak-EWMA latency times its calls in
+//! flight plus one, as tower's `PeakEwma` and Linkerd weigh it), of all
+//! of them in a set of up to [`FULL_SCAN`] (Envoy's least-request full
+//! scan), of two drawn at random beyond (power of two choices).
+//! **Budget-aware**: an endpoint whose latency estimate does not fit in
+//! what is left is not chosen while another fits. A retry goes to another
+//! endpoint than the attempt that failed, a hedge to another than the
+//! first attempt, when there is one. An endpoint whose breaker is open is
+//! passed over (outlier ejection) and probed on the breaker's schedule
+//! when chosen again. An endpoint at its own adaptive limit is passed
+//! over while another is below its own.
 //!
 //! With one endpoint (the URL as it is) the choice is its breaker alone,
 //! as before there were replicas.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +24,25 @@ use tokio::time::Instant;
 use super::Dependency;
 use crate::breaker::{BreakerPermit, CircuitOpen};
 use crate::client::endpoints::{Endpoint, InFlight, ResolveError};
+
+/// Up to how many endpoints the choice compares them all; beyond, two
+/// drawn at random.
+///
+/// Power of two choices exists for sets too large to scan and for many
+/// clients sharing stale load figures; a client's own calls in flight are
+/// never stale, and this choice reads every endpoint's estimate anyway
+/// (for the one a cold endpoint counts as). In a small set two random
+/// draws leave the choice to chance: with three replicas and one of them
+/// slow or just failed, two draws in three pair it with one of the
+/// others, and the call goes to that one however many calls it already
+/// has while the third is idle. The least loaded of all sends it to the
+/// third (`BENCHMARKS.md`, "Replicas": with one replica of three dark and
+/// just after, p99 120-121 and 117-118 ms where two draws gave 125-132
+/// and 124-128, in runs taken in turn). Eight covers the replica sets
+/// this project runs and most a service has; past it, two draws keep many
+/// clients from all sending their next call to the same lowest estimate
+/// (the herd Linkerd's and Finagle's choice avoids).
+pub(crate) const FULL_SCAN: usize = 8;
 
 /// The endpoint an attempt goes to, and its breaker's permit.
 #[derive(Debug)]
@@ -106,9 +128,10 @@ fn alone(only: Arc<Endpoint>) -> Result<Chosen, CircuitOpen> {
     })
 }
 
-/// Power of two choices among `set`'s endpoints that fit `remaining`
-/// (all of them when none fits), `avoid` last; an endpoint whose breaker
-/// refuses is dropped and the choice made again.
+/// The least loaded of `set`'s endpoints that fit `remaining` (all of
+/// them when none fits; two drawn at random past [`FULL_SCAN`]), `avoid`
+/// last; an endpoint whose breaker refuses is dropped and the choice made
+/// again.
 fn pick(
     dep: &Dependency,
     set: &[Arc<Endpoint>],
@@ -120,14 +143,13 @@ fn pick(
     }
     let now = Instant::now();
     let estimates: Vec<Option<Duration>> = set.iter().map(|e| e.load.estimate(now)).collect();
-    // A cold endpoint (no answer yet) is taken as the average of the
-    // others: neither flooded nor starved.
-    let warm: Vec<Duration> = estimates.iter().flatten().copied().collect();
-    let average = match u32::try_from(warm.len()) {
-        Ok(n) if n > 0 => warm.iter().sum::<Duration>() / n,
-        _ => Duration::ZERO,
-    };
-    let estimate = |i: usize| estimates[i].unwrap_or(average);
+    // A cold endpoint (no answer yet) is taken as the fastest of the
+    // others: tried at once, even one call after another, and not flooded,
+    // since its calls in flight count in its load as in theirs (as the
+    // average, the least loaded of all would never try it while the
+    // others are idle).
+    let fastest = estimates.iter().flatten().min().copied();
+    let estimate = |i: usize| estimates[i].or(fastest).unwrap_or(Duration::ZERO);
     let mut open: Option<CircuitOpen> = None;
     let mut left: Vec<usize> = (0..set.len()).collect();
     let mut rng = rand::rng();
@@ -156,12 +178,35 @@ fn pick(
             .filter(|&i| set[i].has_room())
             .collect();
         let pool = if room.is_empty() { pool } else { room };
-        let cost = |i: usize| {
-            let in_flight = set[i].outstanding() as f64 + 1.0;
-            estimate(i).as_secs_f64() * in_flight
+        // The load, and the calls in flight where loads tie (every
+        // endpoint cold, say: all estimated at zero).
+        let load = |i: usize| {
+            let in_flight = set[i].outstanding();
+            (
+                estimate(i).as_secs_f64() * (in_flight as f64 + 1.0),
+                in_flight,
+            )
         };
         let i = match pool.len() {
             1 => pool[0],
+            // All of them; of those that tie, each as likely (the k-th
+            // tie seen replaces the pick with probability 1/k).
+            n if n <= FULL_SCAN => {
+                let (mut best, mut ties) = (pool[0], 1_u32);
+                for &j in &pool[1..] {
+                    match load(j).partial_cmp(&load(best)) {
+                        Some(Ordering::Less) => (best, ties) = (j, 1),
+                        Some(Ordering::Equal) => {
+                            ties = ties.saturating_add(1);
+                            if rng.random_range(0..ties) == 0 {
+                                best = j;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                best
+            }
             n => {
                 let a = rng.random_range(0..n);
                 let mut b = rng.random_range(0..n - 1);
@@ -169,7 +214,7 @@ fn pick(
                     b += 1;
                 }
                 let (a, b) = (pool[a], pool[b]);
-                if cost(b) < cost(a) { b } else { a }
+                if load(b) < load(a) { b } else { a }
             }
         };
         let endpoint = Arc::clone(&set[i]);

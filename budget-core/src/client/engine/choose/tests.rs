@@ -137,17 +137,64 @@ async fn an_endpoint_whose_breaker_is_open_is_passed_over_and_all_open_is_circui
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_cold_endpoint_is_taken_as_the_average_and_gets_its_share() {
+async fn a_cold_endpoint_is_taken_as_the_fastest_and_gets_its_share() {
     let dep = dependency(&THREE, false);
     let now = Instant::now();
     let endpoints = set(&dep);
     endpoints[0].load.observe(ms(40), now);
     endpoints[1].load.observe(ms(60), now);
-    // 9003 is cold: taken as 50 ms, between the two, so p2c picks it
-    // whenever it is drawn against 9002.
-    let seen = spread(&dep, 3000, None);
+    // 9003 is cold: taken as 40 ms, as fast as 9001, so with no calls in
+    // flight it is as likely as 9001 (and 9002 never).
+    let idle = spread(&dep, 2000, None);
+    assert_eq!(idle.get("127.0.0.1:9002"), None, "{idle:?}");
+    let cold = idle.get("127.0.0.1:9003").copied().unwrap_or(0);
+    assert!((850..=1150).contains(&cold), "{idle:?}");
+    // With every call kept in flight, each endpoint takes calls until its
+    // load (estimate times calls in flight plus one) passes the others':
+    // shares of 1/40 : 1/60 : 1/40, 37.5 %, 25 % and 37.5 %. Not flooded.
+    let mut held = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for _ in 0..300 {
+        let chosen = next(&dep, None, None).unwrap();
+        *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
+        held.push(chosen.endpoint.start());
+    }
     let cold = seen.get("127.0.0.1:9003").copied().unwrap_or(0);
-    assert!((800..=1200).contains(&cold), "{seen:?}");
+    assert!((105..=120).contains(&cold), "{seen:?}");
+    assert!((70..=80).contains(&seen["127.0.0.1:9002"]), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_endpoint_cold_the_calls_go_round_by_their_calls_in_flight() {
+    // No estimate anywhere: every load is zero, and the calls in flight
+    // decide, so a burst on a cold dependency is spread, not piled on one.
+    let dep = dependency(&THREE, false);
+    let mut held = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for _ in 0..30 {
+        let chosen = next(&dep, None, None).unwrap();
+        *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
+        held.push(chosen.endpoint.start());
+    }
+    assert!(seen.values().all(|&n| n == 10), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_three_the_least_loaded_is_chosen_not_a_random_pair_s_better() {
+    // 9003 was just outrun by a hedge (its estimate doubled), 9001 has
+    // four calls in flight, 9002 none. Two random draws would pair 9003
+    // with 9001 one time in three and send the call to 9001 behind its
+    // four; the least loaded of all is 9002 every time.
+    let dep = dependency(&THREE, false);
+    let now = Instant::now();
+    let endpoints = set(&dep);
+    endpoints[0].load.observe(ms(50), now);
+    endpoints[1].load.observe(ms(50), now);
+    endpoints[2].load.observe(ms(50), now);
+    endpoints[2].load.outrun(ms(60), now);
+    let _busy: Vec<_> = (0..4).map(|_| endpoints[0].start()).collect();
+    let seen = spread(&dep, 300, Some(ms(2000)));
+    assert_eq!(seen.get("127.0.0.1:9002"), Some(&300), "{seen:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -245,4 +292,25 @@ async fn only_replicas_have_limits_of_their_own() {
     let permits = replicas.permits.as_ref().unwrap();
     assert!(permits.per_endpoint());
     assert_eq!(permits.limit(), 9, "three endpoints at the probe's 3");
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_full_scan_two_are_drawn_at_random() {
+    // Ten endpoints, one four times faster: the least loaded of all
+    // would take every call; two drawn at random take it only when it is
+    // drawn, about one time in five.
+    let many: Vec<String> = (0..10)
+        .map(|i| format!("http://127.0.0.1:{}", 9001 + i))
+        .collect();
+    assert!(many.len() > FULL_SCAN);
+    let dep = dependency(&many.iter().map(String::as_str).collect::<Vec<_>>(), false);
+    let now = Instant::now();
+    for (i, endpoint) in set(&dep).iter().enumerate() {
+        endpoint.load.observe(ms(if i == 0 { 10 } else { 40 }), now);
+    }
+    let fast = spread(&dep, 2000, None)
+        .get("127.0.0.1:9001")
+        .copied()
+        .unwrap_or(0);
+    assert!((250..=550).contains(&fast), "{fast} of 2000");
 }
