@@ -27,6 +27,15 @@ fn set(dep: &Dependency) -> Arc<[Arc<Endpoint>]> {
     dep.endpoints.current()
 }
 
+/// `dep`'s endpoints, each having answered once in its latency (ms).
+fn warm(dep: &Dependency, latencies: &[u64]) -> Arc<[Arc<Endpoint>]> {
+    let (endpoints, now) = (set(dep), Instant::now());
+    for (endpoint, &latency) in endpoints.iter().zip(latencies) {
+        endpoint.load.observe(ms(latency), now);
+    }
+    endpoints
+}
+
 /// Which endpoint (by port) `n` choices went to.
 fn spread(dep: &Dependency, n: usize, remaining: Option<Duration>) -> HashMap<String, usize> {
     let mut seen = HashMap::new();
@@ -35,6 +44,19 @@ fn spread(dep: &Dependency, n: usize, remaining: Option<Duration>) -> HashMap<St
         *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
     }
     seen
+}
+
+/// Which endpoint `n` choices went to, each kept in flight (as under
+/// load), with the calls still in flight.
+fn spread_in_flight(dep: &Dependency, n: usize) -> (HashMap<String, usize>, Vec<InFlight>) {
+    let mut seen = HashMap::new();
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let chosen = next(dep, None, None).unwrap();
+        *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
+        held.push(chosen.endpoint.start());
+    }
+    (seen, held)
 }
 
 #[tokio::test(start_paused = true)]
@@ -152,13 +174,7 @@ async fn a_cold_endpoint_is_taken_as_the_fastest_and_gets_its_share() {
     // With every call kept in flight, each endpoint takes calls until its
     // load (estimate times calls in flight plus one) passes the others':
     // shares of 1/40 : 1/60 : 1/40, 37.5 %, 25 % and 37.5 %. Not flooded.
-    let mut held = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for _ in 0..300 {
-        let chosen = next(&dep, None, None).unwrap();
-        *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
-        held.push(chosen.endpoint.start());
-    }
+    let (seen, _held) = spread_in_flight(&dep, 300);
     let cold = seen.get("127.0.0.1:9003").copied().unwrap_or(0);
     assert!((105..=120).contains(&cold), "{seen:?}");
     assert!((70..=80).contains(&seen["127.0.0.1:9002"]), "{seen:?}");
@@ -169,13 +185,7 @@ async fn every_endpoint_cold_the_calls_go_round_by_their_calls_in_flight() {
     // No estimate anywhere: every load is zero, and the calls in flight
     // decide, so a burst on a cold dependency is spread, not piled on one.
     let dep = dependency(&THREE, false);
-    let mut held = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for _ in 0..30 {
-        let chosen = next(&dep, None, None).unwrap();
-        *seen.entry(chosen.endpoint.label.to_string()).or_default() += 1;
-        held.push(chosen.endpoint.start());
-    }
+    let (seen, _held) = spread_in_flight(&dep, 30);
     assert!(seen.values().all(|&n| n == 10), "{seen:?}");
 }
 
@@ -186,12 +196,8 @@ async fn of_three_the_least_loaded_is_chosen_not_a_random_pair_s_better() {
     // with 9001 one time in three and send the call to 9001 behind its
     // four; the least loaded of all is 9002 every time.
     let dep = dependency(&THREE, false);
-    let now = Instant::now();
-    let endpoints = set(&dep);
-    endpoints[0].load.observe(ms(50), now);
-    endpoints[1].load.observe(ms(50), now);
-    endpoints[2].load.observe(ms(50), now);
-    endpoints[2].load.outrun(ms(60), now);
+    let endpoints = warm(&dep, &[50, 50, 50]);
+    endpoints[2].load.outrun(ms(60), Instant::now());
     let _busy: Vec<_> = (0..4).map(|_| endpoints[0].start()).collect();
     let seen = spread(&dep, 300, Some(ms(2000)));
     assert_eq!(seen.get("127.0.0.1:9002"), Some(&300), "{seen:?}");
@@ -200,11 +206,7 @@ async fn of_three_the_least_loaded_is_chosen_not_a_random_pair_s_better() {
 #[tokio::test(start_paused = true)]
 async fn a_slow_replica_gets_little_traffic_and_the_rest_is_shared() {
     let dep = dependency(&THREE, false);
-    let now = Instant::now();
-    let endpoints = set(&dep);
-    endpoints[0].load.observe(ms(50), now);
-    endpoints[1].load.observe(ms(50), now);
-    endpoints[2].load.observe(ms(500), now);
+    warm(&dep, &[50, 50, 500]);
     let seen = spread(&dep, 3000, Some(ms(2000)));
     assert_eq!(seen.get("127.0.0.1:9003"), None, "{seen:?}");
     let (a, b) = (seen["127.0.0.1:9001"], seen["127.0.0.1:9002"]);
