@@ -192,10 +192,11 @@ fn pick(
             // All of them; of those that tie, each as likely (the k-th
             // tie seen replaces the pick with probability 1/k).
             n if n <= FULL_SCAN => {
-                let (mut best, mut ties) = (pool[0], 1_u32);
+                let (mut best, mut least, mut ties) = (pool[0], load(pool[0]), 1_u32);
                 for &j in &pool[1..] {
-                    match load(j).partial_cmp(&load(best)) {
-                        Some(Ordering::Less) => (best, ties) = (j, 1),
+                    let this = load(j);
+                    match this.partial_cmp(&least) {
+                        Some(Ordering::Less) => (best, least, ties) = (j, this, 1),
                         Some(Ordering::Equal) => {
                             ties = ties.saturating_add(1);
                             if rng.random_range(0..ties) == 0 {

@@ -161,10 +161,7 @@ async fn an_endpoint_whose_breaker_is_open_is_passed_over_and_all_open_is_circui
 #[tokio::test(start_paused = true)]
 async fn a_cold_endpoint_is_taken_as_the_fastest_and_gets_its_share() {
     let dep = dependency(&THREE, false);
-    let now = Instant::now();
-    let endpoints = set(&dep);
-    endpoints[0].load.observe(ms(40), now);
-    endpoints[1].load.observe(ms(60), now);
+    warm(&dep, &[40, 60]);
     // 9003 is cold: taken as 40 ms, as fast as 9001, so with no calls in
     // flight it is as likely as 9001 (and 9002 never).
     let idle = spread(&dep, 2000, None);
@@ -306,10 +303,9 @@ async fn past_the_full_scan_two_are_drawn_at_random() {
         .collect();
     assert!(many.len() > FULL_SCAN);
     let dep = dependency(&many.iter().map(String::as_str).collect::<Vec<_>>(), false);
-    let now = Instant::now();
-    for (i, endpoint) in set(&dep).iter().enumerate() {
-        endpoint.load.observe(ms(if i == 0 { 10 } else { 40 }), now);
-    }
+    let mut latencies = [40; 10];
+    latencies[0] = 10;
+    warm(&dep, &latencies);
     let fast = spread(&dep, 2000, None)
         .get("127.0.0.1:9001")
         .copied()
