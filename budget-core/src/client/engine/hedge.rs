@@ -208,10 +208,11 @@ impl Race<'_> {
                             let ran = started.elapsed();
                             // The first attempt's latency is at least this.
                             // Its endpoint lost to one sent later: to the
-                            // balancer, its estimate doubles until its next
-                            // answer, or a replica whose slow calls are all
-                            // cut short by hedges would look as fast as the
-                            // hedge delay.
+                            // balancer, its estimate doubles, and its next
+                            // answers bring it down at a latency's pace, or
+                            // a replica whose slow calls are all cut short
+                            // by hedges would look as fast as the hedge
+                            // delay.
                             self.hedging.observe(ran);
                             if first_chosen.balanced {
                                 first_chosen.endpoint.load.outrun(ran, Instant::now());
