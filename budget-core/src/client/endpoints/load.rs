@@ -94,7 +94,7 @@ impl PeakEwma {
     /// answer: the replica was slow, and one fast answer says it may be
     /// fast again, not that it is (slowness comes back; a replica given
     /// its share again at its first fast answer after a slow spell takes
-    /// a third of the calls into its next fault: `BENCHMARKS.md`,
+    /// that share of the calls into its next fault: `BENCHMARKS.md`,
     /// "Replicas").
     pub(crate) fn observe(&self, rtt: Duration, now: Instant) {
         let mut state = self.lock();
