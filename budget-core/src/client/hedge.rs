@@ -494,6 +494,11 @@ pub(crate) enum Declined {
     /// No other replica than the first attempt's can take it (a
     /// dependency hedged by default, for its replicas).
     NoOtherReplica,
+    /// A hedge sent at the delay could not have answered first, and the
+    /// first attempt answered while the hedge waited for it to outlive
+    /// its replica's estimate (docs/hedging-and-stale.md, "A hedge that
+    /// can win").
+    CannotWin,
 }
 
 impl Declined {
@@ -505,16 +510,18 @@ impl Declined {
             Declined::Circuit => "circuit",
             Declined::Permit => "permit",
             Declined::NoOtherReplica => "no_other_replica",
+            Declined::CannotWin => "cannot_win",
         }
     }
 
     /// Every reason, for registering the counters at 0.
-    pub(crate) const ALL: [Declined; 5] = [
+    pub(crate) const ALL: [Declined; 6] = [
         Declined::HedgeBudget,
         Declined::Floor,
         Declined::Circuit,
         Declined::Permit,
         Declined::NoOtherReplica,
+        Declined::CannotWin,
     ];
 }
 
@@ -536,6 +543,23 @@ impl Hedging {
                     _ => Some(current.floor.get()),
                 }
             }
+        }
+    }
+
+    /// Whether the dependency's own latencies say a hedge sent `after` the
+    /// first attempt's start may answer first: whether they reach past
+    /// `after` plus their median (their p99 does). A latency spread no
+    /// wider than that (a partner whose slowest answers are a few
+    /// milliseconds past its p95) has a first attempt still running at
+    /// the hedge delay answer long before a hedge could. A fixed delay,
+    /// or a learned one with too few samples, says nothing against it:
+    /// true.
+    pub(crate) fn tail_past(&self, after: Duration) -> bool {
+        match &self.delay {
+            Delay::Fixed(_) => true,
+            Delay::Learned(learned) => learned
+                .spread()
+                .is_none_or(|spread| spread.p99 > after.saturating_add(spread.p50)),
         }
     }
 

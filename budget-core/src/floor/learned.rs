@@ -484,6 +484,19 @@ struct Window {
     computed_at: Option<Instant>,
     dirty: bool,
     effective: Effective,
+    /// The window's median and p99 when it had `min_samples`, computed
+    /// with the floor ([`LearnedFloor::spread`]).
+    spread: Option<Spread>,
+}
+
+/// How far a learned latency distribution reaches past its middle: its
+/// median and its p99 ([`LearnedFloor::spread`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Spread {
+    /// The median.
+    pub(crate) p50: Duration,
+    /// The 99th percentile.
+    pub(crate) p99: Duration,
 }
 
 fn histogram() -> Histogram<u32> {
@@ -526,6 +539,7 @@ impl LearnedFloor {
                 computed_at: None,
                 dirty: false,
                 effective: cold,
+                spread: None,
             }),
             gauge: OnceLock::new(),
         })
@@ -597,6 +611,10 @@ impl LearnedFloor {
             let rotated = self.rotate(&mut w, now);
             if w.dirty || rotated || w.computed_at.is_none() {
                 w.effective = self.compute(&mut w);
+                w.spread = (w.scratch.len() >= self.config.min_samples).then(|| Spread {
+                    p50: Duration::from_micros(w.scratch.value_at_quantile(0.5)),
+                    p99: Duration::from_micros(w.scratch.value_at_quantile(0.99)),
+                });
                 w.dirty = false;
                 if let Some(dependency) = self.gauge.get() {
                     crate::telemetry::meter::floor(dependency, w.effective.floor.get());
@@ -605,6 +623,13 @@ impl LearnedFloor {
             w.computed_at = Some(now);
         }
         w.effective
+    }
+
+    /// The window's median and p99 as of the last [`current`](Self::current)
+    /// (recomputed with the floor, at most every `REFRESH`); `None` while
+    /// the window has fewer than `min_samples` samples.
+    pub(crate) fn spread(&self) -> Option<Spread> {
+        self.lock().spread
     }
 
     /// Drops the older histogram when half a window has passed; true when
@@ -778,6 +803,23 @@ mod tests {
         settle().await;
         let e = f.current();
         (e.floor.get(), e.basis.unwrap().to_string())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_spread_is_the_windows_median_and_p99_once_it_has_enough_samples() {
+        let f = learned(LearnedFloorConfig::default());
+        (1..=19).for_each(|v| f.observe(ms(v)));
+        settle().await;
+        f.current();
+        assert_eq!(f.spread(), None, "19 samples, 20 needed");
+        (20..=100).for_each(|v| f.observe(ms(v)));
+        settle().await;
+        f.current();
+        let spread = f.spread().unwrap();
+        // Read from the histogram's buckets: within a tenth of a percent.
+        let near = |got: Duration, want: u64| got >= ms(want) && got <= ms(want) + ms(want) / 500;
+        assert!(near(spread.p50, 50), "{spread:?}");
+        assert!(near(spread.p99, 99), "{spread:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -229,7 +229,8 @@ pub const METRIC_STALE_SERVED_TOTAL: &str = "budget_stale_served_total";
 /// first; `lost`: the first attempt did, and the hedge was cancelled).
 pub const METRIC_HEDGES_TOTAL: &str = "budget_hedges_total";
 /// Counter: hedges that were due and not sent; labels [`LABEL_DEPENDENCY`]
-/// and [`LABEL_REASON`] (`hedge_budget`, `floor`, `circuit`, `permit`, `no_other_replica`).
+/// and [`LABEL_REASON`] (`hedge_budget`, `floor`, `circuit`, `permit`, `no_other_replica`,
+/// `cannot_win`).
 pub const METRIC_HEDGES_DECLINED_TOTAL: &str = "budget_hedges_declined_total";
 /// Metric label of [`METRIC_HEDGES_TOTAL`]: `won` or `lost`.
 pub const LABEL_RESULT: &str = "result";

@@ -125,6 +125,19 @@ impl Race<'_> {
             }
             () = tokio::time::sleep_until(due) => {}
         }
+        if let Some(until) = self.held_until(first_chosen, delay) {
+            tokio::select! {
+                biased;
+                result = &mut first => {
+                    let declined = Declined::CannotWin;
+                    tracing::debug!(dependency = %name, reason = declined.label(), "hedge not sent");
+                    meter::hedge_declined_by(name, declined.label(), 1);
+                    self.settle(first_breaker, &result);
+                    return Raced::alone(result, started);
+                }
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
         let (_permit, mut hedge) = match self.admit(&first_chosen.endpoint) {
             Ok(admitted) => admitted,
             Err(declined) => {
@@ -147,7 +160,7 @@ impl Race<'_> {
         );
         tracing::debug!(
             dependency = %name,
-            after_ms = whole_millis(delay),
+            after_ms = whole_millis(hedge_started.saturating_duration_since(started)),
             budget_sent_ms = window.budget.map(whole_millis),
             "hedge sent"
         );
@@ -228,6 +241,43 @@ impl Race<'_> {
                 }
             }
         }
+    }
+
+    /// When a hedge due now, `delay` after the first attempt's start, is
+    /// put off to (docs/hedging-and-stale.md, "A hedge that can win"):
+    /// the first attempt's start plus its replica's latency estimate, when
+    /// a hedge sent now could not answer first. That is when the first
+    /// attempt went to a replica chosen among several, the dependency's
+    /// latencies reach no further than `delay` plus their median
+    /// ([`Hedging::tail_past`]), the replica's estimate is longer than
+    /// `delay` (the attempt has not yet run longer than that replica's
+    /// answers take), and no other replica is estimated faster by more
+    /// than `delay` (a replica known to be slow is hedged at the delay).
+    /// The first attempt is then as late as the dependency's answers get,
+    /// not stuck: it answers within about what its replica's recent
+    /// answers took, and a hedge needs a whole answer's time, at another
+    /// replica whose free worker it takes from the calls behind it. One
+    /// that outlives its replica's estimate is stuck, and is hedged then.
+    /// `None`: the hedge is due now.
+    fn held_until(&self, first: &Chosen, delay: Duration) -> Option<Instant> {
+        if !first.balanced || self.hedging.tail_past(delay) {
+            return None;
+        }
+        let now = Instant::now();
+        let expected = first.endpoint.load.estimate(now)?;
+        if expected <= delay {
+            return None;
+        }
+        let others = self.dep.endpoints.current();
+        let fastest_other = others
+            .iter()
+            .filter(|e| !std::ptr::eq(&***e, &*first.endpoint))
+            .filter_map(|e| e.load.estimate(now))
+            .min();
+        if fastest_other.is_some_and(|other| delay.saturating_add(other) < expected) {
+            return None;
+        }
+        self.started.checked_add(expected)
     }
 
     /// A hedge may be sent when what is left covers the floor, an

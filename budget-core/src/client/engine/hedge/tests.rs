@@ -274,3 +274,109 @@ async fn hedge_a_learned_delay_hedges_only_once_it_has_samples() {
     let hedge_at = slow.starts(start)[1].0;
     assert!(hedge_at >= ms(19) && hedge_at <= ms(21), "{hedge_at:?}");
 }
+
+/// Two replicas, hedged after the learned p95 (one hedge per call
+/// allowed), whose latencies so far are `latencies` and whose replicas
+/// are estimated at `first` and `other` ms: the first attempt goes to
+/// the one at `first` (the other is given calls in flight enough to be
+/// the more loaded).
+fn learned_race(latencies: &[u64], first: u64, other: u64) -> Dependency {
+    let mut config = config().endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+    config.retry = RetryConfig::default().max_attempts(1);
+    config.hedge = Some(HedgeConfig {
+        ratio: 1.0,
+        ..HedgeConfig::default()
+    });
+    let dep = dependency(config);
+    let hedging = dep.hedge.as_ref().unwrap();
+    for &latency in latencies {
+        hedging.observe(ms(latency));
+    }
+    let set = dep.endpoints.current();
+    set[0].load.observe(ms(first), Instant::now());
+    set[1].load.observe(ms(other), Instant::now());
+    dep
+}
+
+/// 200 answers of 45 to 55 ms, evenly: a partner whose slowest answers
+/// are a few milliseconds past its p95.
+fn tight() -> Vec<u64> {
+    (0..200).map(|i| 45 + i % 11).collect()
+}
+
+/// Calls in flight to the second replica, enough that the first attempt
+/// goes to the first.
+fn busy(dep: &Dependency) -> Vec<crate::client::endpoints::InFlight> {
+    let second = Arc::clone(&dep.endpoints.current()[1]);
+    (0..20).map(|_| second.start()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedge_a_first_attempt_as_late_as_the_dependency_gets_is_not_hedged_before_it_outlives_its_replica()
+ {
+    let dep = learned_race(&tight(), 60, 50);
+    let _busy = busy(&dep);
+    let delay = dep.hedge.as_ref().unwrap().delay().unwrap();
+    assert_eq!(delay, ms(55), "the p95 of 45 to 55 ms");
+    // Past the delay, within its replica's 60 ms: it answers first, no
+    // hedge is sent.
+    let ledger = Ledger::new();
+    let fake = Shaped::new(&[(200, 58), (200, 45)]);
+    let res = shaped(&dep, &ledger, 2000, &fake).await;
+    assert_eq!(res.response.status(), StatusCode::OK);
+    assert_eq!(
+        fake.sent(),
+        1,
+        "no hedge for an answer due within its replica's estimate"
+    );
+    assert!(
+        Arc::ptr_eq(
+            &fake.seen.lock().unwrap()[0].1.endpoint,
+            &dep.endpoints.current()[0]
+        ),
+        "the first attempt went to the replica estimated at 60 ms"
+    );
+
+    // Stuck: hedged once it has run its replica's estimate, not at the
+    // delay.
+    let dep = learned_race(&tight(), 60, 50);
+    let _busy = busy(&dep);
+    let fake = Shaped::new(&[(200, 1000), (200, 45)]);
+    let start = Instant::now();
+    let res = shaped(&dep, &Ledger::new(), 2000, &fake).await;
+    assert_eq!(res.response.status(), StatusCode::OK);
+    // The replica's 60 ms estimate, decayed over the 55 ms of the delay:
+    // 58.9 ms (the timer's next millisecond).
+    let hedge_at = fake.starts(start)[1].0;
+    assert!(hedge_at > ms(58) && hedge_at <= ms(60), "{hedge_at:?}");
+    assert_eq!(start.elapsed(), hedge_at + ms(45), "the hedge's answer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedge_a_replica_known_slow_is_hedged_at_the_delay() {
+    // The first attempt's replica is estimated 200 ms, the other 50: a
+    // hedge sent at 55 ms answers at about 105, before the first's 200.
+    let dep = learned_race(&tight(), 200, 50);
+    let _busy = busy(&dep);
+    let fake = Shaped::new(&[(200, 1000), (200, 45)]);
+    let start = Instant::now();
+    shaped(&dep, &Ledger::new(), 2000, &fake).await;
+    assert_eq!(fake.starts(start)[1].0, ms(55));
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedge_latencies_with_a_tail_are_hedged_at_the_delay() {
+    // 3 % of the answers take 500 ms: a first attempt still running at
+    // the p95 may well be one of them, and a hedge can win.
+    let latencies: Vec<u64> = (0..200)
+        .map(|i| if i % 33 == 0 { 500 } else { 50 })
+        .collect();
+    let dep = learned_race(&latencies, 60, 50);
+    let _busy = busy(&dep);
+    let delay = dep.hedge.as_ref().unwrap().delay().unwrap();
+    assert_eq!(delay, ms(50));
+    let fake = Shaped::new(&[(200, 1000), (200, 45)]);
+    let start = Instant::now();
+    shaped(&dep, &Ledger::new(), 2000, &fake).await;
+    assert_eq!(fake.starts(start)[1].0, delay);
+}
