@@ -484,10 +484,6 @@ struct Window {
     computed_at: Option<Instant>,
     dirty: bool,
     effective: Effective,
-    /// The window's median and p99 when it had `min_samples`, computed
-    /// with the floor ([`LearnedFloor::spread`]): for a hedge delay.
-    #[cfg(any(feature = "client", feature = "grpc", test))]
-    spread: Option<Spread>,
 }
 
 /// How far a learned latency distribution reaches past its middle: its
@@ -541,8 +537,6 @@ impl LearnedFloor {
                 computed_at: None,
                 dirty: false,
                 effective: cold,
-                #[cfg(any(feature = "client", feature = "grpc", test))]
-                spread: None,
             }),
             gauge: OnceLock::new(),
         })
@@ -614,13 +608,6 @@ impl LearnedFloor {
             let rotated = self.rotate(&mut w, now);
             if w.dirty || rotated || w.computed_at.is_none() {
                 w.effective = self.compute(&mut w);
-                #[cfg(any(feature = "client", feature = "grpc", test))]
-                {
-                    w.spread = (w.scratch.len() >= self.config.min_samples).then(|| Spread {
-                        p50: Duration::from_micros(w.scratch.value_at_quantile(0.5)),
-                        p99: Duration::from_micros(w.scratch.value_at_quantile(0.99)),
-                    });
-                }
                 w.dirty = false;
                 if let Some(dependency) = self.gauge.get() {
                     crate::telemetry::meter::floor(dependency, w.effective.floor.get());
@@ -632,11 +619,16 @@ impl LearnedFloor {
     }
 
     /// The window's median and p99 as of the last [`current`](Self::current)
-    /// (recomputed with the floor, at most every `REFRESH`); `None` while
-    /// the window has fewer than `min_samples` samples.
+    /// (read from the window the floor was computed from, at most
+    /// `REFRESH` old); `None` while it had fewer than `min_samples`
+    /// samples.
     #[cfg(any(feature = "client", feature = "grpc", test))]
     pub(crate) fn spread(&self) -> Option<Spread> {
-        self.lock().spread
+        let w = self.lock();
+        (w.scratch.len() >= self.config.min_samples).then(|| Spread {
+            p50: Duration::from_micros(w.scratch.value_at_quantile(0.5)),
+            p99: Duration::from_micros(w.scratch.value_at_quantile(0.99)),
+        })
     }
 
     /// Drops the older histogram when half a window has passed; true when

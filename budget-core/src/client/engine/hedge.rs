@@ -129,9 +129,7 @@ impl Race<'_> {
             tokio::select! {
                 biased;
                 result = &mut first => {
-                    let declined = Declined::CannotWin;
-                    tracing::debug!(dependency = %name, reason = declined.label(), "hedge not sent");
-                    meter::hedge_declined_by(name, declined.label(), 1);
+                    self.declined(Declined::CannotWin);
                     self.settle(first_breaker, &result);
                     return Raced::alone(result, started);
                 }
@@ -141,8 +139,7 @@ impl Race<'_> {
         let (_permit, mut hedge) = match self.admit(&first_chosen.endpoint) {
             Ok(admitted) => admitted,
             Err(declined) => {
-                tracing::debug!(dependency = %name, reason = declined.label(), "hedge not sent");
-                meter::hedge_declined_by(name, declined.label(), 1);
+                self.declined(declined);
                 let result = first.await;
                 self.settle(first_breaker, &result);
                 return Raced::alone(result, started);
@@ -260,7 +257,7 @@ impl Race<'_> {
     /// that outlives its replica's estimate is stuck, and is hedged then.
     /// `None`: the hedge is due now.
     fn held_until(&self, first: &Chosen, delay: Duration) -> Option<Instant> {
-        if !first.balanced || self.hedging.tail_past(delay) {
+        if !first.balanced {
             return None;
         }
         let now = Instant::now();
@@ -274,10 +271,20 @@ impl Race<'_> {
             .filter(|e| !std::ptr::eq(&***e, &*first.endpoint))
             .filter_map(|e| e.load.estimate(now))
             .min();
-        if fastest_other.is_some_and(|other| delay.saturating_add(other) < expected) {
+        if fastest_other.is_some_and(|other| delay.saturating_add(other) < expected)
+            || self.hedging.tail_past(delay)
+        {
             return None;
         }
         self.started.checked_add(expected)
+    }
+
+    /// A hedge that was due and not sent, and why: the log line and the
+    /// counter.
+    fn declined(&self, why: Declined) {
+        let name = &self.dep.name;
+        tracing::debug!(dependency = %name, reason = why.label(), "hedge not sent");
+        meter::hedge_declined_by(name, why.label(), 1);
     }
 
     /// A hedge may be sent when what is left covers the floor, an
