@@ -217,11 +217,15 @@ fn hedges_are_counted_by_result_from_zero() {
             "{METRIC_HEDGES_TOTAL}{{{LABEL_DEPENDENCY}=\"pricing\",{LABEL_RESULT}=\"{result}\"}}"
         )
     };
-    let declined = format!(
-        "{METRIC_HEDGES_DECLINED_TOTAL}{{{LABEL_DEPENDENCY}=\"pricing\",{LABEL_REASON}=\"hedge_budget\"}}"
-    );
+    let declined = |reason: &str| {
+        format!(
+            "{METRIC_HEDGES_DECLINED_TOTAL}{{{LABEL_DEPENDENCY}=\"pricing\",{LABEL_REASON}=\"{reason}\"}}"
+        )
+    };
     assert_eq!(value(&before, &series("won")), Some(0.0), "{before}");
-    assert_eq!(value(&before, &declined), Some(0.0), "{before}");
+    for reason in ["hedge_budget", "cannot_win"] {
+        assert_eq!(value(&before, &declined(reason)), Some(0.0), "{before}");
+    }
     assert_eq!(value(&after, &series("won")), Some(1.0), "{after}");
     assert_eq!(value(&after, &series("lost")), Some(0.0), "{after}");
 }

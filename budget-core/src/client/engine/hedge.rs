@@ -117,24 +117,16 @@ impl Race<'_> {
         let first_breaker = first_chosen.breaker.take();
         let started = self.started;
         let due = started.checked_add(delay).unwrap_or(started);
-        tokio::select! {
-            biased;
-            result = &mut first => {
-                self.settle(first_breaker, &result);
-                return Raced::alone(result, started);
-            }
-            () = tokio::time::sleep_until(due) => {}
+        if let Some(result) = answered_before(first.as_mut(), due).await {
+            self.settle(first_breaker, &result);
+            return Raced::alone(result, started);
         }
-        if let Some(until) = self.held_until(first_chosen, delay) {
-            tokio::select! {
-                biased;
-                result = &mut first => {
-                    self.declined(Declined::CannotWin);
-                    self.settle(first_breaker, &result);
-                    return Raced::alone(result, started);
-                }
-                () = tokio::time::sleep_until(until) => {}
-            }
+        if let Some(until) = self.held_until(first_chosen, delay)
+            && let Some(result) = answered_before(first.as_mut(), until).await
+        {
+            self.declined(Declined::CannotWin);
+            self.settle(first_breaker, &result);
+            return Raced::alone(result, started);
         }
         let (_permit, mut hedge) = match self.admit(&first_chosen.endpoint) {
             Ok(admitted) => admitted,
@@ -312,6 +304,16 @@ impl Race<'_> {
             return Err(Declined::HedgeBudget);
         }
         Ok((permit, chosen))
+    }
+}
+
+/// The first attempt's result, when it comes before `at` (first if both
+/// are ready); `None` once `at` has passed.
+async fn answered_before<P: Future>(first: Pin<&mut P>, at: Instant) -> Option<P::Output> {
+    tokio::select! {
+        biased;
+        result = first => Some(result),
+        () = tokio::time::sleep_until(at) => None,
     }
 }
 
