@@ -46,7 +46,7 @@ pub(crate) async fn admit<'a>(dep: &'a Dependency, plan: &Plan) -> Result<Admitt
     // One endpoint (the usual case) is chosen without an await; a name's
     // first lookup is boxed, so that only dependencies with replicas carry
     // its state in the call's future.
-    let chosen = match choose::only(dep) {
+    let mut chosen = match choose::only(dep) {
         Some(only) => only,
         None => Box::pin(choose::first(dep, timing.remaining())).await,
     }
@@ -68,7 +68,17 @@ pub(crate) async fn admit<'a>(dep: &'a Dependency, plan: &Plan) -> Result<Admitt
                     Entry::local(format!("{name}{QUEUE_SUFFIX}"), waited, None),
                 );
             }
-            Some(acquired.map_err(refuse)?)
+            let permit = acquired.map_err(refuse)?;
+            if waited.is_some() && chosen.balanced {
+                // Chosen again: the replicas' loads and breakers moved
+                // while the call waited (tower's balancer, too, chooses
+                // when the call can go). The first choice's breaker
+                // permit is dropped unheard, which is neutral.
+                drop(chosen);
+                chosen = choose::next(dep, timing.remaining(), None)
+                    .map_err(|not| refuse(not.into()))?;
+            }
+            Some(permit)
         }
         None => None,
     };
@@ -186,6 +196,37 @@ mod tests {
             })
             .collect();
         assert_eq!(waited, [ms(40)]);
+    }
+
+    /// A call that waited for its permit goes where the choice falls when
+    /// it gets it: the replica chosen at its arrival opened its circuit
+    /// in the meantime, and the call goes to the other one.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_waited_for_its_permit_chooses_its_replica_again() {
+        use crate::breaker::{BreakerConfig, Verdict};
+        let dep = dependency(
+            DependencyConfig::new("pricing", "http://127.0.0.1:9000/")
+                .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"])
+                .breaker(BreakerConfig::default().failure_threshold(1))
+                .concurrency(1),
+        );
+        let set = dep.endpoints.current();
+        // Replica 0 the faster: the choice at arrival.
+        set[0].load.observe(ms(10), Instant::now());
+        set[1].load.observe(ms(500), Instant::now());
+        let held = dep.permits.as_ref().unwrap().try_acquire().unwrap();
+        let ledger = Ledger::new();
+        let plan = plan(Timing::Budget(Budget::new(ms(1000))), &ledger, true);
+        let meanwhile = async {
+            tokio::time::sleep(ms(40)).await;
+            let breaker = set[0].breaker.as_ref().unwrap();
+            breaker.try_acquire().unwrap().record(Verdict::Failure);
+            drop(held);
+        };
+        let (admitted, ()) = tokio::join!(admit(&dep, &plan), meanwhile);
+        let admitted = admitted.unwrap();
+        assert_eq!(admitted.chosen.endpoint, set[1]);
+        assert!(admitted.chosen.breaker.is_some());
     }
 
     #[tokio::test(start_paused = true)]
