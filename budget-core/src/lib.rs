@@ -105,5 +105,8 @@ pub mod server;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "client", feature = "grpc"))))]
 pub mod client;
 
+#[cfg(any(feature = "client", feature = "grpc"))]
+mod outbound;
+
 pub use budget::{Budget, Exhausted};
 pub use error::error_chain;

@@ -11,9 +11,9 @@ use http::{HeaderMap, Method};
 use reqwest::Url;
 
 use super::call::AttemptResult;
-use super::engine::{AttemptError, AttemptSpec};
 use crate::context::InboundTrace;
 use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
+use crate::outbound::{AttemptError, AttemptSpec};
 use crate::retry::TransportKind;
 use crate::telemetry::trace;
 

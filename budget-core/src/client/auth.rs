@@ -70,11 +70,11 @@ use http::HeaderValue;
 use http::header::AUTHORIZATION;
 use tokio::time::Instant;
 
-use super::engine::Timing;
-use super::error::{BoxError, CallError, CallErrorKind, error_chain};
 use super::response::BudgetResponse;
 use crate::floor::Floor;
 use crate::ledger::{Entry, Ledger};
+use crate::outbound::Timing;
+use crate::outbound::error::{BoxError, CallError, CallErrorKind, error_chain};
 use crate::single_flight::SingleFlight;
 
 /// The ledger metric suffix for the time a call waited for a bearer token

@@ -8,12 +8,12 @@ use reqwest::Url;
 
 use super::auth::{Auth, TokenSource};
 use super::config::{DependencyConfig, Settings, TimeoutMode};
-use super::error::error_chain;
-use super::permits::Permits;
 use super::request::RequestBuilder;
 use crate::breaker::{BreakerRegistry, CircuitBreaker};
 use crate::clock::{SystemClock, WallClock};
 use crate::config::ConfigError;
+use crate::outbound::error::error_chain;
+use crate::outbound::permits::Permits;
 use crate::retry::RetryBudget;
 
 /// A budget-aware HTTP client for one dependency.

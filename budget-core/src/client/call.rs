@@ -1,4 +1,4 @@
-//! The HTTP client's pass of the [call engine](super::engine): an
+//! The HTTP client's pass of the [call engine](crate::outbound): an
 //! attempt is a buffered `http::Response<Bytes>`, and the call's answer a
 //! [`BudgetResponse`].
 
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::config::Settings;
-use super::engine::{self, AttemptError, AttemptSpec, Plan};
-use super::error::CallError;
 use super::response::BudgetResponse;
 use crate::clock::WallClock;
+use crate::outbound::error::CallError;
+use crate::outbound::{self, AttemptError, AttemptSpec, Plan};
 
 /// The result of one HTTP attempt.
 pub(crate) type AttemptResult = Result<http::Response<Bytes>, AttemptError>;
@@ -30,7 +30,7 @@ where
     F: Future<Output = AttemptResult> + 'a,
 {
     let dep = &settings.dependency;
-    engine::run(dep, clock, plan, attempt, move |finished| {
+    outbound::run(dep, clock, plan, attempt, move |finished| {
         BudgetResponse::new(
             finished.response,
             Arc::clone(&dep.name),
@@ -57,12 +57,12 @@ mod tests {
     use crate::admission::criticality::Criticality;
     use crate::breaker::BreakerConfig;
     use crate::budget::Budget;
-    use crate::client::engine::Timing;
-    use crate::client::engine::testing::{Shaped, clock, config, ms, plan, response};
-    use crate::client::error::CallErrorKind;
-    use crate::client::permits::Permit;
     use crate::floor::Floor;
     use crate::ledger::{Entry, Ledger};
+    use crate::outbound::Timing;
+    use crate::outbound::error::CallErrorKind;
+    use crate::outbound::permits::Permit;
+    use crate::outbound::testing::{Shaped, clock, config, ms, plan, response};
     use crate::retry::{Jitter, RetryBudgetConfig};
 
     /// A fake dependency: each attempt takes `took`, answers the next

@@ -8,10 +8,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::endpoints::{Breakers, DEFAULT_RESOLVE_INTERVAL, Endpoints};
-use super::engine::Dependency;
-use super::hedge::HedgeConfig;
-use super::permits::Permits;
 use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
 use crate::admission::limit::LimitConfig;
 use crate::admission::queue::QueueConfig;
@@ -19,6 +15,10 @@ use crate::breaker::{BreakerConfig, BreakerRegistry};
 use crate::config::ConfigError;
 use crate::floor::FloorConfig;
 use crate::ledger::is_tchar;
+use crate::outbound::Dependency;
+use crate::outbound::endpoints::{Breakers, DEFAULT_RESOLVE_INTERVAL, Endpoints};
+use crate::outbound::hedging::HedgeConfig;
+use crate::outbound::permits::Permits;
 use crate::retry::{RetryBudgetConfig, RetryConfig};
 
 /// The connect cap when the config does not say: 1 s.
@@ -818,7 +818,8 @@ impl DependencyConfig {
         if hedge.is_some() {
             crate::telemetry::meter::register_hedging(
                 &name,
-                super::hedge::Declined::ALL.map(super::hedge::Declined::label),
+                crate::outbound::hedging::Declined::ALL
+                    .map(crate::outbound::hedging::Declined::label),
             );
         }
         Ok(Settings {

@@ -161,25 +161,20 @@ mod budget_client;
 #[cfg(feature = "client")]
 mod call;
 mod config;
-pub(crate) mod endpoints;
-pub(crate) mod engine;
-mod error;
-mod hedge;
 mod optional;
-mod permits;
 #[cfg(feature = "client")]
 mod request;
 mod response;
 pub mod stale;
 
+pub use crate::outbound::QUEUE_SUFFIX;
+pub use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;
 #[cfg(feature = "client")]
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     DependencyConfig, OnUnavailable, TimeoutMode,
 };
-pub use endpoints::DEFAULT_RESOLVE_INTERVAL;
-pub use engine::QUEUE_SUFFIX;
 pub use optional::{OptionalResponse, Skipped};
 
 /// The old name of [`TimeoutMode`] (how a client spends time: from the
@@ -192,10 +187,10 @@ pub use optional::{OptionalResponse, Skipped};
 /// ```
 #[deprecated(note = "renamed to `TimeoutMode`")]
 pub type Mode = TimeoutMode;
-pub use error::{
+pub use crate::outbound::error::{
     AttemptTimedOut, BodyTooLarge, BoxError, CallError, CallErrorKind, NoPermitInBudget,
 };
-pub use hedge::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
+pub use crate::outbound::hedging::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 #[cfg(feature = "client")]
 pub use request::RequestBuilder;
 pub use response::BudgetResponse;

@@ -42,8 +42,8 @@
 
 use std::fmt;
 
-use super::error::CallError;
 use super::response::BudgetResponse;
+use crate::outbound::error::CallError;
 
 /// The answer of [`send_optional`](super::RequestBuilder::send_optional):
 /// the dependency's response, or the skip of a call that could not be made.

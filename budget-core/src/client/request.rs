@@ -15,8 +15,6 @@ use super::auth;
 use super::budget_client::{BudgetClient, Inner};
 use super::call;
 use super::config::{OnUnavailable, TimeoutMode};
-use super::engine::{Plan, Rpc, Timing};
-use super::error::{BoxError, CallError, CallErrorKind};
 use super::optional::{OptionalResponse, Skipped};
 use super::response::BudgetResponse;
 use super::stale::StaleCache;
@@ -24,6 +22,8 @@ use crate::admission::criticality::{Criticality, REQUEST_CRITICALITY};
 use crate::budget::Budget;
 use crate::context::{self, RequestContext};
 use crate::ledger::{Entry, Ledger};
+use crate::outbound::error::{BoxError, CallError, CallErrorKind};
+use crate::outbound::{Plan, Rpc, Timing};
 use crate::retry::is_idempotent;
 
 /// A call being put together; [`send`](Self::send) makes it.

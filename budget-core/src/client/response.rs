@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode, Version};
 use serde::de::DeserializeOwned;
 
-use super::error::{CallError, CallErrorKind};
+use crate::outbound::error::{CallError, CallErrorKind};
 use crate::problem::{Problem, ProblemKind};
 
 /// A dependency's HTTP answer, of any status, with its body already read.

@@ -88,10 +88,10 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::config::OnUnavailable;
-use super::error::{CallError, CallErrorKind};
 use super::response::BudgetResponse;
 use crate::config::ConfigError;
 use crate::ledger::{Entry, Ledger};
+use crate::outbound::error::{CallError, CallErrorKind};
 use crate::telemetry::{meter, trace};
 
 /// The oldest answer served when the config does not say: 30 s, longer

@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 use http::{Request, Uri};
 use tower_service::Service;
 
-use crate::client::endpoints::Endpoints;
+use crate::outbound::endpoints::Endpoints;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

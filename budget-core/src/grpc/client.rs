@@ -19,8 +19,6 @@ use tower_service::Service;
 use crate::Budget;
 use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
-use crate::client::endpoints::Endpoints;
-use crate::client::engine::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
 use crate::client::stale::{StaleCache, stands_in_for_error};
 use crate::client::{CallErrorKind, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
@@ -31,6 +29,8 @@ use crate::grpc::channels::set_origin;
 use crate::grpc::stale::{self, Fallback};
 use crate::grpc::{EndpointChannels, GrpcCode, grpc_answer};
 use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
+use crate::outbound::endpoints::Endpoints;
+use crate::outbound::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
 use crate::problem::{Problem, ProblemBody, ProblemKind};
 use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig, TransportKind};
 use crate::telemetry::carry;
@@ -620,7 +620,7 @@ impl<S> Call<S> {
                 })
             }
         };
-        match engine::run(&config.dependency, &SystemClock, plan, attempt, |f| {
+        match outbound::run(&config.dependency, &SystemClock, plan, attempt, |f| {
             f.response
         })
         .await

@@ -156,7 +156,7 @@ mod tests {
     async fn a_replica_that_refuses_connections_cuts_its_own_limit_only() {
         use crate::admission::limit::{AdaptiveLimitConfig, LimitConfig};
         use crate::client::DependencyConfig;
-        use crate::client::engine::choose;
+        use crate::outbound::choose;
         let dep = DependencyConfig::new("pricing", "http://127.0.0.1:9/")
             .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"])
             .concurrency(LimitConfig::Adaptive(AdaptiveLimitConfig::default()))

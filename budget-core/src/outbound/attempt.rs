@@ -10,8 +10,8 @@ use super::Dependency;
 use super::choose::Chosen;
 use super::timing::{AttemptWindow, Timing};
 use crate::breaker::{BreakerPermit, Verdict};
-use crate::client::endpoints::Endpoint;
-use crate::client::error::{AttemptTimedOut, BodyTooLarge, BoxError, CallError};
+use crate::outbound::endpoints::Endpoint;
+use crate::outbound::error::{AttemptTimedOut, BodyTooLarge, BoxError, CallError};
 use crate::retry::TransportKind;
 
 /// What one attempt is told.

@@ -10,11 +10,11 @@ use super::choose::{self, Chosen, NotChosen};
 use super::record::{self, QUEUE_SUFFIX, Refusal};
 use super::{Dependency, Plan, Timing};
 use crate::admission::criticality::Criticality;
-use crate::client::error::CallError;
-use crate::client::hedge::Hedging;
-use crate::client::permits::{Permit, Permits};
 use crate::floor::Floor;
 use crate::ledger::Entry;
+use crate::outbound::error::CallError;
+use crate::outbound::hedging::Hedging;
+use crate::outbound::permits::{Permit, Permits};
 use crate::retry::RetryBudget;
 
 /// A call let through: the permits it holds and the budgets that pay for

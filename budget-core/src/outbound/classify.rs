@@ -88,9 +88,9 @@ mod tests {
 
     use super::*;
     use crate::admission::criticality::Criticality;
-    use crate::client::engine::{AttemptError, Timing};
     use crate::clock::FixedClock;
     use crate::grpc::Pushback;
+    use crate::outbound::{AttemptError, Timing};
     use crate::retry::TransportKind;
 
     fn plan(refreshes_auth: bool, rpc: Rpc) -> Plan {

@@ -37,7 +37,7 @@ pub(crate) use crate::error_chain;
 pub enum CallErrorKind {
     /// Budget mode, and no budget: the call was made outside a budget-aware
     /// request (no [`context`](crate::context)) and none was given with
-    /// [`budget`](super::RequestBuilder::budget). A bug in the caller.
+    /// [`budget`](crate::client::RequestBuilder::budget). A bug in the caller.
     NoBudget,
     /// Not made: what is left of the budget (net of the reserve) is below
     /// the dependency's floor, or nothing is left at all.
@@ -59,19 +59,19 @@ pub enum CallErrorKind {
     /// `max_body`.
     Body,
     /// The dependency answered with an error status
-    /// ([`BudgetResponse::error_for_status`](super::BudgetResponse::error_for_status)).
+    /// ([`BudgetResponse::error_for_status`](crate::client::BudgetResponse::error_for_status)).
     Status,
     /// The response body is not what the caller expected (JSON).
     Decode,
     /// The request could not be built (a bad header, path or JSON body).
     Request,
-    /// Not made: the dependency's [token source](super::auth::TokenSource) gave
+    /// Not made: the dependency's [token source](crate::client::auth::TokenSource) gave
     /// no bearer token for the call's first attempt (it failed, or did not
     /// answer while the budget still allowed the call; see
-    /// [`TokenUnavailable`](super::auth::TokenUnavailable) in the source chain).
+    /// [`TokenUnavailable`](crate::client::auth::TokenUnavailable) in the source chain).
     Auth,
     /// Not made: the dependency's host name gave no endpoints (never
-    /// resolved; see [`DependencyConfig::resolve_interval`](super::DependencyConfig::resolve_interval)).
+    /// resolved; see [`DependencyConfig::resolve_interval`](crate::client::DependencyConfig::resolve_interval)).
     /// A `502 dependency-failed`: no waiting makes a name resolve.
     Unresolved,
     /// Anything else (TLS, protocol).
@@ -109,7 +109,7 @@ impl CallErrorKind {
     /// not be called in time ([`BelowFloor`](Self::BelowFloor),
     /// [`CircuitOpen`](Self::CircuitOpen), [`NoPermit`](Self::NoPermit)):
     /// the cases `on_unavailable = "skip"` turns into a
-    /// [`Skipped`](super::Skipped).
+    /// [`Skipped`](crate::client::Skipped).
     ///
     /// ```
     /// use budget_core::client::CallErrorKind;
@@ -144,8 +144,8 @@ impl fmt::Display for CallErrorKind {
 /// A dependency call that produced no usable response.
 ///
 /// An HTTP answer of any status is *not* a `CallError`: `send()` returns it
-/// as a [`BudgetResponse`](super::BudgetResponse) (as reqwest does), and
-/// [`error_for_status`](super::BudgetResponse::error_for_status) turns an
+/// as a [`BudgetResponse`](crate::client::BudgetResponse) (as reqwest does), and
+/// [`error_for_status`](crate::client::BudgetResponse::error_for_status) turns an
 /// error status into one when the caller wants `?`.
 ///
 /// The source chain is intact: the floor's [`BelowFloor`](crate::floor::BelowFloor),
@@ -302,7 +302,7 @@ impl CallError {
     }
 
     /// Keeps `note`, the ledger's skip note of a call not made, for
-    /// [`Skipped::reason`](super::Skipped::reason).
+    /// [`Skipped::reason`](crate::client::Skipped::reason).
     pub(crate) fn with_skip_note(mut self, note: String) -> Self {
         self.skip_note = Some(note);
         self

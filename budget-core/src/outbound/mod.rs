@@ -28,12 +28,19 @@
 //! paused clock and no sockets; the transports (reqwest, a tonic channel)
 //! each provide one.
 
+// With `grpc` alone some of the HTTP client's parts are built but unread.
+#![cfg_attr(not(feature = "client"), allow(dead_code))]
+
 mod admission;
 mod attempt;
 mod choose;
 mod classify;
+pub(crate) mod endpoints;
+pub(crate) mod error;
 mod hedge;
+pub(crate) mod hedging;
 mod learn;
+pub(crate) mod permits;
 mod record;
 mod retry;
 #[cfg(test)]
@@ -46,15 +53,15 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::endpoints::Endpoints;
-use super::error::CallError;
-use super::hedge::Hedging;
-use super::permits::{Permit, Permits};
 use crate::admission::criticality::Criticality;
 use crate::clock::WallClock;
 use crate::floor::DependencyFloor;
 use crate::ledger::Ledger;
 use crate::retry::{Decision, Outcome, RetryBudget, RetryPolicy};
+use endpoints::Endpoints;
+use error::CallError;
+use hedging::Hedging;
+use permits::{Permit, Permits};
 
 pub(crate) use attempt::{AttemptError, AttemptSpec};
 pub(crate) use classify::Answer;

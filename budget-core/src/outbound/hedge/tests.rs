@@ -6,10 +6,10 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::budget::Budget;
-use crate::client::engine::testing::{Shaped, clock, config, ms, plan};
-use crate::client::engine::{self, Dependency, Finished, Timing};
 use crate::client::{DependencyConfig, HedgeConfig};
 use crate::ledger::Ledger;
+use crate::outbound::testing::{Shaped, clock, config, ms, plan};
+use crate::outbound::{self, Dependency, Finished, Timing};
 use crate::retry::RetryConfig;
 
 /// `config()` with hedging after a fixed `delay`, one hedge per call
@@ -35,7 +35,7 @@ async fn shaped(
     budget: u64,
     fake: &Shaped,
 ) -> Finished<http::Response<Bytes>> {
-    engine::run(
+    outbound::run(
         dep,
         &clock(),
         plan(Timing::Budget(Budget::new(ms(budget))), ledger),
@@ -53,7 +53,7 @@ async fn hedge_a_slow_first_attempt_is_hedged_after_the_delay_and_the_first_answ
     let fake = Shaped::new(&[(200, 1000), (200, 30)]);
     let start = Instant::now();
     let budget = Budget::new(ms(2000));
-    let res = engine::run(
+    let res = outbound::run(
         &dep,
         &clock(),
         plan(Timing::Budget(budget), &ledger),
@@ -212,13 +212,13 @@ async fn hedge_never_for_a_call_that_may_not_be_sent_twice_nor_in_fixed_mode() {
     let fake = Shaped::new(&[(200, 300), (200, 10)]);
     let mut once = plan(Timing::Budget(Budget::new(ms(2000))), &ledger);
     once.may_retry = false;
-    engine::run(&dep, &clock(), once, |s| fake.attempt(s), identity)
+    outbound::run(&dep, &clock(), once, |s| fake.attempt(s), identity)
         .await
         .unwrap();
     assert_eq!(fake.sent(), 1, "a POST without a key is sent once");
 
     let fake = Shaped::new(&[(200, 300), (200, 10)]);
-    engine::run(
+    outbound::run(
         &dep,
         &clock(),
         plan(Timing::Fixed(ms(2000)), &ledger),
@@ -306,7 +306,7 @@ fn tight() -> Vec<u64> {
 
 /// Calls in flight to the second replica, enough that the first attempt
 /// goes to the first.
-fn busy(dep: &Dependency) -> Vec<crate::client::endpoints::InFlight> {
+fn busy(dep: &Dependency) -> Vec<crate::outbound::endpoints::InFlight> {
     let second = Arc::clone(&dep.endpoints.current()[1]);
     (0..20).map(|_| second.start()).collect()
 }

@@ -14,11 +14,11 @@ use super::{Dependency, Plan, Rpc};
 use crate::admission::queue::{Refusal as QueueRefusal, RefusalReason};
 use crate::breaker::CircuitOpen;
 use crate::budget::whole_millis;
-use crate::client::endpoints::ResolveError;
-use crate::client::error::{CallError, CallErrorKind, NoPermitInBudget};
-use crate::client::hedge::HEDGE_SUFFIX;
 use crate::floor::{BelowFloor, Floor};
 use crate::ledger::{Entry, Ledger};
+use crate::outbound::endpoints::ResolveError;
+use crate::outbound::error::{CallError, CallErrorKind, NoPermitInBudget};
+use crate::outbound::hedging::HEDGE_SUFFIX;
 use crate::retry::Outcome;
 use crate::telemetry::semconv::{
     OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, OUTCOME_UNRESOLVED,

@@ -82,7 +82,7 @@ pub enum HedgeDelay {
     Fixed(Duration),
     /// Never: no hedge is sent (`hedge = "off"`). The way to turn off the
     /// hedging a dependency with replicas has by default
-    /// ([`DependencyConfig::hedge`](super::DependencyConfig::hedge)).
+    /// ([`DependencyConfig::hedge`](crate::client::DependencyConfig::hedge)).
     Off,
 }
 
@@ -150,7 +150,7 @@ const OFF: &str = "off";
 /// | `window` | how long latency samples and hedge deposits count, 1 s to 60 s | `10s` |
 /// | `ratio` | hedges per hedgeable call at most, in (0, 1] | `0.1` |
 ///
-/// Absent (the default of [`DependencyConfig`](super::DependencyConfig)):
+/// Absent (the default of [`DependencyConfig`](crate::client::DependencyConfig)):
 /// no hedging for a dependency with one endpoint; for one with replicas
 /// (an `endpoints` list, or a host name that may resolve to several
 /// addresses), every default, and a hedge is sent only to another replica

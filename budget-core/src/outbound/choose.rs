@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::Dependency;
 use crate::breaker::{BreakerPermit, CircuitOpen};
-use crate::client::endpoints::{Endpoint, InFlight, ResolveError};
+use crate::outbound::endpoints::{Endpoint, InFlight, ResolveError};
 
 /// Up to how many endpoints the choice compares them all; beyond, two
 /// drawn at random.

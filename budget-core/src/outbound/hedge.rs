@@ -18,10 +18,10 @@ use super::{Dependency, Plan};
 use super::{learn, record};
 use crate::breaker::BreakerPermit;
 use crate::budget::whole_millis;
-use crate::client::hedge::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
-use crate::client::permits::Permit;
 use crate::clock::WallClock;
 use crate::ledger::Entry;
+use crate::outbound::hedging::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
+use crate::outbound::permits::Permit;
 use crate::telemetry::meter;
 
 /// A first attempt that may be hedged.
@@ -285,7 +285,7 @@ impl Race<'_> {
     /// hedge budget has one; the permits are held until the race ends.
     fn admit(
         &self,
-        first: &crate::client::endpoints::Endpoint,
+        first: &crate::outbound::endpoints::Endpoint,
     ) -> Result<(Option<Permit>, Chosen), Declined> {
         let dep = self.dep;
         if self.plan.timing.check_floor(&dep.floor.current()).is_err() {
