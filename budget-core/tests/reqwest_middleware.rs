@@ -85,7 +85,7 @@ async fn rule1_the_dependency_is_told_the_budget_less_the_reserve_and_the_ledger
 async fn rule2_below_the_floor_no_request_is_made_and_the_error_is_a_typed_call_error() {
     bounded_by(10, async {
         let partner = Partner::start(vec![Answer::status(200)]).await;
-        let pricing = client(BudgetMiddleware::new("pricing").with_floor(ms(100)));
+        let pricing = client(BudgetMiddleware::new("pricing").floor(ms(100)));
         let cx = context(ms(150), ms(60));
         let err = cx
             .clone()
@@ -113,7 +113,8 @@ async fn rule2_below_the_floor_no_request_is_made_and_the_error_is_a_typed_call_
 
 /// §2 rules 1 and 2: a dependency slower than the budget is cut off when
 /// the budget (less the reserve) runs out, not when it answers; the error
-/// is reqwest's own timeout, and the ledger says `timeout`.
+/// is the client's `CallError` (the budget ran out: the contract's 504),
+/// and the ledger says `timeout`.
 #[tokio::test]
 async fn rule1_a_slow_dependency_is_cut_off_at_the_budget() {
     bounded_by(10, async {
@@ -127,7 +128,10 @@ async fn rule1_a_slow_dependency_is_cut_off_at_the_budget() {
             .await
             .unwrap_err();
         let took = start.elapsed();
-        assert!(err.is_timeout(), "{err:?}");
+        let call = call_error(&err);
+        assert_eq!(call.kind(), CallErrorKind::Timeout, "{call}");
+        assert!(call.is_budget_exhausted(), "{call}");
+        assert_eq!(call.problem().status, 504);
         assert!(
             took >= ms(290) && took < ms(1200),
             "cut off after {took:?}, budget less reserve 300 ms"
@@ -181,7 +185,7 @@ async fn rule1_the_request_s_own_shorter_timeout_is_kept() {
             .await
             .unwrap_err();
         let took = start.elapsed();
-        assert!(err.is_timeout(), "{err:?}");
+        assert_eq!(call_error(&err).kind(), CallErrorKind::Timeout, "{err}");
         assert!(took >= ms(240) && took < ms(1200), "cut off after {took:?}");
         assert_eq!(partner.seen()[0].budget_ms, Some(250));
     })
@@ -195,7 +199,7 @@ async fn rule1_the_request_s_own_shorter_timeout_is_kept() {
 async fn rule1_the_attempt_timeout_caps_the_budget_sent() {
     bounded_by(10, async {
         let partner = Partner::start(vec![Answer::status(200)]).await;
-        let pricing = client(BudgetMiddleware::new("pricing").with_attempt_timeout(ms(700)));
+        let pricing = client(BudgetMiddleware::new("pricing").attempt_timeout(ms(700)));
         let cx = context(ms(5000), ms(0));
         cx.scope(pricing.get(partner.url("/quote")).send())
             .await
@@ -211,7 +215,7 @@ async fn rule1_the_attempt_timeout_caps_the_budget_sent() {
 async fn outside_a_budget_scope_the_request_passes_untouched() {
     bounded_by(10, async {
         let partner = Partner::start(vec![Answer::status(200).after(ms(400))]).await;
-        let pricing = client(BudgetMiddleware::new("pricing").with_floor(ms(100)));
+        let pricing = client(BudgetMiddleware::new("pricing").floor(ms(100)));
         assert!(context::current().is_none());
         let res = pricing.get(partner.url("/quote")).send().await.unwrap();
         assert_eq!(res.status(), 200);

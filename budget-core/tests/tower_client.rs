@@ -10,8 +10,9 @@ use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::time::Duration;
 
-use budget_core::adapters::tower::{BudgetElapsed, OutboundBudgetLayer};
+use budget_core::adapters::tower::OutboundBudgetLayer;
 use budget_core::admission::criticality::Criticality;
+use budget_core::client::{AttemptTimedOut, CallError, CallErrorKind};
 use budget_core::context::RequestContext;
 use budget_core::floor::BelowFloor;
 use budget_core::ledger::Entry;
@@ -100,14 +101,14 @@ async fn the_caller_s_trace_context_is_passed_on_unless_the_request_has_one() {
 }
 
 /// §2 rule 2: with less left than the floor the inner client is not
-/// called (the dependency sees nothing), the error is a `BelowFloor`, and
-/// the ledger says why.
+/// called (the dependency sees nothing), the error is the client's
+/// `CallError` (its source the `BelowFloor`), and the ledger says why.
 #[tokio::test]
 async fn rule2_below_the_floor_no_request_is_made_and_the_error_is_below_floor() {
     bounded_by(10, async {
         let partner = Partner::start(vec![Answer::status(200)]).await;
         let pricing = OutboundBudgetLayer::new("pricing")
-            .with_floor(ms(100))
+            .floor(ms(100))
             .layer(http());
         let cx = context(ms(150), ms(60));
         let err: BoxError = cx
@@ -115,9 +116,13 @@ async fn rule2_below_the_floor_no_request_is_made_and_the_error_is_below_floor()
             .scope(pricing.oneshot(get(&partner.url("/quote"))))
             .await
             .unwrap_err();
-        let below = err
-            .downcast_ref::<BelowFloor>()
-            .unwrap_or_else(|| panic!("not BelowFloor: {err:?}"));
+        let call = err
+            .downcast_ref::<CallError>()
+            .unwrap_or_else(|| panic!("not a CallError: {err:?}"));
+        assert_eq!(call.kind(), CallErrorKind::BelowFloor);
+        let below = std::error::Error::source(call)
+            .and_then(|s| s.downcast_ref::<BelowFloor>())
+            .unwrap_or_else(|| panic!("not BelowFloor: {call:?}"));
         assert_eq!(below.floor(), ms(100));
         assert!(below.remaining() <= ms(90), "{below}");
         assert_eq!(partner.hits(), 0, "a request below the floor was sent");
@@ -134,7 +139,8 @@ async fn rule2_below_the_floor_no_request_is_made_and_the_error_is_below_floor()
 
 /// §2 rule 1: a dependency slower than the budget is cut off when the
 /// budget (less the reserve) runs out, not when it answers: the error is
-/// `BudgetElapsed`, the ledger says `timeout`, and the connection is closed
+/// a `CallError` of kind `Timeout`, the ledger says `timeout`, and the
+/// connection is closed
 /// (the request is dropped, not left running).
 #[tokio::test]
 async fn rule1_a_silent_dependency_is_cut_off_at_the_budget_and_its_connection_closed() {
@@ -149,9 +155,7 @@ async fn rule1_a_silent_dependency_is_cut_off_at_the_budget_and_its_connection_c
             .await
             .unwrap_err();
         let took = start.elapsed();
-        let elapsed = err
-            .downcast_ref::<BudgetElapsed>()
-            .unwrap_or_else(|| panic!("not BudgetElapsed: {err:?}"));
+        let elapsed = timed_out(&err);
         assert!(elapsed.limit() <= ms(300) && elapsed.limit() > ms(250));
         assert!(
             took >= ms(290) && took < ms(1200),
@@ -202,7 +206,7 @@ async fn outside_a_budget_scope_the_request_passes_untouched() {
     bounded_by(10, async {
         let partner = Partner::start(vec![Answer::status(200).after(ms(400))]).await;
         let pricing = OutboundBudgetLayer::new("pricing")
-            .with_floor(ms(10_000))
+            .floor(ms(10_000))
             .layer(http());
         assert!(context::current().is_none());
         let res = pricing.oneshot(get(&partner.url("/quote"))).await.unwrap();
@@ -231,12 +235,21 @@ async fn rule1_the_deadline_is_what_is_left_less_the_reserve_to_the_millisecond(
         .await
         .unwrap_err();
     assert_eq!(start.elapsed(), ms(360));
-    assert_eq!(
-        err.downcast_ref::<BudgetElapsed>().unwrap().limit(),
-        ms(360)
-    );
+    assert_eq!(timed_out(&err).limit(), ms(360));
     assert_eq!(
         cx.ledger().server_timing(),
         "pricing;dur=360;desc=\"timeout\""
     );
+}
+
+/// The attempt's timeout inside the `CallError` of a request cut off when
+/// its budget ran out.
+fn timed_out(err: &BoxError) -> &AttemptTimedOut {
+    let call = err
+        .downcast_ref::<CallError>()
+        .unwrap_or_else(|| panic!("not a CallError: {err:?}"));
+    assert_eq!(call.kind(), CallErrorKind::Timeout);
+    std::error::Error::source(call)
+        .and_then(|s| s.downcast_ref::<AttemptTimedOut>())
+        .unwrap_or_else(|| panic!("no AttemptTimedOut in {call:?}"))
 }

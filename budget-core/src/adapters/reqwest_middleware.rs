@@ -66,19 +66,22 @@
 //! }
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Error, Middleware, Next, Result};
 
-use super::outbound::{Outbound, Refused, failure_kind};
-use crate::client::attempt::head_failure;
-use crate::client::{CallError, CallErrorKind};
+use super::outbound::{Outbound, failure_kind, is_transport};
+use crate::client::transport::head_failure;
+use crate::client::{CallError, DependencyConfig};
+use crate::clock::WallClock;
+use crate::config::ConfigError;
 use crate::context;
 use crate::floor::Floor;
-use crate::retry::Outcome;
+use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Rpc, Transport, http_outcome};
+use crate::retry::{Outcome, is_idempotent};
 
 /// A `reqwest_middleware::Middleware` that spends the current request's
 /// budget on one dependency: the floor, the budget headers, the budget as
@@ -95,10 +98,10 @@ use crate::retry::Outcome;
 /// use budget_core::floor::Floor;
 ///
 /// let pricing = BudgetMiddleware::new("pricing")
-///     .with_floor(Duration::from_millis(50))
-///     .with_attempt_timeout(Duration::from_secs(2));
+///     .floor(Duration::from_millis(50))
+///     .attempt_timeout(Duration::from_secs(2));
 /// assert_eq!(pricing.dependency(), "pricing");
-/// assert_eq!(pricing.floor(), Floor::new(Duration::from_millis(50)));
+/// assert_eq!(pricing.current_floor(), Floor::new(Duration::from_millis(50)));
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 ///     .with(pricing)
 ///     .build();
@@ -112,13 +115,14 @@ pub struct BudgetMiddleware {
 
 impl BudgetMiddleware {
     /// The middleware for `dependency` (the name its ledger entries and
-    /// errors carry), with no floor and no attempt timeout of its own.
+    /// errors carry), with no floor, no attempt timeout of its own and no
+    /// retries of its own (the stack's retry middleware retries).
     ///
     /// ```
     /// use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
     /// let m = BudgetMiddleware::new("inventory");
-    /// assert!(m.floor().get().is_zero());
-    /// assert_eq!(m.attempt_timeout(), None);
+    /// assert!(m.current_floor().get().is_zero());
+    /// assert_eq!(m.attempt_timeout_limit(), None);
     /// ```
     pub fn new(dependency: impl Into<Arc<str>>) -> Self {
         Self {
@@ -127,18 +131,61 @@ impl BudgetMiddleware {
         }
     }
 
-    /// The same middleware with a floor: a request is not made when what
-    /// is left of the budget, less the reserve, is below it.
+    /// The middleware with everything `config` gives a
+    /// [`BudgetClient`](crate::client::BudgetClient) of the same
+    /// dependency, on this stack's client: its floor (learned or fixed),
+    /// retry policy and retry budget, breaker, concurrency limit and
+    /// permit queue, timeout mode, default budget outside a request, and
+    /// `forward`. The URL only names the breaker's endpoint: the stack
+    /// sends each request where its URL says.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid field, named as
+    /// [`DependencyConfig::build`] names it.
+    ///
+    /// ```
+    /// use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
+    /// use budget_core::client::DependencyConfig;
+    /// let mut config = DependencyConfig::new("pricing", "http://127.0.0.1:9000");
+    /// config.concurrency = Some(8.into());
+    /// let m = BudgetMiddleware::from_config(&config).unwrap();
+    /// assert_eq!(m.dependency(), "pricing");
+    /// ```
+    pub fn from_config(config: &DependencyConfig) -> std::result::Result<Self, ConfigError> {
+        Ok(Self {
+            outbound: Outbound::from_config(config)?,
+            // The retry policy's own attempt timeout caps each attempt.
+            attempt_timeout: None,
+        })
+    }
+
+    /// The same middleware with a fixed floor: a request is not made when
+    /// what is left of the budget, less the reserve, is below it.
     ///
     /// ```
     /// # use std::time::Duration;
     /// use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
-    /// let m = BudgetMiddleware::new("pricing").with_floor(Duration::from_millis(80));
-    /// assert_eq!(m.floor().get(), Duration::from_millis(80));
+    /// let m = BudgetMiddleware::new("pricing").floor(Duration::from_millis(80));
+    /// assert_eq!(m.current_floor().get(), Duration::from_millis(80));
     /// ```
-    pub fn with_floor(mut self, floor: impl Into<Floor>) -> Self {
+    pub fn floor(mut self, floor: impl Into<Floor>) -> Self {
         self.outbound = self.outbound.with_floor(floor.into());
         self
+    }
+
+    /// The old name of [`floor`](Self::floor).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # #[allow(deprecated)]
+    /// let m = budget_core::adapters::reqwest_middleware::BudgetMiddleware::new("pricing")
+    ///     .with_floor(Duration::from_millis(80));
+    /// assert_eq!(m.current_floor().get(), Duration::from_millis(80));
+    /// ```
+    #[deprecated(note = "renamed to `floor`, as `GrpcBudgetLayer::floor`")]
+    pub fn with_floor(self, floor: impl Into<Floor>) -> Self {
+        self.floor(floor)
     }
 
     /// The same middleware with an attempt timeout: the longest one
@@ -153,12 +200,26 @@ impl BudgetMiddleware {
     /// ```
     /// # use std::time::Duration;
     /// use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
-    /// let m = BudgetMiddleware::new("pricing").with_attempt_timeout(Duration::from_secs(1));
-    /// assert_eq!(m.attempt_timeout(), Some(Duration::from_secs(1)));
+    /// let m = BudgetMiddleware::new("pricing").attempt_timeout(Duration::from_secs(1));
+    /// assert_eq!(m.attempt_timeout_limit(), Some(Duration::from_secs(1)));
     /// ```
-    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self
+    }
+
+    /// The old name of [`attempt_timeout`](Self::attempt_timeout).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # #[allow(deprecated)]
+    /// let m = budget_core::adapters::reqwest_middleware::BudgetMiddleware::new("pricing")
+    ///     .with_attempt_timeout(Duration::from_secs(1));
+    /// assert_eq!(m.attempt_timeout_limit(), Some(Duration::from_secs(1)));
+    /// ```
+    #[deprecated(note = "renamed to `attempt_timeout`")]
+    pub fn with_attempt_timeout(self, timeout: Duration) -> Self {
+        self.attempt_timeout(timeout)
     }
 
     /// The dependency's name.
@@ -171,13 +232,13 @@ impl BudgetMiddleware {
         self.outbound.dependency()
     }
 
-    /// The floor (zero unless set).
+    /// The floor now (zero unless set; a learned floor's current value).
     ///
     /// ```
     /// use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
-    /// assert!(BudgetMiddleware::new("pricing").floor().get().is_zero());
+    /// assert!(BudgetMiddleware::new("pricing").current_floor().get().is_zero());
     /// ```
-    pub fn floor(&self) -> Floor {
+    pub fn current_floor(&self) -> Floor {
         self.outbound.floor()
     }
 
@@ -185,23 +246,10 @@ impl BudgetMiddleware {
     ///
     /// ```
     /// use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
-    /// assert_eq!(BudgetMiddleware::new("pricing").attempt_timeout(), None);
+    /// assert_eq!(BudgetMiddleware::new("pricing").attempt_timeout_limit(), None);
     /// ```
-    pub fn attempt_timeout(&self) -> Option<Duration> {
+    pub fn attempt_timeout_limit(&self) -> Option<Duration> {
         self.attempt_timeout
-    }
-
-    /// The error of a request not made, as a `BudgetClient` call below its
-    /// floor gives it (its problem is the contract's `504`).
-    fn not_made(&self, refused: Refused) -> Error {
-        let Refused { below, note } = refused;
-        let error = CallError::new(
-            Arc::clone(self.outbound.dependency()),
-            CallErrorKind::BelowFloor,
-        )
-        .with_skip_note(note)
-        .below(below);
-        Error::middleware(error)
     }
 }
 
@@ -209,36 +257,166 @@ impl BudgetMiddleware {
 impl Middleware for BudgetMiddleware {
     async fn handle(
         &self,
-        mut req: Request,
+        req: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
-        let Some(cx) = context::current() else {
-            // Outside any request's budget: as it came.
-            return next.run(req, extensions).await;
-        };
+        let cx = context::current();
         let cap = [req.timeout().copied(), self.attempt_timeout]
             .into_iter()
             .flatten()
             .min();
-        let sent = self
-            .outbound
-            .admit(&cx, req.headers_mut(), cap)
-            .map_err(|refused| self.not_made(refused))?;
-        *req.timeout_mut() = Some(sent.limit());
-        let result = next.run(req, extensions).await;
-        sent.record(&outcome_of(&result));
-        result
+        let Some(resolved) = self.outbound.resolve(cx.as_ref()) else {
+            // No budget to spend (outside any request): as it came.
+            return next.run(req, extensions).await;
+        };
+        // Sent again only when the policy retries, the request is safe to
+        // send twice, and its body can be replayed.
+        let again = (self.outbound.max_attempts() > 1
+            && is_idempotent(req.method(), req.headers()))
+        .then(|| req.try_clone())
+        .flatten();
+        let mut plan = resolved.plan(req.method().clone(), again.is_some(), Rpc::Http);
+        plan.attempt_timeout = cap;
+        let transport = Stack {
+            first: Mutex::new(Some(req)),
+            again,
+            spare: extensions.clone(),
+            extensions: Mutex::new(Some(extensions)),
+            next,
+            failed: Mutex::new(None),
+        };
+        let result = self.outbound.call(plan, &transport).await;
+        let failed = transport
+            .failed
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        match result {
+            Ok(finished) => Ok(finished.response),
+            Err(error) => match failed {
+                Some(own) if is_transport(&error) => Err(own),
+                _ => Err(Error::middleware(error)),
+            },
+        }
     }
 }
 
-/// What the ledger says of an answer: its status, or the kind of failure
-/// (a reqwest error sorted as `BudgetClient` sorts its attempts').
-fn outcome_of(result: &Result<Response>) -> Outcome {
-    let kind = match result {
-        Ok(res) => return Outcome::status(res.status()),
-        Err(Error::Reqwest(e)) => head_failure(e),
-        Err(Error::Middleware(e)) => failure_kind(&**e),
-    };
-    Outcome::Transport(kind)
+/// The rest of the stack as a [`Transport`]: each attempt goes on through
+/// `next`, with reqwest's timeout set to the attempt's window.
+struct Stack<'a, 'e> {
+    /// The request as it came, for the first attempt.
+    first: Mutex<Option<Request>>,
+    /// A copy to clone for each attempt after the first.
+    again: Option<Request>,
+    /// The stack's extensions, lent to one attempt at a time.
+    extensions: Mutex<Option<&'e mut Extensions>>,
+    /// A copy of them for an attempt sent while another has them (a hedge).
+    spare: Extensions,
+    next: Next<'a>,
+    /// The stack's own error of the last attempt that failed, given back
+    /// as it came.
+    failed: Mutex<Option<Error>>,
+}
+
+impl Transport for Stack<'_, '_> {
+    type Answer = Response;
+    type Error = Error;
+
+    async fn send(&self, spec: AttemptSpec, rules: &HeaderRules) -> Result<Response> {
+        let taken = self
+            .first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut req) = taken.or_else(|| self.again.as_ref()?.try_clone()) else {
+            return Err(Error::middleware(NotReplayable));
+        };
+        self.stamp(req.headers_mut(), rules, spec.budget);
+        if let Some(budget) = spec.budget {
+            // The deadline covers the body too: reqwest's own timeout,
+            // the attempt's window (never longer than the request's own).
+            *req.timeout_mut() = Some(budget);
+        }
+        let lent = self
+            .extensions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match lent {
+            Some(extensions) => {
+                let answered = self.next.clone().run(req, &mut *extensions).await;
+                *self
+                    .extensions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(extensions);
+                answered
+            }
+            None => {
+                let mut spare = self.spare.clone();
+                self.next.clone().run(req, &mut spare).await
+            }
+        }
+    }
+
+    fn classify(&self, answer: &Response, clock: &dyn WallClock) -> Outcome {
+        let mut head = http::Response::new(());
+        *head.status_mut() = answer.status();
+        // Only what the outcome reads: the status and `Retry-After`.
+        if let Some(after) = answer.headers().get(http::header::RETRY_AFTER) {
+            head.headers_mut()
+                .insert(http::header::RETRY_AFTER, after.clone());
+        }
+        http_outcome(&head, clock)
+    }
+
+    fn classify_error(&self, error: Error) -> AttemptError {
+        let kind = match &error {
+            Error::Reqwest(e) => head_failure(e),
+            Error::Middleware(e) => failure_kind(&**e),
+        };
+        let described = error.to_string();
+        *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+        AttemptError::new(kind, described)
+    }
+}
+
+/// An attempt after the first of a request whose body cannot be sent
+/// twice: never made, as the engine retries only replayable requests.
+#[derive(Debug, thiserror::Error)]
+#[error("the request's body cannot be sent again")]
+struct NotReplayable;
+
+impl From<Error> for CallError {
+    /// A `reqwest_middleware` error as the [`CallError`] a handler answers
+    /// with: the middleware's own `CallError` as it is (a call not made,
+    /// or out of budget), any other failure sorted by its kind (connect,
+    /// reset, timeout) under the dependency named by its URL's host, so
+    /// that `?` gives the same problem+json as a `BudgetClient` call.
+    ///
+    /// ```
+    /// use budget_core::client::{CallError, CallErrorKind};
+    /// let refused = CallError::from(reqwest_middleware::Error::middleware(std::io::Error::from(
+    ///     std::io::ErrorKind::ConnectionRefused,
+    /// )));
+    /// assert_eq!(refused.kind(), CallErrorKind::Connect);
+    /// ```
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Middleware(e) => match e.downcast::<CallError>() {
+                Ok(call) => call,
+                Err(e) => {
+                    let kind = failure_kind(&*e);
+                    CallError::from_transport(Arc::from("reqwest-middleware"), kind).with_source(e)
+                }
+            },
+            Error::Reqwest(e) => {
+                let name: Arc<str> = e
+                    .url()
+                    .and_then(|u| u.host_str())
+                    .unwrap_or("reqwest")
+                    .into();
+                CallError::from_transport(name, head_failure(&e)).with_source(e.without_url())
+            }
+        }
+    }
 }

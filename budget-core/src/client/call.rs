@@ -2,7 +2,6 @@
 //! attempt is a buffered `http::Response<Bytes>`, and the call's answer a
 //! [`BudgetResponse`].
 
-use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -11,34 +10,36 @@ use super::config::Settings;
 use super::response::BudgetResponse;
 use crate::clock::WallClock;
 use crate::outbound::error::CallError;
-use crate::outbound::{self, AttemptError, AttemptSpec, Plan};
+use crate::outbound::{Call, Plan, Transport};
 
-/// The result of one HTTP attempt.
-pub(crate) type AttemptResult = Result<http::Response<Bytes>, AttemptError>;
-
-/// Runs one call through the engine and reads its last answer as a
-/// [`BudgetResponse`]: the response, the attempts made, its
+/// Runs one call through the engine over `transport` and reads its last
+/// answer as a [`BudgetResponse`]: the response, the attempts made, its
 /// `Retry-After`, and whether that wait is passed up to the caller.
-pub(crate) fn run<'a, A, F>(
-    settings: &'a Settings,
-    clock: &'a dyn WallClock,
+pub(crate) async fn run<T>(
+    settings: &Settings,
+    clock: &dyn WallClock,
     plan: Plan,
-    attempt: A,
-) -> impl Future<Output = Result<BudgetResponse, CallError>> + 'a
+    transport: &T,
+) -> Result<BudgetResponse, CallError>
 where
-    A: FnMut(AttemptSpec) -> F + 'a,
-    F: Future<Output = AttemptResult> + 'a,
+    T: Transport<Answer = http::Response<Bytes>>,
 {
     let dep = &settings.dependency;
-    outbound::run(dep, clock, plan, attempt, move |finished| {
-        BudgetResponse::new(
-            finished.response,
-            Arc::clone(&dep.name),
-            finished.attempts,
-            finished.outcome.retry_after(),
-            finished.decision.passes_up(&finished.outcome),
-        )
-    })
+    let finished = Call {
+        dep,
+        clock,
+        plan,
+        transport,
+    }
+    .run()
+    .await?;
+    Ok(BudgetResponse::new(
+        finished.response,
+        Arc::clone(&dep.name),
+        finished.attempts,
+        finished.outcome.retry_after(),
+        finished.decision.passes_up(&finished.outcome),
+    ))
 }
 
 #[cfg(test)]
@@ -59,11 +60,34 @@ mod tests {
     use crate::budget::Budget;
     use crate::floor::Floor;
     use crate::ledger::{Entry, Ledger};
+    use crate::outbound::AttemptSpec;
     use crate::outbound::Timing;
+    use crate::outbound::attempt::Tried;
     use crate::outbound::error::CallErrorKind;
     use crate::outbound::permits::Permit;
     use crate::outbound::testing::{Shaped, clock, config, ms, plan, response};
     use crate::retry::{Jitter, RetryBudgetConfig};
+
+    /// One call through `settings`' dependency, its attempts made by
+    /// `attempt`.
+    async fn run<A, F>(
+        settings: &Settings,
+        clock: &dyn WallClock,
+        plan: Plan,
+        attempt: A,
+    ) -> Result<BudgetResponse, CallError>
+    where
+        A: Fn(AttemptSpec) -> F + Sync,
+        F: std::future::Future<Output = Tried<http::Response<Bytes>>> + Send,
+    {
+        super::run(
+            settings,
+            clock,
+            plan,
+            &crate::outbound::testing::Fake(attempt),
+        )
+        .await
+    }
 
     /// A fake dependency: each attempt takes `took`, answers the next
     /// status of `script` (the last repeats), and records what it was told.
@@ -82,7 +106,7 @@ mod tests {
             }
         }
 
-        async fn attempt(&self, spec: AttemptSpec) -> AttemptResult {
+        async fn attempt(&self, spec: AttemptSpec) -> Tried<http::Response<Bytes>> {
             let i = {
                 let mut seen = self.seen.lock().unwrap();
                 seen.push(spec);

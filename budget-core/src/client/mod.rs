@@ -153,8 +153,6 @@
 // `DependencyConfig`, but nothing calls them.
 #![cfg_attr(not(feature = "client"), allow(dead_code))]
 
-#[cfg(feature = "client")]
-pub(crate) mod attempt;
 pub mod auth;
 #[cfg(feature = "client")]
 mod budget_client;
@@ -166,6 +164,8 @@ mod optional;
 mod request;
 mod response;
 pub mod stale;
+#[cfg(feature = "client")]
+pub(crate) mod transport;
 
 pub use crate::outbound::QUEUE_SUFFIX;
 pub use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;

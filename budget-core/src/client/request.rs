@@ -10,20 +10,20 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use reqwest::Url;
 use serde::Serialize;
 
-use super::attempt::{self, Prepared};
 use super::auth;
 use super::budget_client::{BudgetClient, Inner};
 use super::call;
-use super::config::{OnUnavailable, TimeoutMode};
+use super::config::OnUnavailable;
 use super::optional::{OptionalResponse, Skipped};
 use super::response::BudgetResponse;
 use super::stale::StaleCache;
-use crate::admission::criticality::{Criticality, REQUEST_CRITICALITY};
+use super::transport::{Prepared, Reqwest};
 use crate::budget::Budget;
 use crate::context::{self, RequestContext};
 use crate::ledger::{Entry, Ledger};
 use crate::outbound::error::{BoxError, CallError, CallErrorKind};
-use crate::outbound::{Plan, Rpc, Timing};
+use crate::outbound::resolve::{NoBudget, Own};
+use crate::outbound::{Plan, Rpc};
 use crate::retry::is_idempotent;
 
 /// A call being put together; [`send`](Self::send) makes it.
@@ -473,78 +473,41 @@ impl RequestBuilder {
     async fn run(self, cx: Option<RequestContext>) -> Result<BudgetResponse, CallError> {
         let inner = self.client.inner();
         let settings = &inner.settings;
-        let ledger = self
-            .ledger
-            .or_else(|| cx.as_ref().map(|cx| cx.ledger().clone()));
+        let name = &settings.dependency.name;
         if let Some(error) = self.error {
-            return Err(CallError::new(
-                Arc::clone(&settings.dependency.name),
-                CallErrorKind::Request,
-            )
-            .with_source(error));
+            return Err(CallError::new(Arc::clone(name), CallErrorKind::Request).with_source(error));
         }
-        let timing = match settings.mode {
-            TimeoutMode::Fixed => Timing::Fixed(settings.fixed_timeout),
-            TimeoutMode::Budget => {
-                // Its own, the request's, or the dependency's default for a
-                // call outside any request.
-                let Some(budget) = self
-                    .budget
-                    .or_else(|| cx.as_ref().map(RequestContext::budget))
-                    .or_else(|| settings.default_budget.map(Budget::new))
-                else {
-                    if let Some(ledger) = &ledger {
-                        ledger.record(Entry::skip(
-                            &*settings.dependency.name,
-                            "skipped: no budget",
-                        ));
-                    }
-                    return Err(CallError::new(
-                        Arc::clone(&settings.dependency.name),
-                        CallErrorKind::NoBudget,
-                    ));
-                };
-                let reserve = self
-                    .reserve
-                    .or_else(|| cx.as_ref().map(RequestContext::reserve))
-                    .unwrap_or_default();
-                Timing::Budget(budget.less(reserve))
+        let own = Own {
+            budget: self.budget,
+            reserve: self.reserve,
+            ledger: self.ledger,
+            cap: None,
+        };
+        let resolved = match settings.defaults().resolve(own, cx.as_ref()) {
+            Ok(resolved) => resolved,
+            Err(NoBudget { ledger }) => {
+                if let Some(ledger) = &ledger {
+                    ledger.record(Entry::skip(&**name, "skipped: no budget"));
+                }
+                return Err(CallError::new(Arc::clone(name), CallErrorKind::NoBudget));
             }
         };
-        let criticality = cx
-            .as_ref()
-            .map_or(Criticality::Default, RequestContext::criticality);
-        let mut headers = self.headers;
-        if settings.mode == TimeoutMode::Budget
-            && settings.forward
-            && !headers.contains_key(REQUEST_CRITICALITY)
-        {
-            // Forwarded beside the budget (docs/contract.md §3, criticality).
-            headers.insert(REQUEST_CRITICALITY, criticality.header_value());
-        }
-        let may_retry = is_idempotent(&self.method, &headers);
+        let may_retry = is_idempotent(&self.method, &self.headers);
         // A request with its own `Authorization` is sent as it is.
-        let refreshes_auth = inner.auth.is_some() && !auth::has_own(&headers);
-        let plan = |ledger: Option<Ledger>| Plan {
-            timing,
-            ledger,
-            may_retry,
-            method: self.method.clone(),
-            criticality,
-            refreshes_auth,
-            rpc: Rpc::Http,
-        };
+        let refreshes_auth = inner.auth.is_some() && !auth::has_own(&self.headers);
+        let (timing, ledger) = (resolved.timing, resolved.ledger.clone());
+        let mut plan = resolved.plan(self.method.clone(), may_retry, Rpc::Http);
+        plan.refreshes_auth = refreshes_auth;
         let stale_key = settings
             .stale
             .as_ref()
             .and_then(|_| StaleCache::key(&self.method, &self.url));
         let prepared = Prepared {
-            method: self.method.clone(),
+            method: self.method,
             url: self.url,
-            headers,
+            headers: self.headers,
             body: self.body,
             trace_query: settings.trace_query,
-            inbound_trace: cx.as_ref().and_then(|cx| cx.inbound_trace().cloned()),
         };
         // The token (and its refresh on a 401) around the engine, the
         // stale fallback around both: see the `auth` and `stale` modules.
@@ -556,23 +519,21 @@ impl RequestBuilder {
                 // clients with a token source should carry their size.
                 Box::pin(auth::send_with_token(
                     auth,
-                    &settings.dependency.name,
+                    name,
                     timing,
                     floor,
                     ledger.as_ref(),
                     |token| {
                         let prepared = with_authorization(&prepared, token);
-                        engine(inner, plan(ledger.clone()), prepared)
+                        engine(inner, plan.clone(), prepared)
                     },
                 ))
                 .await
             }
-            _ => engine(inner, plan(ledger), prepared).await,
+            _ => engine(inner, plan, prepared).await,
         };
         match (&settings.stale, &stale_key) {
-            (Some(cache), Some(key)) => {
-                cache.settle(key, result, &settings.dependency.name, settle_in.as_ref())
-            }
+            (Some(cache), Some(key)) => cache.settle(key, result, name, settle_in.as_ref()),
             _ => result,
         }
     }
@@ -585,16 +546,12 @@ async fn engine(
     prepared: Prepared,
 ) -> Result<BudgetResponse, CallError> {
     let settings = &inner.settings;
-    call::run(settings, &*inner.clock, plan, |spec| {
-        attempt::send_once(
-            &inner.http,
-            &prepared,
-            spec,
-            (settings.forward, settings.grpc_timeout),
-            settings.max_body,
-        )
-    })
-    .await
+    let transport = Reqwest {
+        http: &inner.http,
+        prepared: &prepared,
+        max_body: settings.max_body,
+    };
+    call::run(settings, &*inner.clock, plan, &transport).await
 }
 
 /// `prepared` with `Authorization: <value>`.

@@ -12,28 +12,26 @@ use bytes::Bytes;
 use http::HeaderValue;
 use http::{Request, Response};
 use http_body_util::BodyExt;
-use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::Budget;
-use crate::admission::criticality::REQUEST_CRITICALITY;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
 use crate::client::stale::{StaleCache, stands_in_for_error};
-use crate::client::{CallErrorKind, DependencyConfig, TimeoutMode};
+use crate::client::{CallError, CallErrorKind, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
 use crate::config::ConfigError;
-use crate::context::{self, RequestContext};
+use crate::context;
 use crate::floor::{DependencyFloor, Floor, FloorConfig};
-use crate::grpc::channels::set_origin;
 use crate::grpc::stale::{self, Fallback};
+use crate::grpc::transport::{Channel, Sent};
 use crate::grpc::{EndpointChannels, GrpcCode, grpc_answer};
-use crate::header::{GRPC_TIMEOUT, encode_grpc_timeout, parse_grpc_timeout};
+use crate::header::{GRPC_TIMEOUT, parse_grpc_timeout};
 use crate::outbound::endpoints::Endpoints;
-use crate::outbound::{self, AttemptError, AttemptSpec, Dependency, Plan, Rpc, Timing};
+use crate::outbound::resolve::{CallDefaults, NoBudget, Own, Resolved};
+use crate::outbound::{Call, Deadline, Dependency, Rpc, Timing};
 use crate::problem::{Problem, ProblemBody, ProblemKind};
-use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig, TransportKind};
-use crate::telemetry::carry;
+use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig};
 
 /// Makes every call through a tonic channel spend the current request's
 /// budget, on the same call engine as the HTTP client
@@ -415,6 +413,20 @@ fn policy(retry: &RetryConfig, codes: &[GrpcCode]) -> crate::retry::RetryPolicy 
     built.with_grpc_codes(codes.iter().copied())
 }
 
+impl Config {
+    /// What the steps before the engine read of this configuration:
+    /// `grpc-timeout` is the protocol's deadline.
+    fn defaults(&self) -> CallDefaults {
+        CallDefaults {
+            mode: self.mode,
+            fixed_timeout: self.fixed_timeout,
+            default_budget: self.default_budget,
+            forward: self.forward,
+            deadline: Deadline::Grpc,
+        }
+    }
+}
+
 impl<S> Layer<S> for GrpcBudgetLayer {
     type Service = GrpcBudgetService<S>;
 
@@ -467,10 +479,19 @@ where
         let inner = std::mem::replace(&mut self.inner, ready);
         let config = self.config.clone();
         let cx = context::current();
-        if cx.is_none() && config.mode == TimeoutMode::Budget && config.default_budget.is_none() {
-            return Box::pin(pass_through(inner, req));
+        // The call's own `grpc-timeout`, when smaller, bounds it.
+        let own = Own {
+            cap: req
+                .headers()
+                .get(GRPC_TIMEOUT)
+                .and_then(|v| parse_grpc_timeout(v.as_bytes()).ok()),
+            ..Own::default()
+        };
+        match config.defaults().resolve(own, cx.as_ref()) {
+            Ok(resolved) => Box::pin(GrpcCall { inner, config }.run(resolved, req)),
+            // No budget to spend: as it came.
+            Err(NoBudget { .. }) => Box::pin(pass_through(inner, req)),
         }
-        Box::pin(Call { inner, config }.run(cx, req))
     }
 }
 
@@ -482,59 +503,31 @@ where
 }
 
 /// One call through the layer.
-struct Call<S> {
+struct GrpcCall<S> {
     inner: S,
     config: Arc<Config>,
 }
 
-impl<S> Call<S> {
-    async fn run<B, RB>(
-        self,
-        cx: Option<RequestContext>,
-        req: Request<B>,
-    ) -> Result<Response<RB>, S::Error>
+impl<S> GrpcCall<S> {
+    async fn run<B, RB>(self, resolved: Resolved, req: Request<B>) -> Result<Response<RB>, S::Error>
     where
-        S: Service<Request<B>, Response = Response<RB>> + Clone,
-        B: http_body::Body<Data = Bytes> + ProblemBody,
-        RB: http_body::Body<Data = Bytes> + ProblemBody,
+        S: Service<Request<B>, Response = Response<RB>> + Clone + Send,
+        S::Future: Send,
+        S::Error: Send,
+        B: http_body::Body<Data = Bytes> + ProblemBody + Send,
+        RB: http_body::Body<Data = Bytes> + ProblemBody + Send,
     {
         let config = &*self.config;
         let (parts, body) = req.into_parts();
-        // The request's budget less its reserve, or the dependency's
-        // default for a call outside any request.
-        let budget = match (&cx, config.default_budget) {
-            (Some(cx), _) => Some(cx.budget().less(cx.reserve())),
-            (None, Some(default)) => Some(Budget::new(default)),
-            (None, None) => None,
-        };
-        let timing = match (config.mode, budget) {
-            (TimeoutMode::Budget, Some(net)) => {
-                // The call's own `grpc-timeout`, when smaller, bounds it.
-                let own = parts
-                    .headers
-                    .get(GRPC_TIMEOUT)
-                    .and_then(|v| parse_grpc_timeout(v.as_bytes()).ok());
-                Timing::Budget(own.map_or(net, |own| net.child_capped(own)))
-            }
-            _ => Timing::Fixed(config.fixed_timeout),
-        };
         // With the stale fallback, where the answer is kept (the body is
         // its key).
         let stale = config.stale.as_deref().filter(|_| stale::can_carry::<RB>());
         // Buffered only when it may be sent again, or is a stale key.
-        let body = if config.idempotent || stale.is_some() {
-            match body.collect().await {
-                Ok(collected) => Sent::Buffered(collected.to_bytes()),
-                Err(_) => {
-                    let problem =
-                        Problem::new(ProblemKind::BadBody, "the request body could not be read");
-                    return Ok(answer(&problem));
-                }
-            }
-        } else {
-            Sent::Once(Mutex::new(Some(body)))
+        let Some(body) = buffered(body, config.idempotent || stale.is_some()).await else {
+            let problem = Problem::new(ProblemKind::BadBody, "the request body could not be read");
+            return Ok(answer(&problem));
         };
-        let ledger = cx.as_ref().map(|cx| cx.ledger().clone());
+        let ledger = resolved.ledger.clone();
         let fallback = match (&body, stale) {
             (Sent::Buffered(message), Some(cache)) => Some(Fallback {
                 cache,
@@ -546,125 +539,77 @@ impl<S> Call<S> {
         };
         // How long reading an answer whole (to keep it) may take: what is
         // left of the call's time.
-        let within = match timing {
+        let within = match resolved.timing {
             Timing::Budget(budget) => budget,
             Timing::Fixed(timeout) => Budget::new(timeout),
         };
-        let criticality = cx.as_ref().map(RequestContext::criticality);
-        let inbound = cx.as_ref().and_then(RequestContext::inbound_trace);
-        let plan = Plan {
-            timing,
-            ledger: ledger.clone(),
-            may_retry: config.idempotent,
-            method: parts.method.clone(),
-            criticality: criticality.unwrap_or_default(),
-            refreshes_auth: false,
-            rpc: Rpc::Grpc,
+        let plan = resolved.plan(parts.method.clone(), config.idempotent, Rpc::Grpc);
+        let transport = Channel {
+            channel: Mutex::new(self.inner),
+            parts: &parts,
+            body: &body,
+            balanced: config.balanced.as_deref(),
+            failed: Mutex::new(None),
         };
-        // The channel's own error of the last attempt that failed, given
-        // back to the caller as it came.
-        let failed: Mutex<Option<S::Error>> = Mutex::new(None);
-        let (body, parts, failed_ref) = (&body, &parts, &failed);
-        let balanced = config.balanced.as_deref();
-        let forward = config.forward;
-        let channel = self.inner;
-        let attempt = move |spec: AttemptSpec| {
-            let mut inner = channel.clone();
-            let mut req = body
-                .next()
-                .map(|body| Request::from_parts(parts.clone(), body));
-            let failed = failed_ref;
-            async move {
-                // Always there: a body sent once is never sent again (its
-                // call may not be retried).
-                let Some(mut req) = req.take() else {
-                    return Err(AttemptError::new(
-                        TransportKind::Other,
-                        "no request body to send",
-                    ));
-                };
-                if let Some(scheme) = balanced {
-                    let origin = spec.endpoint.origin(scheme);
-                    if let Err(e) = set_origin(&mut req, &origin) {
-                        return Err(AttemptError::new(TransportKind::Other, e.to_string()));
-                    }
-                }
-                let headers = req.headers_mut();
-                headers.remove(GRPC_TIMEOUT);
-                if let Some(budget) = spec.budget {
-                    headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(budget));
-                }
-                if let Some(criticality) = criticality.filter(|_| forward) {
-                    headers.insert(REQUEST_CRITICALITY, criticality.header_value());
-                }
-                // The attempt's span is current here (the engine instruments
-                // this future with it): its trace context, or the caller's.
-                carry::propagate(&tracing::Span::current(), headers, inbound);
-                let started = Instant::now();
-                let answered = match std::future::poll_fn(|task| inner.poll_ready(task)).await {
-                    Ok(()) => inner.call(req).await,
-                    Err(e) => Err(e),
-                };
-                answered.map_err(|e| {
-                    // Past the budget sent, tonic's channel times the call
-                    // out on that `grpc-timeout` at the same instant as the
-                    // engine would, and calls that `Cancelled`: it is the
-                    // budget running out.
-                    let kind = if spec.budget.is_some_and(|b| started.elapsed() >= b) {
-                        TransportKind::Timeout
-                    } else {
-                        TransportKind::Reset
-                    };
-                    *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
-                    AttemptError::new(kind, "the channel failed")
-                })
-            }
-        };
-        match outbound::run(&config.dependency, &SystemClock, plan, attempt, |f| {
-            f.response
-        })
-        .await
-        {
-            Ok(response) => match &fallback {
-                Some(fallback) => Ok(fallback.settle(response, within.remaining()).await),
-                None => Ok(response),
-            },
-            Err(error) => {
-                if let Some(kept) = fallback
-                    .as_ref()
-                    .filter(|_| stands_in_for_error(error.kind()))
-                    .and_then(Fallback::serve::<RB>)
-                {
-                    return Ok(kept);
-                }
-                let transport = matches!(
-                    error.kind(),
-                    CallErrorKind::Connect | CallErrorKind::Reset | CallErrorKind::Other
-                );
-                let channel = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
-                match channel {
-                    Some(e) if transport => Err(e),
-                    _ => Ok(answer(&error.problem())),
-                }
-            }
+        let result = Call {
+            dep: &config.dependency,
+            clock: &SystemClock,
+            plan,
+            transport: &transport,
+        }
+        .run()
+        .await;
+        let failed = transport
+            .failed
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        match result {
+            Ok(finished) => Ok(match &fallback {
+                Some(fallback) => fallback.settle(finished.response, within.remaining()).await,
+                None => finished.response,
+            }),
+            Err(error) => failed_call(&error, fallback.as_ref(), failed),
         }
     }
 }
 
-/// The body of a call: sent once as it came, or buffered to be sent again.
-enum Sent<B> {
-    Once(Mutex<Option<B>>),
-    Buffered(Bytes),
+/// `body` buffered when `again` (it may be sent again, or is a stale
+/// key), or as it is; `None` when it could not be read.
+async fn buffered<B>(body: B, again: bool) -> Option<Sent<B>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    if !again {
+        return Some(Sent::Once(Mutex::new(Some(body))));
+    }
+    body.collect()
+        .await
+        .ok()
+        .map(|c| Sent::Buffered(c.to_bytes()))
 }
 
-impl<B: ProblemBody> Sent<B> {
-    /// The body for the next attempt: the buffered bytes again, or the
-    /// one body the first time.
-    fn next(&self) -> Option<B> {
-        match self {
-            Sent::Once(body) => body.lock().unwrap_or_else(PoisonError::into_inner).take(),
-            Sent::Buffered(bytes) => Some(B::from_problem(bytes.clone())),
-        }
+/// The answer to a call that failed with `error`: the kept answer, when
+/// the stale fallback has one and the failure is one it stands in for;
+/// the channel's own error as it came, for a transport failure; else the
+/// layer's own answer with the problem's status.
+fn failed_call<RB: ProblemBody, E>(
+    error: &CallError,
+    fallback: Option<&Fallback<'_>>,
+    channel: Option<E>,
+) -> Result<Response<RB>, E> {
+    if let Some(kept) = fallback
+        .filter(|_| stands_in_for_error(error.kind()))
+        .and_then(Fallback::serve::<RB>)
+    {
+        return Ok(kept);
+    }
+    let transport = matches!(
+        error.kind(),
+        CallErrorKind::Connect | CallErrorKind::Reset | CallErrorKind::Other
+    );
+    match channel {
+        Some(e) if transport => Err(e),
+        _ => Ok(answer(&error.problem())),
     }
 }
 

@@ -22,6 +22,8 @@ mod channels;
 mod client;
 #[cfg(feature = "grpc")]
 mod stale;
+#[cfg(feature = "grpc")]
+mod transport;
 
 #[cfg(any(feature = "server", feature = "grpc"))]
 pub(crate) use answer::grpc_answer;

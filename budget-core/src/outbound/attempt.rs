@@ -6,9 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Dependency;
 use super::choose::Chosen;
 use super::timing::{AttemptWindow, Timing};
+use super::{Dependency, Plan};
 use crate::breaker::{BreakerPermit, Verdict};
 use crate::outbound::endpoints::Endpoint;
 use crate::outbound::error::{AttemptTimedOut, BodyTooLarge, BoxError, CallError};
@@ -41,6 +41,54 @@ pub(crate) struct AttemptError {
 
 /// The result of one attempt.
 pub(crate) type Tried<R> = Result<R, AttemptError>;
+
+/// One attempt as it ended: what came back, what it reads as, and what it
+/// was told and took, for the steps after it (learn, record, retry).
+#[derive(Debug)]
+pub(crate) struct Attempted<R> {
+    /// 1 for the first attempt.
+    pub(crate) number: u32,
+    /// The answer, or the failure (the hedge's, when it won).
+    pub(crate) result: Tried<R>,
+    /// What the result reads as.
+    pub(crate) outcome: crate::retry::Outcome,
+    /// How long the attempt that won took.
+    pub(crate) took: Duration,
+    /// The budget it was sent (`None` in fixed mode).
+    pub(crate) budget: Option<Duration>,
+    /// The wait before it.
+    pub(crate) waited: Option<Duration>,
+    /// The calls out to its endpoint when it started (an adaptive limit's
+    /// sample).
+    pub(crate) in_flight: Option<usize>,
+    /// The hedge's answer won.
+    pub(crate) hedge_won: bool,
+    /// Its span, for the decision's record.
+    pub(crate) span: tracing::Span,
+}
+
+#[cfg(test)]
+impl Attempted<()> {
+    /// A first attempt that answered, read as `outcome`, after `took`.
+    pub(crate) fn test(
+        outcome: crate::retry::Outcome,
+        took: Duration,
+        in_flight: Option<usize>,
+        budget: Option<Duration>,
+    ) -> Self {
+        Self {
+            number: 1,
+            result: Ok(()),
+            outcome,
+            took,
+            budget,
+            waited: None,
+            in_flight,
+            hedge_won: false,
+            span: tracing::Span::none(),
+        }
+    }
+}
 
 impl AttemptError {
     pub(crate) fn new(kind: TransportKind, source: impl Into<BoxError>) -> Self {
@@ -105,21 +153,27 @@ where
 }
 
 /// An attempt's own limit, below what is left of the budget: the retry
-/// policy's `attempt_timeout`, shortened for the breaker's half-open probe
+/// policy's `attempt_timeout` or the call's own (`plan`'s), shortened for the breaker's half-open probe
 /// to its [`attempt_limit`](BreakerPermit::attempt_limit), so that a probe
 /// of an endpoint that still does not answer ends soon, and to
 /// `elsewhere` (see [`elsewhere`]) when another replica could take a
 /// retry.
 pub(crate) fn cap(
     dep: &Dependency,
+    plan: &Plan,
     breaker: Option<&BreakerPermit>,
     elsewhere: Option<Duration>,
 ) -> Option<Duration> {
     let probe = breaker.and_then(BreakerPermit::attempt_limit);
-    [dep.policy.attempt_timeout(), probe, elsewhere]
-        .into_iter()
-        .flatten()
-        .min()
+    [
+        dep.policy.attempt_timeout(),
+        plan.attempt_timeout,
+        probe,
+        elsewhere,
+    ]
+    .into_iter()
+    .flatten()
+    .min()
 }
 
 /// How long attempt `number` may go unanswered by the replica `chosen`
@@ -229,7 +283,15 @@ mod tests {
         // Its own, once it has answered (the shorter of the two).
         answer(chosen.endpoint.breaker.as_ref().unwrap(), 80).await;
         assert_eq!(elsewhere(&two, &chosen, true, 1), Some(ms(320)));
-        assert_eq!(cap(&two, None, Some(ms(400))), Some(ms(400)));
+        let mut plan = crate::outbound::Plan::test(
+            crate::outbound::Timing::Fixed(ms(1000)),
+            &Default::default(),
+            true,
+        );
+        assert_eq!(cap(&two, &plan, None, Some(ms(400))), Some(ms(400)));
+        // The call's own attempt timeout, when shorter.
+        plan.attempt_timeout = Some(ms(150));
+        assert_eq!(cap(&two, &plan, None, Some(ms(400))), Some(ms(150)));
         // Not for the last attempt, a call that may not be retried, or a
         // dependency that is one endpoint.
         assert_eq!(elsewhere(&two, &chosen, true, 2), None);

@@ -1,55 +1,33 @@
 //! What an attempt's answer is: the [`Outcome`] the retry policy, the
-//! ledger and the telemetry read, and the [`Verdict`] the breaker hears,
-//! for an HTTP answer (its status and `Retry-After`) and a gRPC one (its
-//! head's `grpc-status` and `grpc-retry-pushback-ms`) alike.
+//! ledger and the telemetry read (the [transport](super::Transport)
+//! reads its own protocol's answers), and the [`Verdict`] the breaker
+//! hears, for every transport alike.
 
 use http::StatusCode;
 
+use super::Plan;
 use super::attempt::Tried;
-use super::{Plan, Rpc};
+use super::transport::Transport;
 use crate::breaker::Verdict;
 use crate::clock::WallClock;
-use crate::grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GrpcCode, parse_pushback};
+use crate::grpc_status::GrpcCode;
 use crate::retry::Outcome;
 
-/// An answer the engine can read.
-pub(crate) trait Answer {
-    /// What the answer says, read as `rpc` answers read.
-    fn outcome(&self, rpc: Rpc, clock: &dyn WallClock) -> Outcome;
-}
-
-impl<B> Answer for http::Response<B> {
-    fn outcome(&self, rpc: Rpc, clock: &dyn WallClock) -> Outcome {
-        match rpc {
-            Rpc::Http => Outcome::from_response(self.status(), self.headers(), clock),
-            Rpc::Grpc => grpc_outcome(self),
-        }
-    }
-}
-
-/// A gRPC answer: a non-`OK` `grpc-status` in its head is the call's
-/// status; otherwise the call is under way (its status comes in the
-/// trailers) and reads as its HTTP status.
-fn grpc_outcome<B>(res: &http::Response<B>) -> Outcome {
-    let headers = res.headers();
-    let code = headers
-        .get(GRPC_STATUS)
-        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.parse::<u8>().ok());
-    match code {
-        Some(code) if code != 0 => Outcome::Grpc {
-            code,
-            pushback: headers
-                .get(GRPC_RETRY_PUSHBACK_MS)
-                .and_then(|v| parse_pushback(v.as_bytes())),
-        },
-        _ => Outcome::status(res.status()),
-    }
+/// An HTTP answer's outcome: its status, and when to come back
+/// (`Retry-After`).
+#[inline]
+pub(crate) fn http_outcome<B>(res: &http::Response<B>, clock: &dyn WallClock) -> Outcome {
+    Outcome::from_response(res.status(), res.headers(), clock)
 }
 
 /// What the retry policy and the ledger read of an attempt's result.
-pub(crate) fn outcome_of<R: Answer>(tried: &Tried<R>, rpc: Rpc, clock: &dyn WallClock) -> Outcome {
+pub(crate) fn outcome_of<T: Transport>(
+    transport: &T,
+    tried: &Tried<T::Answer>,
+    clock: &dyn WallClock,
+) -> Outcome {
     match tried {
-        Ok(answer) => answer.outcome(rpc, clock),
+        Ok(answer) => transport.classify(answer, clock),
         Err(e) => Outcome::Transport(e.kind),
     }
 }
@@ -87,115 +65,85 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::admission::criticality::Criticality;
     use crate::clock::FixedClock;
-    use crate::grpc::Pushback;
-    use crate::outbound::{AttemptError, Timing};
+    use crate::outbound::{AttemptError, Rpc, Timing};
     use crate::retry::TransportKind;
 
-    fn plan(refreshes_auth: bool, rpc: Rpc) -> Plan {
-        Plan {
-            timing: Timing::Fixed(Duration::from_secs(1)),
-            ledger: None,
-            may_retry: true,
-            method: http::Method::POST,
-            criticality: Criticality::Default,
-            refreshes_auth,
-            rpc,
-        }
+    fn plan(refreshes_auth: bool) -> Plan {
+        let mut plan = Plan::test(
+            Timing::Fixed(Duration::from_secs(1)),
+            &Default::default(),
+            true,
+        );
+        plan.refreshes_auth = refreshes_auth;
+        plan
     }
 
-    fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> Tried<http::Response<()>> {
+    fn answer(status: u16, headers: &[(&'static str, &'static str)]) -> http::Response<()> {
         let mut res = http::Response::new(());
         *res.status_mut() = StatusCode::from_u16(status).unwrap();
         for (name, value) in headers {
             res.headers_mut().insert(*name, value.parse().unwrap());
         }
-        Ok(res)
+        res
     }
 
-    fn read(tried: &Tried<http::Response<()>>, rpc: Rpc) -> (String, Verdict) {
+    fn read(res: http::Response<()>) -> (String, Verdict) {
         let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
-        let outcome = outcome_of(tried, rpc, &clock);
+        let outcome = http_outcome(&res, &clock);
         (
             outcome.to_string(),
-            verdict_of(tried, &outcome, &plan(false, rpc)),
+            verdict_of(&Ok(res), &outcome, &plan(false)),
         )
     }
 
     #[test]
     fn an_http_answer_is_its_status_with_its_retry_after() {
         let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
-        let tried = answer(503, &[("retry-after", "2")]);
-        let outcome = outcome_of(&tried, Rpc::Http, &clock);
+        let res = answer(503, &[("retry-after", "2")]);
+        let outcome = http_outcome(&res, &clock);
         assert_eq!(outcome.retry_after(), Some(Duration::from_secs(2)));
-        assert_eq!(read(&tried, Rpc::Http), ("503".into(), Verdict::Failure));
-        assert_eq!(
-            read(&answer(404, &[]), Rpc::Http),
-            ("404".into(), Verdict::Neutral)
-        );
+        assert_eq!(read(res), ("503".into(), Verdict::Failure));
+        assert_eq!(read(answer(404, &[])), ("404".into(), Verdict::Neutral));
         // grpc-status means nothing on a plain HTTP call.
-        assert_eq!(
-            read(&answer(200, &[("grpc-status", "14")]), Rpc::Http).0,
-            "200"
-        );
+        assert_eq!(read(answer(200, &[("grpc-status", "14")])).0, "200");
     }
 
     #[test]
-    fn a_grpc_answer_is_its_head_s_status_with_its_pushback() {
-        let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
-        let tried = answer(
-            200,
-            &[("grpc-status", "14"), ("grpc-retry-pushback-ms", "20")],
-        );
-        assert_eq!(
-            outcome_of(&tried, Rpc::Grpc, &clock),
-            Outcome::Grpc {
-                code: 14,
-                pushback: Some(Pushback::After(Duration::from_millis(20)))
-            }
-        );
-        assert_eq!(
-            read(&tried, Rpc::Grpc),
-            ("grpc-14".into(), Verdict::Failure)
-        );
-        for unwell in ["2", "4", "13"] {
-            let tried = answer(200, &[("grpc-status", unwell)]);
-            assert_eq!(read(&tried, Rpc::Grpc).1, Verdict::Failure, "{unwell}");
+    fn a_grpc_status_is_a_failure_when_the_callee_is_unwell() {
+        let tried: Tried<()> = Ok(());
+        for (code, verdict) in [
+            (2, Verdict::Failure),
+            (4, Verdict::Failure),
+            (13, Verdict::Failure),
+            (14, Verdict::Failure),
+            (3, Verdict::Neutral),
+            (5, Verdict::Neutral),
+            (12, Verdict::Neutral),
+        ] {
+            let outcome = Outcome::Grpc {
+                code,
+                pushback: None,
+            };
+            let mut grpc = plan(false);
+            grpc.rpc = Rpc::Grpc;
+            assert_eq!(verdict_of(&tried, &outcome, &grpc), verdict, "{code}");
         }
-        for neutral in ["3", "5", "12"] {
-            let tried = answer(200, &[("grpc-status", neutral)]);
-            assert_eq!(read(&tried, Rpc::Grpc).1, Verdict::Neutral, "{neutral}");
-        }
-        // Messages under way, or OK in the head: the call's HTTP status.
-        assert_eq!(
-            read(&answer(200, &[]), Rpc::Grpc),
-            ("200".into(), Verdict::Success)
-        );
-        assert_eq!(
-            read(&answer(200, &[("grpc-status", "0")]), Rpc::Grpc),
-            ("200".into(), Verdict::Success)
-        );
     }
 
     #[test]
     fn a_refreshed_401_is_neutral_and_a_failed_attempt_is_its_own_verdict() {
         let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
-        let tried = answer(401, &[]);
-        let outcome = outcome_of(&tried, Rpc::Http, &clock);
-        assert_eq!(
-            verdict_of(&tried, &outcome, &plan(true, Rpc::Http)),
-            Verdict::Neutral
-        );
-        assert_eq!(
-            verdict_of(&tried, &outcome, &plan(false, Rpc::Http)),
-            Verdict::Failure
-        );
+        let res = answer(401, &[]);
+        let outcome = http_outcome(&res, &clock);
+        let tried = Ok(res);
+        assert_eq!(verdict_of(&tried, &outcome, &plan(true)), Verdict::Neutral);
+        assert_eq!(verdict_of(&tried, &outcome, &plan(false)), Verdict::Failure);
         let failed: Tried<http::Response<()>> = Err(AttemptError::too_large(1));
-        let outcome = outcome_of(&failed, Rpc::Http, &clock);
+        let outcome = Outcome::Transport(failed.as_ref().unwrap_err().kind);
         assert_eq!(outcome, Outcome::Transport(TransportKind::Body));
         assert_eq!(
-            verdict_of(&failed, &outcome, &plan(false, Rpc::Http)),
+            verdict_of(&failed, &outcome, &plan(false)),
             Verdict::Neutral
         );
     }

@@ -5,30 +5,28 @@
 //! first answer wins (docs/hedging-and-stale.md, "Hedged requests").
 
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::attempt::{self, AttemptSpec, Tried};
+use super::call::Call;
 use super::choose::{self, Chosen};
-use super::classify::{self, Answer};
-use super::{Dependency, Plan};
+use super::classify;
+use super::transport::Transport;
 use super::{learn, record};
 use crate::breaker::BreakerPermit;
 use crate::budget::whole_millis;
-use crate::clock::WallClock;
 use crate::ledger::Entry;
 use crate::outbound::hedging::{CANCELLED, Declined, HEDGE_SUFFIX, Hedging};
 use crate::outbound::permits::Permit;
 use crate::telemetry::meter;
 
 /// A first attempt that may be hedged.
-pub(crate) struct Race<'a> {
-    pub(crate) dep: &'a Dependency,
-    pub(crate) clock: &'a dyn WallClock,
-    pub(crate) plan: &'a Plan,
+pub(crate) struct Race<'a, 'c, T> {
+    pub(crate) call: &'a Call<'c, T>,
     pub(crate) hedging: &'a Hedging,
     /// When the first attempt started.
     pub(crate) started: Instant,
@@ -53,41 +51,56 @@ impl<R> Raced<R> {
     }
 }
 
-impl Race<'_> {
+/// The hedge on its way: its endpoint, when it was sent, the name its
+/// ledger entries carry.
+struct Hedge {
+    chosen: Chosen,
+    started: Instant,
+    name: String,
+}
+
+/// A result that came back and waits for the other attempt's, with how
+/// long its attempt ran.
+type Failed<R> = Option<(Tried<R>, Duration)>;
+
+impl<T: Transport> Race<'_, '_, T> {
     /// What the breaker hears of `result`.
-    fn settle<R: Answer>(&self, breaker: Option<BreakerPermit>, result: &Tried<R>) {
+    fn settle(&self, breaker: Option<BreakerPermit>, result: &Tried<T::Answer>) {
         if let Some(permit) = breaker {
-            let outcome = classify::outcome_of(result, self.plan.rpc, self.clock);
-            permit.record(classify::verdict_of(result, &outcome, self.plan));
+            let call = self.call;
+            let outcome = classify::outcome_of(call.transport, result, call.clock);
+            permit.record(classify::verdict_of(result, &outcome, &call.plan));
         }
     }
 
     /// What the hedge's endpoint learns of `result` (its breaker and its
     /// load), when it ran to an answer or a failure.
-    fn settle_hedge<R: Answer>(&self, hedge: &mut Chosen, result: &Tried<R>, took: Duration) {
-        let outcome = classify::outcome_of(result, self.plan.rpc, self.clock);
-        let verdict = classify::verdict_of(result, &outcome, self.plan);
-        learn::heard(self.dep, hedge, verdict, took);
+    fn settle_hedge(&self, hedge: &mut Chosen, result: &Tried<T::Answer>, took: Duration) {
+        let call = self.call;
+        let outcome = classify::outcome_of(call.transport, result, call.clock);
+        let verdict = classify::verdict_of(result, &outcome, &call.plan);
+        learn::heard(call.dep, hedge, verdict, took);
     }
 
     /// Records an attempt of the race that lost: its outcome, or
     /// `cancelled` with how long it ran.
     /// `from` is the attempt's endpoint, when chosen among several.
-    fn lost<R: Answer>(
+    fn lost(
         &self,
         name: &str,
         ran: Duration,
-        failed: Option<&Tried<R>>,
+        failed: Option<&Tried<T::Answer>>,
         from: Option<&std::sync::Arc<str>>,
     ) {
+        let call = self.call;
         let said = match failed {
             Some(failed) => record::said(
-                &classify::outcome_of(failed, self.plan.rpc, self.clock),
+                &classify::outcome_of(call.transport, failed, call.clock),
                 from,
             ),
             None => record::said(&CANCELLED, from),
         };
-        record::ledger(self.plan, Entry::attempt(name, 1, ran, said));
+        record::ledger(&call.plan, Entry::attempt(name, 1, ran, said));
     }
 
     /// Waits for `first` until `delay` after its start; then, if a hedge
@@ -100,20 +113,15 @@ impl Race<'_> {
     /// hears the first attempt's own result, or nothing when it was
     /// cancelled; when the hedge wins, it becomes the hedge's endpoint
     /// (its breaker already told), for the call's record and its retry.
-    pub(crate) async fn run<R, A, F, P>(
+    pub(crate) async fn run<P>(
         &self,
         delay: Duration,
         mut first: Pin<&mut P>,
         first_chosen: &mut Chosen,
-        attempt: &mut A,
-    ) -> Raced<R>
+    ) -> Raced<T::Answer>
     where
-        R: Answer,
-        A: FnMut(AttemptSpec) -> F,
-        F: Future<Output = Tried<R>>,
-        P: Future<Output = Tried<R>>,
+        P: Future<Output = Tried<T::Answer>>,
     {
-        let name = &self.dep.name;
         let first_breaker = first_chosen.breaker.take();
         let started = self.started;
         let due = started.checked_add(delay).unwrap_or(started);
@@ -128,7 +136,7 @@ impl Race<'_> {
             self.settle(first_breaker, &result);
             return Raced::alone(result, started);
         }
-        let (_permit, mut hedge) = match self.admit(&first_chosen.endpoint) {
+        let (_permit, chosen) = match self.admit(&first_chosen.endpoint) {
             Ok(admitted) => admitted,
             Err(declined) => {
                 self.declined(declined);
@@ -137,99 +145,145 @@ impl Race<'_> {
                 return Raced::alone(result, started);
             }
         };
-
-        let hedge_started = Instant::now();
-        if let Some(permit) = &mut hedge.breaker {
-            permit.mark_sent();
-        }
-        let _in_flight_to = hedge.start();
-        let window = self.plan.timing.attempt(
-            hedge_started,
-            attempt::cap(self.dep, hedge.breaker.as_ref(), None),
+        let mut hedge = self.hedge(chosen);
+        let window = self.call.plan.timing.attempt(
+            hedge.started,
+            attempt::cap(
+                self.call.dep,
+                &self.call.plan,
+                hedge.chosen.breaker.as_ref(),
+                None,
+            ),
         );
-        tracing::debug!(
-            dependency = %name,
-            after_ms = whole_millis(hedge_started.saturating_duration_since(started)),
-            budget_sent_ms = window.budget.map(whole_millis),
-            "hedge sent"
-        );
-        let span = record::attempt_started(self.dep, self.plan, 1, window.budget, None);
+        let span = record::attempt_started(self.call.dep, &self.call.plan, 1, window.budget, None);
         let spec = AttemptSpec {
             number: 1,
             budget: window.budget,
-            endpoint: std::sync::Arc::clone(&hedge.endpoint),
+            endpoint: std::sync::Arc::clone(&hedge.chosen.endpoint),
         };
-        let mut second = std::pin::pin!(attempt::bounded(window, attempt(spec).instrument(span)));
+        let second = pin!(attempt::bounded(
+            window,
+            self.call.send(spec).instrument(span)
+        ));
+        self.first_answer((first, first_breaker, first_chosen), second, &mut hedge)
+            .await
+    }
 
-        let hedge_name = format!("{name}{HEDGE_SUFFIX}");
-        let mut first_breaker = first_breaker;
-        let mut first_failed: Option<(Tried<R>, Duration)> = None;
-        let mut second_failed: Option<(Tried<R>, Duration)> = None;
+    /// The hedge, sent now to `chosen`: its breaker's silence counted from
+    /// now, its call out counted, the log line.
+    fn hedge(&self, mut chosen: Chosen) -> Hedge {
+        let started = Instant::now();
+        if let Some(permit) = &mut chosen.breaker {
+            permit.mark_sent();
+        }
+        let name = &self.call.dep.name;
+        tracing::debug!(
+            dependency = %name,
+            after_ms = whole_millis(started.saturating_duration_since(self.started)),
+            "hedge sent"
+        );
+        Hedge {
+            chosen,
+            started,
+            name: format!("{name}{HEDGE_SUFFIX}"),
+        }
+    }
+
+    /// Races `first` against `second`, the hedge: the first answer wins
+    /// (a failure waits for the other's result).
+    async fn first_answer<P, S>(
+        &self,
+        (mut first, mut first_breaker, first_chosen): (
+            Pin<&mut P>,
+            Option<BreakerPermit>,
+            &mut Chosen,
+        ),
+        mut second: Pin<&mut S>,
+        hedge: &mut Hedge,
+    ) -> Raced<T::Answer>
+    where
+        P: Future<Output = Tried<T::Answer>>,
+        S: Future<Output = Tried<T::Answer>>,
+    {
+        let _in_flight_to = hedge.chosen.start();
+        let mut first_failed: Failed<T::Answer> = None;
+        let mut second_failed: Failed<T::Answer> = None;
         loop {
             tokio::select! {
                 result = &mut first, if first_failed.is_none() => {
-                    let took = started.elapsed();
+                    let took = self.started.elapsed();
                     self.settle(first_breaker.take(), &result);
                     if result.is_err() && second_failed.is_none() {
                         first_failed = Some((result, took));
                         continue;
                     }
-                    match second_failed.take() {
-                        Some((failed, ran)) => {
-                            self.lost(&hedge_name, ran, Some(&failed), hedge.shown());
-                            self.settle_hedge(&mut hedge, &failed, ran);
-                        }
-                        // The hedge is cancelled: its breaker permit is
-                        // dropped unheard (neutral), and its endpoint's
-                        // latency is at least what it ran (a hedge to a
-                        // slow replica that lost must not leave it looking
-                        // fast).
-                        None => {
-                            let ran = hedge_started.elapsed();
-                            if hedge.balanced {
-                                hedge.endpoint.load.at_least(ran, Instant::now());
-                            }
-                            self.lost::<R>(&hedge_name, ran, None, hedge.shown());
-                        }
-                    }
-                    meter::hedge(name, false, 1);
+                    self.first_won(hedge, second_failed.take());
                     return Raced { result, took, hedge_won: false };
                 }
                 result = &mut second, if second_failed.is_none() => {
-                    let took = hedge_started.elapsed();
+                    let took = hedge.started.elapsed();
                     if result.is_err() && first_failed.is_none() {
                         second_failed = Some((result, took));
                         continue;
                     }
-                    self.settle(hedge.breaker.take(), &result);
-                    match first_failed.take() {
-                        Some((failed, ran)) => {
-                            self.lost(name, ran, Some(&failed), first_chosen.shown());
-                        }
-                        None => {
-                            let ran = started.elapsed();
-                            // The first attempt's latency is at least this.
-                            // Its endpoint lost to one sent later: to the
-                            // balancer, its estimate doubles, and its next
-                            // answers bring it down at a latency's pace, or
-                            // a replica whose slow calls are all cut short
-                            // by hedges would look as fast as the hedge
-                            // delay.
-                            self.hedging.observe(ran);
-                            if first_chosen.balanced {
-                                first_chosen.endpoint.load.outrun(ran, Instant::now());
-                            }
-                            self.lost::<R>(name, ran, None, first_chosen.shown());
-                        }
-                    }
-                    meter::hedge(name, true, 1);
+                    self.settle(hedge.chosen.breaker.take(), &result);
+                    self.hedge_won(first_chosen, first_failed.take());
                     // The call goes on as the hedge's: the engine records
                     // its endpoint and teaches it the answer.
-                    *first_chosen = hedge;
+                    std::mem::swap(first_chosen, &mut hedge.chosen);
                     return Raced { result, took, hedge_won: true };
                 }
             }
         }
+    }
+
+    /// The first attempt won: the hedge's record (its failure, or
+    /// `cancelled`) and what its endpoint learns.
+    fn first_won(&self, hedge: &mut Hedge, failed: Failed<T::Answer>) {
+        match failed {
+            Some((failed, ran)) => {
+                self.lost(&hedge.name, ran, Some(&failed), hedge.chosen.shown());
+                self.settle_hedge(&mut hedge.chosen, &failed, ran);
+            }
+            // The hedge is cancelled: its breaker permit is dropped
+            // unheard (neutral), and its endpoint's latency is at least
+            // what it ran (a hedge to a slow replica that lost must not
+            // leave it looking fast).
+            None => {
+                let ran = hedge.started.elapsed();
+                if hedge.chosen.balanced {
+                    hedge.chosen.endpoint.load.at_least(ran, Instant::now());
+                }
+                self.lost(&hedge.name, ran, None, hedge.chosen.shown());
+            }
+        }
+        meter::hedge(&self.call.dep.name, false, 1);
+    }
+
+    /// The hedge won: the first attempt's record (its failure, or
+    /// `cancelled`) and what its endpoint and the hedge delay learn.
+    fn hedge_won(&self, first_chosen: &Chosen, failed: Failed<T::Answer>) {
+        let name = &self.call.dep.name;
+        match failed {
+            Some((failed, ran)) => {
+                self.lost(name, ran, Some(&failed), first_chosen.shown());
+            }
+            None => {
+                let ran = self.started.elapsed();
+                // The first attempt's latency is at least this. Its
+                // endpoint lost to one sent later: to the balancer, its
+                // estimate doubles, and its next answers bring it down at
+                // a latency's pace, or a replica whose slow calls are all
+                // cut short by hedges would look as fast as the hedge
+                // delay.
+                self.hedging.observe(ran);
+                if first_chosen.balanced {
+                    first_chosen.endpoint.load.outrun(ran, Instant::now());
+                }
+                self.lost(name, ran, None, first_chosen.shown());
+            }
+        }
+        meter::hedge(name, true, 1);
     }
 
     /// When a hedge due now, `delay` after the first attempt's start, is
@@ -257,7 +311,7 @@ impl Race<'_> {
         if expected <= delay {
             return None;
         }
-        let others = self.dep.endpoints.current();
+        let others = self.call.dep.endpoints.current();
         let fastest_other = others
             .iter()
             .filter(|e| !std::ptr::eq(&***e, &*first.endpoint))
@@ -274,7 +328,7 @@ impl Race<'_> {
     /// A hedge that was due and not sent, and why: the log line and the
     /// counter.
     fn declined(&self, why: Declined) {
-        let name = &self.dep.name;
+        let name = &self.call.dep.name;
         tracing::debug!(dependency = %name, reason = why.label(), "hedge not sent");
         meter::hedge_declined_by(name, why.label(), 1);
     }
@@ -287,12 +341,12 @@ impl Race<'_> {
         &self,
         first: &crate::outbound::endpoints::Endpoint,
     ) -> Result<(Option<Permit>, Chosen), Declined> {
-        let dep = self.dep;
-        if self.plan.timing.check_floor(&dep.floor.current()).is_err() {
+        let (dep, timing) = (self.call.dep, self.call.plan.timing);
+        if timing.check_floor(&dep.floor.current()).is_err() {
             return Err(Declined::Floor);
         }
-        let chosen = choose::next(dep, self.plan.timing.remaining(), Some(first))
-            .map_err(|_| Declined::Circuit)?;
+        let chosen =
+            choose::next(dep, timing.remaining(), Some(first)).map_err(|_| Declined::Circuit)?;
         if self.hedging.other_replica_only && std::ptr::eq(&*chosen.endpoint, first) {
             return Err(Declined::NoOtherReplica);
         }

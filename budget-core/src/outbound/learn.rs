@@ -9,24 +9,28 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Dependency;
+use super::attempt::Attempted;
 use super::choose::Chosen;
 use crate::admission::limit::Sample;
 use crate::breaker::Verdict;
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 use crate::telemetry::meter;
 
-/// Teaches `dep` an attempt to `chosen` that took `took` and read as
-/// `outcome`, with `in_flight` calls out when it started (an adaptive
-/// limit's sample) and `budget` sent with it.
-pub(crate) fn attempt(
+/// Teaches `dep` an attempt to `chosen` (what it took and read as, the
+/// calls out when it started: an adaptive limit's sample, and the budget
+/// sent with it), after which the retry policy decided `decision`.
+pub(crate) fn attempt<R>(
     dep: &Dependency,
-    outcome: &Outcome,
+    attempted: &Attempted<R>,
     decision: &Decision,
-    took: Duration,
-    in_flight: Option<usize>,
-    budget: Option<Duration>,
     chosen: &Chosen,
 ) {
+    let (outcome, took, in_flight, budget) = (
+        &attempted.outcome,
+        attempted.took,
+        attempted.in_flight,
+        attempted.budget,
+    );
     if matches!(decision, Decision::Stop(StopReason::Succeeded))
         || *outcome == Outcome::Transport(TransportKind::Timeout)
     {
@@ -175,15 +179,9 @@ mod tests {
                 let _going = chosen.start();
                 let in_flight = dep.permits.as_ref().unwrap().adaptive_in_flight(&set[i]);
                 let status = Outcome::status(StatusCode::OK);
-                attempt(
-                    &dep,
-                    &status,
-                    &ok,
-                    Duration::from_millis(50),
-                    in_flight,
-                    budget,
-                    &chosen,
-                );
+                let attempted =
+                    Attempted::test(status, Duration::from_millis(50), in_flight, budget);
+                attempt(&dep, &attempted, &ok, &chosen);
             }
         }
         let (first, second) = (limit_of(0), limit_of(1));
@@ -193,15 +191,8 @@ mod tests {
         let retry = Decision::Retry {
             after: Duration::ZERO,
         };
-        attempt(
-            &dep,
-            &refused,
-            &retry,
-            Duration::from_millis(1),
-            Some(1),
-            budget,
-            &chosen,
-        );
+        let attempted = Attempted::test(refused, Duration::from_millis(1), Some(1), budget);
+        attempt(&dep, &attempted, &retry, &chosen);
         assert!(limit_of(0) < first, "{} vs {first}", limit_of(0));
         assert_eq!(limit_of(1), second);
     }

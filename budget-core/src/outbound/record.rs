@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tracing::Span;
 
+use super::attempt::Attempted;
 use super::choose::Chosen;
 use super::retry::Decided;
 use super::timing::Timing;
@@ -19,7 +20,6 @@ use crate::ledger::{Entry, Ledger};
 use crate::outbound::endpoints::ResolveError;
 use crate::outbound::error::{CallError, CallErrorKind, NoPermitInBudget};
 use crate::outbound::hedging::HEDGE_SUFFIX;
-use crate::retry::Outcome;
 use crate::telemetry::semconv::{
     OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, OUTCOME_UNRESOLVED,
     REASON_EXPIRED, REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE, RPC_SYSTEM_GRPC,
@@ -58,18 +58,16 @@ pub(crate) fn attempt_started(
 /// An attempt's answer (or the hedge's, when it won) after `took`: its
 /// ledger entry (saying which replica answered, when there are several:
 /// `200 from 10.0.0.2:9000`) and its duration metric.
-pub(crate) fn attempt_ended(
+pub(crate) fn attempt_ended<R>(
     dep: &Dependency,
     plan: &Plan,
-    number: u32,
-    took: Duration,
-    hedge_won: bool,
-    outcome: &Outcome,
+    attempted: &Attempted<R>,
     chosen: &Chosen,
 ) {
+    let (number, took, outcome) = (attempted.number, attempted.took, &attempted.outcome);
     let name = &dep.name;
     let said = said(outcome, chosen.shown());
-    if hedge_won {
+    if attempted.hedge_won {
         ledger(
             plan,
             Entry::attempt(format!("{name}{HEDGE_SUFFIX}"), number, took, said),
@@ -93,16 +91,15 @@ pub(crate) fn said(what: &dyn std::fmt::Display, from: Option<&Arc<str>>) -> Str
 
 /// What was decided after an attempt: the log line, the span's outcome
 /// and the decision's metric.
-pub(crate) fn decided(
-    dep: &Dependency,
-    span: &Span,
-    number: u32,
-    outcome: &Outcome,
-    decided: &Decided,
-    took: Duration,
-    budget: Option<Duration>,
-) {
+pub(crate) fn decided<R>(dep: &Dependency, attempted: &Attempted<R>, decided: &Decided) {
     let (decision, remaining) = (&decided.decision, decided.remaining);
+    let (number, outcome, took, budget) = (
+        attempted.number,
+        &attempted.outcome,
+        attempted.took,
+        attempted.budget,
+    );
+    let span = &attempted.span;
     tracing::debug!(
         dependency = %dep.name,
         attempt = number,

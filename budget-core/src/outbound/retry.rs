@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::attempt::Attempted;
 use super::choose::{self, Chosen};
 use super::record::{self, Refusal};
 use super::{Dependency, Plan, Timing};
@@ -27,33 +28,35 @@ pub(crate) struct Decided {
     pub(crate) remaining: Duration,
     /// The floor the next attempt would need.
     pub(crate) floor: Floor,
+    /// The next attempt's endpoint, when the retry goes to another at once
+    /// ([`requeue`]).
+    pub(crate) requeued: Option<Chosen>,
 }
 
-/// The retry policy's decision after attempt `attempts`, which read as
-/// `outcome`; `waited` is the wait before it (the backoff's memory), and
-/// `retry_budget` pays for a retry.
-pub(crate) fn decide(
+/// The retry policy's decision after `attempted` (its outcome, its
+/// number, the wait before it: the backoff's memory); `retry_budget` pays
+/// for a retry.
+pub(crate) fn decide<R>(
     dep: &Dependency,
     plan: &Plan,
-    outcome: Outcome,
-    attempts: u32,
-    waited: Option<Duration>,
+    attempted: &Attempted<R>,
     retry_budget: Option<&RetryBudget>,
 ) -> Decided {
     let (remaining, floor) = plan.timing.for_decision(dep.floor.current().floor);
     let input = DecisionInput {
-        outcome,
-        attempts,
+        outcome: attempted.outcome,
+        attempts: attempted.number,
         may_retry: plan.may_retry,
         remaining,
         floor,
-        previous_wait: waited,
+        previous_wait: attempted.waited,
     };
     let decision = dep.policy.decide(&input, retry_budget, &mut rand::rng());
     Decided {
         decision,
         remaining,
         floor,
+        requeued: None,
     }
 }
 
@@ -89,19 +92,21 @@ pub(crate) fn requeue(
     (!Arc::ptr_eq(&next.endpoint, &last.endpoint)).then_some(next)
 }
 
-/// Sleeps `after` within the budget and records the wait; then the next
-/// attempt's admission: its endpoint (another than `last`'s, when there is
-/// one) and breaker permit, or the decision that stops the call (a refusal
-/// recorded as for the first attempt; `remaining` and `floor` are what the
-/// decision saw).
+/// Sleeps the retry's wait within the budget and records it; then the
+/// next attempt's admission: its endpoint (another than `last`'s, when
+/// there is one) and breaker permit, or the decision that stops the call
+/// (a refusal recorded as for the first attempt, with what `decided`
+/// saw).
 pub(crate) async fn wait(
     dep: &Dependency,
     plan: &Plan,
-    after: Duration,
-    remaining: Duration,
-    floor: Floor,
+    decided: &Decided,
     last: &Chosen,
 ) -> Result<(Duration, Chosen), Decision> {
+    let Decision::Retry { after } = decided.decision else {
+        return Err(decided.decision);
+    };
+    let (remaining, floor) = (decided.remaining, decided.floor);
     let waiting = Instant::now();
     match plan.timing {
         // An error means the deadline came: the floor check below stops.
@@ -155,20 +160,31 @@ mod tests {
             .dependency
     }
 
+    /// A decision to retry after `after`, with what it saw.
+    fn retry_after(after: Duration, remaining: Duration, floor: Floor) -> Decided {
+        Decided {
+            decision: Decision::Retry { after },
+            remaining,
+            floor,
+            requeued: None,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_decision_sees_what_is_left_and_the_floor_and_fixed_mode_sees_neither() {
         let dep = dependency(50);
         let ledger = Ledger::new();
         let refused = Outcome::Transport(TransportKind::Connect);
         let budget = plan(Timing::Budget(Budget::new(ms(800))), &ledger);
-        let decided = decide(&dep, &budget, refused, 1, None, None);
+        let attempted = Attempted::test(refused, ms(10), None, None);
+        let decided = decide(&dep, &budget, &attempted, None);
         assert_eq!(
             (decided.remaining, decided.floor),
             (ms(800), Floor::new(ms(50)))
         );
         assert!(decided.decision.is_retry());
         let fixed = plan(Timing::Fixed(ms(300)), &ledger);
-        let decided = decide(&dep, &fixed, refused, 1, None, None);
+        let decided = decide(&dep, &fixed, &attempted, None);
         assert_eq!(
             (decided.remaining, decided.floor),
             (Duration::MAX, Floor::default())
@@ -185,9 +201,7 @@ mod tests {
         let (waited, next) = wait(
             &dep,
             &plan(timing, &ledger),
-            ms(100),
-            ms(800),
-            Floor::new(ms(50)),
+            &retry_after(ms(100), ms(800), Floor::new(ms(50))),
             &last,
         )
         .await
@@ -210,9 +224,7 @@ mod tests {
         let stop = wait(
             &dep,
             &plan(timing, &ledger),
-            ms(100),
-            ms(250),
-            Floor::new(ms(200)),
+            &retry_after(ms(100), ms(250), Floor::new(ms(200))),
             &last,
         )
         .await

@@ -10,10 +10,13 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use super::attempt::{AttemptError, AttemptSpec, Tried};
-use super::{Plan, Timing};
+use super::{Call, Dependency, Finished, HeaderRules, Plan, Timing, Transport, http_outcome};
 use crate::client::DependencyConfig;
 use crate::clock::FixedClock;
+use crate::clock::WallClock;
 use crate::ledger::Ledger;
+use crate::outbound::error::CallError;
+use crate::retry::Outcome;
 use crate::retry::{BackoffConfig, Jitter, RetryConfig, TransportKind};
 
 pub(crate) fn ms(v: u64) -> Duration {
@@ -94,4 +97,56 @@ impl Shaped {
             .map(|(at, spec)| (*at - origin, spec.budget))
             .collect()
     }
+}
+
+/// A transport whose attempts are `attempt`'s answers (HTTP answers with
+/// a `Bytes` body), for the engine's tests: no socket, tokio's paused
+/// clock.
+pub(crate) struct Fake<A>(pub(crate) A);
+
+impl<A, F> Transport for Fake<A>
+where
+    A: Fn(AttemptSpec) -> F + Sync,
+    F: std::future::Future<Output = Tried<http::Response<Bytes>>> + Send,
+{
+    type Answer = http::Response<Bytes>;
+    type Error = AttemptError;
+
+    fn send(
+        &self,
+        spec: AttemptSpec,
+        _: &HeaderRules,
+    ) -> impl std::future::Future<Output = Tried<http::Response<Bytes>>> + Send {
+        (self.0)(spec)
+    }
+
+    fn classify(&self, answer: &Self::Answer, clock: &dyn WallClock) -> Outcome {
+        http_outcome(answer, clock)
+    }
+
+    fn classify_error(&self, error: AttemptError) -> AttemptError {
+        error
+    }
+}
+
+/// One call to `dep` by [`Fake`] attempts.
+pub(crate) async fn run<A, F>(
+    dep: &Dependency,
+    clock: &dyn WallClock,
+    plan: Plan,
+    attempt: A,
+) -> Result<Finished<http::Response<Bytes>>, CallError>
+where
+    A: Fn(AttemptSpec) -> F + Sync,
+    F: std::future::Future<Output = Tried<http::Response<Bytes>>> + Send,
+{
+    let transport = Fake(attempt);
+    Call {
+        dep,
+        clock,
+        plan,
+        transport: &transport,
+    }
+    .run()
+    .await
 }

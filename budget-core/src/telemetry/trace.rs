@@ -228,33 +228,13 @@ pub(crate) fn attempt_span(
     span
 }
 
-/// What the attempt sends, recorded on `span` (the attempt's own, current
-/// while it runs); and the trace context it carries: with the `otel`
-/// feature, the span's own W3C context; without one (no OpenTelemetry
-/// layer, spans off, or no `otel` feature), `inbound`: the caller's
-/// `traceparent` and `tracestate` as they came to this hop (from the
-/// request's [`RequestContext`](crate::context::RequestContext)), so that
-/// the trace goes on through a hop that does not export.
-/// `trace_query`: record the URL's query in `url.full` as it is; otherwise
-/// its values read `REDACTED` (they may carry secrets).
-#[cfg(feature = "client")]
-pub(crate) fn record_send(
-    span: &Span,
-    url: &url::Url,
-    headers: &mut http::HeaderMap,
-    trace_query: bool,
-    inbound: Option<&crate::context::InboundTrace>,
-) {
-    if !span.is_disabled() {
-        record_url(span, url, trace_query);
-    }
-    super::carry::propagate(span, headers, inbound);
-}
-
 /// `url.full` without credentials and, unless `trace_query`, with every
 /// query value `REDACTED`; `server.address`, `server.port`.
 #[cfg(feature = "client")]
-fn record_url(span: &Span, url: &url::Url, trace_query: bool) {
+pub(crate) fn record_url(span: &Span, url: &url::Url, trace_query: bool) {
+    if span.is_disabled() {
+        return;
+    }
     let redact = !trace_query && url.query().is_some();
     if url.username().is_empty() && url.password().is_none() && !redact {
         span.record(URL_FULL, url.as_str());

@@ -6,6 +6,8 @@ use tower_layer::Layer;
 
 use super::OutboundBudget;
 use crate::adapters::outbound::Outbound;
+use crate::client::DependencyConfig;
+use crate::config::ConfigError;
 use crate::floor::Floor;
 
 /// Applies [`OutboundBudget`] to a tower client of `http::Request`s: each
@@ -28,7 +30,7 @@ use crate::floor::Floor;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let layer = OutboundBudgetLayer::new("pricing").with_floor(Duration::from_millis(50));
+/// let layer = OutboundBudgetLayer::new("pricing").floor(Duration::from_millis(50));
 /// assert_eq!(layer.dependency(), "pricing");
 /// let http = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
 /// let pricing = layer.layer(http);
@@ -46,7 +48,7 @@ impl OutboundBudgetLayer {
     ///
     /// ```
     /// use budget_core::adapters::tower::OutboundBudgetLayer;
-    /// assert!(OutboundBudgetLayer::new("pricing").floor().get().is_zero());
+    /// assert!(OutboundBudgetLayer::new("pricing").current_floor().get().is_zero());
     /// ```
     pub fn new(dependency: impl Into<Arc<str>>) -> Self {
         Self {
@@ -54,18 +56,55 @@ impl OutboundBudgetLayer {
         }
     }
 
-    /// The same layer with a floor: a request is not made when what is
-    /// left of the budget, less the reserve, is below it.
+    /// The layer with everything `config` gives a
+    /// [`BudgetClient`](crate::client::BudgetClient) (see
+    /// [`OutboundBudget::from_config`]).
+    ///
+    /// # Errors
+    ///
+    /// The first invalid field, named as
+    /// [`DependencyConfig::build`](crate::client::DependencyConfig::build)
+    /// names it.
+    ///
+    /// ```
+    /// use budget_core::adapters::tower::OutboundBudgetLayer;
+    /// use budget_core::client::DependencyConfig;
+    /// let config = DependencyConfig::new("pricing", "http://127.0.0.1:9000");
+    /// let layer = OutboundBudgetLayer::from_config(&config).unwrap();
+    /// assert_eq!(layer.dependency(), "pricing");
+    /// ```
+    pub fn from_config(config: &DependencyConfig) -> Result<Self, ConfigError> {
+        Ok(Self {
+            outbound: Outbound::from_config(config)?,
+        })
+    }
+
+    /// The same layer with a fixed floor: a request is not made when what
+    /// is left of the budget, less the reserve, is below it.
     ///
     /// ```
     /// # use std::time::Duration;
     /// use budget_core::adapters::tower::OutboundBudgetLayer;
-    /// let layer = OutboundBudgetLayer::new("pricing").with_floor(Duration::from_millis(80));
-    /// assert_eq!(layer.floor().get(), Duration::from_millis(80));
+    /// let layer = OutboundBudgetLayer::new("pricing").floor(Duration::from_millis(80));
+    /// assert_eq!(layer.current_floor().get(), Duration::from_millis(80));
     /// ```
-    pub fn with_floor(mut self, floor: impl Into<Floor>) -> Self {
+    pub fn floor(mut self, floor: impl Into<Floor>) -> Self {
         self.outbound = self.outbound.with_floor(floor.into());
         self
+    }
+
+    /// The old name of [`floor`](Self::floor).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # #[allow(deprecated)]
+    /// let layer = budget_core::adapters::tower::OutboundBudgetLayer::new("pricing")
+    ///     .with_floor(Duration::from_millis(80));
+    /// assert_eq!(layer.current_floor().get(), Duration::from_millis(80));
+    /// ```
+    #[deprecated(note = "renamed to `floor`, as `GrpcBudgetLayer::floor`")]
+    pub fn with_floor(self, floor: impl Into<Floor>) -> Self {
+        self.floor(floor)
     }
 
     /// The dependency's name.
@@ -78,13 +117,13 @@ impl OutboundBudgetLayer {
         self.outbound.dependency()
     }
 
-    /// The floor (zero unless set).
+    /// The floor now (zero unless set; a learned floor's current value).
     ///
     /// ```
     /// use budget_core::adapters::tower::OutboundBudgetLayer;
-    /// assert!(OutboundBudgetLayer::new("pricing").floor().get().is_zero());
+    /// assert!(OutboundBudgetLayer::new("pricing").current_floor().get().is_zero());
     /// ```
-    pub fn floor(&self) -> Floor {
+    pub fn current_floor(&self) -> Floor {
         self.outbound.floor()
     }
 }

@@ -55,11 +55,9 @@
 //! # Ok(()) }
 //! ```
 
-mod error;
 pub mod future;
 mod layer;
 mod service;
 
-pub use error::BudgetElapsed;
 pub use layer::OutboundBudgetLayer;
 pub use service::OutboundBudget;

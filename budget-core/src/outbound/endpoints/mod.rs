@@ -356,8 +356,7 @@ impl Endpoints {
     }
 
     /// One endpoint, the URL as it is, with `breaker` (a gRPC channel's
-    /// dependency: the channel it wraps is what connects).
-    #[cfg(feature = "grpc")]
+    /// or an adapter's dependency: the client it wraps is what connects).
     pub(crate) fn single(name: &Arc<str>, breaker: Option<Arc<CircuitBreaker>>) -> Self {
         let label = breaker
             .as_ref()

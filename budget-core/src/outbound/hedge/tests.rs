@@ -1,4 +1,3 @@
-use std::convert::identity;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -8,8 +7,8 @@ use tokio::time::Instant;
 use crate::budget::Budget;
 use crate::client::{DependencyConfig, HedgeConfig};
 use crate::ledger::Ledger;
-use crate::outbound::testing::{Shaped, clock, config, ms, plan};
-use crate::outbound::{self, Dependency, Finished, Timing};
+use crate::outbound::testing::{self, Shaped, clock, config, ms, plan};
+use crate::outbound::{Dependency, Finished, Timing};
 use crate::retry::RetryConfig;
 
 /// `config()` with hedging after a fixed `delay`, one hedge per call
@@ -35,12 +34,11 @@ async fn shaped(
     budget: u64,
     fake: &Shaped,
 ) -> Finished<http::Response<Bytes>> {
-    outbound::run(
+    testing::run(
         dep,
         &clock(),
         plan(Timing::Budget(Budget::new(ms(budget))), ledger),
         |s| fake.attempt(s),
-        identity,
     )
     .await
     .unwrap()
@@ -53,13 +51,9 @@ async fn hedge_a_slow_first_attempt_is_hedged_after_the_delay_and_the_first_answ
     let fake = Shaped::new(&[(200, 1000), (200, 30)]);
     let start = Instant::now();
     let budget = Budget::new(ms(2000));
-    let res = outbound::run(
-        &dep,
-        &clock(),
-        plan(Timing::Budget(budget), &ledger),
-        |s| fake.attempt(s),
-        identity,
-    )
+    let res = testing::run(&dep, &clock(), plan(Timing::Budget(budget), &ledger), |s| {
+        fake.attempt(s)
+    })
     .await
     .unwrap();
     assert_eq!(res.response.status(), StatusCode::OK);
@@ -212,18 +206,17 @@ async fn hedge_never_for_a_call_that_may_not_be_sent_twice_nor_in_fixed_mode() {
     let fake = Shaped::new(&[(200, 300), (200, 10)]);
     let mut once = plan(Timing::Budget(Budget::new(ms(2000))), &ledger);
     once.may_retry = false;
-    outbound::run(&dep, &clock(), once, |s| fake.attempt(s), identity)
+    testing::run(&dep, &clock(), once, |s| fake.attempt(s))
         .await
         .unwrap();
     assert_eq!(fake.sent(), 1, "a POST without a key is sent once");
 
     let fake = Shaped::new(&[(200, 300), (200, 10)]);
-    outbound::run(
+    testing::run(
         &dep,
         &clock(),
         plan(Timing::Fixed(ms(2000)), &ledger),
         |s| fake.attempt(s),
-        identity,
     )
     .await
     .unwrap();

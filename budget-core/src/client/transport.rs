@@ -1,20 +1,17 @@
-//! One attempt over reqwest: stamp the budget headers, send, read the body
-//! under the attempt's deadline (the caller's `timeout_at`), and sort a
-//! failure into a [`TransportKind`].
+//! reqwest as a [`Transport`]: one attempt of a [`Prepared`] request, its
+//! headers stamped, its answer buffered under the attempt's deadline (the
+//! engine's), and its failures sorted into a [`TransportKind`].
 
 use std::error::Error as StdError;
 use std::io;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Method};
 use reqwest::Url;
 
-use super::call::AttemptResult;
-use crate::context::InboundTrace;
-use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
-use crate::outbound::{AttemptError, AttemptSpec};
-use crate::retry::TransportKind;
+use crate::clock::WallClock;
+use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
+use crate::retry::{Outcome, TransportKind};
 use crate::telemetry::trace;
 
 /// A request ready to be sent any number of times (its body is `Bytes`, so
@@ -28,26 +25,81 @@ pub(crate) struct Prepared {
     /// Keep the query in the span's `url.full` (else its values are
     /// redacted).
     pub(crate) trace_query: bool,
-    /// The caller's trace context, from the request context the call was
-    /// made in: sent on when the attempt has none of its own.
-    pub(crate) inbound_trace: Option<InboundTrace>,
 }
 
-/// Sends `prepared` once and buffers the answer, at most `max_body` bytes.
-///
-/// `spec.budget` becomes `request-budget-ms` (and `grpc-timeout` when
-/// `grpc` is set), both rounded down to the millisecond, unless `forward`
-/// is off; in fixed mode it is `None` and no budget header is added.
-pub(crate) async fn send_once(
-    http: &reqwest::Client,
-    prepared: &Prepared,
-    spec: AttemptSpec,
-    (forward, grpc): (bool, bool),
-    max_body: u64,
-) -> AttemptResult {
-    // Built in a block: its locals end before the first await, so the
-    // attempt's future keeps only the request.
-    let req = {
+/// [`Prepared`] requests sent by a `reqwest::Client`, their answers
+/// buffered up to `max_body` bytes.
+pub(crate) struct Reqwest<'a> {
+    pub(crate) http: &'a reqwest::Client,
+    pub(crate) prepared: &'a Prepared,
+    pub(crate) max_body: u64,
+}
+
+/// How a reqwest attempt failed.
+#[derive(Debug)]
+pub(crate) enum Failed {
+    /// Before the answer's head.
+    Head(reqwest::Error),
+    /// While reading its body.
+    Body(reqwest::Error),
+    /// The body was over `max_body` bytes.
+    TooLarge(u64),
+}
+
+impl Transport for Reqwest<'_> {
+    type Answer = http::Response<Bytes>;
+    type Error = Failed;
+
+    async fn send(&self, spec: AttemptSpec, rules: &HeaderRules) -> Result<Self::Answer, Failed> {
+        let req = self.request(&spec, rules);
+        let mut res = self.http.execute(req).await.map_err(Failed::Head)?;
+        let max_body = self.max_body;
+        if res.content_length().is_some_and(|len| len > max_body) {
+            return Err(Failed::TooLarge(max_body));
+        }
+        let mut out = http::Response::new(Bytes::new());
+        *out.status_mut() = res.status();
+        *out.version_mut() = res.version();
+        *out.headers_mut() = std::mem::take(res.headers_mut());
+        *out.body_mut() = read_body(&mut res, max_body).await?;
+        Ok(out)
+    }
+
+    fn classify(&self, answer: &Self::Answer, clock: &dyn WallClock) -> Outcome {
+        http_outcome(answer, clock)
+    }
+
+    fn classify_error(&self, error: Failed) -> AttemptError {
+        match error {
+            Failed::Head(e) => AttemptError::new(head_failure(&e), e.without_url()),
+            Failed::Body(e) => AttemptError::new(body_failure(&e), e.without_url()),
+            Failed::TooLarge(limit) => AttemptError::too_large(limit),
+        }
+    }
+}
+
+impl super::config::Settings {
+    /// What the steps before the engine read of this configuration.
+    pub(crate) fn defaults(&self) -> crate::outbound::resolve::CallDefaults {
+        use crate::outbound::Deadline;
+        crate::outbound::resolve::CallDefaults {
+            mode: self.mode,
+            fixed_timeout: self.fixed_timeout,
+            default_budget: self.default_budget,
+            forward: self.forward,
+            deadline: if self.grpc_timeout {
+                Deadline::HttpAndGrpcTimeout
+            } else {
+                Deadline::Http
+            },
+        }
+    }
+}
+
+impl Reqwest<'_> {
+    /// Attempt `spec`'s request: to its endpoint, its headers stamped.
+    fn request(&self, spec: &AttemptSpec, rules: &HeaderRules) -> reqwest::Request {
+        let prepared = self.prepared;
         let mut url = prepared.url.clone();
         let target = spec.endpoint.target.as_ref();
         if let Some(target) = target {
@@ -58,56 +110,29 @@ pub(crate) async fn send_once(
             // A resolved name's address in the URL: the name stays the Host.
             headers.insert(http::header::HOST, host.clone());
         }
-        if let Some(budget) = spec.budget.filter(|_| forward) {
-            headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
-            if grpc {
-                // The same value as request-budget-ms: whole milliseconds.
-                let whole_ms = Duration::from_millis(crate::budget::whole_millis(budget));
-                headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole_ms));
-            }
-        }
         // The attempt's span is current here (the engine instruments this
-        // future with it): say where it goes, and pass its trace context on.
-        trace::record_send(
-            &tracing::Span::current(),
-            &url,
-            &mut headers,
-            prepared.trace_query,
-            prepared.inbound_trace.as_ref(),
-        );
+        // future with it): say where it goes.
+        trace::record_url(&tracing::Span::current(), &url, prepared.trace_query);
+        self.stamp(&mut headers, rules, spec.budget);
         let mut req = reqwest::Request::new(prepared.method.clone(), url);
         *req.headers_mut() = headers;
         if let Some(body) = &prepared.body {
             *req.body_mut() = Some(body.clone().into());
         }
         req
-    };
-
-    let mut res = http
-        .execute(req)
-        .await
-        .map_err(|e| AttemptError::new(head_failure(&e), e.without_url()))?;
-
-    if res.content_length().is_some_and(|len| len > max_body) {
-        return Err(AttemptError::too_large(max_body));
     }
-    let mut out = http::Response::new(Bytes::new());
-    *out.status_mut() = res.status();
-    *out.version_mut() = res.version();
-    *out.headers_mut() = std::mem::take(res.headers_mut());
+}
 
-    // One chunk (the common case) is kept as it is; more are joined.
+/// `res`'s body, at most `max_body` bytes: one chunk (the common case) as
+/// it is, more joined.
+async fn read_body(res: &mut reqwest::Response, max_body: u64) -> Result<Bytes, Failed> {
     let mut body = Bytes::new();
     let mut joined: Option<BytesMut> = None;
     let mut total: u64 = 0;
-    while let Some(chunk) = res
-        .chunk()
-        .await
-        .map_err(|e| AttemptError::new(body_failure(&e), e.without_url()))?
-    {
+    while let Some(chunk) = res.chunk().await.map_err(Failed::Body)? {
         total = total.saturating_add(chunk.len() as u64);
         if total > max_body {
-            return Err(AttemptError::too_large(max_body));
+            return Err(Failed::TooLarge(max_body));
         }
         match &mut joined {
             Some(buf) => buf.extend_from_slice(&chunk),
@@ -120,8 +145,7 @@ pub(crate) async fn send_once(
             }
         }
     }
-    *out.body_mut() = joined.map_or(body, BytesMut::freeze);
-    Ok(out)
+    Ok(joined.map_or(body, BytesMut::freeze))
 }
 
 /// The kind of a failure before the response head arrived: connect (timed
