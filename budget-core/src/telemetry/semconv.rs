@@ -1,5 +1,7 @@
-//! Every observability name this crate emits, in one place (STYLE rule 9):
-//! span names, span attribute keys and values, metric names and labels.
+//! Every observability name this crate emits, in one place (a rule of this
+//! crate: a name is defined here once and used through these constants, never
+//! spelt out where it is emitted): span names, span attribute keys and
+//! values, metric names and labels.
 //!
 //! Where the OpenTelemetry semantic conventions define a name (HTTP server
 //! and client spans, `url.*`, `server.*`, `error.type`), it is used as is;
