@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::BreakerState;
+use super::observer::SharedObserver;
 use crate::config::ConfigError;
 
 /// The consecutive failures that open a breaker when the config does not say.
@@ -165,8 +166,8 @@ impl BreakerConfig {
         self
     }
 
-    /// Validates the config into a [`BreakerPolicy`] (with a no-op
-    /// state-change hook), or a [`ConfigError`] naming the bad field.
+    /// Validates the config into a [`BreakerPolicy`] (with no
+    /// [`Observer`](super::Observer) and a no-op state-change hook), or a [`ConfigError`] naming the bad field.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -193,6 +194,7 @@ impl BreakerConfig {
             open_for: self.open_for,
             timeout_threshold: self.timeout_threshold,
             on_state_change: no_hook(),
+            observer: None,
         })
     }
 }
@@ -206,11 +208,13 @@ fn no_hook() -> StateHook {
     Arc::new(|_: &str, _: BreakerState, _: BreakerState| {})
 }
 
-/// How breakers behave: a validated [`BreakerConfig`] plus an optional hook
-/// called on every state change (for metrics).
+/// How breakers behave: a validated [`BreakerConfig`] plus an optional
+/// [`Observer`](super::Observer) told of every breaker made with it and of
+/// its state changes (metrics: [`with_observer`](Self::with_observer)), and
+/// an optional hook called on every state change.
 ///
 /// Made by [`BreakerConfig::build`]; `BreakerPolicy::default()` is the
-/// default config's. Cloning is cheap (the hook is shared).
+/// default config's. Cloning is cheap (the hook and observer are shared).
 ///
 /// # Example
 ///
@@ -234,6 +238,8 @@ pub struct BreakerPolicy {
     open_for: Duration,
     timeout_threshold: u32,
     on_state_change: StateHook,
+    /// Told of every breaker made with the policy and of its state changes.
+    observer: Option<SharedObserver>,
 }
 
 impl BreakerPolicy {
@@ -289,8 +295,52 @@ impl BreakerPolicy {
         self
     }
 
-    /// Tells the hook that the breaker `key` went from `from` to `to`.
+    /// The same policy telling `observer` of every breaker made with it
+    /// (when made, and on each state change): see [`Observer`](super::Observer).
+    /// It replaces the policy's observer, if it had one; the
+    /// [`on_state_change`](Self::with_on_state_change) hook is kept.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use budget_core::breaker::{BreakerPolicy, NoObserver};
+    ///
+    /// let policy = BreakerPolicy::default().with_observer(Arc::new(NoObserver));
+    /// assert!(policy.has_observer());
+    /// ```
+    pub fn with_observer(mut self, observer: Arc<dyn super::Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Whether an observer was given ([`with_observer`](Self::with_observer)).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// assert!(!BreakerPolicy::default().has_observer());
+    /// ```
+    pub fn has_observer(&self) -> bool {
+        self.observer.is_some()
+    }
+
+    /// The policy's observer, if it has one.
+    #[cfg(any(feature = "client", feature = "grpc"))]
+    pub(crate) fn observer(&self) -> Option<&SharedObserver> {
+        self.observer.as_ref()
+    }
+
+    /// Tells the observer that a breaker of `key` was made.
+    pub(super) fn registered(&self, key: &str) {
+        if let Some(observer) = &self.observer {
+            observer.registered(key);
+        }
+    }
+
+    /// Tells the observer and the hook that the breaker `key` went from
+    /// `from` to `to`.
     pub(super) fn notify(&self, key: &str, from: BreakerState, to: BreakerState) {
+        if let Some(observer) = &self.observer {
+            observer.transition(key, from, to);
+        }
         (self.on_state_change)(key, from, to);
     }
 }
@@ -308,6 +358,7 @@ impl Default for BreakerPolicy {
             open_for: DEFAULT_OPEN_FOR,
             timeout_threshold: DEFAULT_TIMEOUT_THRESHOLD,
             on_state_change: no_hook(),
+            observer: None,
         }
     }
 }
@@ -318,6 +369,7 @@ impl fmt::Debug for BreakerPolicy {
             .field("failure_threshold", &self.failure_threshold)
             .field("open_for", &self.open_for)
             .field("timeout_threshold", &self.timeout_threshold)
+            .field("observer", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }

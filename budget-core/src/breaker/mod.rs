@@ -160,6 +160,7 @@ mod circuit;
 mod config;
 mod error;
 mod evidence;
+mod observer;
 mod registry;
 mod verdict;
 
@@ -170,5 +171,7 @@ pub use config::{
 };
 pub use error::CircuitOpen;
 pub use evidence::{LONG_PROBE_EVERY, MIN_SILENCE, SILENCE_FACTOR};
+pub(crate) use observer::SharedObserver;
+pub use observer::{NoObserver, Observer};
 pub use registry::{BreakerRegistry, endpoint_key};
 pub use verdict::Verdict;

@@ -814,7 +814,7 @@ impl DependencyConfig {
         if let Some(permits) = &permits {
             crate::telemetry::meter::concurrency_limit(&name, permits.limit());
         }
-        floor.report_as(Arc::clone(&name));
+        crate::telemetry::meter::report_floor(&floor, &name);
         if hedge.is_some() {
             crate::telemetry::meter::register_hedging(
                 &name,
@@ -911,6 +911,7 @@ fn breakers(
     registry: Option<&BreakerRegistry>,
 ) -> Result<Breakers, ConfigError> {
     let policy = config.build().map_err(|e| e.within("breaker"))?;
+    let policy = crate::telemetry::meter::observe_breakers(policy);
     match registry {
         None => Ok(Breakers::new(policy, None)),
         Some(registry) => {

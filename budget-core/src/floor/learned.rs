@@ -52,6 +52,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::fixed::Floor;
+use super::observer::{Observer, Reporter};
 use crate::config::ConfigError;
 
 /// How often at most the effective floor is recomputed from the window.
@@ -471,8 +472,8 @@ pub struct LearnedFloor {
     config: LearnedFloorConfig,
     cold: Effective,
     state: Mutex<Window>,
-    /// The dependency whose `budget_floor_seconds` gauge follows it.
-    gauge: OnceLock<Arc<str>>,
+    /// Who hears of each recomputation, once reporting started.
+    reporter: OnceLock<Reporter>,
 }
 
 #[derive(Debug)]
@@ -538,16 +539,37 @@ impl LearnedFloor {
                 dirty: false,
                 effective: cold,
             }),
-            gauge: OnceLock::new(),
+            reporter: OnceLock::new(),
         })
     }
 
-    /// Reports the floor as `dependency`'s gauge from now on: now, and
-    /// each time it is recomputed (not on every call that reads it).
-    #[cfg(any(feature = "client", feature = "grpc", all(test, feature = "metrics")))]
-    pub(crate) fn report_as(&self, dependency: Arc<str>) {
-        crate::telemetry::meter::floor(&dependency, self.current().floor.get());
-        let _ = self.gauge.set(dependency);
+    /// Reports the floor of `dependency` to `observer` from now on: now,
+    /// and each time it is recomputed (not on every call that reads it).
+    /// Only the first call counts: a floor reports to one observer.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use budget_core::floor::{LearnedFloor, LearnedFloorConfig, Observer};
+    ///
+    /// struct Print;
+    /// impl Observer for Print {
+    ///     fn floor_changed(&self, dependency: &Arc<str>, floor: Duration) {
+    ///         println!("{dependency}: {floor:?}");
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let floor = LearnedFloor::new(LearnedFloorConfig::default()).unwrap();
+    /// floor.report_to(Arc::from("pricing"), Arc::new(Print)); // prints the cold start's 5ms
+    /// # }
+    /// ```
+    pub fn report_to(&self, dependency: Arc<str>, observer: Arc<dyn Observer>) {
+        let reporter = Reporter {
+            dependency,
+            observer,
+        };
+        reporter.report(self.current().floor.get());
+        let _ = self.reporter.set(reporter);
     }
 
     /// Its settings.
@@ -609,8 +631,8 @@ impl LearnedFloor {
             if w.dirty || rotated || w.computed_at.is_none() {
                 w.effective = self.compute(&mut w);
                 w.dirty = false;
-                if let Some(dependency) = self.gauge.get() {
-                    crate::telemetry::meter::floor(dependency, w.effective.floor.get());
+                if let Some(reporter) = self.reporter.get() {
+                    reporter.report(w.effective.floor.get());
                 }
             }
             w.computed_at = Some(now);
@@ -1061,30 +1083,47 @@ mod tests {
         assert_eq!(f.current().floor.get(), ms(2000));
     }
 
-    #[cfg(feature = "metrics")]
+    /// Remembers every floor it was told of.
+    #[derive(Default)]
+    struct Told(Mutex<Vec<(String, Duration)>>);
+
+    impl Observer for Told {
+        fn floor_changed(&self, dependency: &Arc<str>, floor: Duration) {
+            self.0.lock().unwrap().push((dependency.to_string(), floor));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn the_gauge_follows_each_recomputation_not_each_read() {
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        let line = "budget_floor_seconds{dependency=\"pricing\"}";
-        let value = || {
-            let rendered = handle.render();
-            rendered
-                .lines()
-                .find_map(|l| l.strip_prefix(line))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-        };
-        let _guard = metrics::set_default_local_recorder(&recorder);
+    async fn the_observer_hears_each_recomputation_not_each_read() {
+        let told = Arc::new(Told::default());
+        let last = || told.0.lock().unwrap().last().cloned();
+        let count = || told.0.lock().unwrap().len();
         let f = learned(x15());
-        f.report_as(Arc::from("pricing"));
-        assert_eq!(value(), Some(0.005), "cold start at once");
+        f.report_to(Arc::from("pricing"), told.clone());
+        assert_eq!(
+            last(),
+            Some(("pricing".into(), ms(5))),
+            "cold start at once"
+        );
         for _ in 0..20 {
             f.observe(ms(200));
         }
-        assert_eq!(value(), Some(0.005), "observing alone recomputes nothing");
+        f.current();
+        assert_eq!(
+            count(),
+            1,
+            "observing and reading within 100 ms recompute nothing"
+        );
         settle().await;
         f.current();
-        assert_eq!(value(), Some(0.3), "p99 200 ms x 1.5");
+        assert_eq!(
+            last(),
+            Some(("pricing".into(), ms(300))),
+            "p99 200 ms x 1.5"
+        );
+        settle().await;
+        f.current();
+        assert_eq!(count(), 2, "no new sample, no recomputation");
     }
 
     #[test]

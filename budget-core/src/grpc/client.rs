@@ -298,7 +298,7 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn floor_config(self, floor: &FloorConfig) -> Result<Self, ConfigError> {
         let floor = floor.build().map_err(|e| e.within("floor"))?;
-        floor.report_as(Arc::clone(&self.config.dependency.name));
+        crate::telemetry::meter::report_floor(&floor, &self.config.dependency.name);
         Ok(self.with(|c| c.dependency.floor = floor))
     }
 
@@ -315,6 +315,7 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn breaker(self, policy: BreakerPolicy) -> Self {
         let name = &self.config.dependency.name;
+        let policy = crate::telemetry::meter::observe_breakers(policy);
         let breaker = Arc::new(CircuitBreaker::new(name.as_ref(), policy));
         let endpoints = Endpoints::single(name, Some(breaker));
         self.with(|c| c.dependency.endpoints = endpoints)
