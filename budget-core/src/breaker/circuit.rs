@@ -225,8 +225,8 @@ impl CircuitBreaker {
     }
 
     /// How long an attempt may go without an answer before it counts
-    /// towards `timeout_threshold`: [`SILENCE_FACTOR`](super::SILENCE_FACTOR)
-    /// typical latencies, at least [`MIN_SILENCE`](super::MIN_SILENCE);
+    /// towards `timeout_threshold`: four typical latencies, at least
+    /// 250 ms;
     /// `None` before the first success.
     ///
     /// ```
@@ -521,9 +521,8 @@ impl BreakerPermit {
     /// breaker is concerned: for the half-open probe, the silence limit,
     /// so that a probe sent to an endpoint that still does not answer ends
     /// soon and the next probe follows `open_for` later; `None` for other
-    /// calls, before the first success, and for every
-    /// [`LONG_PROBE_EVERY`](super::LONG_PROBE_EVERY)th probe in a row that
-    /// timed out (see the [module docs](super#a-dependency-that-stops-answering)).
+    /// calls, before the first success, and for every fourth probe in a
+    /// row that timed out (see the [module docs](super#a-dependency-that-stops-answering)).
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker};

@@ -25,9 +25,9 @@ pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 /// assert_eq!(BreakerConfig::default().open_for, DEFAULT_OPEN_FOR);
 /// ```
 pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(5);
-/// The attempts in a row that went without an answer (see
-/// [`SILENCE_FACTOR`](super::SILENCE_FACTOR)) that open a breaker when the
-/// config does not say.
+/// The attempts in a row that went without an answer (see the
+/// [module docs](super#a-dependency-that-stops-answering)) that open a
+/// breaker when the config does not say.
 ///
 /// Three: at two calls a second with budgets of about two seconds, a
 /// dependency that stops answering costs three calls their budget (or

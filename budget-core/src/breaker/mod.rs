@@ -51,8 +51,8 @@
 //!   endpoint's; the learned floor learns from timeouts and so drifts up
 //!   to the budgets when the endpoint goes silent.
 //! - An attempt **went silent** when it has had no answer for the
-//!   **silence limit**, [`SILENCE_FACTOR`] (4) typical latencies and at
-//!   least [`MIN_SILENCE`] (250 ms), and no other attempt was answered
+//!   **silence limit**, four typical latencies and at
+//!   least 250 ms, and no other attempt was answered
 //!   since it was sent.
 //! - A closed breaker **opens** when `timeout_threshold` attempts went
 //!   silent: those that ended so (in a row: any answer starts the count
@@ -69,7 +69,7 @@
 //!   probe's attempt to it), so that an endpoint that still does not
 //!   answer is probed again soon: with a 200 ms endpoint and
 //!   `open_for = 1s`, a probe every 1.8 s, and a recovery is answered
-//!   within 1.8 s. Every [`LONG_PROBE_EVERY`]th probe in a row that timed
+//!   within 1.8 s. Every fourth probe in a row that timed
 //!   out gets its call's whole time instead, so that an endpoint that came
 //!   back slower than its silence limit is still found (a short probe
 //!   cannot tell it from a silent one); a recovery that comes while such a
@@ -170,7 +170,6 @@ pub use config::{
     DEFAULT_TIMEOUT_THRESHOLD,
 };
 pub use error::CircuitOpen;
-pub use evidence::{LONG_PROBE_EVERY, MIN_SILENCE, SILENCE_FACTOR};
 pub(crate) use observer::SharedObserver;
 pub use observer::{NoObserver, Observer};
 pub use registry::{BreakerRegistry, endpoint_key};
