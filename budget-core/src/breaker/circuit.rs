@@ -480,7 +480,9 @@ impl BreakerPermit {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 1;
+    /// let policy = config.build().unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.state(), BreakerState::Open);

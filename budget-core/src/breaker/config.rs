@@ -63,18 +63,17 @@ pub const DEFAULT_TIMEOUT_THRESHOLD: u32 = 3;
 /// ```
 ///
 /// In code, start from [`Default`] (or [`DEFAULT`](Self::DEFAULT) in a
-/// `const`) and change what differs with the setters, one per field;
-/// [`build`](Self::build) validates:
+/// `const`) and set the fields that differ (they are plain public fields:
+/// a config has no setters); [`build`](Self::build) validates:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::breaker::BreakerConfig;
 ///
-/// let policy = BreakerConfig::default()
-///     .failure_threshold(20)
-///     .open_for(Duration::from_secs(1))
-///     .build()
-///     .unwrap();
+/// let mut config = BreakerConfig::default();
+/// config.failure_threshold = 20;
+/// config.open_for = Duration::from_secs(1);
+/// let policy = config.build().unwrap();
 /// assert_eq!(policy.failure_threshold(), 20);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,14 +109,18 @@ impl Default for BreakerConfig {
 }
 
 impl BreakerConfig {
-    /// Every default, as a constant (for a `const` config that changes a
-    /// few fields with the setters, which are `const`).
+    /// Every default, as a constant (for a `const` config that sets a few
+    /// fields in a `const` block).
     ///
     /// ```
     /// use std::time::Duration;
     /// use budget_core::breaker::BreakerConfig;
     ///
-    /// const FAST: BreakerConfig = BreakerConfig::DEFAULT.open_for(Duration::from_secs(1));
+    /// const FAST: BreakerConfig = {
+    ///     let mut config = BreakerConfig::DEFAULT;
+    ///     config.open_for = Duration::from_secs(1);
+    ///     config
+    /// };
     /// assert_eq!(FAST.timeout_threshold, BreakerConfig::default().timeout_threshold);
     /// ```
     pub const DEFAULT: Self = Self {
@@ -133,6 +136,10 @@ impl BreakerConfig {
     /// # use budget_core::breaker::BreakerConfig;
     /// assert_eq!(BreakerConfig::default().failure_threshold(20).failure_threshold, 20);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.failure_threshold = ...")
+    )]
     pub const fn failure_threshold(mut self, value: u32) -> Self {
         self.failure_threshold = value;
         self
@@ -148,6 +155,7 @@ impl BreakerConfig {
     /// let c = BreakerConfig::default().open_for(Duration::from_secs(1));
     /// assert_eq!(c.open_for, Duration::from_secs(1));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.open_for = ..."))]
     pub const fn open_for(mut self, value: Duration) -> Self {
         self.open_for = value;
         self
@@ -161,23 +169,30 @@ impl BreakerConfig {
     /// # use budget_core::breaker::BreakerConfig;
     /// assert_eq!(BreakerConfig::default().timeout_threshold(5).timeout_threshold, 5);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.timeout_threshold = ...")
+    )]
     pub const fn timeout_threshold(mut self, value: u32) -> Self {
         self.timeout_threshold = value;
         self
     }
 
     /// Validates the config into a [`BreakerPolicy`] (with no
-    /// [`Observer`](super::Observer) and a no-op state-change hook), or a [`ConfigError`] naming the bad field.
+    /// [`Observer`](super::Observer) and a no-op state-change hook), or a
+    /// [`ConfigError`] naming the bad field.
     ///
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::BreakerConfig;
-    /// let err = BreakerConfig::default().failure_threshold(0).build().unwrap_err();
-    /// assert_eq!(err.field(), "failure_threshold");
-    /// let err = BreakerConfig::default().open_for(Duration::ZERO).build().unwrap_err();
-    /// assert_eq!(err.field(), "open_for");
-    /// let err = BreakerConfig::default().timeout_threshold(0).build().unwrap_err();
-    /// assert_eq!(err.field(), "timeout_threshold");
+    /// let with = |change: fn(&mut BreakerConfig)| {
+    ///     let mut config = BreakerConfig::default();
+    ///     change(&mut config);
+    ///     config.build().unwrap_err().field().to_owned()
+    /// };
+    /// assert_eq!(with(|c| c.failure_threshold = 0), "failure_threshold");
+    /// assert_eq!(with(|c| c.open_for = Duration::ZERO), "open_for");
+    /// assert_eq!(with(|c| c.timeout_threshold = 0), "timeout_threshold");
     /// ```
     pub fn build(&self) -> Result<BreakerPolicy, ConfigError> {
         if self.failure_threshold == 0 {

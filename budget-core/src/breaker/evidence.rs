@@ -471,7 +471,10 @@ mod tests {
             for _ in 0..20 {
                 call(&b, ms(5), Verdict::Success).await;
             }
-            assert_eq!(b.silence_limit(), Some(crate::breaker::evidence::MIN_SILENCE));
+            assert_eq!(
+                b.silence_limit(),
+                Some(crate::breaker::evidence::MIN_SILENCE)
+            );
             // A call every millisecond, none answered for 200 ms.
             let mut held = Vec::new();
             for _ in 0..200 {

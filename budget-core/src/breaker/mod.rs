@@ -88,11 +88,10 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let ms = Duration::from_millis;
-//! let policy = BreakerConfig::default()
-//!     .failure_threshold(20)
-//!     .open_for(ms(1000))
-//!     .build()
-//!     .unwrap();
+//! let mut config = BreakerConfig::default();
+//! config.failure_threshold = 20;
+//! config.open_for = ms(1000);
+//! let policy = config.build().unwrap();
 //! let breaker = CircuitBreaker::new("http://pricing:80", policy);
 //! // The endpoint answers in 200 ms ...
 //! let permit = breaker.try_acquire().unwrap();
@@ -129,11 +128,10 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let policy = BreakerConfig::default()
-//!     .failure_threshold(2)
-//!     .open_for(Duration::from_secs(5))
-//!     .build()
-//!     .unwrap();
+//! let mut config = BreakerConfig::default();
+//! config.failure_threshold = 2;
+//! config.open_for = Duration::from_secs(5);
+//! let policy = config.build().unwrap();
 //! let registry = BreakerRegistry::new(policy);
 //! let uri: http::Uri = "http://pricing.internal/quote".parse().unwrap();
 //! let breaker = registry.get_for(&uri).unwrap();

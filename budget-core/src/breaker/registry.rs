@@ -76,7 +76,9 @@ impl BreakerRegistry {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, BreakerRegistry};
-    /// let policy = BreakerConfig::default().failure_threshold(3).build().unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 3;
+    /// let policy = config.build().unwrap();
     /// let registry = BreakerRegistry::new(policy);
     /// assert_eq!(registry.get("http://a:80").policy().failure_threshold(), 3);
     /// ```

@@ -182,23 +182,27 @@ pub enum OnUnavailable {
 /// ```
 ///
 /// In code, start from [`new`](Self::new) (name and URL, every other field
-/// at its default) and change what differs with the setters, one per
-/// field; [`build`](Self::build) validates:
+/// at its default) and set the fields that differ. A config is plain
+/// public fields and has no setters (the setters of earlier versions are
+/// deprecated); builders are for layers ([`GrpcBudgetLayer`](crate::grpc::GrpcBudgetLayer),
+/// [`BudgetLayer`](crate::server::BudgetLayer)). [`build`](Self::build)
+/// validates:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::breaker::BreakerConfig;
 /// use budget_core::client::{DependencyConfig, OnUnavailable};
 /// use budget_core::floor::FloorConfig;
-/// use budget_core::retry::RetryConfig;
 ///
-/// let config = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing")
-///     .connect_cap(Duration::from_millis(200))
-///     .floor(FloorConfig::fixed(Duration::from_millis(50)))
-///     .concurrency(32)
-///     .retry(RetryConfig::default().max_attempts(2))
-///     .breaker(BreakerConfig::default().failure_threshold(10))
-///     .on_unavailable(OnUnavailable::Skip);
+/// let mut config = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing");
+/// config.connect_cap = Duration::from_millis(200);
+/// config.floor = FloorConfig::fixed(Duration::from_millis(50));
+/// config.concurrency = Some(32.into());
+/// config.retry.max_attempts = 2;
+/// let mut breaker = BreakerConfig::default();
+/// breaker.failure_threshold = 10;
+/// config.breaker = Some(breaker);
+/// config.on_unavailable = OnUnavailable::Skip;
 /// assert_eq!(config.breaker.map(|b| b.failure_threshold), Some(10));
 /// # #[cfg(feature = "client")]
 /// assert_eq!(config.build().unwrap().name(), "pricing");
@@ -417,6 +421,12 @@ impl DependencyConfig {
     ///     .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
     /// assert_eq!(c.endpoints.len(), 2);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(
+            note = "set the field: config.endpoints = vec![\"http://host:port\".into(), ...]"
+        )
+    )]
     pub fn endpoints<I, S>(mut self, value: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -436,6 +446,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://partner:9000").resolve_interval(Duration::ZERO);
     /// assert!(c.resolve_interval.is_zero());
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.resolve_interval = ...")
+    )]
     pub fn resolve_interval(mut self, value: Duration) -> Self {
         self.resolve_interval = value;
         self
@@ -451,6 +465,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").connect_cap(Duration::from_millis(200));
     /// assert_eq!(c.connect_cap, Duration::from_millis(200));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.connect_cap = ...")
+    )]
     pub fn connect_cap(mut self, value: Duration) -> Self {
         self.connect_cap = value;
         self
@@ -466,6 +484,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").pool_idle_timeout(Duration::from_secs(30));
     /// assert_eq!(c.pool_idle_timeout, Duration::from_secs(30));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.pool_idle_timeout = ...")
+    )]
     pub fn pool_idle_timeout(mut self, value: Duration) -> Self {
         self.pool_idle_timeout = value;
         self
@@ -485,6 +507,10 @@ impl DependencyConfig {
     /// let c = c.floor(Floor::new(Duration::from_millis(50)));
     /// assert_eq!(c.floor, FloorConfig::fixed(Duration::from_millis(50)));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.floor = value.into()")
+    )]
     pub fn floor(mut self, value: impl Into<FloorConfig>) -> Self {
         self.floor = value.into();
         self
@@ -500,6 +526,7 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").retry(RetryConfig::default().max_attempts(1));
     /// assert_eq!(c.retry.max_attempts, 1);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.retry = ..."))]
     pub fn retry(mut self, value: RetryConfig) -> Self {
         self.retry = value;
         self
@@ -515,6 +542,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").retry_budget(RetryBudgetConfig::default().ratio(0.1));
     /// assert_eq!(c.retry_budget.map(|b| b.ratio), Some(0.1));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.retry_budget = Some(...)")
+    )]
     pub fn retry_budget(mut self, value: RetryBudgetConfig) -> Self {
         self.retry_budget = Some(value);
         self
@@ -530,6 +561,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").breaker(BreakerConfig::default());
     /// assert_eq!(c.breaker, Some(BreakerConfig::default()));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.breaker = Some(...)")
+    )]
     pub fn breaker(mut self, value: BreakerConfig) -> Self {
         self.breaker = Some(value);
         self
@@ -549,6 +584,10 @@ impl DependencyConfig {
     /// let c = c.concurrency(LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
     /// assert!(matches!(c.concurrency, Some(LimitConfig::Adaptive(_))));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.concurrency = Some(value.into())")
+    )]
     pub fn concurrency(mut self, value: impl Into<LimitConfig>) -> Self {
         self.concurrency = Some(value.into());
         self
@@ -564,6 +603,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").hedge(HedgeConfig::after(Duration::from_millis(40)));
     /// assert_eq!(c.hedge, Some(HedgeConfig::after(Duration::from_millis(40))));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.hedge = Some(...)")
+    )]
     pub fn hedge(mut self, value: HedgeConfig) -> Self {
         self.hedge = Some(value);
         self
@@ -578,6 +621,7 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").queue(QueueConfig::default().order(QueueOrder::Fifo));
     /// assert_eq!(c.queue.order, QueueOrder::Fifo);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.queue = ..."))]
     pub fn queue(mut self, value: QueueConfig) -> Self {
         self.queue = value;
         self
@@ -591,6 +635,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").on_unavailable(OnUnavailable::Stale);
     /// assert_eq!(c.on_unavailable, OnUnavailable::Stale);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.on_unavailable = ...")
+    )]
     pub fn on_unavailable(mut self, value: OnUnavailable) -> Self {
         self.on_unavailable = value;
         self
@@ -606,6 +654,7 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").max_stale(Duration::from_secs(10));
     /// assert_eq!(c.max_stale, Duration::from_secs(10));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max_stale = ..."))]
     pub fn max_stale(mut self, value: Duration) -> Self {
         self.max_stale = value;
         self
@@ -620,6 +669,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").stale_cache(StaleCacheConfig::default().max_entries(16));
     /// assert_eq!(c.stale_cache.max_entries, 16);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.stale_cache = ...")
+    )]
     pub fn stale_cache(mut self, value: StaleCacheConfig) -> Self {
         self.stale_cache = value;
         self
@@ -632,6 +685,10 @@ impl DependencyConfig {
     /// # use budget_core::client::DependencyConfig;
     /// assert!(DependencyConfig::new("a", "http://a").grpc_timeout(true).grpc_timeout);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.grpc_timeout = ...")
+    )]
     pub fn grpc_timeout(mut self, value: bool) -> Self {
         self.grpc_timeout = value;
         self
@@ -645,6 +702,7 @@ impl DependencyConfig {
     /// assert!(DependencyConfig::new("a", "http://a").forward);
     /// assert!(!DependencyConfig::new("a", "http://a").forward(false).forward);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.forward = ..."))]
     pub fn forward(mut self, value: bool) -> Self {
         self.forward = value;
         self
@@ -657,6 +715,7 @@ impl DependencyConfig {
     /// # use budget_core::client::DependencyConfig;
     /// assert_eq!(DependencyConfig::new("a", "http://a").max_body(1 << 20).max_body, 1 << 20);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max_body = ..."))]
     pub fn max_body(mut self, value: u64) -> Self {
         self.max_body = value;
         self
@@ -669,6 +728,10 @@ impl DependencyConfig {
     /// # use budget_core::client::DependencyConfig;
     /// assert!(DependencyConfig::new("a", "http://a").trace_query(true).trace_query);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.trace_query = ...")
+    )]
     pub fn trace_query(mut self, value: bool) -> Self {
         self.trace_query = value;
         self
@@ -682,6 +745,7 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").mode(TimeoutMode::Fixed);
     /// assert_eq!(c.mode, TimeoutMode::Fixed);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.mode = ..."))]
     pub fn mode(mut self, value: TimeoutMode) -> Self {
         self.mode = value;
         self
@@ -697,6 +761,10 @@ impl DependencyConfig {
     /// let c = DependencyConfig::new("a", "http://a").fixed_timeout(Duration::from_secs(2));
     /// assert_eq!(c.fixed_timeout, Duration::from_secs(2));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.fixed_timeout = ...")
+    )]
     pub fn fixed_timeout(mut self, value: Duration) -> Self {
         self.fixed_timeout = value;
         self
@@ -715,6 +783,10 @@ impl DependencyConfig {
     ///     toml::from_str("name = \"a\"\nurl = \"http://a\"\ndefault_budget = \"1500ms\"").unwrap();
     /// assert_eq!(parsed.default_budget, Some(Duration::from_millis(1500)));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.default_budget = Some(...)")
+    )]
     pub fn default_budget(mut self, value: Duration) -> Self {
         self.default_budget = Some(value);
         self
@@ -957,16 +1029,24 @@ mod tests {
                 .map(|h| h.other_replica_only)
         };
         let one = DependencyConfig::new("a", "http://127.0.0.1:9000/p");
-        let list = one
-            .clone()
-            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+        let list = DependencyConfig {
+            endpoints: vec![
+                "http://127.0.0.1:9001".into(),
+                "http://127.0.0.1:9002".into(),
+            ],
+            ..one.clone()
+        };
         let name = DependencyConfig::new("a", "http://partner.invalid:9000/p");
         assert_eq!(hedge(one.clone()), None);
         assert_eq!(hedge(list.clone()), Some(true));
         assert_eq!(hedge(name), Some(true));
-        assert_eq!(hedge(list.clone().hedge(HedgeConfig::OFF)), None);
-        assert_eq!(hedge(list.hedge(HedgeConfig::default())), Some(false));
-        assert_eq!(hedge(one.hedge(HedgeConfig::default())), Some(false));
+        let with = |c: &DependencyConfig, h: HedgeConfig| DependencyConfig {
+            hedge: Some(h),
+            ..c.clone()
+        };
+        assert_eq!(hedge(with(&list, HedgeConfig::OFF)), None);
+        assert_eq!(hedge(with(&list, HedgeConfig::default())), Some(false));
+        assert_eq!(hedge(with(&one, HedgeConfig::default())), Some(false));
     }
 
     #[test]
@@ -1063,8 +1143,8 @@ mod tests {
     #[test]
     fn a_shared_registry_must_run_the_configured_breaker_policy() {
         // A name not resolved into replicas is one endpoint, keyed by it.
-        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p")
-            .resolve_interval(Duration::ZERO);
+        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p");
+        c.resolve_interval = Duration::ZERO;
         c.breaker = Some(BreakerConfig {
             failure_threshold: 3,
             ..Default::default()

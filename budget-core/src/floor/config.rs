@@ -98,7 +98,9 @@ impl FloorConfig {
     /// ```
     /// # use budget_core::floor::{FloorConfig, LearnedFloorConfig};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// let bad = FloorConfig::Learned(LearnedFloorConfig::default().margin(0.0));
+    /// let mut learned = LearnedFloorConfig::default();
+    /// learned.margin = 0.0;
+    /// let bad = FloorConfig::Learned(learned);
     /// assert_eq!(bad.build().unwrap_err().field(), "margin");
     /// # }
     /// ```

@@ -27,7 +27,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let config = LearnedFloorConfig::default().margin(1.5);
+//! let mut config = LearnedFloorConfig::default();
+//! config.margin = 1.5;
 //! let floor = LearnedFloor::new(config).unwrap();
 //! // Cold start: too few samples, the configured minimum applies.
 //! assert_eq!(floor.current().floor.get(), Duration::from_millis(5));
@@ -86,14 +87,20 @@ pub(crate) const MAX_SAMPLE: Duration = Duration::from_secs(60);
 /// ```
 ///
 /// In code, start from [`Default`] (or [`DEFAULT`](Self::DEFAULT) in a
-/// `const`) and change what differs with the setters, one per field;
-/// [`validate`](Self::validate) (and [`LearnedFloor::new`]) checks them:
+/// `const`) and set the fields that differ (they are plain public fields:
+/// a config has no setters); [`validate`](Self::validate) (and
+/// [`LearnedFloor::new`]) checks them:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::floor::LearnedFloorConfig;
 ///
-/// const P99: LearnedFloorConfig = LearnedFloorConfig::DEFAULT.quantile(0.99).max(Duration::from_secs(1));
+/// const P99: LearnedFloorConfig = {
+///     let mut config = LearnedFloorConfig::DEFAULT;
+///     config.quantile = 0.99;
+///     config.max = Duration::from_secs(1);
+///     config
+/// };
 /// assert!(P99.validate().is_ok());
 /// assert_eq!(P99.margin, LearnedFloorConfig::default().margin);
 /// ```
@@ -176,6 +183,7 @@ impl LearnedFloorConfig {
     /// # use budget_core::floor::LearnedFloorConfig;
     /// assert_eq!(LearnedFloorConfig::default().quantile(0.99).quantile, 0.99);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.quantile = ..."))]
     pub const fn quantile(mut self, value: f64) -> Self {
         self.quantile = value;
         self
@@ -188,6 +196,7 @@ impl LearnedFloorConfig {
     /// # use budget_core::floor::LearnedFloorConfig;
     /// assert_eq!(LearnedFloorConfig::default().margin(1.5).margin, 1.5);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.margin = ..."))]
     pub const fn margin(mut self, value: f64) -> Self {
         self.margin = value;
         self
@@ -202,6 +211,7 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().min(Duration::from_millis(20));
     /// assert_eq!(c.min, Duration::from_millis(20));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.min = ..."))]
     pub const fn min(mut self, value: Duration) -> Self {
         self.min = value;
         self
@@ -216,6 +226,7 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().max(Duration::from_secs(1));
     /// assert_eq!(c.max, Duration::from_secs(1));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max = ..."))]
     pub const fn max(mut self, value: Duration) -> Self {
         self.max = value;
         self
@@ -232,6 +243,10 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().cold_start(Duration::from_millis(50));
     /// assert_eq!(c.cold_start, Some(Duration::from_millis(50)));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.cold_start = Some(...)")
+    )]
     pub const fn cold_start(mut self, value: Duration) -> Self {
         self.cold_start = Some(value);
         self
@@ -245,6 +260,10 @@ impl LearnedFloorConfig {
     /// # use budget_core::floor::LearnedFloorConfig;
     /// assert_eq!(LearnedFloorConfig::default().min_samples(50).min_samples, 50);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.min_samples = ...")
+    )]
     pub const fn min_samples(mut self, value: u64) -> Self {
         self.min_samples = value;
         self
@@ -259,6 +278,7 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().window(Duration::from_secs(30));
     /// assert_eq!(c.window, Duration::from_secs(30));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.window = ..."))]
     pub const fn window(mut self, value: Duration) -> Self {
         self.window = value;
         self
@@ -274,7 +294,8 @@ impl LearnedFloorConfig {
     ///
     /// ```
     /// use budget_core::floor::LearnedFloorConfig;
-    /// let bad = LearnedFloorConfig::default().margin(0.5);
+    /// let mut bad = LearnedFloorConfig::default();
+    /// bad.margin = 0.5;
     /// assert_eq!(bad.validate().unwrap_err().field(), "margin");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -514,7 +535,8 @@ impl LearnedFloor {
     ///
     /// ```
     /// use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
-    /// let bad = LearnedFloorConfig::default().quantile(1.0);
+    /// let mut bad = LearnedFloorConfig::default();
+    /// bad.quantile = 1.0;
     /// assert_eq!(LearnedFloor::new(bad).unwrap_err().field(), "quantile");
     /// ```
     pub fn new(config: LearnedFloorConfig) -> Result<Self, ConfigError> {

@@ -185,8 +185,9 @@ impl GrpcBudgetLayer {
         }
         // The channel connects, not the layer: the URL's name is one
         // endpoint, its breaker keyed by the URL.
-        let config = &config.clone().resolve_interval(Duration::ZERO);
-        Self::build(config, registry, false)
+        let mut config = config.clone();
+        config.resolve_interval = Duration::ZERO;
+        Self::build(&config, registry, false)
     }
 
     /// A layer as [`from_config`](Self::from_config) gives, balanced over
