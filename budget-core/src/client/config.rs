@@ -20,6 +20,7 @@ use crate::retry::{RetryBudgetConfig, RetryConfig};
 mod setters;
 mod settings;
 
+#[cfg(feature = "client")]
 pub(crate) use settings::Settings;
 
 /// The connect cap when the config does not say: 1 s.
