@@ -97,6 +97,10 @@ impl FanOutConfig {
     /// # use budget_core::fan_out::FanOutConfig;
     /// assert_eq!(FanOutConfig::new(8).concurrency(2).concurrency, 2);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.concurrency = ...")
+    )]
     pub const fn concurrency(mut self, value: usize) -> Self {
         self.concurrency = value;
         self

@@ -391,7 +391,9 @@ async fn no_first_token_is_an_auth_error_and_nothing_is_sent() {
 async fn the_401s_a_refresh_answers_do_not_open_the_circuit() {
     bounded(async {
         let s = setup(ms(50), |c| {
-            c.breaker = Some(budget_core::breaker::BreakerConfig::default().failure_threshold(3));
+            let mut breaker = budget_core::breaker::BreakerConfig::default();
+            breaker.failure_threshold = 3;
+            c.breaker = Some(breaker);
         })
         .await;
         let first = s.client.get("").budget(Budget::new(ms(5000))).send().await;

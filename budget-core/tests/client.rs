@@ -21,7 +21,7 @@ use budget_core::clock::FixedClock;
 use budget_core::header::parse_grpc_timeout;
 use budget_core::ledger::{Entry, Ledger, parse_server_timing};
 use budget_core::problem::Problem;
-use budget_core::retry::{BackoffConfig, Jitter, RetryBudgetConfig, RetryConfig};
+use budget_core::retry::{Jitter, RetryBudgetConfig};
 use budget_core::server::ServerConfig;
 use budget_core::{Budget, floor::Floor};
 use http::StatusCode;
@@ -35,15 +35,13 @@ async fn bounded<F: Future<Output = ()>>(body: F) {
 
 /// A dependency with a deterministic 20 ms -> 200 ms backoff.
 fn dep(name: &str, url: &str) -> DependencyConfig {
-    DependencyConfig::new(name, url).retry(
-        RetryConfig::default().max_attempts(3).backoff(
-            BackoffConfig::default()
-                .initial(ms(20))
-                .max(ms(200))
-                .multiplier(2.0)
-                .jitter(Jitter::None),
-        ),
-    )
+    let mut config = DependencyConfig::new(name, url);
+    config.retry.max_attempts = 3;
+    config.retry.backoff.initial = ms(20);
+    config.retry.backoff.max = ms(200);
+    config.retry.backoff.multiplier = 2.0;
+    config.retry.backoff.jitter = Jitter::None;
+    config
 }
 
 fn attempts_in(ledger: &Ledger) -> Vec<String> {
@@ -395,12 +393,11 @@ async fn the_retry_budget_caps_retries_when_the_dependency_always_fails() {
         let mut config = dep("pricing", &partner.url("/"));
         config.retry.backoff.initial = ms(1);
         config.retry.backoff.max = ms(1);
-        config.retry_budget = Some(
-            RetryBudgetConfig::default()
-                .ratio(0.2)
-                .min_per_sec(0)
-                .ttl(Duration::from_secs(10)),
-        );
+        let mut retry_budget = RetryBudgetConfig::default();
+        retry_budget.ratio = 0.2;
+        retry_budget.min_per_sec = 0;
+        retry_budget.ttl = Duration::from_secs(10);
+        config.retry_budget = Some(retry_budget);
         let client = config.build().unwrap();
         let calls = 50;
         for _ in 0..calls {
@@ -433,11 +430,10 @@ async fn the_breaker_opens_after_n_failures_then_probes_after_open_for() {
         .await;
         let mut config = dep("pricing", &partner.url("/"));
         config.retry.max_attempts = 1;
-        config.breaker = Some(
-            BreakerConfig::default()
-                .failure_threshold(3)
-                .open_for(ms(300)),
-        );
+        let mut breaker = BreakerConfig::default();
+        breaker.failure_threshold = 3;
+        breaker.open_for = ms(300);
+        config.breaker = Some(breaker);
         let client = config.build().unwrap();
         let call = || client.get("").budget(Budget::new(ms(1000))).send();
         for _ in 0..3 {
@@ -844,7 +840,8 @@ async fn a_dependency_that_is_not_forwarded_gets_no_budget_header_and_the_budget
 /// A front service with the budget layer, calling `dependency` from its
 /// handler with no budget argument.
 async fn front(dependency: BudgetClient) -> String {
-    let config = ServerConfig::default().reserve(ms(5));
+    let mut config = ServerConfig::default();
+    config.reserve = ms(5);
     let app = Router::new()
         .route(
             "/",
@@ -1034,8 +1031,10 @@ async fn a_hedge_answers_for_a_slow_first_attempt_on_a_real_socket() {
             Answer::status(200).body("fast").after(ms(20)),
         ])
         .await;
-        let config =
-            dep("pricing", &partner.url("/pricing")).hedge(HedgeConfig::after(ms(100)).ratio(1.0));
+        let mut config = dep("pricing", &partner.url("/pricing"));
+        let mut hedge = HedgeConfig::after(ms(100));
+        hedge.ratio = 1.0;
+        config.hedge = Some(hedge);
         let client = config.build().unwrap();
         let ledger = Ledger::new();
         let start = Instant::now();

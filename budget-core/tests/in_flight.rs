@@ -25,12 +25,13 @@ fn ms(v: u64) -> Duration {
 
 /// A floor of 50 ms, budgets up to 10 s, at most `limit` requests at once.
 fn limited(limit: usize) -> ServerConfig {
-    ServerConfig::default()
-        .default_budget(ms(2000))
-        .max_budget(ms(10_000))
-        .floor(ms(50))
-        .reserve(ms(5))
-        .max_in_flight(limit)
+    let mut config = ServerConfig::default();
+    config.default_budget = ms(2000);
+    config.max_budget = ms(10_000);
+    config.floor = ms(50);
+    config.reserve = ms(5);
+    config.max_in_flight = Some(limit.into());
+    config
 }
 
 /// When each handler started, and with which `request-criticality`.
@@ -332,7 +333,8 @@ async fn a_waiter_dropped_by_its_caller_leaves_the_line() {
 /// ten times what the slot serves.
 #[tokio::test(start_paused = true)]
 async fn a_line_fed_faster_than_it_drains_refuses_newcomers_at_once_as_overload() {
-    let config = limited(1).overload_retry_after(ms(1500));
+    let mut config = limited(1);
+    config.overload_retry_after = ms(1500);
     let (router, _starts) = working(config.layer().unwrap(), ms(100));
     let mut tasks = Vec::new();
     for _ in 0..150 {
@@ -418,7 +420,8 @@ async fn an_adaptive_limit_sizes_the_line() {
 
     let bad = toml::from_str::<ServerConfig>("max_in_flight = { min = 0 }").unwrap();
     assert_eq!(bad.layer().unwrap_err().field(), "max_in_flight.min");
-    let zero = limited(1).max_in_flight(0);
+    let mut zero = limited(1);
+    zero.max_in_flight = Some(0.into());
     assert_eq!(zero.layer().unwrap_err().field(), "max_in_flight");
 }
 

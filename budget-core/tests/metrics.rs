@@ -83,9 +83,14 @@ fn every_budget_counter_and_histogram_moves() {
         recs.floor = Floor::new(ms(5000)).into();
         let mut flaky = dependency("flaky", failing.url("/"));
         flaky.retry.max_attempts = 1;
-        flaky.breaker = Some(BreakerConfig::default().failure_threshold(1));
+        let mut breaker = BreakerConfig::default();
+        breaker.failure_threshold = 1;
+        flaky.breaker = Some(breaker);
         let mut storm = dependency("stormy", stormy.url("/"));
-        storm.retry_budget = Some(RetryBudgetConfig::default().min_per_sec(0).ratio(0.0));
+        let mut retry_budget = RetryBudgetConfig::default();
+        retry_budget.min_per_sec = 0;
+        retry_budget.ratio = 0.0;
+        storm.retry_budget = Some(retry_budget);
 
         let mut app = Router::new();
         app = route(app, "partner", partner);
@@ -99,7 +104,7 @@ fn every_budget_counter_and_histogram_moves() {
                     tokio::time::sleep(ms(2000)).await;
                 }),
             )
-            .layer(ServerConfig::default().floor(ms(20)).layer().unwrap());
+            .layer(server_config(ms(20)).layer().unwrap());
 
         assert_eq!(get_with_budget(&app, "/partner", "2000").await, 200);
         assert_eq!(get_with_budget(&app, "/recs", "1000").await, 504);
@@ -199,8 +204,10 @@ fn hedges_are_counted_by_result_from_zero() {
             Answer::status(200),
         ])
         .await;
-        let config = dependency("pricing", partner.url("/"))
-            .hedge(budget_core::client::HedgeConfig::after(ms(50)).ratio(1.0));
+        let mut config = dependency("pricing", partner.url("/"));
+        let mut hedge = budget_core::client::HedgeConfig::after(ms(50));
+        hedge.ratio = 1.0;
+        config.hedge = Some(hedge);
         let client = config.build().unwrap();
         let before = handle.render();
         let res = client
@@ -236,10 +243,9 @@ fn a_dependency_with_replicas_counts_each_endpoint_and_its_load_and_one_endpoint
         let a = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
         let b = Partner::start(vec![Answer::status(200).after(ms(2))]).await;
         let urls = [format!("http://{}", a.addr), format!("http://{}", b.addr)];
-        let replicas = dependency("replicated", a.url("/"))
-            .endpoints(urls.clone())
-            .build()
-            .unwrap();
+        let mut replicas = dependency("replicated", a.url("/"));
+        replicas.endpoints = urls.to_vec();
+        let replicas = replicas.build().unwrap();
         let single = dependency("single", a.url("/")).build().unwrap();
         let mut app = Router::new();
         app = route(app, "replicated", replicas);
@@ -272,4 +278,11 @@ fn a_dependency_with_replicas_counts_each_endpoint_and_its_load_and_one_endpoint
         !rendered.contains("dependency=\"single\",endpoint="),
         "one endpoint, no per-endpoint series: {rendered}"
     );
+}
+
+/// The server layer's config with a `floor`.
+fn server_config(floor: std::time::Duration) -> ServerConfig {
+    let mut config = ServerConfig::default();
+    config.floor = floor;
+    config
 }

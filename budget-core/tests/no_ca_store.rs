@@ -16,14 +16,17 @@ const NAME: &str = "without_a_ca_store_an_http_dependency_builds_and_an_https_on
 #[test]
 fn without_a_ca_store_an_http_dependency_builds_and_an_https_one_names_its_url() {
     if std::env::var_os(CHILD).is_some() {
-        let http = DependencyConfig::new("inventory", "http://127.0.0.1:9/")
-            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"])
-            .build();
+        let mut http = DependencyConfig::new("inventory", "http://127.0.0.1:9/");
+        http.endpoints = vec![
+            "http://127.0.0.1:9001".into(),
+            "http://127.0.0.1:9002".into(),
+        ];
+        let http = http.build();
         assert!(http.is_ok(), "{:?}", http.err());
         let https = DependencyConfig::new("payments", "https://127.0.0.1:9/").build();
-        let listed = DependencyConfig::new("payments", "http://127.0.0.1:9/")
-            .endpoints(["https://127.0.0.1:9443"])
-            .build();
+        let mut listed = DependencyConfig::new("payments", "http://127.0.0.1:9/");
+        listed.endpoints = vec!["https://127.0.0.1:9443".into()];
+        let listed = listed.build();
         if cfg!(feature = "native-tls") {
             // reqwest's native-tls (its choice when both TLS features are
             // on) reads the store at the handshake, not when the client

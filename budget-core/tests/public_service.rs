@@ -48,9 +48,17 @@ async fn start(config: ServerConfig) -> SocketAddr {
 }
 
 fn base() -> ServerConfig {
-    ServerConfig::default()
-        .default_budget(Duration::from_millis(300))
-        .floor(Duration::from_millis(50))
+    let mut config = ServerConfig::default();
+    config.default_budget = Duration::from_millis(300);
+    config.floor = Duration::from_millis(50);
+    config
+}
+
+/// [`base`] with `change` made.
+fn base_with(change: impl FnOnce(&mut ServerConfig)) -> ServerConfig {
+    let mut config = base();
+    change(&mut config);
+    config
 }
 
 async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
@@ -79,7 +87,7 @@ fn server_timing(res: &reqwest::Response) -> Vec<String> {
 #[tokio::test]
 async fn an_untrusted_caller_gets_the_default_budget_and_criticality_whatever_it_sends() {
     let trusted = start(base()).await;
-    let public = start(base().trust_inbound(false)).await;
+    let public = start(base_with(|c| c.trust_inbound = false)).await;
     let sent = [
         ("request-budget-ms", "60"),
         ("grpc-timeout", "70m"),
@@ -106,7 +114,7 @@ async fn an_untrusted_caller_gets_the_default_budget_and_criticality_whatever_it
 #[tokio::test]
 async fn never_means_no_server_timing_on_any_answer() {
     let shown = start(base()).await;
-    let hidden = start(base().server_timing(ServerTiming::Never)).await;
+    let hidden = start(base_with(|c| c.server_timing = ServerTiming::Never)).await;
     // The handler's answer: the ledger and the handler's own header.
     let res = get_with(shown, "/", &[]).await;
     let timing = server_timing(&res);
@@ -141,7 +149,7 @@ async fn when_shows_the_ledger_only_to_requests_with_the_marker() {
         HeaderName::from_static("x-budget-debug"),
         HeaderValue::from_static("s3cret"),
     );
-    let addr = start(base().server_timing(marker)).await;
+    let addr = start(base_with(|c| c.server_timing = marker)).await;
     let res = get_with(addr, "/", &[("x-budget-debug", "s3cret")]).await;
     let timing = server_timing(&res);
     assert!(

@@ -15,7 +15,7 @@ use budget_core::Budget;
 use budget_core::breaker::BreakerConfig;
 use budget_core::client::{BudgetClient, DependencyConfig, HedgeConfig};
 use budget_core::ledger::{Entry, Ledger};
-use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
+use budget_core::retry::Jitter;
 use support::{Answer, Blackhole, Partner, attempts, ms, refused_addr};
 
 async fn bounded<F: Future<Output = ()>>(body: F) {
@@ -24,18 +24,14 @@ async fn bounded<F: Future<Output = ()>>(body: F) {
 
 /// A client of `endpoints` (path `/p` from the URL), 2 attempts with a
 /// short fixed backoff.
-fn client(
-    endpoints: &[String],
-    tune: impl FnOnce(DependencyConfig) -> DependencyConfig,
-) -> BudgetClient {
-    let config = DependencyConfig::new("pricing", "http://127.0.0.1:9/p")
-        .endpoints(endpoints.iter().cloned())
-        .retry(
-            RetryConfig::default()
-                .max_attempts(2)
-                .backoff(BackoffConfig::default().initial(ms(5)).jitter(Jitter::None)),
-        );
-    tune(config).build().unwrap()
+fn client(endpoints: &[String], tune: impl FnOnce(&mut DependencyConfig)) -> BudgetClient {
+    let mut config = DependencyConfig::new("pricing", "http://127.0.0.1:9/p");
+    config.endpoints = endpoints.to_vec();
+    config.retry.max_attempts = 2;
+    config.retry.backoff.initial = ms(5);
+    config.retry.backoff.jitter = Jitter::None;
+    tune(&mut config);
+    config.build().unwrap()
 }
 
 fn base(addr: std::net::SocketAddr) -> String {
@@ -68,7 +64,7 @@ async fn equal_replicas_share_the_calls_and_the_ledger_says_which_answered() {
             partners.push(Partner::start(vec![Answer::status(200).after(ms(5))]).await);
         }
         let urls: Vec<String> = partners.iter().map(|p| base(p.addr)).collect();
-        let client = client(&urls, |c| c);
+        let client = client(&urls, |_| {});
         // Ten callers at once, fifteen calls each: calls in flight count
         // in each replica's load, as under real traffic.
         let callers: Vec<_> = (0..10)
@@ -108,7 +104,7 @@ async fn a_slow_replica_gets_little_of_the_traffic() {
         let fast_b = Partner::start(vec![Answer::status(200).after(ms(5))]).await;
         let slow = Partner::start(vec![Answer::status(200).after(ms(150))]).await;
         let urls = [base(fast_a.addr), base(slow.addr), base(fast_b.addr)];
-        let client = client(&urls, |c| c);
+        let client = client(&urls, |_| {});
         calls(&client, 100, ms(2000)).await;
         let hits = [fast_a.hits(), slow.hits(), fast_b.hits()];
         assert!(hits[1] <= 10, "the slow replica is avoided: {hits:?}");
@@ -128,7 +124,7 @@ async fn a_refusing_replica_costs_one_retry_to_another_at_once_and_is_then_passe
         let a = Partner::start(vec![Answer::status(200)]).await;
         let b = Partner::start(vec![Answer::status(200)]).await;
         let urls = [base(dead), base(a.addr), base(b.addr)];
-        let client = client(&urls, |c| c);
+        let client = client(&urls, |_| {});
         let ledgers = calls(&client, 60, ms(2000)).await;
         let refused: Vec<&Ledger> = ledgers
             .iter()
@@ -169,8 +165,10 @@ async fn a_blackholed_replica_is_ejected_by_its_breaker_and_calls_keep_their_bud
         let b = Partner::start(vec![Answer::status(200).after(ms(5))]).await;
         let urls = [base(hole.addr), base(a.addr), base(b.addr)];
         let client = client(&urls, |c| {
-            c.connect_cap(ms(200))
-                .breaker(BreakerConfig::default().failure_threshold(2))
+            c.connect_cap = ms(200);
+            let mut breaker = BreakerConfig::default();
+            breaker.failure_threshold = 2;
+            c.breaker = Some(breaker);
         });
         let started = tokio::time::Instant::now();
         let ledgers = calls(&client, 80, ms(1000)).await;
@@ -197,7 +195,11 @@ async fn a_hedge_goes_to_another_replica_than_the_first_attempt() {
         // Both replicas are cold at a new client's first call: one of
         // these first calls goes to the slow one and is hedged.
         for _ in 0..40 {
-            let client = client(&urls, |c| c.hedge(HedgeConfig::after(ms(50)).ratio(1.0)));
+            let client = client(&urls, |c| {
+                let mut hedge = HedgeConfig::after(ms(50));
+                hedge.ratio = 1.0;
+                c.hedge = Some(hedge);
+            });
             let ledger = Ledger::new();
             client
                 .get("")
@@ -268,7 +270,7 @@ async fn a_replica_never_heard_from_is_given_the_others_silence_limit() {
         let client = loop {
             fresh += 1;
             assert!(fresh <= 12, "a first call that another replica answered");
-            let client = client(&urls, |c| c.breaker(BreakerConfig::default()));
+            let client = client(&urls, |c| c.breaker = Some(BreakerConfig::default()));
             let first = client.get("").budget(Budget::new(ms(300))).send().await;
             if first.is_ok() {
                 break client;
@@ -315,7 +317,8 @@ async fn a_replica_that_stops_answering_costs_a_call_its_silence_limit_not_its_b
         // Hedging off: by default a hedge to another replica would answer
         // before the silence limit, which is what this test is about.
         let client = client(&urls, |c| {
-            c.breaker(BreakerConfig::default()).hedge(HedgeConfig::OFF)
+            c.breaker = Some(BreakerConfig::default());
+            c.hedge = Some(HedgeConfig::OFF);
         });
         let mut slowest = Duration::ZERO;
         for _ in 0..60 {

@@ -52,7 +52,9 @@ fn arb_step() -> impl Strategy<Value = Step> {
 
 /// The default backoff without jitter.
 fn exact_backoff() -> BackoffConfig {
-    BackoffConfig::default().jitter(Jitter::None)
+    let mut backoff = BackoffConfig::default();
+    backoff.jitter = Jitter::None;
+    backoff
 }
 
 /// What one simulated call did.
@@ -131,16 +133,11 @@ proptest! {
         script in prop::collection::vec(arb_step(), 1..6),
         seed in any::<u64>(),
     ) {
-        let policy = RetryConfig::default()
-            .max_attempts(max_attempts)
-            .backoff(BackoffConfig::default().jitter(if jitter_free {
-                Jitter::None
-            } else {
-                Jitter::Full
-            }))
-            .retry_after_max(Duration::from_secs(2))
-            .build()
-            .unwrap();
+        let mut retry = RetryConfig::default();
+        retry.max_attempts = max_attempts;
+        retry.backoff.jitter = if jitter_free { Jitter::None } else { Jitter::Full };
+        retry.retry_after_max = Duration::from_secs(2);
+        let policy = retry.build().unwrap();
         let budget = Duration::from_millis(budget_ms);
         let floor = Floor::new(Duration::from_millis(floor_ms));
         let r = run(&policy, None, budget, floor, &script, &mut StdRng::seed_from_u64(seed));
@@ -159,17 +156,15 @@ proptest! {
         max_attempts in 1u32..5,
     ) {
         let ratio = f64::from(permille) / 1000.0;
-        let retry_budget = RetryBudgetConfig::default()
-            .ttl(Duration::from_secs(10))
-            .min_per_sec(0)
-            .ratio(ratio)
-            .build()
-            .unwrap();
-        let policy = RetryConfig::default()
-            .max_attempts(max_attempts)
-            .backoff(exact_backoff())
-            .build()
-            .unwrap();
+        let mut retry_budget = RetryBudgetConfig::default();
+        retry_budget.ttl = Duration::from_secs(10);
+        retry_budget.min_per_sec = 0;
+        retry_budget.ratio = ratio;
+        let retry_budget = retry_budget.build().unwrap();
+        let mut retry = RetryConfig::default();
+        retry.max_attempts = max_attempts;
+        retry.backoff = exact_backoff();
+        let policy = retry.build().unwrap();
         let down = [Step {
             took: Duration::from_millis(1),
             outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
@@ -196,10 +191,9 @@ proptest! {
 #[test]
 fn rule9_without_a_retry_budget_a_down_dependency_gets_every_attempt() {
     // The contrast that motivates rule 9.
-    let policy = RetryConfig::default()
-        .backoff(exact_backoff())
-        .build()
-        .unwrap();
+    let mut retry = RetryConfig::default();
+    retry.backoff = exact_backoff();
+    let policy = retry.build().unwrap();
     let down = [Step {
         took: Duration::from_millis(1),
         outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),

@@ -19,11 +19,12 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 
 fn config() -> ServerConfig {
-    ServerConfig::default()
-        .default_budget(Duration::from_millis(2000))
-        .max_budget(Duration::from_millis(10_000))
-        .floor(Duration::from_millis(50))
-        .reserve(Duration::from_millis(5))
+    let mut config = ServerConfig::default();
+    config.default_budget = Duration::from_millis(2000);
+    config.max_budget = Duration::from_millis(10_000);
+    config.floor = Duration::from_millis(50);
+    config.reserve = Duration::from_millis(5);
+    config
 }
 
 /// A handler answering with the budget it was given, in ms.
@@ -140,7 +141,8 @@ async fn contract_1_each_malformed_form_is_a_400_naming_the_header() {
 
 #[tokio::test(start_paused = true)]
 async fn contract_1_use_default_policy_ignores_the_bad_header() {
-    let config = config().on_malformed(budget_core::header::OnMalformed::UseDefault);
+    let mut config = config();
+    config.on_malformed = budget_core::header::OnMalformed::UseDefault;
     let res = app(config.layer().unwrap())
         .oneshot(get_with(&[("request-budget-ms", b"-5")]))
         .await

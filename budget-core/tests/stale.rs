@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use budget_core::breaker::BreakerConfig;
-use budget_core::client::{CallErrorKind, stale::StaleCacheConfig};
+use budget_core::client::CallErrorKind;
 use budget_core::ledger::{Entry, Ledger};
 use budget_core::{Budget, floor::Floor};
 use http::StatusCode;
@@ -186,11 +186,10 @@ async fn an_open_circuit_and_a_refused_connection_are_answered_stale() {
             Partner::start(vec![Answer::status(200).body(GOOD), Answer::status(500)]).await;
         let mut config = stale_dep(&partner.url("/stock"));
         config.retry.max_attempts = 1;
-        config.breaker = Some(
-            BreakerConfig::default()
-                .failure_threshold(1)
-                .open_for(Duration::from_secs(30)),
-        );
+        let mut breaker = BreakerConfig::default();
+        breaker.failure_threshold = 1;
+        breaker.open_for = Duration::from_secs(30);
+        config.breaker = Some(breaker);
         let client = config.build().unwrap();
         client
             .get("")
@@ -318,7 +317,7 @@ async fn the_bounds_evict_the_oldest_url_and_the_query_is_part_of_the_key() {
         .await;
         let mut config = stale_dep(&partner.url("/stock"));
         config.retry.max_attempts = 1;
-        config.stale_cache = StaleCacheConfig::default().max_entries(2);
+        config.stale_cache.max_entries = 2;
         let client = config.build().unwrap();
         let get = |q: &str| client.get(q).budget(Budget::new(ms(2000))).send();
         for q in ["?sku=1", "?sku=2", "?sku=3"] {
@@ -344,7 +343,7 @@ async fn the_bounds_evict_the_oldest_url_and_the_query_is_part_of_the_key() {
         .await;
         let mut config = stale_dep(&partner.url("/stock"));
         config.retry.max_attempts = 1;
-        config.stale_cache = StaleCacheConfig::default().max_bytes(130);
+        config.stale_cache.max_bytes = 130;
         let client = config.build().unwrap();
         let get = |q: &str| client.get(q).budget(Budget::new(ms(2000))).send();
         get("?sku=1").await.unwrap();

@@ -222,7 +222,9 @@ async fn hop(route: &'static str, next: BudgetClient, server: ServerConfig) -> S
 }
 
 fn server_config() -> ServerConfig {
-    ServerConfig::default().reserve(ms(5))
+    let mut config = ServerConfig::default();
+    config.reserve = ms(5);
+    config
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -357,7 +359,11 @@ async fn a_caller_traceparent_becomes_the_parent_and_a_shed_request_says_shed() 
     bounded(async {
         let app = Router::new()
             .route("/a", get(|| async { "never run" }))
-            .layer(server_config().floor(ms(100)).layer().unwrap());
+            .layer({
+                let mut config = server_config();
+                config.floor = ms(100);
+                config.layer().unwrap()
+            });
         let addr = serve(app).await;
         let res = reqwest::Client::builder()
             .tls_backend_rustls()

@@ -268,11 +268,10 @@ except grpc.RpcError as e:
 async fn an_open_circuit_refuses_calls_without_sending_them() {
     let echo = Echo::default();
     let addr = serve_echo(echo.clone()).await;
-    let policy = budget_core::breaker::BreakerConfig::default()
-        .failure_threshold(2)
-        .open_for(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let mut breaker = budget_core::breaker::BreakerConfig::default();
+    breaker.failure_threshold = 2;
+    breaker.open_for = Duration::from_secs(30);
+    let policy = breaker.build().unwrap();
     let layer = GrpcBudgetLayer::new("echo").breaker(policy);
     for _ in 0..2 {
         let (answer, _) = call_in_budget(
@@ -304,9 +303,9 @@ async fn an_open_circuit_refuses_calls_without_sending_them() {
 async fn a_retry_the_retry_budget_cannot_pay_is_not_made() {
     let echo = Echo::default();
     let addr = serve_echo(echo.clone()).await;
-    let empty = budget_core::retry::RetryBudgetConfig::default()
-        .min_per_sec(0)
-        .ratio(0.0);
+    let mut empty = budget_core::retry::RetryBudgetConfig::default();
+    empty.min_per_sec = 0;
+    empty.ratio = 0.0;
     let layer = GrpcBudgetLayer::new("echo")
         .idempotent(3)
         .retry_budget(&empty)
@@ -438,8 +437,9 @@ async fn a_slow_first_attempt_is_hedged_as_over_http() {
     let addr = serve_echo(echo.clone()).await;
     let mut config = budget_core::client::DependencyConfig::new("echo", format!("http://{addr}"));
     config.retry.max_attempts = 2;
-    config.hedge =
-        Some(budget_core::client::HedgeConfig::after(Duration::from_millis(50)).ratio(1.0));
+    let mut hedge = budget_core::client::HedgeConfig::after(Duration::from_millis(50));
+    hedge.ratio = 1.0;
+    config.hedge = Some(hedge);
     let layer = GrpcBudgetLayer::from_config(&config, None).unwrap();
     let start = Instant::now();
     let (answer, ledger) =

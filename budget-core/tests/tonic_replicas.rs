@@ -33,10 +33,10 @@ fn balanced(
 > + Clone
 + Send
 + 'static {
-    let config = DependencyConfig::new("echo", &urls[0])
-        .endpoints(urls.iter().map(String::as_str))
-        .breaker(BreakerConfig::default().failure_threshold(2))
-        .retry(budget_core::retry::RetryConfig::default().max_attempts(3));
+    let mut config = DependencyConfig::new("echo", &urls[0]);
+    config.endpoints = urls.to_vec();
+    config.breaker = Some(breaker(2));
+    config.retry.max_attempts = 3;
     let (layer, channels) =
         GrpcBudgetLayer::balanced(&config, None, |uri| Channel::builder(uri).connect_lazy())
             .unwrap();
@@ -155,9 +155,9 @@ async fn a_refusing_replica_costs_one_retry_on_another_and_is_then_passed_over()
 async fn a_host_name_is_its_addresses() {
     let echo = Echo::default();
     let addr = serve_echo(echo.clone()).await;
-    let config = DependencyConfig::new("echo", format!("http://localhost:{}", addr.port()))
-        .breaker(BreakerConfig::default().failure_threshold(2))
-        .retry(budget_core::retry::RetryConfig::default().max_attempts(3));
+    let mut config = DependencyConfig::new("echo", format!("http://localhost:{}", addr.port()));
+    config.breaker = Some(breaker(2));
+    config.retry.max_attempts = 3;
     let (layer, channels) =
         GrpcBudgetLayer::balanced(&config, None, |uri| Channel::builder(uri).connect_lazy())
             .unwrap();
@@ -173,4 +173,11 @@ async fn a_host_name_is_its_addresses() {
         );
     }
     assert_eq!(echo.calls.load(Ordering::SeqCst), 5);
+}
+
+/// The default breaker, opened by `failure_threshold` failures.
+fn breaker(failure_threshold: u32) -> BreakerConfig {
+    let mut breaker = BreakerConfig::default();
+    breaker.failure_threshold = failure_threshold;
+    breaker
 }

@@ -59,7 +59,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use budget_core::Budget;
 use budget_core::client::{BudgetClient, DependencyConfig, TimeoutMode};
-use budget_core::retry::RetryConfig;
 use budget_core::server::ServerConfig;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -178,7 +177,7 @@ impl Middle {
                 ChainMode::Budget | ChainMode::Hedged | ChainMode::Naive => {
                     let mut c = DependencyConfig::new(path, url);
                     // One attempt: checkout retries.
-                    c.retry = RetryConfig::default().max_attempts(1);
+                    c.retry.max_attempts = 1;
                     if mode == ChainMode::Naive {
                         c.mode = TimeoutMode::Fixed;
                     }

@@ -29,10 +29,11 @@ impl Outbound {
     /// (retries are the host stack's), no breaker, no permits; its calls
     /// spend the request's budget and pass through outside one.
     pub(crate) fn new(dependency: Arc<str>) -> Self {
-        let policy = RetryConfig::default()
-            .max_attempts(1)
-            .build()
-            .unwrap_or_default();
+        let retry = RetryConfig {
+            max_attempts: 1,
+            ..RetryConfig::default()
+        };
+        let policy = retry.build().unwrap_or_default();
         Self {
             dep: Arc::new(Dependency::single(dependency, policy)),
             defaults: CallDefaults {

@@ -173,7 +173,9 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let config = AdaptiveLimitConfig::default().probe_samples(1).window_samples(1);
+//! let mut config = AdaptiveLimitConfig::default();
+//! config.probe_samples = 1;
+//! config.window_samples = 1;
 //! let limit = AdaptiveLimit::new(config).unwrap();
 //! let rtt = Duration::from_millis(50);
 //!
@@ -276,7 +278,9 @@ impl LimitConfig {
     ///
     /// assert!(LimitConfig::Fixed(8).validate().is_ok());
     /// assert_eq!(LimitConfig::Fixed(0).validate().unwrap_err().field(), "concurrency");
-    /// let inverted = AdaptiveLimitConfig::default().min(20).max(10);
+    /// let mut inverted = AdaptiveLimitConfig::default();
+    /// inverted.min = 20;
+    /// inverted.max = 10;
     /// assert_eq!(LimitConfig::Adaptive(inverted).validate().unwrap_err().field(), "max");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -404,14 +408,17 @@ impl<'de> Visitor<'de> for LimitConfigVisitor {
 /// assert!(c.validate().is_ok());
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters, one per field; [`validate`](Self::validate) (and
-/// [`AdaptiveLimit::new`]) checks them:
+/// In code, start from [`Default`] and set the fields that differ (they
+/// are plain public fields: a config has no setters);
+/// [`validate`](Self::validate) (and [`AdaptiveLimit::new`]) checks them:
 ///
 /// ```
 /// use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
 ///
-/// let c = AdaptiveLimitConfig::default().min(2).max(64).initial(16);
+/// let mut c = AdaptiveLimitConfig::default();
+/// c.min = 2;
+/// c.max = 64;
+/// c.initial = Some(16);
 /// assert_eq!(c.initial_limit(), 16);
 /// assert!(LimitConfig::Adaptive(c).validate().is_ok());
 /// ```
@@ -491,6 +498,7 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().min(2).min, 2);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.min = ..."))]
     pub fn min(mut self, value: usize) -> Self {
         self.min = value;
         self
@@ -503,6 +511,7 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().max(64).max, 64);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max = ..."))]
     pub fn max(mut self, value: usize) -> Self {
         self.max = value;
         self
@@ -518,6 +527,10 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().initial(16).initial, Some(16));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.initial = Some(...)")
+    )]
     pub fn initial(mut self, value: usize) -> Self {
         self.initial = Some(value);
         self
@@ -532,6 +545,7 @@ impl AdaptiveLimitConfig {
     /// let c = AdaptiveLimitConfig::default().window(Duration::from_millis(500));
     /// assert_eq!(c.window, Duration::from_millis(500));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.window = ..."))]
     pub fn window(mut self, value: Duration) -> Self {
         self.window = value;
         self
@@ -544,6 +558,10 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().window_samples(100).window_samples, 100);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.window_samples = ...")
+    )]
     pub fn window_samples(mut self, value: usize) -> Self {
         self.window_samples = value;
         self
@@ -557,6 +575,7 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().buffer(0.2).buffer, 0.2);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.buffer = ..."))]
     pub fn buffer(mut self, value: f64) -> Self {
         self.buffer = value;
         self
@@ -570,6 +589,10 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().drop_factor(0.5).drop_factor, 0.5);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.drop_factor = ...")
+    )]
     pub fn drop_factor(mut self, value: f64) -> Self {
         self.drop_factor = value;
         self
@@ -585,6 +608,10 @@ impl AdaptiveLimitConfig {
     /// let c = AdaptiveLimitConfig::default().probe_interval(Duration::from_secs(30));
     /// assert_eq!(c.probe_interval, Duration::from_secs(30));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.probe_interval = ...")
+    )]
     pub fn probe_interval(mut self, value: Duration) -> Self {
         self.probe_interval = value;
         self
@@ -598,6 +625,10 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().probe_jitter(0.0).probe_jitter, 0.0);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.probe_jitter = ...")
+    )]
     pub fn probe_jitter(mut self, value: f64) -> Self {
         self.probe_jitter = value;
         self
@@ -610,6 +641,10 @@ impl AdaptiveLimitConfig {
     /// # use budget_core::admission::limit::AdaptiveLimitConfig;
     /// assert_eq!(AdaptiveLimitConfig::default().probe_samples(5).probe_samples, 5);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.probe_samples = ...")
+    )]
     pub fn probe_samples(mut self, value: usize) -> Self {
         self.probe_samples = value;
         self
@@ -622,9 +657,11 @@ impl AdaptiveLimitConfig {
     /// ```
     /// use budget_core::admission::limit::AdaptiveLimitConfig;
     ///
-    /// let c = AdaptiveLimitConfig::default().buffer(f64::NAN);
+    /// let mut c = AdaptiveLimitConfig::default();
+    /// c.buffer = f64::NAN;
     /// assert_eq!(c.validate().unwrap_err().to_string(), "invalid config: `buffer` must be a finite number, at least 0");
-    /// let c = AdaptiveLimitConfig::default().initial(300);
+    /// let mut c = AdaptiveLimitConfig::default();
+    /// c.initial = Some(300);
     /// assert_eq!(c.validate().unwrap_err().field(), "initial");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -682,8 +719,12 @@ impl AdaptiveLimitConfig {
     /// ```
     /// use budget_core::admission::limit::AdaptiveLimitConfig;
     ///
-    /// assert_eq!(AdaptiveLimitConfig::default().max(4).initial_limit(), 4);
-    /// assert_eq!(AdaptiveLimitConfig::default().initial(16).initial_limit(), 16);
+    /// let mut c = AdaptiveLimitConfig::default();
+    /// c.max = 4;
+    /// assert_eq!(c.initial_limit(), 4);
+    /// let mut c = AdaptiveLimitConfig::default();
+    /// c.initial = Some(16);
+    /// assert_eq!(c.initial_limit(), 16);
     /// ```
     pub fn initial_limit(&self) -> usize {
         self.initial
@@ -738,7 +779,8 @@ pub enum Sample {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let config = AdaptiveLimitConfig::default().probe_samples(1);
+/// let mut config = AdaptiveLimitConfig::default();
+/// config.probe_samples = 1;
 /// let limit = Arc::new(AdaptiveLimit::new(config).unwrap());
 /// let rtt = Duration::from_millis(20);
 /// // The first min-RTT probe: one call at low concurrency.
@@ -882,14 +924,18 @@ impl AdaptiveLimit {
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default().initial(16)).unwrap();
+    /// let mut config = AdaptiveLimitConfig::default();
+    /// config.initial = Some(16);
+    /// let limit = AdaptiveLimit::new(config).unwrap();
     /// assert_eq!(limit.current(), 3);
     /// let now = tokio::time::Instant::now();
     /// for in_flight in 1..=3 {
     ///     limit.on_sample(now, Duration::from_millis(50), in_flight, Sample::Success);
     /// }
     /// assert_eq!(limit.current(), 16);
-    /// let err = AdaptiveLimit::new(AdaptiveLimitConfig::default().min(0)).unwrap_err();
+    /// let mut config = AdaptiveLimitConfig::default();
+    /// config.min = 0;
+    /// let err = AdaptiveLimit::new(config).unwrap_err();
     /// assert_eq!(err.field(), "min");
     /// # }
     /// ```
@@ -922,7 +968,9 @@ impl AdaptiveLimit {
     ///
     /// ```
     /// use budget_core::admission::limit::{AdaptiveLimit, AdaptiveLimitConfig};
-    /// let limit = AdaptiveLimit::new(AdaptiveLimitConfig::default().max(2)).unwrap();
+    /// let mut config = AdaptiveLimitConfig::default();
+    /// config.max = 2;
+    /// let limit = AdaptiveLimit::new(config).unwrap();
     /// assert_eq!(limit.current(), 2);
     /// ```
     pub fn current(&self) -> usize {

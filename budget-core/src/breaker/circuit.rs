@@ -149,7 +149,7 @@ impl CircuitBreaker {
     /// ```
     pub fn new(key: impl Into<String>, policy: BreakerPolicy) -> Self {
         let key = key.into();
-        crate::telemetry::meter::register_breaker(&key);
+        policy.registered(&key);
         Self {
             shared: Arc::new(Shared {
                 key,
@@ -225,8 +225,8 @@ impl CircuitBreaker {
     }
 
     /// How long an attempt may go without an answer before it counts
-    /// towards `timeout_threshold`: [`SILENCE_FACTOR`](super::SILENCE_FACTOR)
-    /// typical latencies, at least [`MIN_SILENCE`](super::MIN_SILENCE);
+    /// towards `timeout_threshold`: four typical latencies, at least
+    /// 250 ms;
     /// `None` before the first success.
     ///
     /// ```
@@ -348,7 +348,6 @@ impl Shared {
             } else {
                 tracing::debug!(endpoint = %self.key, %from, %to, "circuit breaker state change");
             }
-            crate::telemetry::meter::breaker_transition(&self.key, from, to);
             self.policy.notify(&self.key, from, to);
         }
     }
@@ -481,7 +480,9 @@ impl BreakerPermit {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 1;
+    /// let policy = config.build().unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.state(), BreakerState::Open);
@@ -522,9 +523,8 @@ impl BreakerPermit {
     /// breaker is concerned: for the half-open probe, the silence limit,
     /// so that a probe sent to an endpoint that still does not answer ends
     /// soon and the next probe follows `open_for` later; `None` for other
-    /// calls, before the first success, and for every
-    /// [`LONG_PROBE_EVERY`](super::LONG_PROBE_EVERY)th probe in a row that
-    /// timed out (see the [module docs](super#a-dependency-that-stops-answering)).
+    /// calls, before the first success, and for every fourth probe in a
+    /// row that timed out (see the [module docs](super#a-dependency-that-stops-answering)).
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerPolicy, CircuitBreaker};
@@ -840,5 +840,66 @@ mod tests {
                 (key, HalfOpen, Closed),
             ]
         );
+    }
+
+    /// Remembers what it was told, in order.
+    #[derive(Default)]
+    struct Told(Mutex<Vec<String>>);
+
+    impl crate::breaker::Observer for Told {
+        fn registered(&self, key: &str) {
+            self.0.lock().unwrap().push(format!("registered {key}"));
+        }
+
+        fn transition(&self, key: &str, from: BreakerState, to: BreakerState) {
+            self.0.lock().unwrap().push(format!("{key} {from} -> {to}"));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_observer_hears_the_making_and_each_transition_not_each_call() {
+        let told = Arc::new(Told::default());
+        let policy = BreakerConfig {
+            failure_threshold: 2,
+            open_for: OPEN_FOR,
+            ..Default::default()
+        }
+        .build()
+        .unwrap()
+        .with_observer(told.clone());
+        let b = CircuitBreaker::new("http://dep:80", policy);
+        call(&b, Verdict::Success);
+        call(&b, Verdict::Failure);
+        call(&b, Verdict::Failure);
+        assert!(b.try_acquire().is_err());
+        tokio::time::advance(OPEN_FOR).await;
+        call(&b, Verdict::Success);
+        call(&b, Verdict::Success);
+        assert_eq!(
+            *told.0.lock().unwrap(),
+            [
+                "registered http://dep:80",
+                "http://dep:80 closed -> open",
+                "http://dep:80 open -> half-open",
+                "http://dep:80 half-open -> closed",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_registry_without_an_observer_takes_the_fallback_for_the_breakers_it_makes() {
+        let told = Arc::new(Told::default());
+        let fallback: crate::breaker::SharedObserver = told.clone();
+        let registry = crate::breaker::BreakerRegistry::default();
+        registry.get_observed("http://a:80", Some(&fallback));
+        registry.get_observed("http://a:80", Some(&fallback)); // made once
+        registry.get("http://b:80"); // none given
+        let own = Arc::new(Told::default());
+        let observed = crate::breaker::BreakerRegistry::new(
+            BreakerPolicy::default().with_observer(own.clone()),
+        );
+        observed.get_observed("http://c:80", Some(&fallback));
+        assert_eq!(*told.0.lock().unwrap(), ["registered http://a:80"]);
+        assert_eq!(*own.0.lock().unwrap(), ["registered http://c:80"]);
     }
 }

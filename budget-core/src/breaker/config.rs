@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::BreakerState;
+use super::observer::SharedObserver;
 use crate::config::ConfigError;
 
 /// The consecutive failures that open a breaker when the config does not say.
@@ -24,9 +25,9 @@ pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 /// assert_eq!(BreakerConfig::default().open_for, DEFAULT_OPEN_FOR);
 /// ```
 pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(5);
-/// The attempts in a row that went without an answer (see
-/// [`SILENCE_FACTOR`](super::SILENCE_FACTOR)) that open a breaker when the
-/// config does not say.
+/// The attempts in a row that went without an answer (see the
+/// [module docs](super#a-dependency-that-stops-answering)) that open a
+/// breaker when the config does not say.
 ///
 /// Three: at two calls a second with budgets of about two seconds, a
 /// dependency that stops answering costs three calls their budget (or
@@ -62,18 +63,17 @@ pub const DEFAULT_TIMEOUT_THRESHOLD: u32 = 3;
 /// ```
 ///
 /// In code, start from [`Default`] (or [`DEFAULT`](Self::DEFAULT) in a
-/// `const`) and change what differs with the setters, one per field;
-/// [`build`](Self::build) validates:
+/// `const`) and set the fields that differ (they are plain public fields:
+/// a config has no setters); [`build`](Self::build) validates:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::breaker::BreakerConfig;
 ///
-/// let policy = BreakerConfig::default()
-///     .failure_threshold(20)
-///     .open_for(Duration::from_secs(1))
-///     .build()
-///     .unwrap();
+/// let mut config = BreakerConfig::default();
+/// config.failure_threshold = 20;
+/// config.open_for = Duration::from_secs(1);
+/// let policy = config.build().unwrap();
 /// assert_eq!(policy.failure_threshold(), 20);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,14 +109,18 @@ impl Default for BreakerConfig {
 }
 
 impl BreakerConfig {
-    /// Every default, as a constant (for a `const` config that changes a
-    /// few fields with the setters, which are `const`).
+    /// Every default, as a constant (for a `const` config that sets a few
+    /// fields in a `const` block).
     ///
     /// ```
     /// use std::time::Duration;
     /// use budget_core::breaker::BreakerConfig;
     ///
-    /// const FAST: BreakerConfig = BreakerConfig::DEFAULT.open_for(Duration::from_secs(1));
+    /// const FAST: BreakerConfig = {
+    ///     let mut config = BreakerConfig::DEFAULT;
+    ///     config.open_for = Duration::from_secs(1);
+    ///     config
+    /// };
     /// assert_eq!(FAST.timeout_threshold, BreakerConfig::default().timeout_threshold);
     /// ```
     pub const DEFAULT: Self = Self {
@@ -132,6 +136,10 @@ impl BreakerConfig {
     /// # use budget_core::breaker::BreakerConfig;
     /// assert_eq!(BreakerConfig::default().failure_threshold(20).failure_threshold, 20);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.failure_threshold = ...")
+    )]
     pub const fn failure_threshold(mut self, value: u32) -> Self {
         self.failure_threshold = value;
         self
@@ -147,6 +155,7 @@ impl BreakerConfig {
     /// let c = BreakerConfig::default().open_for(Duration::from_secs(1));
     /// assert_eq!(c.open_for, Duration::from_secs(1));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.open_for = ..."))]
     pub const fn open_for(mut self, value: Duration) -> Self {
         self.open_for = value;
         self
@@ -160,23 +169,30 @@ impl BreakerConfig {
     /// # use budget_core::breaker::BreakerConfig;
     /// assert_eq!(BreakerConfig::default().timeout_threshold(5).timeout_threshold, 5);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.timeout_threshold = ...")
+    )]
     pub const fn timeout_threshold(mut self, value: u32) -> Self {
         self.timeout_threshold = value;
         self
     }
 
-    /// Validates the config into a [`BreakerPolicy`] (with a no-op
-    /// state-change hook), or a [`ConfigError`] naming the bad field.
+    /// Validates the config into a [`BreakerPolicy`] (with no
+    /// [`Observer`](super::Observer) and a no-op state-change hook), or a
+    /// [`ConfigError`] naming the bad field.
     ///
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::BreakerConfig;
-    /// let err = BreakerConfig::default().failure_threshold(0).build().unwrap_err();
-    /// assert_eq!(err.field(), "failure_threshold");
-    /// let err = BreakerConfig::default().open_for(Duration::ZERO).build().unwrap_err();
-    /// assert_eq!(err.field(), "open_for");
-    /// let err = BreakerConfig::default().timeout_threshold(0).build().unwrap_err();
-    /// assert_eq!(err.field(), "timeout_threshold");
+    /// let with = |change: fn(&mut BreakerConfig)| {
+    ///     let mut config = BreakerConfig::default();
+    ///     change(&mut config);
+    ///     config.build().unwrap_err().field().to_owned()
+    /// };
+    /// assert_eq!(with(|c| c.failure_threshold = 0), "failure_threshold");
+    /// assert_eq!(with(|c| c.open_for = Duration::ZERO), "open_for");
+    /// assert_eq!(with(|c| c.timeout_threshold = 0), "timeout_threshold");
     /// ```
     pub fn build(&self) -> Result<BreakerPolicy, ConfigError> {
         if self.failure_threshold == 0 {
@@ -193,6 +209,7 @@ impl BreakerConfig {
             open_for: self.open_for,
             timeout_threshold: self.timeout_threshold,
             on_state_change: no_hook(),
+            observer: None,
         })
     }
 }
@@ -206,11 +223,13 @@ fn no_hook() -> StateHook {
     Arc::new(|_: &str, _: BreakerState, _: BreakerState| {})
 }
 
-/// How breakers behave: a validated [`BreakerConfig`] plus an optional hook
-/// called on every state change (for metrics).
+/// How breakers behave: a validated [`BreakerConfig`] plus an optional
+/// [`Observer`](super::Observer) told of every breaker made with it and of
+/// its state changes (metrics: [`with_observer`](Self::with_observer)), and
+/// an optional hook called on every state change.
 ///
 /// Made by [`BreakerConfig::build`]; `BreakerPolicy::default()` is the
-/// default config's. Cloning is cheap (the hook is shared).
+/// default config's. Cloning is cheap (the hook and observer are shared).
 ///
 /// # Example
 ///
@@ -234,6 +253,8 @@ pub struct BreakerPolicy {
     open_for: Duration,
     timeout_threshold: u32,
     on_state_change: StateHook,
+    /// Told of every breaker made with the policy and of its state changes.
+    observer: Option<SharedObserver>,
 }
 
 impl BreakerPolicy {
@@ -289,8 +310,52 @@ impl BreakerPolicy {
         self
     }
 
-    /// Tells the hook that the breaker `key` went from `from` to `to`.
+    /// The same policy telling `observer` of every breaker made with it
+    /// (when made, and on each state change): see [`Observer`](super::Observer).
+    /// It replaces the policy's observer, if it had one; the
+    /// [`on_state_change`](Self::with_on_state_change) hook is kept.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use budget_core::breaker::{BreakerPolicy, NoObserver};
+    ///
+    /// let policy = BreakerPolicy::default().with_observer(Arc::new(NoObserver));
+    /// assert!(policy.has_observer());
+    /// ```
+    pub fn with_observer(mut self, observer: Arc<dyn super::Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Whether an observer was given ([`with_observer`](Self::with_observer)).
+    ///
+    /// ```
+    /// # use budget_core::breaker::BreakerPolicy;
+    /// assert!(!BreakerPolicy::default().has_observer());
+    /// ```
+    pub fn has_observer(&self) -> bool {
+        self.observer.is_some()
+    }
+
+    /// The policy's observer, if it has one.
+    #[cfg(any(feature = "client", feature = "grpc"))]
+    pub(crate) fn observer(&self) -> Option<&SharedObserver> {
+        self.observer.as_ref()
+    }
+
+    /// Tells the observer that a breaker of `key` was made.
+    pub(super) fn registered(&self, key: &str) {
+        if let Some(observer) = &self.observer {
+            observer.registered(key);
+        }
+    }
+
+    /// Tells the observer and the hook that the breaker `key` went from
+    /// `from` to `to`.
     pub(super) fn notify(&self, key: &str, from: BreakerState, to: BreakerState) {
+        if let Some(observer) = &self.observer {
+            observer.transition(key, from, to);
+        }
         (self.on_state_change)(key, from, to);
     }
 }
@@ -308,6 +373,7 @@ impl Default for BreakerPolicy {
             open_for: DEFAULT_OPEN_FOR,
             timeout_threshold: DEFAULT_TIMEOUT_THRESHOLD,
             on_state_change: no_hook(),
+            observer: None,
         }
     }
 }
@@ -318,6 +384,7 @@ impl fmt::Debug for BreakerPolicy {
             .field("failure_threshold", &self.failure_threshold)
             .field("open_for", &self.open_for)
             .field("timeout_threshold", &self.timeout_threshold)
+            .field("observer", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -15,11 +15,10 @@ use std::time::Duration;
 /// use std::time::Duration;
 /// use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
 ///
-/// let policy = BreakerConfig::default()
-///     .failure_threshold(1)
-///     .open_for(Duration::from_secs(3))
-///     .build()
-///     .unwrap();
+/// let mut config = BreakerConfig::default();
+/// config.failure_threshold = 1;
+/// config.open_for = Duration::from_secs(3);
+/// let policy = config.build().unwrap();
 /// let breaker = CircuitBreaker::new("http://inventory:80", policy);
 /// breaker.try_acquire().unwrap().record(Verdict::Failure);
 ///
@@ -55,7 +54,9 @@ impl CircuitOpen {
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 1;
+    /// let policy = config.build().unwrap();
     /// let breaker = CircuitBreaker::new("https://auth:443", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.try_acquire().unwrap_err().key(), "https://auth:443");
@@ -71,11 +72,10 @@ impl CircuitOpen {
     /// ```
     /// # use std::time::Duration;
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig::default()
-    ///     .failure_threshold(1)
-    ///     .open_for(Duration::from_secs(2))
-    ///     .build()
-    ///     .unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 1;
+    /// config.open_for = Duration::from_secs(2);
+    /// let policy = config.build().unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert!(breaker.try_acquire().unwrap_err().retry_after() <= Duration::from_secs(2));
@@ -91,7 +91,9 @@ impl CircuitOpen {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, CircuitBreaker, Verdict};
-    /// let policy = BreakerConfig::default().failure_threshold(1).build().unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 1;
+    /// let policy = config.build().unwrap();
     /// let breaker = CircuitBreaker::new("http://a:80", policy);
     /// breaker.try_acquire().unwrap().record(Verdict::Failure);
     /// assert_eq!(breaker.try_acquire().unwrap_err().no_answer_for(), None);

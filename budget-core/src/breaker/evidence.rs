@@ -15,11 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The silence limit is this many times an endpoint's typical latency.
-///
-/// ```
-/// assert_eq!(budget_core::breaker::SILENCE_FACTOR, 4);
-/// ```
-pub const SILENCE_FACTOR: u32 = 4;
+pub(crate) const SILENCE_FACTOR: u32 = 4;
 
 /// The shortest silence limit, whatever the typical latency: 250 ms.
 ///
@@ -30,22 +26,14 @@ pub const SILENCE_FACTOR: u32 = 4;
 /// turn such a pause into `open_for` of refused calls. Short enough that a
 /// probe cycle (the limit plus `open_for`, 1 s in the example services)
 /// stays under 2 s for any endpoint that answers within 250 ms.
-///
-/// ```
-/// assert_eq!(budget_core::breaker::MIN_SILENCE.as_millis(), 250);
-/// ```
-pub const MIN_SILENCE: Duration = Duration::from_millis(250);
+pub(crate) const MIN_SILENCE: Duration = Duration::from_millis(250);
 
 /// Every this many probes in a row that timed out, the next probe waits for
 /// its call's whole time rather than the silence limit: 4, so that an
 /// endpoint that came back slower than its silence limit is found within
 /// four probes, and three of four probes of a silent endpoint end at the
 /// silence limit.
-///
-/// ```
-/// assert_eq!(budget_core::breaker::LONG_PROBE_EVERY, 4);
-/// ```
-pub const LONG_PROBE_EVERY: u32 = 4;
+pub(crate) const LONG_PROBE_EVERY: u32 = 4;
 
 /// The weight of a new sample in the typical latency: 1/8 (the `alpha`
 /// of RFC 6298).
@@ -102,7 +90,7 @@ impl Evidence {
     }
 
     /// How long the half-open probe may wait for its answer: the silence
-    /// limit, but no limit for every [`LONG_PROBE_EVERY`]th probe in a row
+    /// limit, but no limit for every `LONG_PROBE_EVERY`th probe in a row
     /// (after as many minus one timed out).
     pub(super) fn probe_limit(&self) -> Option<Duration> {
         let long = self.failed_probes % LONG_PROBE_EVERY == LONG_PROBE_EVERY - 1;
@@ -483,7 +471,10 @@ mod tests {
             for _ in 0..20 {
                 call(&b, ms(5), Verdict::Success).await;
             }
-            assert_eq!(b.silence_limit(), Some(crate::breaker::MIN_SILENCE));
+            assert_eq!(
+                b.silence_limit(),
+                Some(crate::breaker::evidence::MIN_SILENCE)
+            );
             // A call every millisecond, none answered for 200 ms.
             let mut held = Vec::new();
             for _ in 0..200 {

@@ -51,8 +51,8 @@
 //!   endpoint's; the learned floor learns from timeouts and so drifts up
 //!   to the budgets when the endpoint goes silent.
 //! - An attempt **went silent** when it has had no answer for the
-//!   **silence limit**, [`SILENCE_FACTOR`] (4) typical latencies and at
-//!   least [`MIN_SILENCE`] (250 ms), and no other attempt was answered
+//!   **silence limit**, four typical latencies and at
+//!   least 250 ms, and no other attempt was answered
 //!   since it was sent.
 //! - A closed breaker **opens** when `timeout_threshold` attempts went
 //!   silent: those that ended so (in a row: any answer starts the count
@@ -69,7 +69,7 @@
 //!   probe's attempt to it), so that an endpoint that still does not
 //!   answer is probed again soon: with a 200 ms endpoint and
 //!   `open_for = 1s`, a probe every 1.8 s, and a recovery is answered
-//!   within 1.8 s. Every [`LONG_PROBE_EVERY`]th probe in a row that timed
+//!   within 1.8 s. Every fourth probe in a row that timed
 //!   out gets its call's whole time instead, so that an endpoint that came
 //!   back slower than its silence limit is still found (a short probe
 //!   cannot tell it from a silent one); a recovery that comes while such a
@@ -88,11 +88,10 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let ms = Duration::from_millis;
-//! let policy = BreakerConfig::default()
-//!     .failure_threshold(20)
-//!     .open_for(ms(1000))
-//!     .build()
-//!     .unwrap();
+//! let mut config = BreakerConfig::default();
+//! config.failure_threshold = 20;
+//! config.open_for = ms(1000);
+//! let policy = config.build().unwrap();
 //! let breaker = CircuitBreaker::new("http://pricing:80", policy);
 //! // The endpoint answers in 200 ms ...
 //! let permit = breaker.try_acquire().unwrap();
@@ -129,11 +128,10 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let policy = BreakerConfig::default()
-//!     .failure_threshold(2)
-//!     .open_for(Duration::from_secs(5))
-//!     .build()
-//!     .unwrap();
+//! let mut config = BreakerConfig::default();
+//! config.failure_threshold = 2;
+//! config.open_for = Duration::from_secs(5);
+//! let policy = config.build().unwrap();
 //! let registry = BreakerRegistry::new(policy);
 //! let uri: http::Uri = "http://pricing.internal/quote".parse().unwrap();
 //! let breaker = registry.get_for(&uri).unwrap();
@@ -160,6 +158,7 @@ mod circuit;
 mod config;
 mod error;
 mod evidence;
+mod observer;
 mod registry;
 mod verdict;
 
@@ -169,6 +168,7 @@ pub use config::{
     DEFAULT_TIMEOUT_THRESHOLD,
 };
 pub use error::CircuitOpen;
-pub use evidence::{LONG_PROBE_EVERY, MIN_SILENCE, SILENCE_FACTOR};
+pub(crate) use observer::SharedObserver;
+pub use observer::{NoObserver, Observer};
 pub use registry::{BreakerRegistry, endpoint_key};
 pub use verdict::Verdict;

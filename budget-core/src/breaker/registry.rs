@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use http::Uri;
 
-use super::{BreakerPolicy, CircuitBreaker};
+use super::{BreakerPolicy, CircuitBreaker, SharedObserver};
 
 /// The breaker key of `uri`: `scheme://host:port`, scheme and host in lower
 /// case, the port filled in when the URI leaves it out (`80` for `http` and
@@ -76,7 +76,9 @@ impl BreakerRegistry {
     ///
     /// ```
     /// # use budget_core::breaker::{BreakerConfig, BreakerRegistry};
-    /// let policy = BreakerConfig::default().failure_threshold(3).build().unwrap();
+    /// let mut config = BreakerConfig::default();
+    /// config.failure_threshold = 3;
+    /// let policy = config.build().unwrap();
     /// let registry = BreakerRegistry::new(policy);
     /// assert_eq!(registry.get("http://a:80").policy().failure_threshold(), 3);
     /// ```
@@ -110,6 +112,17 @@ impl BreakerRegistry {
     /// assert!(!Arc::ptr_eq(&registry.get("http://a:80"), &registry.get("http://a:81")));
     /// ```
     pub fn get(&self, key: &str) -> Arc<CircuitBreaker> {
+        self.get_observed(key, None)
+    }
+
+    /// The breaker for `key`, as [`get`](Self::get); one made now is told
+    /// to `fallback` when the registry's policy has no observer of its own
+    /// (a client's observer, for a registry its user built without one).
+    pub(crate) fn get_observed(
+        &self,
+        key: &str,
+        fallback: Option<&SharedObserver>,
+    ) -> Arc<CircuitBreaker> {
         let mut breakers = self
             .inner
             .breakers
@@ -118,7 +131,15 @@ impl BreakerRegistry {
         if let Some(breaker) = breakers.get(key) {
             return Arc::clone(breaker);
         }
-        let breaker = Arc::new(CircuitBreaker::new(key, self.inner.policy.clone()));
+        let policy = match fallback {
+            Some(observer) if !self.inner.policy.has_observer() => self
+                .inner
+                .policy
+                .clone()
+                .with_observer(Arc::clone(observer)),
+            _ => self.inner.policy.clone(),
+        };
+        let breaker = Arc::new(CircuitBreaker::new(key, policy));
         breakers.insert(key.to_owned(), Arc::clone(&breaker));
         breaker
     }

@@ -304,7 +304,9 @@ impl BudgetClientBuilder {
     /// use budget_core::breaker::{BreakerConfig, BreakerRegistry};
     /// use budget_core::client::{BudgetClient, DependencyConfig};
     /// let mut config = DependencyConfig::new("a", "http://a");
-    /// config.breaker = Some(BreakerConfig::default().failure_threshold(2));
+    /// let mut breaker = BreakerConfig::default();
+    /// breaker.failure_threshold = 2;
+    /// config.breaker = Some(breaker);
     /// let err = BudgetClient::builder(config).breakers(BreakerRegistry::default()).build().unwrap_err();
     /// assert_eq!(err.field(), "breaker");
     /// ```

@@ -2,24 +2,26 @@
 //! its validation into the settings a [`BudgetClient`](super::BudgetClient)
 //! runs with.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use url::Url;
 
-use super::stale::{DEFAULT_MAX_STALE, StaleCache, StaleCacheConfig};
+use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;
+use crate::outbound::hedging::HedgeConfig;
+use super::stale::{DEFAULT_MAX_STALE, StaleCacheConfig};
 use crate::admission::limit::LimitConfig;
 use crate::admission::queue::QueueConfig;
-use crate::breaker::{BreakerConfig, BreakerRegistry};
+use crate::breaker::BreakerConfig;
+#[cfg(feature = "client")]
 use crate::config::ConfigError;
 use crate::floor::FloorConfig;
-use crate::ledger::is_tchar;
-use crate::outbound::Dependency;
-use crate::outbound::endpoints::{Breakers, DEFAULT_RESOLVE_INTERVAL, Endpoints};
-use crate::outbound::hedging::HedgeConfig;
-use crate::outbound::permits::Permits;
 use crate::retry::{RetryBudgetConfig, RetryConfig};
+
+mod setters;
+mod settings;
+
+#[cfg(feature = "client")]
+pub(crate) use settings::Settings;
 
 /// The connect cap when the config does not say: 1 s.
 ///
@@ -182,23 +184,27 @@ pub enum OnUnavailable {
 /// ```
 ///
 /// In code, start from [`new`](Self::new) (name and URL, every other field
-/// at its default) and change what differs with the setters, one per
-/// field; [`build`](Self::build) validates:
+/// at its default) and set the fields that differ. A config is plain
+/// public fields and has no setters (the setters of earlier versions are
+/// deprecated); builders are for layers ([`GrpcBudgetLayer`](crate::grpc::GrpcBudgetLayer),
+/// [`BudgetLayer`](crate::server::BudgetLayer)). [`build`](Self::build)
+/// validates:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::breaker::BreakerConfig;
 /// use budget_core::client::{DependencyConfig, OnUnavailable};
 /// use budget_core::floor::FloorConfig;
-/// use budget_core::retry::RetryConfig;
 ///
-/// let config = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing")
-///     .connect_cap(Duration::from_millis(200))
-///     .floor(FloorConfig::fixed(Duration::from_millis(50)))
-///     .concurrency(32)
-///     .retry(RetryConfig::default().max_attempts(2))
-///     .breaker(BreakerConfig::default().failure_threshold(10))
-///     .on_unavailable(OnUnavailable::Skip);
+/// let mut config = DependencyConfig::new("pricing", "http://127.0.0.1:9000/pricing");
+/// config.connect_cap = Duration::from_millis(200);
+/// config.floor = FloorConfig::fixed(Duration::from_millis(50));
+/// config.concurrency = Some(32.into());
+/// config.retry.max_attempts = 2;
+/// let mut breaker = BreakerConfig::default();
+/// breaker.failure_threshold = 10;
+/// config.breaker = Some(breaker);
+/// config.on_unavailable = OnUnavailable::Skip;
 /// assert_eq!(config.breaker.map(|b| b.failure_threshold), Some(10));
 /// # #[cfg(feature = "client")]
 /// assert_eq!(config.build().unwrap().name(), "pricing");
@@ -408,318 +414,6 @@ impl DependencyConfig {
         }
     }
 
-    /// The same configuration with `endpoints`: the replicas
-    /// (`scheme://host:port` each) a call's attempts are spread over.
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a/items")
-    ///     .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
-    /// assert_eq!(c.endpoints.len(), 2);
-    /// ```
-    pub fn endpoints<I, S>(mut self, value: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.endpoints = value.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// The same configuration with `resolve_interval`: how often the URL's
-    /// host name is looked up again (`Duration::ZERO`: never; the name is
-    /// one endpoint).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://partner:9000").resolve_interval(Duration::ZERO);
-    /// assert!(c.resolve_interval.is_zero());
-    /// ```
-    pub fn resolve_interval(mut self, value: Duration) -> Self {
-        self.resolve_interval = value;
-        self
-    }
-
-    /// The same configuration with `connect_cap`: the longest a TCP (and
-    /// TLS) connect may take, more than zero (checked by
-    /// [`build`](Self::build)).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").connect_cap(Duration::from_millis(200));
-    /// assert_eq!(c.connect_cap, Duration::from_millis(200));
-    /// ```
-    pub fn connect_cap(mut self, value: Duration) -> Self {
-        self.connect_cap = value;
-        self
-    }
-
-    /// The same configuration with `pool_idle_timeout`: how long an idle
-    /// keep-alive connection may be reused, more than zero (checked by
-    /// [`build`](Self::build)).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").pool_idle_timeout(Duration::from_secs(30));
-    /// assert_eq!(c.pool_idle_timeout, Duration::from_secs(30));
-    /// ```
-    pub fn pool_idle_timeout(mut self, value: Duration) -> Self {
-        self.pool_idle_timeout = value;
-        self
-    }
-
-    /// The same configuration with `floor`: a fixed floor
-    /// ([`FloorConfig::fixed`], or a [`Floor`](crate::floor::Floor)) or a
-    /// learned one ([`FloorConfig::auto`], [`FloorConfig::Learned`]);
-    /// checked by [`build`](Self::build).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// # use budget_core::floor::{Floor, FloorConfig};
-    /// let c = DependencyConfig::new("a", "http://a").floor(FloorConfig::auto());
-    /// assert_eq!(c.floor, FloorConfig::AUTO);
-    /// let c = c.floor(Floor::new(Duration::from_millis(50)));
-    /// assert_eq!(c.floor, FloorConfig::fixed(Duration::from_millis(50)));
-    /// ```
-    pub fn floor(mut self, value: impl Into<FloorConfig>) -> Self {
-        self.floor = value.into();
-        self
-    }
-
-    /// The same configuration with `retry`: attempts, backoff,
-    /// `Retry-After` cap, retryable statuses (checked by
-    /// [`build`](Self::build), see [`RetryConfig::build`]).
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// # use budget_core::retry::RetryConfig;
-    /// let c = DependencyConfig::new("a", "http://a").retry(RetryConfig::default().max_attempts(1));
-    /// assert_eq!(c.retry.max_attempts, 1);
-    /// ```
-    pub fn retry(mut self, value: RetryConfig) -> Self {
-        self.retry = value;
-        self
-    }
-
-    /// The same configuration with a per-client retry budget (checked by
-    /// [`build`](Self::build), see [`RetryBudgetConfig::build`]). The
-    /// default is none; to remove one, set the field to `None`.
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// # use budget_core::retry::RetryBudgetConfig;
-    /// let c = DependencyConfig::new("a", "http://a").retry_budget(RetryBudgetConfig::default().ratio(0.1));
-    /// assert_eq!(c.retry_budget.map(|b| b.ratio), Some(0.1));
-    /// ```
-    pub fn retry_budget(mut self, value: RetryBudgetConfig) -> Self {
-        self.retry_budget = Some(value);
-        self
-    }
-
-    /// The same configuration with a circuit breaker (checked by
-    /// [`build`](Self::build), see [`BreakerConfig::build`]). The default
-    /// is none; to remove one, set the field to `None`.
-    ///
-    /// ```
-    /// # use budget_core::breaker::BreakerConfig;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").breaker(BreakerConfig::default());
-    /// assert_eq!(c.breaker, Some(BreakerConfig::default()));
-    /// ```
-    pub fn breaker(mut self, value: BreakerConfig) -> Self {
-        self.breaker = Some(value);
-        self
-    }
-
-    /// The same configuration with a concurrency limit: a number (`8`) or a
-    /// [`LimitConfig`] (`LimitConfig::Adaptive(..)` for `"auto"`). The
-    /// default is no limit; to remove one, set the field to `None`.
-    /// Checked by [`build`](Self::build): at least 1, an adaptive table
-    /// valid.
-    ///
-    /// ```
-    /// # use budget_core::admission::limit::{AdaptiveLimitConfig, LimitConfig};
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").concurrency(8);
-    /// assert_eq!(c.concurrency, Some(LimitConfig::Fixed(8)));
-    /// let c = c.concurrency(LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
-    /// assert!(matches!(c.concurrency, Some(LimitConfig::Adaptive(_))));
-    /// ```
-    pub fn concurrency(mut self, value: impl Into<LimitConfig>) -> Self {
-        self.concurrency = Some(value.into());
-        self
-    }
-
-    /// The same configuration with hedged requests (checked by
-    /// [`build`](Self::build), see [`HedgeConfig::validate`]). The default
-    /// is none; to remove it, set the field to `None`.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::{DependencyConfig, HedgeConfig};
-    /// let c = DependencyConfig::new("a", "http://a").hedge(HedgeConfig::after(Duration::from_millis(40)));
-    /// assert_eq!(c.hedge, Some(HedgeConfig::after(Duration::from_millis(40))));
-    /// ```
-    pub fn hedge(mut self, value: HedgeConfig) -> Self {
-        self.hedge = Some(value);
-        self
-    }
-
-    /// The same configuration with `queue`: how calls wait for a permit
-    /// (checked by [`build`](Self::build), see [`QueueConfig::validate`]).
-    ///
-    /// ```
-    /// # use budget_core::admission::queue::{QueueConfig, QueueOrder};
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").queue(QueueConfig::default().order(QueueOrder::Fifo));
-    /// assert_eq!(c.queue.order, QueueOrder::Fifo);
-    /// ```
-    pub fn queue(mut self, value: QueueConfig) -> Self {
-        self.queue = value;
-        self
-    }
-
-    /// The same configuration with `on_unavailable`: what a call does when
-    /// it cannot be made (and, for `stale`, when it fails).
-    ///
-    /// ```
-    /// # use budget_core::client::{DependencyConfig, OnUnavailable};
-    /// let c = DependencyConfig::new("a", "http://a").on_unavailable(OnUnavailable::Stale);
-    /// assert_eq!(c.on_unavailable, OnUnavailable::Stale);
-    /// ```
-    pub fn on_unavailable(mut self, value: OnUnavailable) -> Self {
-        self.on_unavailable = value;
-        self
-    }
-
-    /// The same configuration with `max_stale`: with `on_unavailable =
-    /// "stale"`, the oldest answer served in place of a failed call, more
-    /// than zero (checked by [`build`](Self::build)).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").max_stale(Duration::from_secs(10));
-    /// assert_eq!(c.max_stale, Duration::from_secs(10));
-    /// ```
-    pub fn max_stale(mut self, value: Duration) -> Self {
-        self.max_stale = value;
-        self
-    }
-
-    /// The same configuration with `stale_cache`: with `on_unavailable =
-    /// "stale"`, how much the client keeps (checked by
-    /// [`build`](Self::build), see [`StaleCacheConfig::validate`]).
-    ///
-    /// ```
-    /// # use budget_core::client::{DependencyConfig, stale::StaleCacheConfig};
-    /// let c = DependencyConfig::new("a", "http://a").stale_cache(StaleCacheConfig::default().max_entries(16));
-    /// assert_eq!(c.stale_cache.max_entries, 16);
-    /// ```
-    pub fn stale_cache(mut self, value: StaleCacheConfig) -> Self {
-        self.stale_cache = value;
-        self
-    }
-
-    /// The same configuration with `grpc_timeout`: also send
-    /// `grpc-timeout` (same value as `request-budget-ms`).
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// assert!(DependencyConfig::new("a", "http://a").grpc_timeout(true).grpc_timeout);
-    /// ```
-    pub fn grpc_timeout(mut self, value: bool) -> Self {
-        self.grpc_timeout = value;
-        self
-    }
-
-    /// The same configuration with `forward`: whether the budget and
-    /// criticality headers are sent (`false`: every rule kept, no header).
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// assert!(DependencyConfig::new("a", "http://a").forward);
-    /// assert!(!DependencyConfig::new("a", "http://a").forward(false).forward);
-    /// ```
-    pub fn forward(mut self, value: bool) -> Self {
-        self.forward = value;
-        self
-    }
-
-    /// The same configuration with `max_body`: the largest response body
-    /// buffered, in bytes, at least 1 (checked by [`build`](Self::build)).
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// assert_eq!(DependencyConfig::new("a", "http://a").max_body(1 << 20).max_body, 1 << 20);
-    /// ```
-    pub fn max_body(mut self, value: u64) -> Self {
-        self.max_body = value;
-        self
-    }
-
-    /// The same configuration with `trace_query`: keep the query's values
-    /// in the attempt span's `url.full` (else `REDACTED`).
-    ///
-    /// ```
-    /// # use budget_core::client::DependencyConfig;
-    /// assert!(DependencyConfig::new("a", "http://a").trace_query(true).trace_query);
-    /// ```
-    pub fn trace_query(mut self, value: bool) -> Self {
-        self.trace_query = value;
-        self
-    }
-
-    /// The same configuration with `mode`: spend the request's budget
-    /// ([`TimeoutMode::Budget`], the default) or a fixed timeout.
-    ///
-    /// ```
-    /// # use budget_core::client::{DependencyConfig, TimeoutMode};
-    /// let c = DependencyConfig::new("a", "http://a").mode(TimeoutMode::Fixed);
-    /// assert_eq!(c.mode, TimeoutMode::Fixed);
-    /// ```
-    pub fn mode(mut self, value: TimeoutMode) -> Self {
-        self.mode = value;
-        self
-    }
-
-    /// The same configuration with `fixed_timeout`: each attempt's timeout
-    /// in [`TimeoutMode::Fixed`], more than zero (checked by
-    /// [`build`](Self::build)).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").fixed_timeout(Duration::from_secs(2));
-    /// assert_eq!(c.fixed_timeout, Duration::from_secs(2));
-    /// ```
-    pub fn fixed_timeout(mut self, value: Duration) -> Self {
-        self.fixed_timeout = value;
-        self
-    }
-
-    /// The same configuration with `default_budget`: the budget of a call
-    /// made outside any request and without its own, more than zero
-    /// (checked by [`build`](Self::build)).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use budget_core::client::DependencyConfig;
-    /// let c = DependencyConfig::new("a", "http://a").default_budget(Duration::from_secs(2));
-    /// assert_eq!(c.default_budget, Some(Duration::from_secs(2)));
-    /// let parsed: DependencyConfig =
-    ///     toml::from_str("name = \"a\"\nurl = \"http://a\"\ndefault_budget = \"1500ms\"").unwrap();
-    /// assert_eq!(parsed.default_budget, Some(Duration::from_millis(1500)));
-    /// ```
-    pub fn default_budget(mut self, value: Duration) -> Self {
-        self.default_budget = Some(value);
-        self
-    }
-
     /// Shorthand for `BudgetClient::builder(self.clone()).build()`: a
     /// [`BudgetClient`](super::BudgetClient) with its own HTTP client and
     /// its own breaker. [`BudgetClient::builder`](super::BudgetClient::builder)
@@ -742,203 +436,12 @@ impl DependencyConfig {
     pub fn build(&self) -> Result<super::BudgetClient, ConfigError> {
         super::BudgetClient::builder(self.clone()).build()
     }
-
-    /// Checks every field and produces the runtime settings. The breaker
-    /// comes from `registry` when one is given.
-    pub(crate) fn settings(
-        &self,
-        registry: Option<&BreakerRegistry>,
-    ) -> Result<Settings, ConfigError> {
-        validate_name(&self.name)?;
-        let base = parse_base(&self.url)?;
-        if self.connect_cap.is_zero() {
-            return Err(ConfigError::new("connect_cap", "must be more than zero"));
-        }
-        if self.pool_idle_timeout.is_zero() {
-            return Err(ConfigError::new(
-                "pool_idle_timeout",
-                "must be more than zero",
-            ));
-        }
-        if self.fixed_timeout.is_zero() {
-            return Err(ConfigError::new("fixed_timeout", "must be more than zero"));
-        }
-        if self.default_budget.is_some_and(|b| b.is_zero()) {
-            return Err(ConfigError::new("default_budget", "must be more than zero"));
-        }
-        if self.max_body == 0 {
-            return Err(ConfigError::new("max_body", "must be at least 1 byte"));
-        }
-        self.queue.validate().map_err(|e| e.within("queue"))?;
-        let name: Arc<str> = Arc::from(self.name.as_str());
-        let floor = self.floor.build().map_err(|e| e.within("floor"))?;
-        let stale = super::stale::build(self.on_unavailable, self.max_stale, &self.stale_cache)?;
-        let policy = self.retry.build().map_err(|e| e.within("retry"))?;
-        let retry_budget = self
-            .retry_budget
-            .map(|c| c.build().map_err(|e| e.within("retry_budget")))
-            .transpose()?;
-        let breakers = self.breaker.map(|c| breakers(&c, registry)).transpose()?;
-        // Replicas each get an adaptive limit of their own in budget mode
-        // (docs/architecture.md, "Replicas").
-        let endpoint_limit = match (&self.concurrency, self.mode) {
-            (Some(LimitConfig::Adaptive(c)), TimeoutMode::Budget) => Some(*c),
-            _ => None,
-        };
-        let endpoints = Endpoints::new(
-            &name,
-            &base,
-            &self.endpoints,
-            self.resolve_interval,
-            breakers,
-            endpoint_limit,
-        )?;
-        let permits = self
-            .concurrency
-            .as_ref()
-            .map(|c| Permits::new(&name, c, self.queue, self.mode, Some(&endpoints)))
-            .transpose()?
-            .flatten();
-        // A dependency with replicas is hedged by default, to another
-        // replica only (docs/hedging-and-stale.md).
-        let hedge = match self.hedge {
-            Some(c) => c.build(false),
-            None if endpoints.replicated() => HedgeConfig::DEFAULT.build(true),
-            None => Ok(None),
-        }
-        .map_err(|e| e.within("hedge"))?
-        .map(Arc::new);
-        // Every field is valid: the client's gauges start now, and its
-        // counters at 0.
-        crate::telemetry::meter::register_dependency(&name);
-        if let Some(permits) = &permits {
-            crate::telemetry::meter::concurrency_limit(&name, permits.limit());
-        }
-        floor.report_as(Arc::clone(&name));
-        if hedge.is_some() {
-            crate::telemetry::meter::register_hedging(
-                &name,
-                crate::outbound::hedging::Declined::ALL
-                    .map(crate::outbound::hedging::Declined::label),
-            );
-        }
-        Ok(Settings {
-            dependency: Dependency {
-                name,
-                floor,
-                policy,
-                retry_budget,
-                endpoints,
-                permits,
-                hedge,
-            },
-            base,
-            connect_cap: self.connect_cap,
-            pool_idle_timeout: self.pool_idle_timeout,
-            on_unavailable: self.on_unavailable,
-            stale,
-            grpc_timeout: self.grpc_timeout,
-            forward: self.forward,
-            max_body: self.max_body,
-            trace_query: self.trace_query,
-            mode: self.mode,
-            fixed_timeout: self.fixed_timeout,
-            default_budget: self.default_budget,
-        })
-    }
-}
-
-/// A validated [`DependencyConfig`].
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    /// What the call engine knows of the dependency.
-    pub(crate) dependency: Dependency,
-    pub(crate) base: Url,
-    pub(crate) connect_cap: Duration,
-    pub(crate) pool_idle_timeout: Duration,
-    pub(crate) on_unavailable: OnUnavailable,
-    /// The last good answers, with `on_unavailable = "stale"`.
-    pub(crate) stale: Option<Arc<StaleCache>>,
-    pub(crate) grpc_timeout: bool,
-    /// The budget and criticality headers are sent.
-    pub(crate) forward: bool,
-    pub(crate) max_body: u64,
-    pub(crate) trace_query: bool,
-    pub(crate) mode: TimeoutMode,
-    pub(crate) fixed_timeout: Duration,
-    /// The budget of a call made outside any request.
-    pub(crate) default_budget: Option<Duration>,
-}
-
-fn validate_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::new("name", "must not be empty"));
-    }
-    if let Some(c) = name.chars().find(|c| !is_tchar(*c)) {
-        return Err(ConfigError::new(
-            "name",
-            format!("must be a token (letters, digits, `-`, `_`, ...), found {c:?}"),
-        ));
-    }
-    Ok(())
-}
-
-fn parse_base(url: &str) -> Result<Url, ConfigError> {
-    let base = Url::parse(url)
-        .map_err(|e| ConfigError::new("url", format!("is not an absolute URL: {e}")))?;
-    if !matches!(base.scheme(), "http" | "https") {
-        return Err(ConfigError::new(
-            "url",
-            format!("must be http or https, not {:?}", base.scheme()),
-        ));
-    }
-    if base.host_str().is_none_or(str::is_empty) {
-        return Err(ConfigError::new("url", "must name a host"));
-    }
-    if base.fragment().is_some() {
-        return Err(ConfigError::new(
-            "url",
-            "must not have a #fragment: it is never sent",
-        ));
-    }
-    Ok(base)
-}
-
-/// How the endpoints' breakers are made: from `registry` when given (its
-/// policy must be the config's, so that a shared breaker cannot silently
-/// run with other numbers), else private ones.
-fn breakers(
-    config: &BreakerConfig,
-    registry: Option<&BreakerRegistry>,
-) -> Result<Breakers, ConfigError> {
-    let policy = config.build().map_err(|e| e.within("breaker"))?;
-    match registry {
-        None => Ok(Breakers::new(policy, None)),
-        Some(registry) => {
-            let shared = registry.policy();
-            if shared.failure_threshold() != policy.failure_threshold()
-                || shared.open_for() != policy.open_for()
-                || shared.timeout_threshold() != policy.timeout_threshold()
-            {
-                return Err(ConfigError::new(
-                    "breaker",
-                    format!(
-                        "differs from the shared breaker registry's policy \
-                         (failure_threshold {}, open_for {}ms, timeout_threshold {})",
-                        shared.failure_threshold(),
-                        shared.open_for().as_millis(),
-                        shared.timeout_threshold()
-                    ),
-                ));
-            }
-            Ok(Breakers::new(policy, Some(registry.clone())))
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::breaker::BreakerRegistry;
 
     fn err(c: &DependencyConfig) -> String {
         c.settings(None).unwrap_err().field().to_owned()
@@ -957,16 +460,24 @@ mod tests {
                 .map(|h| h.other_replica_only)
         };
         let one = DependencyConfig::new("a", "http://127.0.0.1:9000/p");
-        let list = one
-            .clone()
-            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"]);
+        let list = DependencyConfig {
+            endpoints: vec![
+                "http://127.0.0.1:9001".into(),
+                "http://127.0.0.1:9002".into(),
+            ],
+            ..one.clone()
+        };
         let name = DependencyConfig::new("a", "http://partner.invalid:9000/p");
         assert_eq!(hedge(one.clone()), None);
         assert_eq!(hedge(list.clone()), Some(true));
         assert_eq!(hedge(name), Some(true));
-        assert_eq!(hedge(list.clone().hedge(HedgeConfig::OFF)), None);
-        assert_eq!(hedge(list.hedge(HedgeConfig::default())), Some(false));
-        assert_eq!(hedge(one.hedge(HedgeConfig::default())), Some(false));
+        let with = |c: &DependencyConfig, h: HedgeConfig| DependencyConfig {
+            hedge: Some(h),
+            ..c.clone()
+        };
+        assert_eq!(hedge(with(&list, HedgeConfig::OFF)), None);
+        assert_eq!(hedge(with(&list, HedgeConfig::default())), Some(false));
+        assert_eq!(hedge(with(&one, HedgeConfig::default())), Some(false));
     }
 
     #[test]
@@ -1063,8 +574,8 @@ mod tests {
     #[test]
     fn a_shared_registry_must_run_the_configured_breaker_policy() {
         // A name not resolved into replicas is one endpoint, keyed by it.
-        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p")
-            .resolve_interval(Duration::ZERO);
+        let mut c = DependencyConfig::new("pricing", "http://pricing:9000/p");
+        c.resolve_interval = Duration::ZERO;
         c.breaker = Some(BreakerConfig {
             failure_threshold: 3,
             ..Default::default()

@@ -126,19 +126,22 @@ pub const DEFAULT_STALE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 ///
 /// ```
 /// use budget_core::client::stale::StaleCacheConfig;
-/// let c: StaleCacheConfig = toml::from_str("max_entries = 16").unwrap();
+/// let mut c: StaleCacheConfig = toml::from_str("max_entries = 16").unwrap();
 /// assert_eq!((c.max_entries, c.max_bytes), (16, 8 * 1024 * 1024));
-/// let err = c.max_bytes(0).validate().unwrap_err();
+/// c.max_bytes = 0;
+/// let err = c.validate().unwrap_err();
 /// assert_eq!(err.field(), "max_bytes");
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters, one per field:
+/// In code, start from [`Default`] and set the fields that differ (they
+/// are plain public fields: a config has no setters):
 ///
 /// ```
 /// use budget_core::client::stale::StaleCacheConfig;
 ///
-/// let c = StaleCacheConfig::default().max_entries(512).max_bytes(1 << 20);
+/// let mut c = StaleCacheConfig::default();
+/// c.max_entries = 512;
+/// c.max_bytes = 1 << 20;
 /// assert_eq!((c.max_entries, c.max_bytes), (512, 1 << 20));
 /// assert!(c.validate().is_ok());
 /// ```
@@ -170,6 +173,10 @@ impl StaleCacheConfig {
     /// # use budget_core::client::stale::StaleCacheConfig;
     /// assert_eq!(StaleCacheConfig::default().max_entries(16).max_entries, 16);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.max_entries = ...")
+    )]
     pub fn max_entries(mut self, value: usize) -> Self {
         self.max_entries = value;
         self
@@ -182,6 +189,7 @@ impl StaleCacheConfig {
     /// # use budget_core::client::stale::StaleCacheConfig;
     /// assert_eq!(StaleCacheConfig::default().max_bytes(1 << 20).max_bytes, 1 << 20);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max_bytes = ..."))]
     pub fn max_bytes(mut self, value: u64) -> Self {
         self.max_bytes = value;
         self
@@ -196,7 +204,9 @@ impl StaleCacheConfig {
     /// ```
     /// use budget_core::client::stale::StaleCacheConfig;
     /// assert!(StaleCacheConfig::default().validate().is_ok());
-    /// let err = StaleCacheConfig::default().max_entries(0).validate().unwrap_err();
+    /// let mut c = StaleCacheConfig::default();
+    /// c.max_entries = 0;
+    /// let err = c.validate().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `max_entries` must be at least 1");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {

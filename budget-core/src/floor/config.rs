@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::fixed::Floor;
 use super::learned::{Effective, LearnedFloor, LearnedFloorConfig};
+use super::observer::Observer;
 use crate::config::ConfigError;
 
 /// A dependency's floor, as a config file says it:
@@ -97,7 +98,9 @@ impl FloorConfig {
     /// ```
     /// # use budget_core::floor::{FloorConfig, LearnedFloorConfig};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// let bad = FloorConfig::Learned(LearnedFloorConfig::default().margin(0.0));
+    /// let mut learned = LearnedFloorConfig::default();
+    /// learned.margin = 0.0;
+    /// let bad = FloorConfig::Learned(learned);
     /// assert_eq!(bad.build().unwrap_err().field(), "margin");
     /// # }
     /// ```
@@ -246,15 +249,28 @@ impl DependencyFloor {
         }
     }
 
-    /// Reports the floor as `dependency`'s `budget_floor_seconds` gauge:
-    #[cfg(any(feature = "client", feature = "grpc"))]
-    #[cfg(any(any(feature = "client", feature = "grpc"), test))]
-    pub(crate) fn report_as(&self, dependency: Arc<str>) {
+    /// Reports the floor of `dependency` to `observer`: a fixed floor
+    /// once, now; a learned one now and each time it is recomputed (see
+    /// [`LearnedFloor::report_to`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use budget_core::floor::{FloorConfig, Observer};
+    ///
+    /// struct Print;
+    /// impl Observer for Print {
+    ///     fn floor_changed(&self, dependency: &Arc<str>, floor: Duration) {
+    ///         println!("{dependency}: {floor:?}");
+    ///     }
+    /// }
+    /// let floor = FloorConfig::fixed(Duration::from_millis(20)).build().unwrap();
+    /// floor.report_to(Arc::from("pricing"), Arc::new(Print)); // prints 20ms
+    /// ```
+    pub fn report_to(&self, dependency: Arc<str>, observer: Arc<dyn Observer>) {
         match self {
-            DependencyFloor::Fixed(floor) => {
-                crate::telemetry::meter::floor(&dependency, floor.get())
-            }
-            DependencyFloor::Learned(learned) => learned.report_as(dependency),
+            DependencyFloor::Fixed(floor) => observer.floor_changed(&dependency, floor.get()),
+            DependencyFloor::Learned(learned) => learned.report_to(dependency, observer),
         }
     }
 

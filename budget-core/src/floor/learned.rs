@@ -27,7 +27,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let config = LearnedFloorConfig::default().margin(1.5);
+//! let mut config = LearnedFloorConfig::default();
+//! config.margin = 1.5;
 //! let floor = LearnedFloor::new(config).unwrap();
 //! // Cold start: too few samples, the configured minimum applies.
 //! assert_eq!(floor.current().floor.get(), Duration::from_millis(5));
@@ -52,6 +53,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::fixed::Floor;
+use super::observer::{Observer, Reporter};
 use crate::config::ConfigError;
 
 /// How often at most the effective floor is recomputed from the window.
@@ -85,14 +87,20 @@ pub(crate) const MAX_SAMPLE: Duration = Duration::from_secs(60);
 /// ```
 ///
 /// In code, start from [`Default`] (or [`DEFAULT`](Self::DEFAULT) in a
-/// `const`) and change what differs with the setters, one per field;
-/// [`validate`](Self::validate) (and [`LearnedFloor::new`]) checks them:
+/// `const`) and set the fields that differ (they are plain public fields:
+/// a config has no setters); [`validate`](Self::validate) (and
+/// [`LearnedFloor::new`]) checks them:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::floor::LearnedFloorConfig;
 ///
-/// const P99: LearnedFloorConfig = LearnedFloorConfig::DEFAULT.quantile(0.99).max(Duration::from_secs(1));
+/// const P99: LearnedFloorConfig = {
+///     let mut config = LearnedFloorConfig::DEFAULT;
+///     config.quantile = 0.99;
+///     config.max = Duration::from_secs(1);
+///     config
+/// };
 /// assert!(P99.validate().is_ok());
 /// assert_eq!(P99.margin, LearnedFloorConfig::default().margin);
 /// ```
@@ -175,6 +183,7 @@ impl LearnedFloorConfig {
     /// # use budget_core::floor::LearnedFloorConfig;
     /// assert_eq!(LearnedFloorConfig::default().quantile(0.99).quantile, 0.99);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.quantile = ..."))]
     pub const fn quantile(mut self, value: f64) -> Self {
         self.quantile = value;
         self
@@ -187,6 +196,7 @@ impl LearnedFloorConfig {
     /// # use budget_core::floor::LearnedFloorConfig;
     /// assert_eq!(LearnedFloorConfig::default().margin(1.5).margin, 1.5);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.margin = ..."))]
     pub const fn margin(mut self, value: f64) -> Self {
         self.margin = value;
         self
@@ -201,6 +211,7 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().min(Duration::from_millis(20));
     /// assert_eq!(c.min, Duration::from_millis(20));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.min = ..."))]
     pub const fn min(mut self, value: Duration) -> Self {
         self.min = value;
         self
@@ -215,6 +226,7 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().max(Duration::from_secs(1));
     /// assert_eq!(c.max, Duration::from_secs(1));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max = ..."))]
     pub const fn max(mut self, value: Duration) -> Self {
         self.max = value;
         self
@@ -231,6 +243,10 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().cold_start(Duration::from_millis(50));
     /// assert_eq!(c.cold_start, Some(Duration::from_millis(50)));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.cold_start = Some(...)")
+    )]
     pub const fn cold_start(mut self, value: Duration) -> Self {
         self.cold_start = Some(value);
         self
@@ -244,6 +260,10 @@ impl LearnedFloorConfig {
     /// # use budget_core::floor::LearnedFloorConfig;
     /// assert_eq!(LearnedFloorConfig::default().min_samples(50).min_samples, 50);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.min_samples = ...")
+    )]
     pub const fn min_samples(mut self, value: u64) -> Self {
         self.min_samples = value;
         self
@@ -258,6 +278,7 @@ impl LearnedFloorConfig {
     /// let c = LearnedFloorConfig::default().window(Duration::from_secs(30));
     /// assert_eq!(c.window, Duration::from_secs(30));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.window = ..."))]
     pub const fn window(mut self, value: Duration) -> Self {
         self.window = value;
         self
@@ -273,7 +294,8 @@ impl LearnedFloorConfig {
     ///
     /// ```
     /// use budget_core::floor::LearnedFloorConfig;
-    /// let bad = LearnedFloorConfig::default().margin(0.5);
+    /// let mut bad = LearnedFloorConfig::default();
+    /// bad.margin = 0.5;
     /// assert_eq!(bad.validate().unwrap_err().field(), "margin");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -471,8 +493,8 @@ pub struct LearnedFloor {
     config: LearnedFloorConfig,
     cold: Effective,
     state: Mutex<Window>,
-    /// The dependency whose `budget_floor_seconds` gauge follows it.
-    gauge: OnceLock<Arc<str>>,
+    /// Who hears of each recomputation, once reporting started.
+    reporter: OnceLock<Reporter>,
 }
 
 #[derive(Debug)]
@@ -513,7 +535,8 @@ impl LearnedFloor {
     ///
     /// ```
     /// use budget_core::floor::{LearnedFloor, LearnedFloorConfig};
-    /// let bad = LearnedFloorConfig::default().quantile(1.0);
+    /// let mut bad = LearnedFloorConfig::default();
+    /// bad.quantile = 1.0;
     /// assert_eq!(LearnedFloor::new(bad).unwrap_err().field(), "quantile");
     /// ```
     pub fn new(config: LearnedFloorConfig) -> Result<Self, ConfigError> {
@@ -538,16 +561,37 @@ impl LearnedFloor {
                 dirty: false,
                 effective: cold,
             }),
-            gauge: OnceLock::new(),
+            reporter: OnceLock::new(),
         })
     }
 
-    /// Reports the floor as `dependency`'s gauge from now on: now, and
-    /// each time it is recomputed (not on every call that reads it).
-    #[cfg(any(feature = "client", feature = "grpc", all(test, feature = "metrics")))]
-    pub(crate) fn report_as(&self, dependency: Arc<str>) {
-        crate::telemetry::meter::floor(&dependency, self.current().floor.get());
-        let _ = self.gauge.set(dependency);
+    /// Reports the floor of `dependency` to `observer` from now on: now,
+    /// and each time it is recomputed (not on every call that reads it).
+    /// Only the first call counts: a floor reports to one observer.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use budget_core::floor::{LearnedFloor, LearnedFloorConfig, Observer};
+    ///
+    /// struct Print;
+    /// impl Observer for Print {
+    ///     fn floor_changed(&self, dependency: &Arc<str>, floor: Duration) {
+    ///         println!("{dependency}: {floor:?}");
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let floor = LearnedFloor::new(LearnedFloorConfig::default()).unwrap();
+    /// floor.report_to(Arc::from("pricing"), Arc::new(Print)); // prints the cold start's 5ms
+    /// # }
+    /// ```
+    pub fn report_to(&self, dependency: Arc<str>, observer: Arc<dyn Observer>) {
+        let reporter = Reporter {
+            dependency,
+            observer,
+        };
+        reporter.report(self.current().floor.get());
+        let _ = self.reporter.set(reporter);
     }
 
     /// Its settings.
@@ -609,8 +653,8 @@ impl LearnedFloor {
             if w.dirty || rotated || w.computed_at.is_none() {
                 w.effective = self.compute(&mut w);
                 w.dirty = false;
-                if let Some(dependency) = self.gauge.get() {
-                    crate::telemetry::meter::floor(dependency, w.effective.floor.get());
+                if let Some(reporter) = self.reporter.get() {
+                    reporter.report(w.effective.floor.get());
                 }
             }
             w.computed_at = Some(now);
@@ -1061,30 +1105,47 @@ mod tests {
         assert_eq!(f.current().floor.get(), ms(2000));
     }
 
-    #[cfg(feature = "metrics")]
+    /// Remembers every floor it was told of.
+    #[derive(Default)]
+    struct Told(Mutex<Vec<(String, Duration)>>);
+
+    impl Observer for Told {
+        fn floor_changed(&self, dependency: &Arc<str>, floor: Duration) {
+            self.0.lock().unwrap().push((dependency.to_string(), floor));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn the_gauge_follows_each_recomputation_not_each_read() {
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        let line = "budget_floor_seconds{dependency=\"pricing\"}";
-        let value = || {
-            let rendered = handle.render();
-            rendered
-                .lines()
-                .find_map(|l| l.strip_prefix(line))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-        };
-        let _guard = metrics::set_default_local_recorder(&recorder);
+    async fn the_observer_hears_each_recomputation_not_each_read() {
+        let told = Arc::new(Told::default());
+        let last = || told.0.lock().unwrap().last().cloned();
+        let count = || told.0.lock().unwrap().len();
         let f = learned(x15());
-        f.report_as(Arc::from("pricing"));
-        assert_eq!(value(), Some(0.005), "cold start at once");
+        f.report_to(Arc::from("pricing"), told.clone());
+        assert_eq!(
+            last(),
+            Some(("pricing".into(), ms(5))),
+            "cold start at once"
+        );
         for _ in 0..20 {
             f.observe(ms(200));
         }
-        assert_eq!(value(), Some(0.005), "observing alone recomputes nothing");
+        f.current();
+        assert_eq!(
+            count(),
+            1,
+            "observing and reading within 100 ms recompute nothing"
+        );
         settle().await;
         f.current();
-        assert_eq!(value(), Some(0.3), "p99 200 ms x 1.5");
+        assert_eq!(
+            last(),
+            Some(("pricing".into(), ms(300))),
+            "p99 200 ms x 1.5"
+        );
+        settle().await;
+        f.current();
+        assert_eq!(count(), 2, "no new sample, no recomputation");
     }
 
     #[test]

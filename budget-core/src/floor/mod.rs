@@ -31,9 +31,11 @@
 mod config;
 mod fixed;
 mod learned;
+mod observer;
 
 pub use config::{DependencyFloor, FloorConfig};
 pub use fixed::{BelowFloor, Floor};
 #[cfg(all(test, feature = "client"))]
 pub(crate) use learned::REFRESH;
 pub use learned::{Clamp, Effective, FloorBasis, LearnedFloor, LearnedFloorConfig};
+pub use observer::Observer;

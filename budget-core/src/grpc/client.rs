@@ -183,8 +183,9 @@ impl GrpcBudgetLayer {
         }
         // The channel connects, not the layer: the URL's name is one
         // endpoint, its breaker keyed by the URL.
-        let config = &config.clone().resolve_interval(Duration::ZERO);
-        Self::build(config, registry, false)
+        let mut config = config.clone();
+        config.resolve_interval = Duration::ZERO;
+        Self::build(&config, registry, false)
     }
 
     /// A layer as [`from_config`](Self::from_config) gives, balanced over
@@ -296,7 +297,7 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn floor_config(self, floor: &FloorConfig) -> Result<Self, ConfigError> {
         let floor = floor.build().map_err(|e| e.within("floor"))?;
-        floor.report_as(Arc::clone(&self.config.dependency.name));
+        crate::telemetry::meter::report_floor(&floor, &self.config.dependency.name);
         Ok(self.with(|c| c.dependency.floor = floor))
     }
 
@@ -313,6 +314,7 @@ impl GrpcBudgetLayer {
     /// ```
     pub fn breaker(self, policy: BreakerPolicy) -> Self {
         let name = &self.config.dependency.name;
+        let policy = crate::telemetry::meter::observe_breakers(policy);
         let breaker = Arc::new(CircuitBreaker::new(name.as_ref(), policy));
         let endpoints = Endpoints::single(name, Some(breaker));
         self.with(|c| c.dependency.endpoints = endpoints)

@@ -63,11 +63,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The `Server-Timing` metric name of the ingress entry.
+// The names below are the ledger's wire format (docs/contract.md §4): a
+// reader of a `Server-Timing` header matches on them, so they stay public.
+
+/// The `Server-Timing` metric name of the ingress entry (wire format,
+/// docs/contract.md §4).
 pub const INGRESS_METRIC: &str = "budget";
-/// The `desc` of the ingress entry.
+/// The `desc` of the ingress entry (wire format, docs/contract.md §4).
 pub const INGRESS_DESC: &str = "ingress";
-/// The suffix added to a dependency's name for its backoff waits.
+/// The suffix added to a dependency's name for its backoff waits
+/// (`pricing-wait;dur=200`; wire format, docs/contract.md §4).
 pub const WAIT_SUFFIX: &str = "-wait";
 /// The metric of a request's wait for a slot at the server's
 /// `max_in_flight`: the ingress metric's name with the `-queue` suffix a

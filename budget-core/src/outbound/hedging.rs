@@ -160,23 +160,30 @@ const OFF: &str = "off";
 /// ```
 /// use budget_core::client::HedgeConfig;
 ///
-/// let bad = HedgeConfig::default().ratio(1.5);
+/// let mut bad = HedgeConfig::default();
+/// bad.ratio = 1.5;
 /// assert_eq!(bad.validate().unwrap_err().field(), "ratio");
 /// assert!(HedgeConfig::default().validate().is_ok());
 /// ```
 ///
 /// In code, start from [`Default`] (`hedge = "auto"`) or
 /// [`after`](Self::after) (both usable in a `const`: [`DEFAULT`](Self::DEFAULT))
-/// and change what differs with the setters, one per field, which are
-/// `const`; [`validate`](Self::validate) checks:
+/// and set the fields that differ (they are plain public fields: a config
+/// has no setters); [`validate`](Self::validate) checks:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::client::HedgeConfig;
 ///
-/// let c = HedgeConfig::after(Duration::from_millis(40)).ratio(0.05);
+/// let mut c = HedgeConfig::after(Duration::from_millis(40));
+/// c.ratio = 0.05;
 /// assert!(c.validate().is_ok());
-/// const CAREFUL: HedgeConfig = HedgeConfig::DEFAULT.quantile(0.99).min_samples(100);
+/// const CAREFUL: HedgeConfig = {
+///     let mut config = HedgeConfig::DEFAULT;
+///     config.quantile = 0.99;
+///     config.min_samples = 100;
+///     config
+/// };
 /// assert_eq!(CAREFUL.ratio, HedgeConfig::default().ratio);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -253,6 +260,7 @@ impl HedgeConfig {
     /// let c = HedgeConfig::default().delay(HedgeDelay::Fixed(Duration::from_millis(40)));
     /// assert_eq!(c, HedgeConfig::after(Duration::from_millis(40)));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.delay = ..."))]
     pub const fn delay(mut self, value: HedgeDelay) -> Self {
         self.delay = value;
         self
@@ -266,6 +274,7 @@ impl HedgeConfig {
     /// # use budget_core::client::HedgeConfig;
     /// assert_eq!(HedgeConfig::default().quantile(0.9).quantile, 0.9);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.quantile = ..."))]
     pub const fn quantile(mut self, value: f64) -> Self {
         self.quantile = value;
         self
@@ -279,6 +288,10 @@ impl HedgeConfig {
     /// # use budget_core::client::HedgeConfig;
     /// assert_eq!(HedgeConfig::default().min_samples(50).min_samples, 50);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.min_samples = ...")
+    )]
     pub const fn min_samples(mut self, value: u64) -> Self {
         self.min_samples = value;
         self
@@ -294,6 +307,7 @@ impl HedgeConfig {
     /// let c = HedgeConfig::default().window(Duration::from_secs(5));
     /// assert_eq!(c.window, Duration::from_secs(5));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.window = ..."))]
     pub const fn window(mut self, value: Duration) -> Self {
         self.window = value;
         self
@@ -307,6 +321,7 @@ impl HedgeConfig {
     /// # use budget_core::client::HedgeConfig;
     /// assert_eq!(HedgeConfig::default().ratio(0.05).ratio, 0.05);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.ratio = ..."))]
     pub const fn ratio(mut self, value: f64) -> Self {
         self.ratio = value;
         self
@@ -323,7 +338,8 @@ impl HedgeConfig {
     /// use std::time::Duration;
     /// use budget_core::client::HedgeConfig;
     ///
-    /// let bad = HedgeConfig::default().window(Duration::ZERO);
+    /// let mut bad = HedgeConfig::default();
+    /// bad.window = Duration::ZERO;
     /// assert_eq!(bad.validate().unwrap_err().field(), "window");
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -411,12 +411,13 @@ mod tests {
     /// A dependency of two replicas with adaptive limits of their own.
     fn replicas() -> (Permits, Endpoints) {
         let auto = LimitConfig::Adaptive(Default::default());
-        let dep = crate::client::DependencyConfig::new("partner", "http://127.0.0.1:9/")
-            .endpoints(["http://127.0.0.1:9001", "http://127.0.0.1:9002"])
-            .concurrency(auto)
-            .settings(None)
-            .unwrap()
-            .dependency;
+        let mut config = crate::client::DependencyConfig::new("partner", "http://127.0.0.1:9/");
+        config.endpoints = vec![
+            "http://127.0.0.1:9001".into(),
+            "http://127.0.0.1:9002".into(),
+        ];
+        config.concurrency = Some(auto);
+        let dep = config.settings(None).unwrap().dependency;
         (dep.permits.unwrap(), dep.endpoints)
     }
 

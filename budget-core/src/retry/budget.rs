@@ -40,13 +40,17 @@ const MAX_TTL: Duration = Duration::from_secs(60);
 /// assert!(c.build().is_ok());
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters, one per field; [`build`](Self::build) validates:
+/// In code, start from [`Default`] and set the fields that differ (they
+/// are plain public fields: a config has no setters);
+/// [`build`](Self::build) validates:
 ///
 /// ```
 /// use budget_core::retry::RetryBudgetConfig;
 ///
-/// let budget = RetryBudgetConfig::default().ratio(0.1).min_per_sec(5).build().unwrap();
+/// let mut config = RetryBudgetConfig::default();
+/// config.ratio = 0.1;
+/// config.min_per_sec = 5;
+/// let budget = config.build().unwrap();
 /// assert_eq!(budget.available(), 50); // 5 per second over the 10 s ttl
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,6 +86,7 @@ impl RetryBudgetConfig {
     /// let c = RetryBudgetConfig::default().ttl(Duration::from_secs(5));
     /// assert_eq!(c.ttl, Duration::from_secs(5));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.ttl = ..."))]
     pub fn ttl(mut self, value: Duration) -> Self {
         self.ttl = value;
         self
@@ -94,6 +99,10 @@ impl RetryBudgetConfig {
     /// # use budget_core::retry::RetryBudgetConfig;
     /// assert_eq!(RetryBudgetConfig::default().min_per_sec(1).min_per_sec, 1);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.min_per_sec = ...")
+    )]
     pub fn min_per_sec(mut self, value: u32) -> Self {
         self.min_per_sec = value;
         self
@@ -106,6 +115,7 @@ impl RetryBudgetConfig {
     /// # use budget_core::retry::RetryBudgetConfig;
     /// assert_eq!(RetryBudgetConfig::default().ratio(0.1).ratio, 0.1);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.ratio = ..."))]
     pub fn ratio(mut self, value: f64) -> Self {
         self.ratio = value;
         self
@@ -118,12 +128,13 @@ impl RetryBudgetConfig {
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
     ///
-    /// let err = RetryBudgetConfig::default().ratio(-0.1).build().unwrap_err();
+    /// let mut config = RetryBudgetConfig::default();
+    /// config.ratio = -0.1;
+    /// let err = config.build().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `ratio` must not be negative");
-    /// let err = RetryBudgetConfig::default()
-    ///     .ttl(std::time::Duration::ZERO)
-    ///     .build()
-    ///     .unwrap_err();
+    /// let mut config = RetryBudgetConfig::default();
+    /// config.ttl = std::time::Duration::ZERO;
+    /// let err = config.build().unwrap_err();
     /// assert_eq!(err.field(), "ttl");
     /// ```
     pub fn build(&self) -> Result<RetryBudget, ConfigError> {
@@ -199,12 +210,11 @@ impl RetryBudgetConfig {
 /// use std::time::Duration;
 /// use budget_core::retry::RetryBudgetConfig;
 ///
-/// let budget = RetryBudgetConfig::default()
-///     .min_per_sec(1)
-///     .ratio(0.0)
-///     .ttl(Duration::from_secs(2))
-///     .build()
-///     .unwrap();
+/// let mut config = RetryBudgetConfig::default();
+/// config.min_per_sec = 1;
+/// config.ratio = 0.0;
+/// config.ttl = Duration::from_secs(2);
+/// let budget = config.build().unwrap();
 /// let shared = budget.clone();
 /// assert!(budget.withdraw());
 /// assert!(shared.withdraw()); // 1 per second over a 2 s ttl
@@ -217,12 +227,11 @@ impl RetryBudgetConfig {
 /// use std::time::Duration;
 /// use budget_core::retry::RetryBudgetConfig;
 ///
-/// let budget = RetryBudgetConfig::default()
-///     .ttl(Duration::from_secs(10))
-///     .min_per_sec(0)
-///     .ratio(0.2)
-///     .build()
-///     .unwrap();
+/// let mut config = RetryBudgetConfig::default();
+/// config.ttl = Duration::from_secs(10);
+/// config.min_per_sec = 0;
+/// config.ratio = 0.2;
+/// let budget = config.build().unwrap();
 /// for _ in 0..10 {
 ///     budget.deposit(); // one per request
 /// }
@@ -261,7 +270,10 @@ impl RetryBudget {
     ///
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
-    /// let b = RetryBudgetConfig::default().min_per_sec(0).ratio(1.0).build().unwrap();
+    /// let mut config = RetryBudgetConfig::default();
+    /// config.min_per_sec = 0;
+    /// config.ratio = 1.0;
+    /// let b = config.build().unwrap();
     /// b.deposit();
     /// assert!(b.withdraw());
     /// ```
@@ -275,7 +287,9 @@ impl RetryBudget {
     ///
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
-    /// let b = RetryBudgetConfig::default().min_per_sec(0).build().unwrap();
+    /// let mut config = RetryBudgetConfig::default();
+    /// config.min_per_sec = 0;
+    /// let b = config.build().unwrap();
     /// assert!(!b.withdraw());
     /// ```
     pub fn withdraw(&self) -> bool {
@@ -292,12 +306,11 @@ impl RetryBudget {
     ///
     /// ```
     /// use budget_core::retry::RetryBudgetConfig;
-    /// let b = RetryBudgetConfig::default()
-    ///     .min_per_sec(3)
-    ///     .ratio(0.0)
-    ///     .ttl(std::time::Duration::from_secs(1))
-    ///     .build()
-    ///     .unwrap();
+    /// let mut config = RetryBudgetConfig::default();
+    /// config.min_per_sec = 3;
+    /// config.ratio = 0.0;
+    /// config.ttl = std::time::Duration::from_secs(1);
+    /// let b = config.build().unwrap();
     /// assert_eq!(b.available(), 3);
     /// ```
     pub fn available(&self) -> u64 {
@@ -353,7 +366,10 @@ impl RetryBudget {
 /// use tower::retry::budget::Budget;
 /// use budget_core::retry::RetryBudgetConfig;
 ///
-/// let budget = RetryBudgetConfig::default().min_per_sec(0).ratio(1.0).build().unwrap();
+/// let mut config = RetryBudgetConfig::default();
+/// config.min_per_sec = 0;
+/// config.ratio = 1.0;
+/// let budget = config.build().unwrap();
 /// Budget::deposit(&budget);
 /// assert!(Budget::withdraw(&budget));
 /// assert!(!Budget::withdraw(&budget));

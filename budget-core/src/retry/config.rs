@@ -50,19 +50,20 @@ use crate::config::ConfigError;
 /// assert_eq!(defaults, RetryConfig::default());
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters, one per field; [`build`](Self::build) validates:
+/// In code, start from [`Default`] and set the fields that differ (they
+/// are plain public fields: a config has no setters);
+/// [`build`](Self::build) validates:
 ///
 /// ```
 /// use std::time::Duration;
-/// use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
+/// use budget_core::retry::{Jitter, RetryConfig};
 ///
-/// let policy = RetryConfig::default()
-///     .max_attempts(4)
-///     .backoff(BackoffConfig::default().initial(Duration::from_millis(100)).jitter(Jitter::None))
-///     .retryable_statuses([429, 503])
-///     .build()
-///     .unwrap();
+/// let mut config = RetryConfig::default();
+/// config.max_attempts = 4;
+/// config.backoff.initial = Duration::from_millis(100);
+/// config.backoff.jitter = Jitter::None;
+/// config.retryable_statuses = vec![429, 503];
+/// let policy = config.build().unwrap();
 /// assert_eq!(policy.max_attempts(), 4);
 /// assert_eq!(policy.backoff().ceiling(1), Duration::from_millis(100));
 /// ```
@@ -142,19 +143,19 @@ impl Default for RetryConfig {
 /// assert_eq!(b.jitter, Jitter::Full);
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters, one per field; [`build`](Self::build) validates:
+/// In code, start from [`Default`] and set the fields that differ (they
+/// are plain public fields: a config has no setters);
+/// [`build`](Self::build) validates:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::retry::{BackoffConfig, Jitter};
 ///
-/// let backoff = BackoffConfig::default()
-///     .initial(Duration::from_millis(20))
-///     .max(Duration::from_millis(500))
-///     .jitter(Jitter::None)
-///     .build()
-///     .unwrap();
+/// let mut config = BackoffConfig::default();
+/// config.initial = Duration::from_millis(20);
+/// config.max = Duration::from_millis(500);
+/// config.jitter = Jitter::None;
+/// let backoff = config.build().unwrap();
 /// assert_eq!(backoff.initial(), Duration::from_millis(20));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,6 +197,7 @@ impl BackoffConfig {
     /// let b = BackoffConfig::default().initial(Duration::from_millis(20));
     /// assert_eq!(b.initial, Duration::from_millis(20));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.initial = ..."))]
     pub fn initial(mut self, value: Duration) -> Self {
         self.initial = value;
         self
@@ -210,6 +212,7 @@ impl BackoffConfig {
     /// let b = BackoffConfig::default().max(Duration::from_secs(2));
     /// assert_eq!(b.max, Duration::from_secs(2));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max = ..."))]
     pub fn max(mut self, value: Duration) -> Self {
         self.max = value;
         self
@@ -222,6 +225,7 @@ impl BackoffConfig {
     /// # use budget_core::retry::BackoffConfig;
     /// assert_eq!(BackoffConfig::default().multiplier(1.5).multiplier, 1.5);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.multiplier = ..."))]
     pub fn multiplier(mut self, value: f64) -> Self {
         self.multiplier = value;
         self
@@ -234,6 +238,7 @@ impl BackoffConfig {
     /// # use budget_core::retry::{BackoffConfig, Jitter};
     /// assert_eq!(BackoffConfig::default().jitter(Jitter::None).jitter, Jitter::None);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.jitter = ..."))]
     pub fn jitter(mut self, value: Jitter) -> Self {
         self.jitter = value;
         self
@@ -261,6 +266,10 @@ impl RetryConfig {
     /// # use budget_core::retry::RetryConfig;
     /// assert_eq!(RetryConfig::default().max_attempts(1).max_attempts, 1);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.max_attempts = ...")
+    )]
     pub fn max_attempts(mut self, value: u32) -> Self {
         self.max_attempts = value;
         self
@@ -275,6 +284,7 @@ impl RetryConfig {
     /// let c = RetryConfig::default().backoff(BackoffConfig::default().jitter(Jitter::None));
     /// assert_eq!(c.backoff.jitter, Jitter::None);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.backoff = ..."))]
     pub fn backoff(mut self, value: BackoffConfig) -> Self {
         self.backoff = value;
         self
@@ -289,6 +299,10 @@ impl RetryConfig {
     /// let c = RetryConfig::default().retry_after_max(Duration::from_secs(5));
     /// assert_eq!(c.retry_after_max, Duration::from_secs(5));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.retry_after_max = ...")
+    )]
     pub fn retry_after_max(mut self, value: Duration) -> Self {
         self.retry_after_max = value;
         self
@@ -303,6 +317,10 @@ impl RetryConfig {
     /// let c = RetryConfig::default().retryable_statuses([429, 503]);
     /// assert_eq!(c.retryable_statuses, vec![429, 503]);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.retryable_statuses = value.into()")
+    )]
     pub fn retryable_statuses(mut self, value: impl Into<Vec<u16>>) -> Self {
         self.retryable_statuses = value.into();
         self
@@ -319,6 +337,10 @@ impl RetryConfig {
     /// let c = RetryConfig::default().attempt_timeout(Duration::from_millis(300));
     /// assert_eq!(c.attempt_timeout, Some(Duration::from_millis(300)));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.attempt_timeout = Some(...)")
+    )]
     pub fn attempt_timeout(mut self, value: Duration) -> Self {
         self.attempt_timeout = Some(value);
         self
@@ -333,12 +355,13 @@ impl RetryConfig {
     /// ```
     /// use budget_core::retry::RetryConfig;
     ///
-    /// let err = RetryConfig::default().max_attempts(0).build().unwrap_err();
+    /// let mut config = RetryConfig::default();
+    /// config.max_attempts = 0;
+    /// let err = config.build().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `max_attempts` must be at least 1");
-    /// let err = RetryConfig::default()
-    ///     .retryable_statuses([503, 600])
-    ///     .build()
-    ///     .unwrap_err();
+    /// let mut config = RetryConfig::default();
+    /// config.retryable_statuses = vec![503, 600];
+    /// let err = config.build().unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `retryable_statuses` has 600, outside 100-599");
     /// ```
     pub fn build(&self) -> Result<RetryPolicy, ConfigError> {
@@ -385,7 +408,8 @@ impl RetryConfig {
     /// use std::time::Duration;
     /// use budget_core::retry::RetryConfig;
     ///
-    /// let c = RetryConfig::default().attempt_timeout(Duration::from_secs(5));
+    /// let mut c = RetryConfig::default();
+    /// c.attempt_timeout = Some(Duration::from_secs(5));
     /// assert!(c.check_within(Duration::from_secs(10)).is_ok());
     /// let err = c.check_within(Duration::from_secs(2)).unwrap_err();
     /// assert_eq!(err.to_string(), "invalid config: `attempt_timeout` is 5000ms, longer than the overall budget 2000ms");

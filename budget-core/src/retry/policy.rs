@@ -336,12 +336,13 @@ impl RetryPolicy {
     /// use std::time::Duration;
     /// use budget_core::floor::Floor;
     /// use budget_core::retry::{
-    ///     BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, StopReason,
+    ///     Decision, DecisionInput, Jitter, Outcome, RetryConfig, StopReason,
     /// };
     /// use http::StatusCode;
     ///
-    /// let backoff = BackoffConfig::default().jitter(Jitter::None);
-    /// let policy = RetryConfig::default().backoff(backoff).build().unwrap();
+    /// let mut config = RetryConfig::default();
+    /// config.backoff.jitter = Jitter::None;
+    /// let policy = config.build().unwrap();
     /// let mut input = DecisionInput {
     ///     outcome: Outcome::status(StatusCode::SERVICE_UNAVAILABLE),
     ///     attempts: 1,

@@ -34,7 +34,8 @@ use crate::server::{BudgetLayer, ServerTiming};
 ///     trust_inbound = false
 ///     server_timing = "never"
 /// "#).unwrap();
-/// assert_eq!(public, ServerConfig::default().trust_inbound(false).server_timing(ServerTiming::Never));
+/// assert!(!public.trust_inbound);
+/// assert_eq!(public.server_timing, ServerTiming::Never);
 /// ```
 ///
 /// # Example
@@ -51,18 +52,19 @@ use crate::server::{BudgetLayer, ServerTiming};
 /// assert_eq!(bad.layer().unwrap_err().field(), "floor");
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters (one per field, named after it); [`layer`](Self::layer)
-/// validates:
+/// In code, start from [`Default`] and set the fields that differ. A
+/// config is plain public fields and has no setters (the setters of
+/// earlier versions are deprecated); the layer it makes,
+/// [`BudgetLayer`], is the builder. [`layer`](Self::layer) validates:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::server::ServerConfig;
 ///
-/// let config = ServerConfig::default()
-///     .max_budget(Duration::from_secs(10))
-///     .floor(Duration::from_millis(10))
-///     .max_in_flight(256);
+/// let mut config = ServerConfig::default();
+/// config.max_budget = Duration::from_secs(10);
+/// config.floor = Duration::from_millis(10);
+/// config.max_in_flight = Some(256.into());
 /// assert!(config.layer().is_ok());
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -132,6 +134,10 @@ impl ServerConfig {
     /// let c = ServerConfig::default().default_budget(Duration::from_millis(1500));
     /// assert_eq!(c.default_budget, Duration::from_millis(1500));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.default_budget = ...")
+    )]
     pub fn default_budget(mut self, value: Duration) -> Self {
         self.default_budget = value;
         self
@@ -146,6 +152,7 @@ impl ServerConfig {
     /// let c = ServerConfig::default().max_budget(Duration::from_secs(10));
     /// assert_eq!(c.max_budget, Duration::from_secs(10));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.max_budget = ..."))]
     pub fn max_budget(mut self, value: Duration) -> Self {
         self.max_budget = value;
         self
@@ -161,6 +168,7 @@ impl ServerConfig {
     /// let c = ServerConfig::default().floor(Duration::from_millis(10));
     /// assert_eq!(c.floor, Duration::from_millis(10));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.floor = ..."))]
     pub fn floor(mut self, value: Duration) -> Self {
         self.floor = value;
         self
@@ -176,6 +184,7 @@ impl ServerConfig {
     /// let c = ServerConfig::default().reserve(Duration::from_millis(10));
     /// assert_eq!(c.reserve, Duration::from_millis(10));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.reserve = ..."))]
     pub fn reserve(mut self, value: Duration) -> Self {
         self.reserve = value;
         self
@@ -190,6 +199,10 @@ impl ServerConfig {
     /// let c = ServerConfig::default().on_malformed(OnMalformed::UseDefault);
     /// assert_eq!(c.on_malformed, OnMalformed::UseDefault);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.on_malformed = ...")
+    )]
     pub fn on_malformed(mut self, value: OnMalformed) -> Self {
         self.on_malformed = value;
         self
@@ -209,6 +222,10 @@ impl ServerConfig {
     /// let auto = ServerConfig::default().max_in_flight(LimitConfig::Adaptive(AdaptiveLimitConfig::default()));
     /// assert!(auto.layer().is_ok());
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.max_in_flight = Some(value.into())")
+    )]
     pub fn max_in_flight(mut self, value: impl Into<LimitConfig>) -> Self {
         self.max_in_flight = Some(value.into());
         self
@@ -223,6 +240,10 @@ impl ServerConfig {
     /// let c = ServerConfig::default().overload_retry_after(Duration::from_secs(2));
     /// assert_eq!(c.overload_retry_after, Duration::from_secs(2));
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.overload_retry_after = ...")
+    )]
     pub fn overload_retry_after(mut self, value: Duration) -> Self {
         self.overload_retry_after = value;
         self
@@ -238,6 +259,7 @@ impl ServerConfig {
     /// let c = ServerConfig::default().ledger(limits);
     /// assert_eq!(c.ledger.max_entries, 32);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.ledger = ..."))]
     pub fn ledger(mut self, value: LedgerLimits) -> Self {
         self.ledger = value;
         self
@@ -250,6 +272,10 @@ impl ServerConfig {
     /// # use budget_core::server::ServerConfig;
     /// assert!(!ServerConfig::default().trust_inbound(false).trust_inbound);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.trust_inbound = ...")
+    )]
     pub fn trust_inbound(mut self, value: bool) -> Self {
         self.trust_inbound = value;
         self
@@ -263,6 +289,10 @@ impl ServerConfig {
     /// let c = ServerConfig::default().server_timing(ServerTiming::Never);
     /// assert_eq!(c.server_timing, ServerTiming::Never);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.server_timing = ...")
+    )]
     pub fn server_timing(mut self, value: ServerTiming) -> Self {
         self.server_timing = value;
         self
@@ -278,10 +308,9 @@ impl ServerConfig {
     ///
     /// ```
     /// use budget_core::server::ServerConfig;
-    /// let err = ServerConfig::default()
-    ///     .reserve(std::time::Duration::from_secs(60))
-    ///     .layer()
-    ///     .unwrap_err();
+    /// let mut config = ServerConfig::default();
+    /// config.reserve = std::time::Duration::from_secs(60);
+    /// let err = config.layer().unwrap_err();
     /// assert_eq!(err.field(), "reserve");
     /// ```
     pub fn layer(&self) -> Result<BudgetLayer, ConfigError> {

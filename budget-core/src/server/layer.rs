@@ -14,7 +14,9 @@ use crate::server::{BudgetService, OnBudgetEvent, ServerTiming};
 /// Applies [`BudgetService`] to a service: every request gets a budget.
 ///
 /// Build it from a validated [`ServerConfig`](crate::server::ServerConfig)
-/// or from an [`Inbound`] policy plus the builder methods.
+/// or from an [`Inbound`] policy plus the builder methods. One way per
+/// type: a layer is a builder (each method returns it with one setting
+/// changed), while a config is plain public fields without setters.
 ///
 /// # Example
 ///

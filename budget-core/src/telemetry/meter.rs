@@ -5,11 +5,19 @@
 //!
 //! Names and labels are in [`semconv`](super::semconv).
 
+#[cfg(any(feature = "metrics", feature = "client", feature = "grpc"))]
 use std::sync::Arc;
+#[cfg(any(
+    feature = "metrics",
+    feature = "client",
+    feature = "grpc",
+    feature = "server"
+))]
 use std::time::Duration;
 
 #[cfg(feature = "metrics")]
 use super::semconv::*;
+#[cfg(feature = "metrics")]
 use crate::breaker::BreakerState;
 #[cfg(any(feature = "client", feature = "grpc"))]
 use crate::retry::Decision;
@@ -490,21 +498,44 @@ pub(crate) fn concurrency_limit(dependency: &Arc<str>, limit: usize) {
         .set(limit as f64);
 }
 
-/// The floor in force for `dependency`: set when its client is built and
-/// each time a learned floor is recomputed, not on every call.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-#[inline]
-pub(crate) fn floor(dependency: &Arc<str>, floor: Duration) {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!(METRIC_FLOOR_SECONDS, LABEL_DEPENDENCY => Arc::clone(dependency))
-        .set(floor.as_secs_f64());
+/// The budget metrics of breakers and floors: an observer of both
+/// ([`breaker::Observer`](crate::breaker::Observer),
+/// [`floor::Observer`](crate::floor::Observer)) that counts each breaker's
+/// transitions as `budget_breaker_transitions_total` (registered at 0 when
+/// the breaker is made) and sets each dependency's `budget_floor_seconds`
+/// gauge.
+///
+/// A client built from a [`DependencyConfig`](crate::client::DependencyConfig)
+/// (and a [`GrpcBudgetLayer`](crate::grpc::GrpcBudgetLayer)) installs it
+/// on its breakers and floor by itself; hand it to a policy only for a
+/// breaker made by hand.
+///
+/// ```
+/// use std::sync::Arc;
+/// use budget_core::breaker::{BreakerPolicy, CircuitBreaker};
+/// use budget_core::telemetry::Metrics;
+///
+/// let policy = BreakerPolicy::default().with_observer(Arc::new(Metrics));
+/// let breaker = CircuitBreaker::new("http://pricing:80", policy); // its counters start at 0
+/// # let _ = breaker;
+/// ```
+#[cfg(feature = "metrics")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Metrics;
+
+#[cfg(feature = "metrics")]
+impl crate::floor::Observer for Metrics {
+    #[inline]
+    fn floor_changed(&self, dependency: &Arc<str>, floor: Duration) {
+        metrics::gauge!(METRIC_FLOOR_SECONDS, LABEL_DEPENDENCY => Arc::clone(dependency))
+            .set(floor.as_secs_f64());
+    }
 }
 
-/// Registers the state changes a breaker of `endpoint` can make at 0.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn register_breaker(endpoint: &str) {
-    #[cfg(feature = "metrics")]
-    {
+#[cfg(feature = "metrics")]
+impl crate::breaker::Observer for Metrics {
+    /// Registers the state changes a breaker of `endpoint` can make at 0.
+    fn registered(&self, endpoint: &str) {
         use BreakerState::{Closed, HalfOpen, Open};
         for (from, to) in [
             (Closed, Open),
@@ -521,18 +552,39 @@ pub(crate) fn register_breaker(endpoint: &str) {
             .increment(0);
         }
     }
+
+    #[inline]
+    fn transition(&self, endpoint: &str, from: BreakerState, to: BreakerState) {
+        metrics::counter!(
+            METRIC_BREAKER_TRANSITIONS_TOTAL,
+            LABEL_ENDPOINT => endpoint.to_owned(),
+            LABEL_FROM => from.as_str(),
+            LABEL_TO => to.as_str()
+        )
+        .increment(1);
+    }
 }
 
-/// The breaker of `endpoint` went from `from` to `to`.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-#[inline]
-pub(crate) fn breaker_transition(endpoint: &str, from: BreakerState, to: BreakerState) {
+/// `policy` reporting to [`Metrics`] with the `metrics` feature, unless it
+/// has an observer of its own; as is without the feature. For the breakers
+/// a client builds.
+#[cfg(any(feature = "client", feature = "grpc"))]
+pub(crate) fn observe_breakers(
+    policy: crate::breaker::BreakerPolicy,
+) -> crate::breaker::BreakerPolicy {
     #[cfg(feature = "metrics")]
-    metrics::counter!(
-        METRIC_BREAKER_TRANSITIONS_TOTAL,
-        LABEL_ENDPOINT => endpoint.to_owned(),
-        LABEL_FROM => from.as_str(),
-        LABEL_TO => to.as_str()
-    )
-    .increment(1);
+    if !policy.has_observer() {
+        return policy.with_observer(Arc::new(Metrics));
+    }
+    policy
+}
+
+/// Reports `floor` as `dependency`'s `budget_floor_seconds` gauge, with
+/// the `metrics` feature: now, and each time a learned floor is
+/// recomputed. For the floor a client builds.
+#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn report_floor(floor: &crate::floor::DependencyFloor, dependency: &Arc<str>) {
+    #[cfg(feature = "metrics")]
+    floor.report_to(Arc::clone(dependency), Arc::new(Metrics));
 }

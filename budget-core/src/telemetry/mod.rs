@@ -99,7 +99,7 @@ mod propagation;
 
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use meter::{describe_metrics, record_server_request, register_server_metrics};
+pub use meter::{Metrics, describe_metrics, record_server_request, register_server_metrics};
 
 /// The histogram bucket boundaries, in seconds, of every `*_seconds`
 /// histogram (request and attempt durations, budgets): the boundaries the

@@ -26,14 +26,14 @@ pub fn ms(v: u64) -> Duration {
 /// `max_attempts` attempts with a constant `backoff` between them and no
 /// jitter: retries at known times.
 pub fn constant_retry(max_attempts: u32, backoff: Duration) -> budget_core::retry::RetryConfig {
-    use budget_core::retry::{BackoffConfig, Jitter, RetryConfig};
-    RetryConfig::default().max_attempts(max_attempts).backoff(
-        BackoffConfig::default()
-            .initial(backoff)
-            .max(backoff)
-            .multiplier(1.0)
-            .jitter(Jitter::None),
-    )
+    use budget_core::retry::{Jitter, RetryConfig};
+    let mut retry = RetryConfig::default();
+    retry.max_attempts = max_attempts;
+    retry.backoff.initial = backoff;
+    retry.backoff.max = backoff;
+    retry.backoff.multiplier = 1.0;
+    retry.backoff.jitter = Jitter::None;
+    retry
 }
 
 /// Runs a test body under an outer timeout (`secs`), so a bug hangs

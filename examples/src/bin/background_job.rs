@@ -63,9 +63,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     println!("  ledger: {}", ledger.server_timing());
 
     // 2. A default budget for every call made outside a request.
-    let reports = DependencyConfig::new("reports", format!("http://{addr}"))
-        .default_budget(Duration::from_millis(300))
-        .build()?;
+    let mut reports = DependencyConfig::new("reports", format!("http://{addr}"));
+    reports.default_budget = Some(Duration::from_millis(300));
+    let reports = reports.build()?;
     let res = reports.get("/report").send().await?;
     println!(
         "with default_budget 300 ms: {} {}",

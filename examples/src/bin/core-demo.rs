@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use budget_core::header::{self, Decoded};
 use budget_core::ledger::{Entry, Ledger};
-use budget_core::retry::{
-    BackoffConfig, Decision, DecisionInput, Jitter, Outcome, RetryConfig, sleep_within,
-};
+use budget_core::retry::{Decision, DecisionInput, Jitter, Outcome, RetryConfig, sleep_within};
 use budget_core::{Budget, floor::Floor};
 use budget_examples::table::budget_table;
 use http::{HeaderMap, StatusCode};
@@ -36,10 +34,9 @@ async fn main() {
     let ledger = Ledger::new();
     ledger.record(Entry::ingress(budget.original()));
     let reserve = Duration::from_millis(20);
-    let policy = RetryConfig::default()
-        .backoff(BackoffConfig::default().jitter(Jitter::None))
-        .build()
-        .expect("the default retry config is valid");
+    let mut retry = RetryConfig::default();
+    retry.backoff.jitter = Jitter::None;
+    let policy = retry.build().expect("the default retry config is valid");
 
     let deps = [
         Dependency {

@@ -274,9 +274,9 @@ impl Cli {
             Some(given) => given,
             None => DEFAULT_ATTEMPT_TIMEOUT.min(self.deadline),
         };
-        let retry = RetryConfig::default()
-            .max_attempts(self.retries.saturating_add(1))
-            .attempt_timeout(attempt_timeout);
+        let mut retry = RetryConfig::default();
+        retry.max_attempts = self.retries.saturating_add(1);
+        retry.attempt_timeout = Some(attempt_timeout);
         retry
             .check_within(self.deadline)
             .map_err(|_| InputError::AttemptTimeout {

@@ -277,7 +277,7 @@ impl CheckoutConfig {
             Dep::Recommendations => (&self.recommendations_url, &self.recommendations),
         };
         let mut c = DependencyConfig::new(name, url.as_str());
-        c.retry = RetryConfig::default().max_attempts(dep.default_attempts());
+        c.retry.max_attempts = dep.default_attempts();
         if dep == Dep::Recommendations {
             c.floor = Floor::new(self.recommendations_floor).into();
             c.on_unavailable = OnUnavailable::Skip;
@@ -333,12 +333,13 @@ mod tests {
         )
         .unwrap();
         assert!(config.validate().is_ok());
-        config.pricing.retry =
-            Some(RetryConfig::default().attempt_timeout(std::time::Duration::from_secs(3)));
+        let mut retry = RetryConfig::default();
+        retry.attempt_timeout = Some(std::time::Duration::from_secs(3));
+        config.pricing.retry = Some(retry.clone());
         let err = config.validate().unwrap_err();
         assert_eq!(err.field(), "pricing.retry.attempt_timeout");
-        config.pricing.retry =
-            Some(RetryConfig::default().attempt_timeout(std::time::Duration::ZERO));
+        retry.attempt_timeout = Some(std::time::Duration::ZERO);
+        config.pricing.retry = Some(retry);
         assert_eq!(
             config.validate().unwrap_err().to_string(),
             "invalid config: `pricing.retry.attempt_timeout` must be more than zero"
@@ -514,7 +515,11 @@ mod tests {
             "inventory_url"
         );
         assert_eq!(
-            field(&|c| c.pricing.retry = Some(RetryConfig::default().max_attempts(0))),
+            field(&|c| {
+                let mut retry = RetryConfig::default();
+                retry.max_attempts = 0;
+                c.pricing.retry = Some(retry);
+            }),
             "pricing.retry.max_attempts"
         );
         assert_eq!(
@@ -531,9 +536,11 @@ mod tests {
             "pricing.pool_idle_timeout"
         );
         assert_eq!(
-            field(
-                &|c| c.pricing.hedge = Some(budget_core::client::HedgeConfig::default().ratio(2.0))
-            ),
+            field(&|c| {
+                let mut hedge = budget_core::client::HedgeConfig::default();
+                hedge.ratio = 2.0;
+                c.pricing.hedge = Some(hedge);
+            }),
             "pricing.hedge.ratio"
         );
     }

@@ -33,7 +33,6 @@ use std::time::Duration;
 
 use budget_core::client::{BudgetClient, DependencyConfig, TimeoutMode};
 use budget_core::config::ConfigError;
-use budget_core::retry::RetryConfig;
 use budget_core::server::ServerTiming;
 use service_kit::RequestLayer;
 use service_kit::{DEFAULT_DEPENDENCY_FLOOR, ServiceConfig, ServiceSettings};
@@ -156,7 +155,7 @@ impl EdgeConfig {
             RequestLayer::Ledger(layer) => RequestLayer::Ledger(layer.server_timing(server_timing)),
         };
         let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
-        c.retry = RetryConfig::default().max_attempts(1);
+        c.retry.max_attempts = 1;
         c.floor = DEFAULT_DEPENDENCY_FLOOR;
         self.checkout.apply(&mut c);
         if !self.budget_mode.is_on() {

@@ -564,14 +564,13 @@ async fn retry_amplification_through_three_hops_stays_near_one_plus_the_ratio() 
             let mut defaults = false;
             match retry_budget {
                 Some(Some(ratio)) => {
-                    chain.checkout.pricing.retry_budget = Some(
-                        budget_core::retry::RetryBudgetConfig::default()
-                            .min_per_sec(0)
-                            .ratio(ratio),
-                    );
-                    chain.checkout.pricing.breaker = Some(
-                        budget_core::breaker::BreakerConfig::default().failure_threshold(1_000_000),
-                    );
+                    let mut retry_budget = budget_core::retry::RetryBudgetConfig::default();
+                    retry_budget.min_per_sec = 0;
+                    retry_budget.ratio = ratio;
+                    chain.checkout.pricing.retry_budget = Some(retry_budget);
+                    let mut breaker = budget_core::breaker::BreakerConfig::default();
+                    breaker.failure_threshold = 1_000_000;
+                    chain.checkout.pricing.breaker = Some(breaker);
                 }
                 Some(None) => defaults = true,
                 None => chain = chain.mode(BudgetMode::Off),

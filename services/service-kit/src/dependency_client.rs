@@ -31,9 +31,12 @@ pub const DEFAULT_DEPENDENCY_FLOOR: FloorConfig = FloorConfig::AUTO;
 /// assert_eq!((b.failure_threshold, b.open_for), (20, Duration::from_secs(1)));
 /// assert_eq!(b.timeout_threshold, 3);
 /// ```
-pub const DEFAULT_DEPENDENCY_BREAKER: BreakerConfig = BreakerConfig::DEFAULT
-    .failure_threshold(20)
-    .open_for(std::time::Duration::from_secs(1));
+pub const DEFAULT_DEPENDENCY_BREAKER: BreakerConfig = {
+    let mut breaker = BreakerConfig::DEFAULT;
+    breaker.failure_threshold = 20;
+    breaker.open_for = std::time::Duration::from_secs(1);
+    breaker
+};
 
 /// The concurrency limit of checkout's dependencies when their table does
 /// not say: adaptive (`concurrency = "auto"`), so that a call waits in

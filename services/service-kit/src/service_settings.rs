@@ -123,11 +123,11 @@ impl ServiceSettings {
     /// assert_eq!(s.max_budget, Duration::from_secs(10));
     /// ```
     pub fn new(listen: SocketAddr, reserve: Duration) -> Self {
-        let budget = ServerConfig::default()
-            .default_budget(DEFAULT_BUDGET)
-            .max_budget(DEFAULT_MAX_BUDGET)
-            .floor(DEFAULT_FLOOR)
-            .reserve(reserve);
+        let mut budget = ServerConfig::default();
+        budget.default_budget = DEFAULT_BUDGET;
+        budget.max_budget = DEFAULT_MAX_BUDGET;
+        budget.floor = DEFAULT_FLOOR;
+        budget.reserve = reserve;
         Self::from_server_config(listen, &budget)
     }
 
@@ -156,12 +156,12 @@ impl ServiceSettings {
     /// assert_eq!(s.server_config().reserve, Duration::from_millis(10));
     /// ```
     pub fn server_config(&self) -> ServerConfig {
-        let mut config = ServerConfig::default()
-            .default_budget(self.default_budget)
-            .max_budget(self.max_budget)
-            .floor(self.floor)
-            .reserve(self.reserve)
-            .ledger(self.ledger);
+        let mut config = ServerConfig::default();
+        config.default_budget = self.default_budget;
+        config.max_budget = self.max_budget;
+        config.floor = self.floor;
+        config.reserve = self.reserve;
+        config.ledger = self.ledger;
         config.max_in_flight = self.max_in_flight;
         config
     }
@@ -213,15 +213,12 @@ mod tests {
     fn a_service_takes_the_library_defaults_but_the_documented_three() {
         let reserve = Duration::from_millis(7);
         let service = ServiceSettings::new("127.0.0.1:0".parse().unwrap(), reserve);
-        let library = ServerConfig::default();
+        let mut library = ServerConfig::default();
         assert_eq!(DEFAULT_BUDGET, library.default_budget);
-        assert_eq!(
-            service.server_config(),
-            library
-                .max_budget(DEFAULT_MAX_BUDGET)
-                .floor(DEFAULT_FLOOR)
-                .reserve(reserve)
-        );
+        library.max_budget = DEFAULT_MAX_BUDGET;
+        library.floor = DEFAULT_FLOOR;
+        library.reserve = reserve;
+        assert_eq!(service.server_config(), library);
         assert_eq!(
             ServiceSettings::from_server_config(service.listen, &service.server_config()),
             service

@@ -100,18 +100,22 @@ pub enum QueueOrder {
 /// config.validate().unwrap();
 ///
 /// let lifo: QueueConfig = serde_json::from_str(r#""lifo""#).unwrap();
-/// assert_eq!(lifo, QueueConfig::default().order(QueueOrder::Lifo));
+/// assert_eq!(lifo.order, QueueOrder::Lifo);
+/// assert_eq!(lifo.target, QueueConfig::default().target);
 /// assert!(serde_json::from_str::<QueueConfig>(r#""random""#).is_err());
 /// ```
 ///
-/// In code, start from [`Default`] and change what differs with the
-/// setters, one per field; [`validate`](Self::validate) checks them:
+/// In code, start from [`Default`] and set the fields that differ (they
+/// are plain public fields: a config has no setters);
+/// [`validate`](Self::validate) checks them:
 ///
 /// ```
 /// use std::time::Duration;
 /// use budget_core::admission::queue::{QueueConfig, QueueOrder};
 ///
-/// let c = QueueConfig::default().order(QueueOrder::Fifo).target(Duration::from_millis(10));
+/// let mut c = QueueConfig::default();
+/// c.order = QueueOrder::Fifo;
+/// c.target = Duration::from_millis(10);
 /// assert!(c.validate().is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -231,6 +235,7 @@ impl QueueConfig {
     /// # use budget_core::admission::queue::{QueueConfig, QueueOrder};
     /// assert_eq!(QueueConfig::default().order(QueueOrder::Lifo).order, QueueOrder::Lifo);
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.order = ..."))]
     pub fn order(mut self, value: QueueOrder) -> Self {
         self.order = value;
         self
@@ -246,6 +251,7 @@ impl QueueConfig {
     /// let c = QueueConfig::default().target(Duration::from_millis(10));
     /// assert_eq!(c.target, Duration::from_millis(10));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.target = ..."))]
     pub fn target(mut self, value: Duration) -> Self {
         self.target = value;
         self
@@ -261,6 +267,7 @@ impl QueueConfig {
     /// let c = QueueConfig::default().interval(Duration::from_millis(200));
     /// assert_eq!(c.interval, Duration::from_millis(200));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.interval = ..."))]
     pub fn interval(mut self, value: Duration) -> Self {
         self.interval = value;
         self
@@ -274,6 +281,10 @@ impl QueueConfig {
     /// # use budget_core::admission::queue::QueueConfig;
     /// assert_eq!(QueueConfig::default().standing_share(0.5).standing_share, 0.5);
     /// ```
+    #[cfg_attr(
+        not(test),
+        deprecated(note = "set the field: config.standing_share = ...")
+    )]
     pub fn standing_share(mut self, value: f64) -> Self {
         self.standing_share = value;
         self
@@ -289,6 +300,7 @@ impl QueueConfig {
     /// let c = QueueConfig::default().sustained(Duration::from_secs(5));
     /// assert_eq!(c.sustained, Duration::from_secs(5));
     /// ```
+    #[cfg_attr(not(test), deprecated(note = "set the field: config.sustained = ..."))]
     pub fn sustained(mut self, value: Duration) -> Self {
         self.sustained = value;
         self
@@ -303,10 +315,9 @@ impl QueueConfig {
     /// use std::time::Duration;
     /// use budget_core::admission::queue::QueueConfig;
     ///
-    /// let err = QueueConfig::default()
-    ///     .target(Duration::from_millis(100))
-    ///     .validate()
-    ///     .unwrap_err();
+    /// let mut c = QueueConfig::default();
+    /// c.target = Duration::from_millis(100);
+    /// let err = c.validate().unwrap_err();
     /// assert_eq!(err.field(), "target");
     /// assert_eq!(err.problem(), "must be shorter than interval (100ms)");
     /// ```
@@ -402,18 +413,22 @@ mod tests {
 
     #[test]
     fn zero_sustained_is_an_error_naming_it() {
-        let err = QueueConfig::default()
-            .sustained(Duration::ZERO)
-            .validate()
-            .unwrap_err();
+        let err = QueueConfig {
+            sustained: Duration::ZERO,
+            ..QueueConfig::default()
+        }
+        .validate()
+        .unwrap_err();
         assert_eq!(err.field(), "sustained");
         assert_eq!(err.problem(), "must be more than zero");
         // Shorter than `interval` is fine: the share shrinks from the
         // moment the queue stands.
-        QueueConfig::default()
-            .sustained(Duration::from_millis(50))
-            .validate()
-            .unwrap();
+        QueueConfig {
+            sustained: Duration::from_millis(50),
+            ..QueueConfig::default()
+        }
+        .validate()
+        .unwrap();
         let config: QueueConfig = toml::from_str("sustained = \"5s\"").unwrap();
         assert_eq!(config.sustained, Duration::from_secs(5));
         config.validate().unwrap();

@@ -198,7 +198,7 @@ impl Breakers {
 
     fn for_key(&self, key: &str) -> Arc<CircuitBreaker> {
         match &self.registry {
-            Some(registry) => registry.get(key),
+            Some(registry) => registry.get_observed(key, self.policy.observer()),
             None => Arc::new(CircuitBreaker::new(key, self.policy.clone())),
         }
     }
