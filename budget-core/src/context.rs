@@ -83,10 +83,7 @@ pub struct RequestContext {
 /// The `traceparent` and `tracestate` a request arrived with (read by the
 /// client side only).
 #[derive(Clone, Debug)]
-#[cfg_attr(
-    not(any(feature = "client", feature = "grpc", feature = "tower-client")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(outbound), allow(dead_code))]
 pub(crate) struct InboundTrace {
     pub(crate) traceparent: http::HeaderValue,
     pub(crate) tracestate: Option<http::HeaderValue>,
@@ -188,7 +185,7 @@ impl RequestContext {
     }
 
     /// The caller's trace context, for [`with_inbound_trace`](Self::with_inbound_trace).
-    #[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
+    #[cfg(outbound)]
     pub(crate) fn inbound_trace(&self) -> Option<&InboundTrace> {
         self.inbound_trace.as_deref()
     }

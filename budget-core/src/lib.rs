@@ -101,14 +101,14 @@ pub mod telemetry;
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
 
-#[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
+#[cfg(outbound)]
 #[cfg_attr(
     docsrs,
     doc(cfg(any(feature = "client", feature = "grpc", feature = "tower-client")))
 )]
 pub mod client;
 
-#[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
+#[cfg(outbound)]
 mod outbound;
 
 pub use budget::{Budget, Exhausted};

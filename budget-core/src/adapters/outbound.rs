@@ -75,6 +75,7 @@ impl Outbound {
     }
 
     /// The retry policy's attempts.
+    #[cfg(feature = "reqwest-middleware")]
     pub(crate) fn max_attempts(&self) -> u32 {
         self.dep.policy.max_attempts()
     }
@@ -172,6 +173,6 @@ mod tests {
         let o = Outbound::new("pricing".into()).with_floor(Floor::new(Duration::from_millis(50)));
         assert_eq!(&**o.dependency(), "pricing");
         assert_eq!(o.floor(), Floor::new(Duration::from_millis(50)));
-        assert_eq!(o.max_attempts(), 1);
+        assert_eq!(o.dep.policy.max_attempts(), 1);
     }
 }

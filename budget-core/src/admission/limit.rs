@@ -1103,7 +1103,7 @@ impl AdaptiveLimit {
     /// ends the hold (`on_full(end)`) and takes the new limit, so that the
     /// calls waiting get it even if no other call comes. Outside a tokio
     /// runtime nothing is timed, and the first answer ends the hold.
-    #[cfg(any(any(feature = "client", feature = "grpc"), feature = "server"))]
+    #[cfg(any(outbound, feature = "server"))]
     pub(crate) fn at_hold_end(end: Instant, then: impl FnOnce() + Send + 'static) {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {

@@ -338,7 +338,7 @@ impl BreakerPolicy {
     }
 
     /// The policy's observer, if it has one.
-    #[cfg(any(feature = "client", feature = "grpc"))]
+    #[cfg(outbound)]
     pub(crate) fn observer(&self) -> Option<&SharedObserver> {
         self.observer.as_ref()
     }

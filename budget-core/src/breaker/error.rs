@@ -106,7 +106,7 @@ impl CircuitOpen {
     /// (docs/contract.md §4): `skipped: circuit open`, or, for a breaker
     /// opened because its endpoint stopped answering,
     /// `skipped: circuit open (no answer for 2100ms)`.
-    #[cfg(any(feature = "client", feature = "grpc"))]
+    #[cfg(outbound)]
     pub(crate) fn skip_note(&self) -> String {
         match self.no_answer_for {
             Some(silence) => format!(

@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;
-use crate::outbound::hedging::HedgeConfig;
 use super::stale::{DEFAULT_MAX_STALE, StaleCacheConfig};
 use crate::admission::limit::LimitConfig;
 use crate::admission::queue::QueueConfig;
@@ -15,6 +13,8 @@ use crate::breaker::BreakerConfig;
 #[cfg(feature = "client")]
 use crate::config::ConfigError;
 use crate::floor::FloorConfig;
+use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;
+use crate::outbound::hedging::HedgeConfig;
 use crate::retry::{RetryBudgetConfig, RetryConfig};
 
 mod setters;

@@ -78,24 +78,6 @@ impl Transport for Reqwest<'_> {
     }
 }
 
-impl super::config::Settings {
-    /// What the steps before the engine read of this configuration.
-    pub(crate) fn defaults(&self) -> crate::outbound::resolve::CallDefaults {
-        use crate::outbound::Deadline;
-        crate::outbound::resolve::CallDefaults {
-            mode: self.mode,
-            fixed_timeout: self.fixed_timeout,
-            default_budget: self.default_budget,
-            forward: self.forward,
-            deadline: if self.grpc_timeout {
-                Deadline::HttpAndGrpcTimeout
-            } else {
-                Deadline::Http
-            },
-        }
-    }
-}
-
 impl Reqwest<'_> {
     /// Attempt `spec`'s request: to its endpoint, its headers stamped.
     fn request(&self, spec: &AttemptSpec, rules: &HeaderRules) -> reqwest::Request {

@@ -122,10 +122,7 @@ pub struct BelowFloor {
 impl BelowFloor {
     /// The ledger's note of a call not made for it (docs/contract.md
     /// §4): `skipped: 30ms < floor 50ms`, `skipped: no budget left`.
-    #[cfg_attr(
-        not(any(feature = "client", feature = "grpc", feature = "tower-client")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(outbound), allow(dead_code))]
     pub(crate) fn skip_note(&self) -> String {
         format!("skipped: {self}")
     }

@@ -510,7 +510,7 @@ struct Window {
 
 /// How far a learned latency distribution reaches past its middle: its
 /// median and its p99 ([`LearnedFloor::spread`]).
-#[cfg(any(feature = "client", feature = "grpc", test))]
+#[cfg(any(outbound, test))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Spread {
     /// The median.
@@ -666,7 +666,7 @@ impl LearnedFloor {
     /// (read from the window the floor was computed from, at most
     /// `REFRESH` old); `None` while it had fewer than `min_samples`
     /// samples.
-    #[cfg(any(feature = "client", feature = "grpc", test))]
+    #[cfg(any(outbound, test))]
     pub(crate) fn spread(&self) -> Option<Spread> {
         let w = self.lock();
         (w.scratch.len() >= self.config.min_samples).then(|| Spread {

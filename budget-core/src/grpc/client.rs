@@ -120,15 +120,7 @@ impl GrpcBudgetLayer {
         let retry_on = DEFAULT_RETRYABLE_GRPC_CODES.to_vec();
         Self {
             config: Arc::new(Config {
-                dependency: Dependency {
-                    name: Arc::clone(&name),
-                    floor: DependencyFloor::Fixed(Floor::new(Duration::ZERO)),
-                    policy: policy(&retry, &retry_on),
-                    retry_budget: None,
-                    endpoints: Endpoints::single(&name, None),
-                    permits: None,
-                    hedge: None,
-                },
+                dependency: Dependency::single(name, policy(&retry, &retry_on)),
                 retry,
                 retry_on,
                 idempotent: false,

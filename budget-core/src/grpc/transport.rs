@@ -13,7 +13,7 @@ use tower_service::Service;
 use crate::clock::WallClock;
 use crate::grpc::channels::set_origin;
 use crate::grpc_status::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, parse_pushback};
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport};
+use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
 use crate::problem::ProblemBody;
 use crate::retry::{Outcome, TransportKind};
 
@@ -107,8 +107,8 @@ where
         })
     }
 
-    fn classify(&self, answer: &Response<RB>, _: &dyn WallClock) -> Outcome {
-        outcome(answer)
+    fn classify(&self, answer: &Response<RB>, clock: &dyn WallClock) -> Outcome {
+        outcome(answer, clock)
     }
 
     fn classify_error(&self, failed: Self::Error) -> AttemptError {
@@ -129,8 +129,9 @@ where
 
 /// A gRPC answer: a non-`OK` `grpc-status` in its head is the call's
 /// status (with its `grpc-retry-pushback-ms`); otherwise the call is under
-/// way (its status comes in the trailers) and reads as its HTTP status.
-fn outcome<B>(res: &Response<B>) -> Outcome {
+/// way (its status comes in the trailers) and reads as an HTTP answer (its
+/// status, and a proxy's `Retry-After`).
+fn outcome<B>(res: &Response<B>, clock: &dyn WallClock) -> Outcome {
     let headers = res.headers();
     let code = headers
         .get(GRPC_STATUS)
@@ -142,7 +143,7 @@ fn outcome<B>(res: &Response<B>) -> Outcome {
                 .get(GRPC_RETRY_PUSHBACK_MS)
                 .and_then(|v| parse_pushback(v.as_bytes())),
         },
-        _ => Outcome::status(res.status()),
+        _ => http_outcome(res, clock),
     }
 }
 
@@ -151,7 +152,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::clock::FixedClock;
     use crate::grpc::Pushback;
+
+    fn outcome(res: &Response<()>) -> Outcome {
+        super::outcome(res, &FixedClock::new(std::time::SystemTime::UNIX_EPOCH))
+    }
 
     fn answer(headers: &[(&'static str, &'static str)]) -> Response<()> {
         let mut res = Response::new(());

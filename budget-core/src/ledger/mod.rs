@@ -49,7 +49,7 @@ mod header_cache;
 mod millis;
 mod parse;
 
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 pub(crate) use entry::is_tchar;
 pub use entry::{Entry, stale_note};
 #[cfg(feature = "server")]

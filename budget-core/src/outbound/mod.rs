@@ -95,6 +95,11 @@ pub(crate) struct Dependency {
 impl Dependency {
     /// A dependency of one endpoint, known by its `name`: no floor, the
     /// retry `policy`, no retry budget, breaker, permits or hedging.
+    #[cfg(any(
+        feature = "grpc",
+        feature = "tower-client",
+        feature = "reqwest-middleware"
+    ))]
     pub(crate) fn single(name: Arc<str>, policy: RetryPolicy) -> Self {
         Self {
             endpoints: Endpoints::single(&name, None),

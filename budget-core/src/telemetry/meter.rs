@@ -5,25 +5,20 @@
 //!
 //! Names and labels are in [`semconv`](super::semconv).
 
-#[cfg(any(feature = "metrics", feature = "client", feature = "grpc"))]
+#[cfg(any(feature = "metrics", outbound))]
 use std::sync::Arc;
-#[cfg(any(
-    feature = "metrics",
-    feature = "client",
-    feature = "grpc",
-    feature = "server"
-))]
+#[cfg(any(feature = "metrics", outbound, feature = "server"))]
 use std::time::Duration;
 
 #[cfg(feature = "metrics")]
 use super::semconv::*;
 #[cfg(feature = "metrics")]
 use crate::breaker::BreakerState;
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 use crate::retry::Decision;
 
 /// The reasons of [`METRIC_NO_PERMIT_TOTAL`], each registered at 0.
-#[cfg(all(feature = "metrics", any(feature = "client", feature = "grpc")))]
+#[cfg(all(feature = "metrics", outbound))]
 const NO_PERMIT_REASONS: [&str; 3] = [REASON_EXPIRED, REASON_STANDING_QUEUE, REASON_PREDICTED_WAIT];
 
 /// Describes every budget metric (unit and help text) to the installed
@@ -157,7 +152,7 @@ pub fn register_server_metrics() {
 /// Registers `dependency`'s counters at 0 (retries, below floor, no permit
 /// by reason, retry budget refusals, stale answers served): called when
 /// its client is built.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn register_dependency(dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]
@@ -232,7 +227,7 @@ fn status_label(status: u16) -> metrics::SharedString {
 /// A dependency attempt ended with `outcome` (its status code, or the
 /// failure's kind) after `took`; `rpc_system` is `Some("grpc")` for a gRPC
 /// call.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn attempt_done(
@@ -340,7 +335,7 @@ pub(crate) fn malformed() {
 
 /// An attempt to `dependency` about to be sent, the `number`th (retries
 /// are the attempts after the first), with `budget` (`None` in fixed mode).
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn attempt(dependency: &Arc<str>, number: u32, budget: Option<Duration>) {
@@ -359,7 +354,7 @@ pub(crate) fn attempt(dependency: &Arc<str>, number: u32, budget: Option<Duratio
 
 /// The retry policy's `decision` after an attempt to `dependency`: counts
 /// the retries that the retry budget refused.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
@@ -379,7 +374,7 @@ pub(crate) fn decision(dependency: &Arc<str>, decision: &Decision) {
 /// Registers `dependency`'s hedge counters at 0, one declined counter per
 /// reason in `declined`: called when a client with hedging is built (the
 /// client names its reasons; this module knows none of its types).
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn register_hedging(
     dependency: &Arc<str>,
@@ -397,7 +392,7 @@ pub(crate) fn register_hedging(
 }
 
 /// A hedge sent to `dependency`: `won` when it answered first.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn hedge(dependency: &Arc<str>, won: bool, count: u64) {
@@ -411,7 +406,7 @@ pub(crate) fn hedge(dependency: &Arc<str>, won: bool, count: u64) {
 }
 
 /// A hedge to `dependency` that was due and not sent, for `reason`.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn hedge_declined_by(dependency: &Arc<str>, reason: &'static str, count: u64) {
@@ -425,7 +420,7 @@ pub(crate) fn hedge_declined_by(dependency: &Arc<str>, reason: &'static str, cou
 }
 
 /// A call to `dependency` not made below its floor.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn below_floor(dependency: &Arc<str>) {
@@ -435,7 +430,7 @@ pub(crate) fn below_floor(dependency: &Arc<str>) {
 }
 
 /// A call to `dependency` answered from its stale cache.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn stale_served(dependency: &Arc<str>) {
@@ -445,7 +440,7 @@ pub(crate) fn stale_served(dependency: &Arc<str>) {
 }
 
 /// A call to `dependency` refused by its permit queue, for `reason`.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn no_permit(dependency: &Arc<str>, reason: &'static str) {
@@ -456,7 +451,7 @@ pub(crate) fn no_permit(dependency: &Arc<str>, reason: &'static str) {
 
 /// An attempt to `endpoint` of `dependency` (one of several) ended; its
 /// latency estimate is now `load`.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn endpoint_attempt(dependency: &Arc<str>, endpoint: &Arc<str>, load: Option<Duration>) {
@@ -480,7 +475,7 @@ pub(crate) fn endpoint_attempt(dependency: &Arc<str>, endpoint: &Arc<str>, load:
 }
 
 /// A lookup of `dependency`'s host name failed.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn resolve_failed(dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]
@@ -489,7 +484,7 @@ pub(crate) fn resolve_failed(dependency: &Arc<str>) {
 }
 
 /// `dependency`'s adaptive concurrency limit changed to `limit`.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn concurrency_limit(dependency: &Arc<str>, limit: usize) {
@@ -568,7 +563,7 @@ impl crate::breaker::Observer for Metrics {
 /// `policy` reporting to [`Metrics`] with the `metrics` feature, unless it
 /// has an observer of its own; as is without the feature. For the breakers
 /// a client builds.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 pub(crate) fn observe_breakers(
     policy: crate::breaker::BreakerPolicy,
 ) -> crate::breaker::BreakerPolicy {
@@ -582,7 +577,7 @@ pub(crate) fn observe_breakers(
 /// Reports `floor` as `dependency`'s `budget_floor_seconds` gauge, with
 /// the `metrics` feature: now, and each time a learned floor is
 /// recomputed. For the floor a client builds.
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn report_floor(floor: &crate::floor::DependencyFloor, dependency: &Arc<str>) {
     #[cfg(feature = "metrics")]

@@ -80,10 +80,10 @@
 
 pub mod semconv;
 
-#[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
+#[cfg(outbound)]
 pub(crate) mod carry;
 pub(crate) mod meter;
-#[cfg(any(feature = "server", any(feature = "client", feature = "grpc")))]
+#[cfg(any(feature = "server", outbound))]
 pub(crate) mod trace;
 
 #[cfg(all(

@@ -30,7 +30,7 @@ pub(crate) fn extract_parent(span: &Span, headers: &HeaderMap) {
     let _ = span.set_parent(parent);
 }
 
-#[cfg(any(feature = "client", feature = "grpc", feature = "tower-client"))]
+#[cfg(outbound)]
 /// Writes `span`'s trace context into `headers` (replacing any
 /// `traceparent` there). Nothing is written when `span` is not known to an
 /// OpenTelemetry layer.

@@ -21,7 +21,7 @@ use tracing::Span;
 use tracing::field::{self, Empty};
 
 use super::semconv::*;
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 
 /// Whole milliseconds as an OpenTelemetry integer (`tracing-opentelemetry`
@@ -182,7 +182,7 @@ pub(crate) fn record_response(
 
 // ------------------------------------------------------------------ client
 
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 /// Opens the span of one attempt. `budget` is what the attempt carries
 /// (`None` in fixed mode), `waited` the backoff paid before it, `rpc_system`
 /// `Some("grpc")` for a gRPC call.
@@ -260,7 +260,7 @@ pub(crate) fn record_url(span: &Span, url: &url::Url, trace_query: bool) {
     }
 }
 
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 /// How the attempt ended and what the retry policy made of it.
 /// `remaining` is the budget left after it (`Duration::MAX` in fixed mode).
 pub(crate) fn record_attempt(
@@ -328,7 +328,7 @@ mod tests {
     }
 }
 
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 /// A call (or its retry) that was not made: a client span of its own, so
 /// the trace shows the call that the budget, the breaker or the
 /// concurrency limit refused, and why.
@@ -358,7 +358,7 @@ pub(crate) fn refused(
     drop(span);
 }
 
-#[cfg(any(feature = "client", feature = "grpc"))]
+#[cfg(outbound)]
 /// A stale answer `age` old served for a call to `dependency` that was not
 /// made or failed: a span of its own beside the call's attempt or refused
 /// spans, so the trace shows that the answer was old.

@@ -8,9 +8,9 @@ use super::{DependencyConfig, OnUnavailable, TimeoutMode};
 use crate::admission::limit::LimitConfig;
 use crate::admission::queue::QueueConfig;
 use crate::breaker::BreakerConfig;
-use crate::outbound::hedging::HedgeConfig;
 use crate::client::stale::StaleCacheConfig;
 use crate::floor::FloorConfig;
+use crate::outbound::hedging::HedgeConfig;
 use crate::retry::{RetryBudgetConfig, RetryConfig};
 
 impl DependencyConfig {

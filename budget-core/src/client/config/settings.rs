@@ -9,14 +9,14 @@ use url::Url;
 use super::{DependencyConfig, OnUnavailable, TimeoutMode};
 use crate::admission::limit::LimitConfig;
 use crate::breaker::{BreakerConfig, BreakerRegistry};
-use crate::outbound::endpoints::{Breakers, Endpoints};
-use crate::outbound::Dependency;
-use crate::outbound::hedging::HedgeConfig;
-use crate::outbound::permits::Permits;
 use crate::client::stale::StaleCache;
 use crate::config::ConfigError;
 use crate::floor::DependencyFloor;
 use crate::ledger::is_tchar;
+use crate::outbound::Dependency;
+use crate::outbound::endpoints::{Breakers, Endpoints};
+use crate::outbound::hedging::HedgeConfig;
+use crate::outbound::permits::Permits;
 
 impl DependencyConfig {
     /// Checks the fields that need nothing built: the durations that must
@@ -226,6 +226,24 @@ fn breakers(
                 ));
             }
             Ok(Breakers::new(policy, Some(registry.clone())))
+        }
+    }
+}
+
+impl Settings {
+    /// What the steps before the engine read of this configuration.
+    pub(crate) fn defaults(&self) -> crate::outbound::resolve::CallDefaults {
+        use crate::outbound::Deadline;
+        crate::outbound::resolve::CallDefaults {
+            mode: self.mode,
+            fixed_timeout: self.fixed_timeout,
+            default_budget: self.default_budget,
+            forward: self.forward,
+            deadline: if self.grpc_timeout {
+                Deadline::HttpAndGrpcTimeout
+            } else {
+                Deadline::Http
+            },
         }
     }
 }

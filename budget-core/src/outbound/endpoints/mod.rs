@@ -357,6 +357,11 @@ impl Endpoints {
 
     /// One endpoint, the URL as it is, with `breaker` (a gRPC channel's
     /// or an adapter's dependency: the client it wraps is what connects).
+    #[cfg(any(
+        feature = "grpc",
+        feature = "tower-client",
+        feature = "reqwest-middleware"
+    ))]
     pub(crate) fn single(name: &Arc<str>, breaker: Option<Arc<CircuitBreaker>>) -> Self {
         let label = breaker
             .as_ref()
