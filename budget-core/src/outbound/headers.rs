@@ -3,10 +3,14 @@
 //!
 //! | header | sent when | value |
 //! | --- | --- | --- |
-//! | `request-budget-ms` | budget mode and `forward` | the attempt's budget, whole milliseconds rounded down; replaces any value there |
+//! | `request-budget-ms` | over HTTP: budget mode and `forward` | the attempt's budget, whole milliseconds rounded down; replaces any value there |
 //! | `grpc-timeout` | over gRPC: budget mode (gRPC's own deadline, `forward` or not); over HTTP: budget mode, `forward` and `grpc_timeout = true` | the attempt's budget (over HTTP in whole milliseconds); replaces any value there; over gRPC removed in fixed mode |
 //! | `request-criticality` | budget mode and `forward`, unless the caller set one | the request's criticality |
 //! | `traceparent`, `tracestate` | always | the attempt's span's context, or the caller's as it came when there is no span |
+//!
+//! The deadline goes in the protocol's own header: `request-budget-ms`
+//! over HTTP, `grpc-timeout` over gRPC (which every gRPC server reads);
+//! the rest is the same for every transport.
 //!
 //! [`HeaderRules`] are read once per call, before the engine; each
 //! transport's [`stamp`](super::Transport::stamp) applies them to every
@@ -64,7 +68,9 @@ impl HeaderRules {
         }
         if let Some(budget) = budget {
             if self.forward {
-                headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
+                if self.deadline != Deadline::Grpc {
+                    headers.insert(REQUEST_BUDGET_MS, encode_ms(budget));
+                }
                 if !headers.contains_key(REQUEST_CRITICALITY) {
                     headers.insert(REQUEST_CRITICALITY, self.criticality.header_value());
                 }
@@ -147,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn http_s_grpc_timeout_is_whole_milliseconds_and_grpc_s_the_finest_unit() {
+    fn http_s_grpc_timeout_is_whole_milliseconds_and_grpc_s_alone_the_finest_unit() {
         let budget = Some(1500);
         assert_eq!(
             stamped(&rules(true, Deadline::HttpAndGrpcTimeout), &[], budget),
@@ -163,11 +169,7 @@ mod tests {
                 &[("grpc-timeout", "1H")],
                 budget
             ),
-            [
-                "grpc-timeout: 1500000u",
-                "request-budget-ms: 1500",
-                "request-criticality: critical"
-            ]
+            ["grpc-timeout: 1500000u", "request-criticality: critical"]
         );
     }
 
