@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::chain::{ChainMode, ChainSettings, Partners};
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
 use crate::html::write_html;
@@ -22,7 +23,7 @@ use crate::output::{markdown, write_json};
 use crate::plot::write_svg;
 use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::{ChainMode, ChainSettings, Partners, Scenario, ScenarioName};
+use crate::scenario::ScenarioRef;
 use crate::target::{LoopbackUrl, NotLoopback};
 
 /// How long each run sends when `--duration` is not given.
@@ -62,7 +63,7 @@ impl Modes {
     ///
     /// ```
     /// use load_tests::cli::Modes;
-    /// use load_tests::scenario::ChainMode;
+    /// use load_tests::chain::ChainMode;
     /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
     /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
     /// assert_eq!(Modes::Queue.chain_modes(), [ChainMode::Queue]);
@@ -84,7 +85,7 @@ impl Modes {
     ///
     /// ```
     /// use load_tests::cli::Modes;
-    /// use load_tests::scenario::ChainMode;
+    /// use load_tests::chain::ChainMode;
     /// assert_eq!(
     ///     Modes::union(&[Modes::Queue, Modes::Both, Modes::On]),
     ///     [ChainMode::Queue, ChainMode::Budget, ChainMode::Naive]
@@ -118,15 +119,14 @@ impl Modes {
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all twenty]. The
-    /// bursts (`burst-fits`, `burst-fits-unlimited`, `burst-part`,
-    /// `burst-part-unlimited`) send every request at once, 300 or
+    /// Scenarios to run, comma-separated [default: every one, in the
+    /// order listed]. The bursts send every request at once, 300 or
     /// --requests; `spike` is 0.5x, 3x, 0.5x of the capacity; `hang` and
     /// `hang-slow-rate` hang /inventory for the middle half of the run;
     /// `replicas` serves every dependency from three partners, one of
     /// which gets slow, dark and restarted (29 s).
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
-    pub scenarios: Vec<ScenarioName>,
+    pub scenarios: Vec<ScenarioRef>,
     /// Requests per second [default: 80% of the chain's capacity: 128;
     /// `criticality`: 2x the capacity; `ramp`, `spike`: steps of the
     /// capacity, and a given rate stands for the capacity; `replicas`:
@@ -170,7 +170,7 @@ pub struct Args {
     pub modes: Vec<Modes>,
     /// Workers per path of the slow partner: calls of a path worked on at
     /// once, the rest queue (the chain's capacity).
-    #[arg(long, default_value_t = crate::scenario::DEFAULT_PARTNER_WORKERS)]
+    #[arg(long, default_value_t = crate::chain::DEFAULT_PARTNER_WORKERS)]
     pub partner_workers: usize,
     /// A fixed limit of calls in flight per dependency in checkout's
     /// clients, a hand-sized comparison row (e.g. 8) [default: none,
@@ -252,7 +252,7 @@ pub enum Invocation {
     /// Scenarios against chains started here.
     Scenarios {
         /// Which, in order.
-        scenarios: Vec<ScenarioName>,
+        scenarios: Vec<ScenarioRef>,
         /// How the chain is built.
         settings: ChainSettings,
         /// In which modes.
@@ -368,7 +368,7 @@ impl Args {
             });
         }
         let scenarios = if self.scenarios.is_empty() {
-            ScenarioName::ALL.to_vec()
+            crate::scenarios::ALL.to_vec()
         } else {
             let mut seen = Vec::new();
             for s in &self.scenarios {
@@ -518,21 +518,22 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
         } => {
             let partners = Partners::start(settings).await?;
             let mut reports = Vec::new();
-            for &name in scenarios {
-                let modes = ChainMode::for_scenario(modes, name);
+            for scenario in scenarios {
+                let scenario = scenario.get();
+                let modes = scenario.modes(modes);
                 // The scenario's own load (a ramp's mean rate, a burst's
                 // count), or the plan's when it cannot have one.
-                let spec = Scenario::new(name, settings)
-                    .plan(plan)
+                let spec = scenario
+                    .plan(&scenario.setup(settings), plan)
                     .map_or_else(|_| plan.spec.clone(), |p| p.spec);
                 eprintln!(
                     "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
-                    name.as_str(),
+                    scenario.name(),
                     spec.rate(),
                     humantime::format_duration(spec.duration()),
                     modes.len()
                 );
-                let runs = run_scenario(name, settings, plan, &modes, &partners).await;
+                let runs = run_scenario(scenario, settings, plan, &modes, &partners).await;
                 match runs {
                     Ok(runs) => reports.extend(runs),
                     Err(e) => {
@@ -703,7 +704,7 @@ mod tests {
         else {
             panic!("scenarios expected");
         };
-        assert_eq!(scenarios, ScenarioName::ALL);
+        assert_eq!(scenarios, crate::scenarios::ALL);
         assert_eq!(modes, ChainMode::ALL);
         assert_eq!(plan.spec.rate(), 128.0);
         assert_eq!(plan.spec.expected_requests(), 2560);
@@ -759,7 +760,8 @@ mod tests {
         else {
             panic!("scenarios expected");
         };
-        assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
+        let names: Vec<&str> = scenarios.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["slow", "healthy"]);
         assert_eq!(modes, [ChainMode::Naive]);
         assert_eq!(plan.patience, Patience::Budget);
     }
@@ -798,16 +800,13 @@ mod tests {
         else {
             panic!("scenarios expected");
         };
-        assert_eq!(scenarios, [ScenarioName::Replicas]);
+        let replicas = crate::scenarios::find("replicas").unwrap();
+        assert_eq!(scenarios, [replicas]);
+        let replicas = replicas.get();
         assert_eq!(modes, [ChainMode::P2c]);
-        assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
-            [ChainMode::P2c]
-        );
+        assert_eq!(replicas.modes(&modes), [ChainMode::P2c]);
         // 60 % of three replicas' capacity, in six phases over 29 s.
-        let own = Scenario::new(ScenarioName::Replicas, &settings)
-            .plan(&plan)
-            .unwrap();
+        let own = replicas.plan(&replicas.setup(&settings), &plan).unwrap();
         assert!(own.spec.steps().iter().all(|s| s.rate == 288.0));
         assert_eq!(own.spec.duration(), Duration::from_secs(29));
         let Invocation::Scenarios { modes, .. } =
@@ -816,7 +815,7 @@ mod tests {
             panic!("scenarios expected");
         };
         assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
+            replicas.modes(&modes),
             [
                 ChainMode::Budget,
                 ChainMode::Hedged,
@@ -828,7 +827,7 @@ mod tests {
             panic!("scenarios expected");
         };
         assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
+            replicas.modes(&modes),
             [
                 ChainMode::Budget,
                 ChainMode::Hedged,
@@ -840,7 +839,10 @@ mod tests {
         );
         // Every other scenario keeps its modes: p2c only where asked.
         assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Healthy),
+            crate::scenarios::find("healthy")
+                .unwrap()
+                .get()
+                .modes(&modes),
             ChainMode::ALL
         );
     }

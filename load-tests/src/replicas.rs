@@ -613,7 +613,7 @@ async fn apply(replica: &PartnerHandle, fault: ReplicaFault) -> Result<(), Strin
 /// The scenario's tables: per phase each replica's share of the calls, the
 /// restart's time back, and the goals, a column per run.
 pub fn markdown(runs: &[RunReport]) -> String {
-    let Some(first) = runs.iter().find_map(|r| r.replicas.as_ref()) else {
+    let Some(first) = runs.iter().find_map(|r| r.section::<ReplicasReport>()) else {
         return String::new();
     };
     let mut table = Table::new();
@@ -633,8 +633,7 @@ pub fn markdown(runs: &[RunReport]) -> String {
             PHASES.get(i).map_or(String::new(), |(ph, _)| ph.describe())
         )];
         cells.extend(runs.iter().map(|r| {
-            r.replicas
-                .as_ref()
+            r.section::<ReplicasReport>()
                 .and_then(|rep| rep.phases.get(i))
                 .map_or("-".into(), |p| {
                     let shares: Vec<String> = p
@@ -659,20 +658,19 @@ pub fn markdown(runs: &[RunReport]) -> String {
         EVEN_TOLERANCE * 100.0
     )];
     back.extend(runs.iter().map(|r| {
-        r.replicas.as_ref().map_or("-".into(), |rep| {
+        r.section::<ReplicasReport>().map_or("-".into(), |rep| {
             rep.back_after_s
                 .map_or("not within the phase".into(), |s| format!("{s:.1}"))
         })
     }));
     table.add_row(back);
     if runs.iter().any(|r| {
-        r.replicas
-            .as_ref()
+        r.section::<ReplicasReport>()
             .is_some_and(|rep| !rep.fault_errors.is_empty())
     }) {
         let mut cells = vec!["faults that did not take effect (the phase differs)".to_owned()];
         cells.extend(runs.iter().map(|r| {
-            r.replicas.as_ref().map_or("-".into(), |rep| {
+            r.section::<ReplicasReport>().map_or("-".into(), |rep| {
                 if rep.fault_errors.is_empty() {
                     "none".to_owned()
                 } else {
@@ -685,8 +683,7 @@ pub fn markdown(runs: &[RunReport]) -> String {
     for (i, g) in first.goals.iter().enumerate() {
         let mut cells = vec![format!("goal: {}", g.goal)];
         cells.extend(runs.iter().map(|r| {
-            r.replicas
-                .as_ref()
+            r.section::<ReplicasReport>()
                 .and_then(|rep| rep.goals.get(i))
                 .map_or("-".into(), |g| {
                     let verdict = match g.met {

@@ -87,29 +87,24 @@
 //!   read at the end of that second ([`crate::gauges`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use budget_core::ledger::parse_server_timing;
-use comfy_table::presets::ASCII_MARKDOWN;
-use comfy_table::{CellAlignment, Table};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use slow_partner::StatsSnapshot;
 
-use crate::budget_table::{
-    BudgetTable, StepSummary, markdown, micros_histogram, partner_calls_answered_by,
-};
+use crate::budget_table::{BudgetTable, StepSummary, micros_histogram, partner_calls_answered_by};
 use crate::budgets::BudgetDistribution;
 use crate::client::{Outcome, Patience, Sample};
 use crate::gauges::Gauges;
 use crate::generator::{Arrivals, LoadSpec, RateStep, RunTotals};
-use crate::hang::HangReport;
-use crate::middle::MiddleStats;
-use crate::outage::{OutageReport, RECOVERED_SHARE};
-use crate::replicas::ReplicasReport;
-use crate::spike::SpikeReport;
+use crate::section::{Section, Sections};
 use crate::window::{Watch, WindowCounts, WindowReport};
+
+mod markdown;
+
+pub use markdown::{pct, row, scenario_markdown, section_cell};
 
 /// Counts per outcome; they add up to the requests scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -511,25 +506,15 @@ pub struct RunReport {
     pub services: ServiceSeries,
     /// Per step and second of a ramp; `None` for a constant rate.
     pub ramp: Option<RampReport>,
-    /// The middle hop's own counters (`deep`); `None` without one.
-    pub middle: Option<MiddleStats>,
-    /// What the chain did during the `outage` scenario's outage.
-    pub outage: Option<OutageReport>,
     /// The requests of one window of the run on their own (the `burst`
     /// scenarios: every request; `hang`: those due while the hang held);
     /// `None` when the plan watches none.
     #[serde(default)]
     pub window: Option<WindowReport>,
-    /// What the chain did while a dependency hung (the `hang` scenarios).
-    #[serde(default)]
-    pub hang: Option<HangReport>,
-    /// How the chain came back after the `spike` scenario's spike.
-    #[serde(default)]
-    pub spike: Option<SpikeReport>,
-    /// How the `replicas` scenario's calls spread over the replicas, per
-    /// phase, and its goals against the measurements.
-    #[serde(default)]
-    pub replicas: Option<ReplicasReport>,
+    /// The scenario's own measurements ([`crate::section`]): in the JSON,
+    /// a key each (`middle`, `outage`, `hang`, `spike`, `replicas`).
+    #[serde(flatten)]
+    pub sections: Sections,
 }
 
 impl RunReport {
@@ -547,6 +532,17 @@ impl RunReport {
             ramp.series.services = series.clone();
         }
         self.services = series;
+    }
+
+    /// The scenario's measurement of type `T`, if the run has one.
+    pub fn section<T: Section>(&self) -> Option<&T> {
+        self.sections.get()
+    }
+
+    /// Puts the scenario's measurement `section` in the report (replacing
+    /// one of its type).
+    pub fn set_section<T: Section>(&mut self, section: T) {
+        self.sections.set(section);
     }
 }
 
@@ -766,11 +762,7 @@ impl Recorder {
             ramp,
             window: self.watch.map(|(w, c)| c.finish(&w)),
             services: ServiceSeries::default(),
-            middle: None,
-            outage: None,
-            hang: None,
-            spike: None,
-            replicas: None,
+            sections: Sections::default(),
             scenario: run.scenario,
             mode: run.mode,
             description: run.description,
@@ -859,476 +851,6 @@ pub fn load_average() -> Option<[f64; 3]> {
     let mut parts = text.split_whitespace().map(|p| p.parse::<f64>().ok());
     Some([parts.next()??, parts.next()??, parts.next()??])
 }
-
-/// Side-by-side summary of the runs of one scenario (a column per run),
-/// then each run's budget table.
-pub fn scenario_markdown(runs: &[RunReport]) -> String {
-    let Some(first) = runs.first() else {
-        return String::new();
-    };
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "### {}: {}\n\n{} req/s ({:?} arrivals) for {} s, client budget {}, client patience {}.\n",
-        first.scenario,
-        first.description,
-        // A ramp's mean rate to a tenth (146.7, not 146.66666666666666).
-        (first.rate_per_s * 10.0).round() / 10.0,
-        first.arrivals,
-        first.duration_s,
-        first.budgets.describe(),
-        match first.patience {
-            Patience::Fixed(d) => humantime::format_duration(d).to_string(),
-            Patience::Budget => "the budget".to_owned(),
-        }
-    );
-    let mut table = Table::new();
-    table.load_style(ASCII_MARKDOWN);
-    let mut header = vec!["".to_owned()];
-    header.extend(runs.iter().map(|r| format!("{} mode", r.mode)));
-    table.set_header(header);
-    let row = |name: &str, f: &dyn Fn(&RunReport) -> String| {
-        let mut cells = vec![name.to_owned()];
-        cells.extend(runs.iter().map(f));
-        cells
-    };
-    let pct = |n: u64, of: u64| {
-        if of == 0 {
-            "0".to_owned()
-        } else {
-            format!("{n} ({:.1}%)", n as f64 * 100.0 / of as f64)
-        }
-    };
-    let rows: Vec<Vec<String>> = vec![
-        row("requests scheduled / sent", &|r| {
-            format!("{} / {}", r.scheduled, r.sent)
-        }),
-        row("200 (full)", &|r| r.outcomes.ok.to_string()),
-        row("200 degraded", &|r| r.outcomes.degraded.to_string()),
-        row("429", &|r| r.outcomes.too_many_requests.to_string()),
-        row("503", &|r| r.outcomes.unavailable.to_string()),
-        row("504", &|r| r.outcomes.gateway_timeout.to_string()),
-        row("other status", &|r| {
-            let detail: Vec<String> = r
-                .outcomes
-                .other_statuses
-                .iter()
-                .map(|(c, n)| format!("{c}: {n}"))
-                .collect();
-            if detail.is_empty() {
-                "0".to_owned()
-            } else {
-                format!("{} ({})", r.outcomes.other, detail.join(", "))
-            }
-        }),
-        row("transport errors / client timeouts", &|r| {
-            format!("{} / {}", r.outcomes.transport, r.outcomes.client_timeout)
-        }),
-        row("not sent (in-flight cap)", &|r| {
-            r.outcomes.not_sent.to_string()
-        }),
-        row("**goodput** (2xx within budget), req/s", &|r| {
-            format!("**{:.1}**", r.goodput_per_s)
-        }),
-        row("of which not degraded, req/s", &|r| {
-            format!("{:.1}", r.full_goodput_per_s)
-        }),
-        row("2xx after the budget", &|r| {
-            r.success_after_budget.to_string()
-        }),
-        row(
-            "answers after the request's own budget (client side)",
-            &|r| pct(r.late_answers, r.sent),
-        ),
-        row("latency p50 / p90 / p99 / max, ms", &|r| {
-            let l = r.latency_ms;
-            format!("{:.0} / {:.0} / {:.0} / {:.0}", l.p50, l.p90, l.p99, l.max)
-        }),
-        row("partner calls", &|r| {
-            r.partner
-                .as_ref()
-                .map_or("-".into(), |p| p.requests.to_string())
-        }),
-        row("partner calls per request sent", &|r| {
-            r.partner.as_ref().map_or("-".into(), |p| {
-                if r.sent == 0 {
-                    "-".to_owned()
-                } else {
-                    format!("{:.3}", p.requests as f64 / r.sent as f64)
-                }
-            })
-        }),
-        row("partner late (its /stats)", &|r| {
-            r.partner
-                .as_ref()
-                .map_or("-".into(), |p| pct(p.late, p.requests))
-        }),
-        row(
-            "partner calls not answered by the client's deadline",
-            &|r| {
-                r.partner
-                    .as_ref()
-                    .map_or("-".into(), |p| pct(p.not_answered_by_deadline, p.requests))
-            },
-        ),
-        row(
-            "connections dropped at a full accept queue (kernel, whole machine)",
-            &|r| r.listen_overflows.map_or("-".into(), |n| n.to_string()),
-        ),
-        row("generator max lag, ms", &|r| {
-            format!("{:.1}", r.generator_max_lag_ms)
-        }),
-        row("run wall time, s", &|r| format!("{:.1}", r.wall_s)),
-        row("load average before (1 / 5 / 15 min)", &|r| {
-            r.load_average
-                .map_or("-".into(), |[a, b, c]| format!("{a:.2} / {b:.2} / {c:.2}"))
-        }),
-    ];
-    for r in rows {
-        table.add_row(r);
-    }
-    if runs.iter().any(|r| r.middle.is_some()) {
-        let m = |r: &RunReport, f: &dyn Fn(&MiddleStats) -> String| {
-            r.middle.as_ref().map_or("-".into(), f)
-        };
-        table.add_row(row("middle: requests / with a budget", &|r| {
-            m(r, &|s| format!("{} / {}", s.requests, s.with_budget))
-        }));
-        table.add_row(row(
-            "middle: answers ready after the budget they arrived with",
-            &|r| {
-                m(r, &|s| {
-                    if s.with_budget == 0 {
-                        "not measured (no budget arrives)".into()
-                    } else {
-                        pct(s.late, s.with_budget)
-                    }
-                })
-            },
-        ));
-        table.add_row(row("middle: work dropped before its answer (cut)", &|r| {
-            m(r, &|s| s.cut.to_string())
-        }));
-    }
-    if let Some(o) = runs.iter().find_map(|r| r.outage.as_ref()) {
-        table.add_row(row(
-            &format!(
-                "outage ({} answers {} from {} to {} s): {} attempts per client request",
-                o.path, o.status, o.from_s, o.to_s, o.path
-            ),
-            &|r| {
-                r.outage.as_ref().map_or("-".into(), |o| {
-                    format!(
-                        "{:.2} ({} calls / {} requests, at most {})",
-                        o.pricing_attempts_per_request,
-                        o.pricing_calls,
-                        o.requests,
-                        o.max_pricing_attempts
-                    )
-                })
-            },
-        ));
-        table.add_row(row(
-            &format!(
-                "seconds after the outage until goodput is back to {:.0} % of before",
-                RECOVERED_SHARE * 100.0
-            ),
-            &|r| {
-                r.outage.as_ref().map_or("-".into(), |o| {
-                    o.recovered_after_s.map_or_else(
-                        || "not within the run".to_owned(),
-                        |s| format!("{s:.0} (before: {:.1} req/s)", o.pre_outage_goodput_per_s),
-                    )
-                })
-            },
-        ));
-    }
-    if let Some(w) = runs.iter().find_map(|r| r.window.as_ref()) {
-        let win = |r: &RunReport, f: &dyn Fn(&WindowReport) -> String| {
-            r.window.as_ref().map_or("-".into(), f)
-        };
-        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-        let what = &w.what;
-        table.add_row(row(
-            &format!("{what}: 2xx within budget / 2xx, of requests"),
-            &|r| {
-                win(r, &|w| {
-                    format!("{} / {} of {}", w.good, w.success, w.requests)
-                })
-            },
-        ));
-        table.add_row(row(&format!("{what}: refused (by status)"), &|r| {
-            win(r, &|w| {
-                let mut parts: Vec<String> = w
-                    .refused
-                    .iter()
-                    .map(|(code, n)| format!("{code}: {n}"))
-                    .collect();
-                for (name, n) in [
-                    ("client timeout", w.client_timeouts),
-                    ("transport", w.transport),
-                    ("not sent", w.not_sent),
-                ] {
-                    if n > 0 {
-                        parts.push(format!("{name}: {n}"));
-                    }
-                }
-                let refused: u64 = w.refused.values().sum();
-                if parts.is_empty() {
-                    "0".to_owned()
-                } else {
-                    format!("{refused} ({})", parts.join(", "))
-                }
-            })
-        }));
-        table.add_row(row(
-            &format!("{what}: failures' latency p50 / p99, ms"),
-            &|r| {
-                win(r, &|w| {
-                    format!("{} / {}", ms(w.failure_p50_ms), ms(w.failure_p99_ms))
-                })
-            },
-        ));
-        table.add_row(row(&format!("{what}: slowest 2xx, ms"), &|r| {
-            win(r, &|w| ms(w.slowest_success_ms))
-        }));
-    }
-    if let Some(h) = runs.iter().find_map(|r| r.hang.as_ref()) {
-        let of = |r: &RunReport, f: &dyn Fn(&HangReport) -> String| {
-            r.hang.as_ref().map_or("-".into(), f)
-        };
-        let count = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
-        let secs = |v: Option<f64>| v.map_or("not within the run".into(), |v| format!("{v:.1}"));
-        table.add_row(row(
-            &format!(
-                "hang ({} held from {} to {} s): most calls held at once on it, whole run / \
-                 from {} s (settled)",
-                h.path, h.from_s, h.to_s, h.settled_from_s
-            ),
-            &|r| {
-                of(r, &|h| {
-                    format!("{} / {}", count(h.held_max), count(h.settled_held_max))
-                })
-            },
-        ));
-        table.add_row(row(
-            &format!(
-                "seconds after the hang until the first 2xx answer / until the first second (by \
-                 send time) with goodput back to {:.0} % of before",
-                RECOVERED_SHARE * 100.0
-            ),
-            &|r| {
-                of(r, &|h| {
-                    format!(
-                        "{} / {} (before: {:.1} req/s)",
-                        secs(h.first_success_after_s),
-                        secs(h.recovered_after_s),
-                        h.pre_hang_goodput_per_s
-                    )
-                })
-            },
-        ));
-    }
-    if let Some(sp) = runs.iter().find_map(|r| r.spike.as_ref()) {
-        table.add_row(row(
-            &format!(
-                "spike ({} to {} s): calm p99 before it, ms / seconds after it until a second's \
-                 p99 is back within 10 % or 10 ms of it",
-                sp.spike_from_s, sp.spike_to_s
-            ),
-            &|r| {
-                r.spike.as_ref().map_or("-".into(), |sp| {
-                    format!(
-                        "{} / {}",
-                        sp.calm_p99_ms.map_or("-".into(), |p| format!("{p:.0}")),
-                        sp.p99_back_after_s
-                            .map_or("not within the run".into(), |s| format!("{s:.0}"))
-                    )
-                })
-            },
-        ));
-    }
-    if let Some((w, q)) = runs.iter().find_map(|r| {
-        r.spike
-            .as_ref()
-            .and_then(|sp| sp.whole_budget.zip(sp.standing_share))
-    }) {
-        let drained =
-            |d: Option<f64>| d.map_or("not within the run".into(), |s| format!("{s:.1} s"));
-        table.add_row(row(
-            &format!(
-                "spike: refused (5xx) from its start; the fewest a scheduler knowing the capacity \
-                 refuses: {} waiting up to {:.0} ms (queue empty {} after the spike), {} waiting \
-                 up to {:.0} ms ({} after)",
-                w.refused,
-                w.max_wait_ms,
-                drained(w.drained_after_s),
-                q.refused,
-                q.max_wait_ms,
-                drained(q.drained_after_s),
-            ),
-            &|r| {
-                r.spike
-                    .as_ref()
-                    .map_or("-".into(), |sp| sp.refused_from_spike.to_string())
-            },
-        ));
-    }
-    let mut classes: Vec<&str> = Vec::new();
-    for r in runs {
-        for c in &r.classes {
-            if !classes.contains(&c.class.as_str()) {
-                classes.push(&c.class);
-            }
-        }
-    }
-    for class in classes {
-        let of = |r: &RunReport| r.classes.iter().find(|c| c.class == class).cloned();
-        table.add_row(row(
-            &format!("{class}: 2xx (success rate) / good, of requests"),
-            &|r| {
-                of(r).map_or("-".into(), |c| {
-                    format!(
-                        "{} ({:.1}%) / {} ({:.1}%) of {}",
-                        c.success,
-                        c.success_share * 100.0,
-                        c.good,
-                        c.good_share * 100.0,
-                        c.scheduled
-                    )
-                })
-            },
-        ));
-        table.add_row(row(
-            &format!("{class}: answers after the request's own budget"),
-            &|r| of(r).map_or("-".into(), |c| c.late_answers.to_string()),
-        ));
-    }
-    for col in 1..=runs.len() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let _ = writeln!(out, "{table}\n");
-    if let Some(ramp) = &first.ramp {
-        out.push_str(&ramp_markdown(runs, ramp));
-        if first.spike.is_some() || first.replicas.is_some() {
-            out.push_str(&per_second_markdown(runs));
-        }
-    }
-    out.push_str(&crate::replicas::markdown(runs));
-    for r in runs {
-        let _ = writeln!(
-            out,
-            "Budget table, {} mode ({} answers with a ledger):\n",
-            r.mode,
-            r.steps.first().map_or(0, |s| s.requests)
-        );
-        if r.steps.is_empty() {
-            let _ = writeln!(out, "(no answer carried a Server-Timing ledger)\n");
-        } else {
-            let _ = writeln!(out, "{}\n", markdown(&r.steps));
-        }
-    }
-    out
-}
-
-/// The per-step table of a ramp: a row per step, a column per run
-/// (goodput and p99), and, for the runs that read them, pricing's mean
-/// floor and adaptive limit over the step's seconds.
-fn ramp_markdown(runs: &[RunReport], first: &RampReport) -> String {
-    let mut table = Table::new();
-    table.load_style(ASCII_MARKDOWN);
-    let mut header = vec!["step (offered load)".to_owned()];
-    header.extend(
-        runs.iter()
-            .map(|r| format!("{} mode: goodput req/s / p99 ms / 5xx", r.mode)),
-    );
-    type Pick = fn(&ServiceSeries) -> Option<&PerDependency>;
-    let floor: Pick = |s| s.learned_floor_ms.as_ref();
-    let limit: Pick = |s| s.adaptive_limit.as_ref();
-    // (run, what, how it is written) for each column of the services.
-    let mut extra: Vec<(&RunReport, Pick, usize)> = Vec::new();
-    for r in runs {
-        for (pick, what, digits) in [
-            (floor, "pricing floor ms (mean)", 0),
-            (limit, "pricing adaptive limit (mean)", 1),
-        ] {
-            if pick(&r.services).is_some_and(|m| m.contains_key(PRICING)) {
-                header.push(format!("{} mode: {what}", r.mode));
-                extra.push((r, pick, digits));
-            }
-        }
-    }
-    table.set_header(header);
-    for (i, step) in first.steps.iter().enumerate() {
-        let mut cells = vec![format!(
-            "{}: {}-{} s, {}{:.0} req/s",
-            i + 1,
-            step.from_s,
-            step.to_s,
-            step.factor.map_or(String::new(), |f| format!("{f}x, ")),
-            step.rate_per_s
-        )];
-        cells.extend(runs.iter().map(|r| {
-            r.ramp
-                .as_ref()
-                .and_then(|ramp| ramp.steps.get(i))
-                .map_or("-".into(), |s| {
-                    format!(
-                        "{:.1} / {} / {}",
-                        s.goodput_per_s,
-                        s.p99_ms.map_or("-".into(), |p| format!("{p:.0}")),
-                        s.refused
-                    )
-                })
-        }));
-        cells.extend(extra.iter().map(|(r, pick, digits)| {
-            ServiceSeries::mean_over(pick(&r.services), PRICING, step.from_s, step.to_s)
-                .map_or("-".into(), |v| format!("{v:.digits$}"))
-        }));
-        table.add_row(cells);
-    }
-    let what = if runs.iter().any(|r| r.spike.is_some()) {
-        "Per phase of the spike"
-    } else if runs.iter().any(|r| r.replicas.is_some()) {
-        "Per phase (healthy, slow, after-slow, blackhole, after-blackhole, restart)"
-    } else {
-        "Per step of the ramp"
-    };
-    format!("{what} (by intended send time; 5xx: requests answered 5xx):\n\n{table}\n\n")
-}
-
-/// A row per second of the run (by intended send time), a column per run:
-/// goodput and p99 latency of the requests due in that second.
-fn per_second_markdown(runs: &[RunReport]) -> String {
-    let mut table = Table::new();
-    table.load_style(ASCII_MARKDOWN);
-    let mut header = vec!["second".to_owned()];
-    header.extend(
-        runs.iter()
-            .map(|r| format!("{} mode: goodput / p99 ms", r.mode)),
-    );
-    table.set_header(header);
-    let seconds = runs.iter().map(|r| r.timeline.len()).max().unwrap_or(0);
-    for i in 0..seconds {
-        let mut cells = vec![i.to_string()];
-        cells.extend(runs.iter().map(|r| {
-            r.timeline.get(i).map_or("-".into(), |s| {
-                format!(
-                    "{} / {}",
-                    s.good,
-                    s.p99_ms.map_or("-".into(), |p| format!("{p:.0}"))
-                )
-            })
-        }));
-        table.add_row(cells);
-    }
-    format!("Per second (by intended send time):\n\n{table}\n\n")
-}
-
-/// The dependency whose floor and limit the ramp's table shows.
-const PRICING: &str = "pricing";
 
 /// Serialises a duration as whole milliseconds.
 pub(crate) mod millis {
