@@ -7,8 +7,9 @@
 //! [`RunReport::set_section`](crate::report::RunReport::set_section) and
 //! reads it back with
 //! [`RunReport::section`](crate::report::RunReport::section). In the
-//! report's JSON each section is a top-level key (`"outage": {...}`), as
-//! the fields were; reading a report back, a section's key is looked up
+//! report's JSON each registered section is a top-level key
+//! (`"outage": {...}`, `null` in the runs without one), as the fields
+//! were; reading a report back, a section's key is looked up
 //! among the [`SectionKind`]s the registry's scenarios declare
 //! ([`Scenario::sections`](crate::scenario::Scenario::sections)).
 
@@ -138,13 +139,43 @@ impl PartialEq for Sections {
 }
 
 impl Serialize for Sections {
+    /// Every registered section's key, `null` when the run has none (the
+    /// report's shape does not depend on the scenario), then any other
+    /// section the run has.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for s in &self.0 {
+        let kinds = registered();
+        let mut map = serializer.serialize_map(None)?;
+        for kind in &kinds {
+            match self.0.iter().find(|s| s.key() == kind.key) {
+                Some(s) => {
+                    map.serialize_entry(kind.key, &s.to_json().map_err(S::Error::custom)?)?
+                }
+                None => map.serialize_entry(kind.key, &None::<()>)?,
+            }
+        }
+        for s in self
+            .0
+            .iter()
+            .filter(|s| !kinds.iter().any(|k| k.key == s.key()))
+        {
             map.serialize_entry(s.key(), &s.to_json().map_err(S::Error::custom)?)?;
         }
         map.end()
     }
+}
+
+/// The section kinds of every scenario of the registry, each key once.
+fn registered() -> Vec<SectionKind> {
+    let mut kinds: Vec<SectionKind> = Vec::new();
+    for kind in crate::scenarios::ALL
+        .iter()
+        .flat_map(|s| s.get().sections())
+    {
+        if !kinds.iter().any(|k| k.key == kind.key) {
+            kinds.push(*kind);
+        }
+    }
+    kinds
 }
 
 impl<'de> Deserialize<'de> for Sections {
@@ -153,11 +184,7 @@ impl<'de> Deserialize<'de> for Sections {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
         let map = BTreeMap::<String, serde_json::Value>::deserialize(deserializer)?;
-        let kinds: Vec<SectionKind> = crate::scenarios::ALL
-            .iter()
-            .flat_map(|s| s.get().sections())
-            .copied()
-            .collect();
+        let kinds = registered();
         let mut sections = Vec::new();
         for (key, value) in map {
             if value.is_null() {

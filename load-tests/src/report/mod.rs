@@ -893,6 +893,7 @@ mod tests {
 
     use super::*;
     use crate::generator::Scheduled;
+    use crate::outage::OutageReport;
 
     /// A budget-mode run of `scenario` at 10 req/s for 1 s, 1 s budgets.
     fn one_second_run(scenario: &str) -> RunInfo {
@@ -1165,6 +1166,29 @@ mod tests {
         // Without a watch, no window.
         let plain = Recorder::new().finish(one_second_run("t"), RunTotals::default(), None);
         assert!(plain.window.is_none());
+    }
+
+    #[test]
+    fn a_scenario_s_section_is_a_top_level_json_key_and_reads_back() {
+        let mut report =
+            Recorder::new().finish(one_second_run("outage"), RunTotals::default(), None);
+        assert!(report.section::<OutageReport>().is_none());
+        let outage = OutageReport {
+            path: "/pricing".into(),
+            requests: 3,
+            ..OutageReport::default()
+        };
+        report.set_section(outage.clone());
+        assert_eq!(report.section::<OutageReport>(), Some(&outage));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["outage"]["requests"], 3);
+        // Every registered section has its key, null where the run has none.
+        for key in ["middle", "hang", "spike", "replicas"] {
+            assert!(json.get(key).is_some_and(|v| v.is_null()), "{key}");
+        }
+        let back: RunReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, report);
+        assert!(back.section::<crate::hang::HangReport>().is_none());
     }
 
     #[test]
