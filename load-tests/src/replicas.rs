@@ -61,7 +61,7 @@ use serde::{Deserialize, Serialize};
 use slow_partner::{FaultMode, PartnerHandle};
 use tokio::time::Instant;
 
-use crate::report::{RampReport, RunReport};
+use crate::report::{RampReport, RunReport, row, section_cell};
 
 /// How many replicas serve every dependency.
 pub const REPLICAS: usize = 3;
@@ -624,77 +624,12 @@ pub fn markdown(runs: &[RunReport]) -> String {
             .map(|r| format!("{} mode: r1 / r2 / r3 %", r.mode)),
     );
     table.set_header(header);
-    for (i, p) in first.phases.iter().enumerate() {
-        let mut cells = vec![format!(
-            "{}: {}-{} s, {}",
-            p.phase,
-            p.from_s,
-            p.to_s,
-            PHASES.get(i).map_or(String::new(), |(ph, _)| ph.describe())
-        )];
-        cells.extend(runs.iter().map(|r| {
-            r.section::<ReplicasReport>()
-                .and_then(|rep| rep.phases.get(i))
-                .map_or("-".into(), |p| {
-                    let shares: Vec<String> = p
-                        .shares
-                        .iter()
-                        .map(|s| format!("{:.1}", s * 100.0))
-                        .collect();
-                    format!(
-                        "{} ({} calls)",
-                        shares.join(" / "),
-                        p.calls.iter().sum::<u64>()
-                    )
-                })
-        }));
-        table.add_row(cells);
-    }
-    let mut back = vec![format!(
-        "restart: seconds from replica {} serving again ({} s) until its share of a second's \
-         calls is within {:.0} % of a third",
-        first.troubled,
-        first.back_at_s,
-        EVEN_TOLERANCE * 100.0
-    )];
-    back.extend(runs.iter().map(|r| {
-        r.section::<ReplicasReport>().map_or("-".into(), |rep| {
-            rep.back_after_s
-                .map_or("not within the phase".into(), |s| format!("{s:.1}"))
-        })
-    }));
-    table.add_row(back);
-    if runs.iter().any(|r| {
-        r.section::<ReplicasReport>()
-            .is_some_and(|rep| !rep.fault_errors.is_empty())
-    }) {
-        let mut cells = vec!["faults that did not take effect (the phase differs)".to_owned()];
-        cells.extend(runs.iter().map(|r| {
-            r.section::<ReplicasReport>().map_or("-".into(), |rep| {
-                if rep.fault_errors.is_empty() {
-                    "none".to_owned()
-                } else {
-                    rep.fault_errors.join("; ")
-                }
-            })
-        }));
-        table.add_row(cells);
-    }
-    for (i, g) in first.goals.iter().enumerate() {
-        let mut cells = vec![format!("goal: {}", g.goal)];
-        cells.extend(runs.iter().map(|r| {
-            r.section::<ReplicasReport>()
-                .and_then(|rep| rep.goals.get(i))
-                .map_or("-".into(), |g| {
-                    let verdict = match g.met {
-                        Some(true) => "met",
-                        Some(false) => "NOT met",
-                        None => "-",
-                    };
-                    format!("{verdict}: {}", g.measured)
-                })
-        }));
-        table.add_row(cells);
+    let rows = phase_rows(runs, first)
+        .into_iter()
+        .chain(restart_rows(runs, first))
+        .chain(goal_rows(runs, first));
+    for r in rows {
+        table.add_row(r);
     }
     for col in 1..=runs.len() {
         if let Some(c) = table.column_mut(col) {
@@ -707,6 +642,100 @@ pub fn markdown(runs: &[RunReport]) -> String {
         "Replicas (each partner's own count of the calls it received, per phase):\n\n{table}\n"
     );
     out
+}
+
+/// A row per phase: each replica's share of the calls, a column per run.
+fn phase_rows(runs: &[RunReport], first: &ReplicasReport) -> Vec<Vec<String>> {
+    first
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let name = format!(
+                "{}: {}-{} s, {}",
+                p.phase,
+                p.from_s,
+                p.to_s,
+                PHASES.get(i).map_or(String::new(), |(ph, _)| ph.describe())
+            );
+            row(runs, &name, &|r| {
+                r.section::<ReplicasReport>()
+                    .and_then(|rep| rep.phases.get(i))
+                    .map_or("-".into(), |p| {
+                        let shares: Vec<String> = p
+                            .shares
+                            .iter()
+                            .map(|s| format!("{:.1}", s * 100.0))
+                            .collect();
+                        format!(
+                            "{} ({} calls)",
+                            shares.join(" / "),
+                            p.calls.iter().sum::<u64>()
+                        )
+                    })
+            })
+        })
+        .collect()
+}
+
+/// The restart's time back, and the faults that did not take effect
+/// (when a run has one).
+fn restart_rows(runs: &[RunReport], first: &ReplicasReport) -> Vec<Vec<String>> {
+    let name = format!(
+        "restart: seconds from replica {} serving again ({} s) until its share of a second's \
+         calls is within {:.0} % of a third",
+        first.troubled,
+        first.back_at_s,
+        EVEN_TOLERANCE * 100.0
+    );
+    let mut rows = vec![row(runs, &name, &|r| {
+        section_cell(r, |rep: &ReplicasReport| {
+            rep.back_after_s
+                .map_or("not within the phase".into(), |s| format!("{s:.1}"))
+        })
+    })];
+    if runs.iter().any(|r| {
+        r.section::<ReplicasReport>()
+            .is_some_and(|rep| !rep.fault_errors.is_empty())
+    }) {
+        rows.push(row(
+            runs,
+            "faults that did not take effect (the phase differs)",
+            &|r| {
+                section_cell(r, |rep: &ReplicasReport| {
+                    if rep.fault_errors.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        rep.fault_errors.join("; ")
+                    }
+                })
+            },
+        ));
+    }
+    rows
+}
+
+/// A row per goal of the scenario: met or not, and the measurement.
+fn goal_rows(runs: &[RunReport], first: &ReplicasReport) -> Vec<Vec<String>> {
+    first
+        .goals
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            row(runs, &format!("goal: {}", g.goal), &|r| {
+                r.section::<ReplicasReport>()
+                    .and_then(|rep| rep.goals.get(i))
+                    .map_or("-".into(), |g| {
+                        let verdict = match g.met {
+                            Some(true) => "met",
+                            Some(false) => "NOT met",
+                            None => "-",
+                        };
+                        format!("{verdict}: {}", g.measured)
+                    })
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -721,43 +721,9 @@ impl Recorder {
         partner: Option<&StatsSnapshot>,
     ) -> RunReport {
         let window = run.spec.duration().as_secs_f64();
-        let p99 =
-            |h: &Histogram<u64>| (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0);
-        let ramp = (!self.ramp.is_empty()).then(|| {
-            let mut from = Duration::ZERO;
-            let steps = self
-                .ramp
-                .iter()
-                .enumerate()
-                .map(|(i, (step, c))| {
-                    let to = from.saturating_add(step.duration);
-                    let r = RampStepReport {
-                        step: i,
-                        factor: step.factor,
-                        rate_per_s: step.rate,
-                        from_s: from.as_secs_f64(),
-                        to_s: to.as_secs_f64(),
-                        due: c.due,
-                        good: c.good,
-                        refused: c.refused,
-                        goodput_per_s: c.good as f64 / step.duration.as_secs_f64(),
-                        p99_ms: p99(&c.latency),
-                    };
-                    from = to;
-                    r
-                })
-                .collect();
-            RampReport {
-                steps,
-                series: RampSeries {
-                    second: (0..self.seconds.len() as u64).collect(),
-                    offered_per_s: self.seconds.iter().map(|s| s.due).collect(),
-                    goodput_per_s: self.seconds.iter().map(|s| s.good).collect(),
-                    p99_ms: self.seconds.iter().map(|s| p99(&s.latency)).collect(),
-                    services: ServiceSeries::default(),
-                },
-            }
-        });
+        let ramp = self.ramp_report();
+        let classes = self.class_reports();
+        let timeline = self.timeline();
         RunReport {
             ramp,
             window: self.watch.map(|(w, c)| c.finish(&w)),
@@ -779,28 +745,7 @@ impl Recorder {
             full_goodput_per_s: self.full_good as f64 / window,
             success_after_budget: self.success_after_budget,
             late_answers: self.late_answers,
-            classes: self
-                .classes
-                .iter()
-                .map(|(name, c)| {
-                    let share = |n: u64| {
-                        if c.scheduled == 0 {
-                            0.0
-                        } else {
-                            n as f64 / c.scheduled as f64
-                        }
-                    };
-                    ClassReport {
-                        class: (*name).to_owned(),
-                        scheduled: c.scheduled,
-                        success: c.success,
-                        good: c.good,
-                        late_answers: c.late_answers,
-                        success_share: share(c.success),
-                        good_share: share(c.good),
-                    }
-                })
-                .collect(),
+            classes,
             latency_ms: Latency::of(&self.latency),
             generator_max_lag_ms: totals.max_lag.as_secs_f64() * 1000.0,
             listen_overflows: None,
@@ -808,21 +753,95 @@ impl Recorder {
             load_average: run.load_average,
             partner: partner.map(|s| PartnerReport::new(s, self.partner_calls_on_time)),
             steps: self.table.summaries(),
-            timeline: self
-                .seconds
-                .iter()
-                .enumerate()
-                .map(|(i, s)| SecondSummary {
-                    second: i as u64,
-                    due: s.due,
-                    good: s.good,
-                    p99_ms: (!s.latency.is_empty())
-                        .then(|| s.latency.value_at_quantile(0.99) as f64 / 1000.0),
-                })
-                .collect(),
+            timeline,
             outcomes: self.outcomes,
         }
     }
+
+    /// The per-step and per-second report of a load with steps; `None`
+    /// without steps.
+    fn ramp_report(&self) -> Option<RampReport> {
+        if self.ramp.is_empty() {
+            return None;
+        }
+        let mut from = Duration::ZERO;
+        let steps = self
+            .ramp
+            .iter()
+            .enumerate()
+            .map(|(i, (step, c))| {
+                let to = from.saturating_add(step.duration);
+                let r = RampStepReport {
+                    step: i,
+                    factor: step.factor,
+                    rate_per_s: step.rate,
+                    from_s: from.as_secs_f64(),
+                    to_s: to.as_secs_f64(),
+                    due: c.due,
+                    good: c.good,
+                    refused: c.refused,
+                    goodput_per_s: c.good as f64 / step.duration.as_secs_f64(),
+                    p99_ms: p99_ms(&c.latency),
+                };
+                from = to;
+                r
+            })
+            .collect();
+        Some(RampReport {
+            steps,
+            series: RampSeries {
+                second: (0..self.seconds.len() as u64).collect(),
+                offered_per_s: self.seconds.iter().map(|s| s.due).collect(),
+                goodput_per_s: self.seconds.iter().map(|s| s.good).collect(),
+                p99_ms: self.seconds.iter().map(|s| p99_ms(&s.latency)).collect(),
+                services: ServiceSeries::default(),
+            },
+        })
+    }
+
+    /// Per class of request, in name order.
+    fn class_reports(&self) -> Vec<ClassReport> {
+        self.classes
+            .iter()
+            .map(|(name, c)| {
+                let share = |n: u64| {
+                    if c.scheduled == 0 {
+                        0.0
+                    } else {
+                        n as f64 / c.scheduled as f64
+                    }
+                };
+                ClassReport {
+                    class: (*name).to_owned(),
+                    scheduled: c.scheduled,
+                    success: c.success,
+                    good: c.good,
+                    late_answers: c.late_answers,
+                    success_share: share(c.success),
+                    good_share: share(c.good),
+                }
+            })
+            .collect()
+    }
+
+    /// Per second of the run.
+    fn timeline(&self) -> Vec<SecondSummary> {
+        self.seconds
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SecondSummary {
+                second: i as u64,
+                due: s.due,
+                good: s.good,
+                p99_ms: p99_ms(&s.latency),
+            })
+            .collect()
+    }
+}
+
+/// A histogram's p99 in ms (µs recorded); `None` when it is empty.
+fn p99_ms(h: &Histogram<u64>) -> Option<f64> {
+    (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0)
 }
 
 /// What a report says about the run besides its measurements.
