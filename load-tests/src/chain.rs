@@ -632,7 +632,7 @@ impl Chain {
     /// and [`ChainMode::P2c`], the peer checkout, shedding or not,
     /// balancing or not) and edge for `setup` in `mode`; with
     /// [`Setup::middle`], a [`Middle`] hop before the partner; with
-    /// [`Topology::Replicas`], every dependency is served by each of
+    /// [`Topology::Replicas`](crate::scenario::Topology::Replicas), every dependency is served by each of
     /// [`Partners::all`].
     ///
     /// # Errors

@@ -25,7 +25,7 @@
 //!   construction. The comparable number for both modes is
 //!   `partner_calls_not_answered_by_deadline`: the partner's requests minus
 //!   those that, by the answers' ledgers, were answered by the client's
-//!   deadline ([`partner_calls_answered_by`]); calls cut by a timeout, and
+//!   deadline ([`partner_calls_answered_by`](crate::budget_table::partner_calls_answered_by)); calls cut by a timeout, and
 //!   calls of requests that came back without checkout's ledger, count as
 //!   not answered in time.
 //! - **answers after the request's own budget** (`late_answers`, client
@@ -47,7 +47,7 @@
 //! - **per hop** (the `deep` scenario: edge -> checkout -> middle ->
 //!   partner), work finished after its caller's deadline: the client side
 //!   for the whole chain (answers after the request's own budget); middle
-//!   counts its own ([`MiddleStats`]: answers ready after the budget they
+//!   counts its own ([`MiddleStats`](crate::middle::MiddleStats): answers ready after the budget they
 //!   arrived with, and work dropped at the deadline), and the partner its
 //!   own (`late`); both only where a budget arrives, that is in budget
 //!   mode. Not measured: edge and checkout keep no such counter, and in
