@@ -48,7 +48,7 @@
 //!
 //! impl Scenario for PricingSlow {
 //!     fn name(&self) -> &'static str { "pricing-slow" }
-//!     fn about(&self) -> &'static str { "Pricing twice as slow." }
+//!     fn about(&self) -> &'static str { "Pricing twice as slow" }
 //!     fn setup(&self, settings: &ChainSettings) -> Setup {
 //!         Setup {
 //!             pricing: "delay=90ms&jitter=20ms".into(),
@@ -86,7 +86,8 @@ pub trait Scenario: Sync {
     /// kebab-case, unique in the registry.
     fn name(&self) -> &'static str;
 
-    /// One line on what it does, for `--help`.
+    /// One line on what it does, for `--help` (no closing period, as
+    /// clap writes the others).
     fn about(&self) -> &'static str;
 
     /// What it asks of the chain under `settings`: partner shapes,

@@ -14,7 +14,7 @@ impl Scenario for Blackhole {
     }
 
     fn about(&self) -> &'static str {
-        "Inventory's partner is blackholed."
+        "Inventory's partner is blackholed"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -55,7 +55,7 @@ pub struct Burst {
 pub const BURST_FITS: Burst = Burst {
     name: "burst-fits",
     about: "A cold chain; every request at once; 50 ms on every path, 8 workers per path; 10 s \
-            budgets, which cover the whole burst.",
+            budgets, which cover the whole burst",
     budget: BURST_FITS_BUDGET,
     limited: true,
 };
@@ -63,7 +63,7 @@ pub const BURST_FITS: Burst = Burst {
 /// `burst-fits-unlimited`.
 pub const BURST_FITS_UNLIMITED: Burst = Burst {
     name: "burst-fits-unlimited",
-    about: "As `burst-fits`, with no worker limit at the partner.",
+    about: "As `burst-fits`, with no worker limit at the partner",
     limited: false,
     ..BURST_FITS
 };
@@ -71,7 +71,7 @@ pub const BURST_FITS_UNLIMITED: Burst = Burst {
 /// `burst-part`.
 pub const BURST_PART: Burst = Burst {
     name: "burst-part",
-    about: "As `burst-fits`, with 1 s budgets, which cover a part of it.",
+    about: "As `burst-fits`, with 1 s budgets, which cover a part of it",
     budget: BURST_PART_BUDGET,
     limited: true,
 };
@@ -79,7 +79,7 @@ pub const BURST_PART: Burst = Burst {
 /// `burst-part-unlimited`.
 pub const BURST_PART_UNLIMITED: Burst = Burst {
     name: "burst-part-unlimited",
-    about: "As `burst-part`, with no worker limit at the partner.",
+    about: "As `burst-part`, with no worker limit at the partner",
     limited: false,
     ..BURST_PART
 };

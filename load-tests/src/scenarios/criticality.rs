@@ -20,7 +20,7 @@ impl Scenario for Criticality {
     }
 
     fn about(&self) -> &'static str {
-        "The healthy partner at twice the capacity; 30 % of requests are critical."
+        "The healthy partner at twice the capacity; 30 % of requests are critical"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -25,7 +25,7 @@ impl Scenario for Deep {
     }
 
     fn about(&self) -> &'static str {
-        "Four hops, edge -> checkout -> middle -> partner, under the slow partner."
+        "Four hops, edge -> checkout -> middle -> partner, under the slow partner"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -42,14 +42,14 @@ pub struct Hang {
 pub const HANG: Hang = Hang {
     name: "hang",
     about: "The healthy partner at 20 req/s; a quarter into the run `/inventory` stops \
-            answering for half of it, then recovers; budgets of 1.9 to 2.1 s.",
+            answering for half of it, then recovers; budgets of 1.9 to 2.1 s",
     rate: HANG_RATE,
 };
 
 /// `hang-slow-rate`.
 pub const HANG_SLOW: Hang = Hang {
     name: "hang-slow-rate",
-    about: "As `hang`, at 2 req/s.",
+    about: "As `hang`, at 2 req/s",
     rate: HANG_SLOW_RATE,
 };
 

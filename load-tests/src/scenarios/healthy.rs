@@ -14,7 +14,7 @@ impl Scenario for Healthy {
     }
 
     fn about(&self) -> &'static str {
-        "Every dependency answers quickly."
+        "Every dependency answers quickly"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -17,7 +17,7 @@ impl Scenario for MixedBudgets {
     }
 
     fn about(&self) -> &'static str {
-        "The `slow` partner; half the callers give 200-600 ms, half 1-2 s."
+        "The `slow` partner; half the callers give 200-600 ms, half 1-2 s"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

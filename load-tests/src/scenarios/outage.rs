@@ -34,7 +34,7 @@ impl Scenario for Outage {
 
     fn about(&self) -> &'static str {
         "The healthy partner; a quarter into the run `/pricing` answers `503` for half of it, \
-         then recovers."
+         then recovers"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -15,7 +15,7 @@ impl Scenario for PricingFlaky {
     }
 
     fn about(&self) -> &'static str {
-        "Half the pricing calls fail once."
+        "Half the pricing calls fail once"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

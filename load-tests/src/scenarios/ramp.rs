@@ -57,7 +57,7 @@ impl Scenario for Ramp {
     }
 
     fn about(&self) -> &'static str {
-        "The healthy partner under 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity, one step after the other."
+        "The healthy partner under 0.5x, 1x, 2x, 4x, 1x, 0.5x of the capacity, one step after the other"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

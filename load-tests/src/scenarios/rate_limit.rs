@@ -27,7 +27,7 @@ impl Scenario for RateLimit {
     }
 
     fn about(&self) -> &'static str {
-        "A fraction of pricing calls get `429` with a long `Retry-After`."
+        "A fraction of pricing calls get `429` with a long `Retry-After`"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -13,7 +13,7 @@ impl Scenario for RecsSlow {
     }
 
     fn about(&self) -> &'static str {
-        "Recommendations is `slowdown` times slower."
+        "Recommendations is `slowdown` times slower"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -35,7 +35,7 @@ impl Scenario for Replicas {
 
     fn about(&self) -> &'static str {
         "Three replicas of the healthy partner behind every dependency, at 60 % of their \
-         combined capacity; replica 2 gets 10x slower, then blackholed, then restarted."
+         combined capacity; replica 2 gets 10x slower, then blackholed, then restarted"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -14,7 +14,7 @@ impl Scenario for Slow {
     }
 
     fn about(&self) -> &'static str {
-        "The partner is `slowdown` times slower on every path."
+        "The partner is `slowdown` times slower on every path"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

@@ -39,7 +39,7 @@ impl Scenario for Spike {
 
     fn about(&self) -> &'static str {
         "The healthy partner at half the capacity, three times it for a while, then half again; \
-         reported per phase and per second."
+         reported per phase and per second"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {

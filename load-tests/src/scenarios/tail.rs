@@ -24,7 +24,7 @@ impl Scenario for Tail {
     fn about(&self) -> &'static str {
         "The healthy partner, except that 5 % of its calls on every path are `slowdown` times \
          slower (a latency tail), at half the capacity; run in budget mode with and without \
-         hedging."
+         hedging"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {
