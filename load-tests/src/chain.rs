@@ -41,6 +41,7 @@
 //! required call with less time than it and the required calls after it
 //! may take). Recommendations keeps checkout's default floor of 1 s. With budget mode
 //! off, floors are ignored and every wait and attempt has the usual fixed
+//! 30 s timeout.
 
 use std::net::SocketAddr;
 use std::time::Duration;
