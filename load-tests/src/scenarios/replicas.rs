@@ -8,14 +8,18 @@
 //! and 10 s; run in the `p2c` mode too. [`crate::replicas`] drives the
 //! faults and defines the measurements.
 
+use std::fmt::Write as _;
 use std::time::Duration;
+
+use comfy_table::presets::ASCII_MARKDOWN;
+use comfy_table::{CellAlignment, Table};
 
 use crate::chain::{ChainMode, ChainSettings};
 use crate::replicas::{
-    PHASES, REPLICA_LOAD, REPLICAS, ReplicasReport, SLOWDOWN, Schedule, drive, load_shape,
-    replicas_report,
+    EVEN_TOLERANCE, PHASES, REPLICA_LOAD, REPLICAS, ReplicasReport, SLOWDOWN, Schedule, drive,
+    load_shape, replicas_report,
 };
-use crate::report::RunReport;
+use crate::report::{RunReport, row, section_cell};
 use crate::run::ModeRun;
 use crate::scenario::{RunFuture, Scenario, Setup, Topology};
 use crate::section::{Section, SectionKind};
@@ -113,13 +117,141 @@ impl Scenario for Replicas {
     }
 
     fn after_table(&self, runs: &[RunReport]) -> String {
-        crate::replicas::markdown(runs)
+        markdown(runs)
     }
 
     fn sections(&self) -> &'static [SectionKind] {
         const SECTIONS: &[SectionKind] = &[SectionKind::of::<ReplicasReport>()];
         SECTIONS
     }
+}
+
+/// Its tables: per phase each replica's share of the calls, the
+/// restart's time back, and the goals, a column per run.
+fn markdown(runs: &[RunReport]) -> String {
+    let Some(first) = runs.iter().find_map(|r| r.section::<ReplicasReport>()) else {
+        return String::new();
+    };
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN);
+    let mut header = vec!["phase: share of the partner calls per replica".to_owned()];
+    header.extend(
+        runs.iter()
+            .map(|r| format!("{} mode: r1 / r2 / r3 %", r.mode)),
+    );
+    table.set_header(header);
+    let rows = phase_rows(runs, first)
+        .into_iter()
+        .chain(restart_rows(runs, first))
+        .chain(goal_rows(runs, first));
+    for r in rows {
+        table.add_row(r);
+    }
+    for col in 1..=runs.len() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Replicas (each partner's own count of the calls it received, per phase):\n\n{table}\n"
+    );
+    out
+}
+
+/// A row per phase: each replica's share of the calls, a column per run.
+fn phase_rows(runs: &[RunReport], first: &ReplicasReport) -> Vec<Vec<String>> {
+    first
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let name = format!(
+                "{}: {}-{} s, {}",
+                p.phase,
+                p.from_s,
+                p.to_s,
+                PHASES.get(i).map_or(String::new(), |(ph, _)| ph.describe())
+            );
+            row(runs, &name, &|r| {
+                r.section::<ReplicasReport>()
+                    .and_then(|rep| rep.phases.get(i))
+                    .map_or("-".into(), |p| {
+                        let shares: Vec<String> = p
+                            .shares
+                            .iter()
+                            .map(|s| format!("{:.1}", s * 100.0))
+                            .collect();
+                        format!(
+                            "{} ({} calls)",
+                            shares.join(" / "),
+                            p.calls.iter().sum::<u64>()
+                        )
+                    })
+            })
+        })
+        .collect()
+}
+
+/// The restart's time back, and the faults that did not take effect
+/// (when a run has one).
+fn restart_rows(runs: &[RunReport], first: &ReplicasReport) -> Vec<Vec<String>> {
+    let name = format!(
+        "restart: seconds from replica {} serving again ({} s) until its share of a second's \
+         calls is within {:.0} % of a third",
+        first.troubled,
+        first.back_at_s,
+        EVEN_TOLERANCE * 100.0
+    );
+    let mut rows = vec![row(runs, &name, &|r| {
+        section_cell(r, |rep: &ReplicasReport| {
+            rep.back_after_s
+                .map_or("not within the phase".into(), |s| format!("{s:.1}"))
+        })
+    })];
+    if runs.iter().any(|r| {
+        r.section::<ReplicasReport>()
+            .is_some_and(|rep| !rep.fault_errors.is_empty())
+    }) {
+        rows.push(row(
+            runs,
+            "faults that did not take effect (the phase differs)",
+            &|r| {
+                section_cell(r, |rep: &ReplicasReport| {
+                    if rep.fault_errors.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        rep.fault_errors.join("; ")
+                    }
+                })
+            },
+        ));
+    }
+    rows
+}
+
+/// A row per goal of the scenario: met or not, and the measurement.
+fn goal_rows(runs: &[RunReport], first: &ReplicasReport) -> Vec<Vec<String>> {
+    first
+        .goals
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            row(runs, &format!("goal: {}", g.goal), &|r| {
+                r.section::<ReplicasReport>()
+                    .and_then(|rep| rep.goals.get(i))
+                    .map_or("-".into(), |g| {
+                        let verdict = match g.met {
+                            Some(true) => "met",
+                            Some(false) => "NOT met",
+                            None => "-",
+                        };
+                        format!("{verdict}: {}", g.measured)
+                    })
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
