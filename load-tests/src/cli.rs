@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::chain::{ChainMode, ChainSettings, Partners};
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
 use crate::html::write_html;
@@ -22,7 +23,7 @@ use crate::output::{markdown, write_json};
 use crate::plot::write_svg;
 use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::{ChainMode, ChainSettings, Partners, Scenario, ScenarioName};
+use crate::scenario::ScenarioRef;
 use crate::target::{LoopbackUrl, NotLoopback};
 
 /// How long each run sends when `--duration` is not given.
@@ -62,7 +63,7 @@ impl Modes {
     ///
     /// ```
     /// use load_tests::cli::Modes;
-    /// use load_tests::scenario::ChainMode;
+    /// use load_tests::chain::ChainMode;
     /// assert_eq!(Modes::All.chain_modes(), ChainMode::ALL);
     /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
     /// assert_eq!(Modes::Queue.chain_modes(), [ChainMode::Queue]);
@@ -84,7 +85,7 @@ impl Modes {
     ///
     /// ```
     /// use load_tests::cli::Modes;
-    /// use load_tests::scenario::ChainMode;
+    /// use load_tests::chain::ChainMode;
     /// assert_eq!(
     ///     Modes::union(&[Modes::Queue, Modes::Both, Modes::On]),
     ///     [ChainMode::Queue, ChainMode::Budget, ChainMode::Naive]
@@ -118,15 +119,14 @@ impl Modes {
 #[derive(Debug, Parser)]
 #[command(name = "load-tests", version)]
 pub struct Args {
-    /// Scenarios to run, comma-separated [default: all twenty]. The
-    /// bursts (`burst-fits`, `burst-fits-unlimited`, `burst-part`,
-    /// `burst-part-unlimited`) send every request at once, 300 or
+    /// Scenarios to run, comma-separated [default: every one, in the
+    /// order listed]. The bursts send every request at once, 300 or
     /// --requests; `spike` is 0.5x, 3x, 0.5x of the capacity; `hang` and
     /// `hang-slow-rate` hang /inventory for the middle half of the run;
     /// `replicas` serves every dependency from three partners, one of
     /// which gets slow, dark and restarted (29 s).
     #[arg(long = "scenario", value_enum, value_delimiter = ',')]
-    pub scenarios: Vec<ScenarioName>,
+    pub scenarios: Vec<ScenarioRef>,
     /// Requests per second [default: 80% of the chain's capacity: 128;
     /// `criticality`: 2x the capacity; `ramp`, `spike`: steps of the
     /// capacity, and a given rate stands for the capacity; `replicas`:
@@ -170,7 +170,7 @@ pub struct Args {
     pub modes: Vec<Modes>,
     /// Workers per path of the slow partner: calls of a path worked on at
     /// once, the rest queue (the chain's capacity).
-    #[arg(long, default_value_t = crate::scenario::DEFAULT_PARTNER_WORKERS)]
+    #[arg(long, default_value_t = crate::chain::DEFAULT_PARTNER_WORKERS)]
     pub partner_workers: usize,
     /// A fixed limit of calls in flight per dependency in checkout's
     /// clients, a hand-sized comparison row (e.g. 8) [default: none,
@@ -252,7 +252,7 @@ pub enum Invocation {
     /// Scenarios against chains started here.
     Scenarios {
         /// Which, in order.
-        scenarios: Vec<ScenarioName>,
+        scenarios: Vec<ScenarioRef>,
         /// How the chain is built.
         settings: ChainSettings,
         /// In which modes.
@@ -368,7 +368,7 @@ impl Args {
             });
         }
         let scenarios = if self.scenarios.is_empty() {
-            ScenarioName::ALL.to_vec()
+            crate::scenarios::ALL.to_vec()
         } else {
             let mut seen = Vec::new();
             for s in &self.scenarios {
@@ -518,21 +518,22 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
         } => {
             let partners = Partners::start(settings).await?;
             let mut reports = Vec::new();
-            for &name in scenarios {
-                let modes = ChainMode::for_scenario(modes, name);
+            for scenario in scenarios {
+                let scenario = scenario.get();
+                let modes = scenario.modes(modes);
                 // The scenario's own load (a ramp's mean rate, a burst's
                 // count), or the plan's when it cannot have one.
-                let spec = Scenario::new(name, settings)
-                    .plan(plan)
+                let spec = scenario
+                    .plan(&scenario.setup(settings), plan)
                     .map_or_else(|_| plan.spec.clone(), |p| p.spec);
                 eprintln!(
                     "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
-                    name.as_str(),
+                    scenario.name(),
                     spec.rate(),
                     humantime::format_duration(spec.duration()),
                     modes.len()
                 );
-                let runs = run_scenario(name, settings, plan, &modes, &partners).await;
+                let runs = run_scenario(scenario, settings, plan, &modes, &partners).await;
                 match runs {
                     Ok(runs) => reports.extend(runs),
                     Err(e) => {
@@ -603,266 +604,4 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::budgets::BudgetDistribution;
-    use crate::output::chain_line;
-
-    fn refusal(args: &[&str]) -> String {
-        let mut full = vec!["load-tests"];
-        full.extend_from_slice(args);
-        Args::try_parse_from(full)
-            .expect("parses")
-            .invocation()
-            .expect_err("refused")
-            .to_string()
-    }
-
-    fn accepted(args: &[&str]) -> Invocation {
-        let mut full = vec!["load-tests"];
-        full.extend_from_slice(args);
-        Args::try_parse_from(full)
-            .expect("parses")
-            .invocation()
-            .expect("accepted")
-    }
-
-    #[test]
-    fn a_target_that_is_not_loopback_is_refused() {
-        for url in [
-            "http://10.0.0.1:8080/checkout",
-            "http://example.com/checkout",
-            "http://0.0.0.0:8080/checkout",
-            "https://127.0.0.1/checkout",
-        ] {
-            let err = refusal(&["--target", url]);
-            assert!(
-                err.starts_with(&format!("--target: refusing {url}")),
-                "{err}"
-            );
-        }
-        let err = refusal(&[
-            "--target",
-            "http://127.0.0.1:1/checkout",
-            "--partner-stats",
-            "http://192.168.0.2:9000",
-        ]);
-        assert!(err.starts_with("--partner-stats: refusing"), "{err}");
-        assert!(matches!(
-            accepted(&["--target", "http://localhost:8080/checkout"]),
-            Invocation::Target { .. }
-        ));
-    }
-
-    #[test]
-    fn rate_and_duration_over_the_caps_are_refused() {
-        assert_eq!(
-            refusal(&["--rate", "5001"]),
-            "--rate: rate 5001/s is over the cap of 5000/s"
-        );
-        assert_eq!(
-            refusal(&["--rate", "0"]),
-            "--rate: rate 0/s is not a positive number"
-        );
-        assert_eq!(
-            refusal(&["--duration", "11m"]),
-            "--duration: duration 11m is over the cap of 10m"
-        );
-        assert_eq!(
-            refusal(&["--duration", "0s"]),
-            "--duration: duration must be more than zero"
-        );
-        assert!(refusal(&["--requests", "1000001"]).starts_with("--requests: "));
-        assert!(refusal(&["--client-timeout", "61s"]).starts_with("--client-timeout: "));
-        assert!(refusal(&["--client-timeout", "soon"]).starts_with("--client-timeout: "));
-        assert!(refusal(&["--budget", "11s"]).starts_with("--budget: "));
-        assert!(refusal(&["--concurrency", "0"]).starts_with("--concurrency: "));
-        assert!(refusal(&["--partner-workers", "0"]).starts_with("--partner-workers: "));
-        assert!(refusal(&["--partner-workers", "1025"]).starts_with("--partner-workers: "));
-        assert!(refusal(&["--slowdown", "1000"]).starts_with("--slowdown: "));
-        assert!(refusal(&["--max-in-flight", "100000"]).starts_with("--max-in-flight: "));
-        assert!(
-            refusal(&["--target", "http://127.0.0.1:1/", "--scenario", "slow"])
-                .starts_with("--scenario: ")
-        );
-        // At the caps: accepted.
-        assert!(matches!(
-            accepted(&["--rate", "5000", "--duration", "10m"]),
-            Invocation::Scenarios { .. }
-        ));
-    }
-
-    #[test]
-    fn the_defaults_run_every_scenario_in_all_three_modes_at_80_percent_of_capacity() {
-        let Invocation::Scenarios {
-            scenarios,
-            modes,
-            plan,
-            settings,
-        } = accepted(&[])
-        else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(scenarios, ScenarioName::ALL);
-        assert_eq!(modes, ChainMode::ALL);
-        assert_eq!(plan.spec.rate(), 128.0);
-        assert_eq!(plan.spec.expected_requests(), 2560);
-        assert_eq!(
-            plan.budgets,
-            BudgetDistribution::Fixed(Duration::from_secs(2))
-        );
-        assert_eq!(plan.criticality, None);
-        assert_eq!(plan.patience, Patience::Fixed(Duration::from_secs(35)));
-        assert_eq!(settings, ChainSettings::default());
-        assert_eq!(
-            (settings.inventory_floor, settings.pricing_floor),
-            (None, None)
-        );
-        let Invocation::Scenarios { settings, .. } =
-            accepted(&["--inventory-floor", "900ms", "--pricing-floor", "600ms"])
-        else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(settings.inventory_floor, Some(Duration::from_millis(900)));
-        assert_eq!(settings.pricing_floor, Some(Duration::from_millis(600)));
-        assert!(refusal(&["--pricing-floor", "11s"]).starts_with("--pricing-floor: "));
-        assert_eq!((settings.partner_workers, settings.concurrency), (8, None));
-        let line = chain_line(&settings);
-        assert!(line.contains("checkout's default (adaptive)"), "{line}");
-        let Invocation::Scenarios { settings, plan, .. } =
-            accepted(&["--concurrency", "8", "--partner-workers", "4"])
-        else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(
-            (settings.partner_workers, settings.concurrency),
-            (4, Some(8))
-        );
-        // Capacity from the partner's workers: 4 / 50 ms; 80 % of it.
-        assert_eq!(plan.spec.rate(), 64.0);
-        let line = chain_line(&settings);
-        assert!(line.contains("at most 4 calls at once per path"), "{line}");
-        assert!(line.contains("limit per dependency: 8 (fixed"), "{line}");
-        let Invocation::Scenarios {
-            scenarios,
-            modes,
-            plan,
-            ..
-        } = accepted(&[
-            "--scenario",
-            "slow,slow,healthy",
-            "--modes",
-            "off",
-            "--client-timeout",
-            "budget",
-        ])
-        else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(scenarios, [ScenarioName::Slow, ScenarioName::Healthy]);
-        assert_eq!(modes, [ChainMode::Naive]);
-        assert_eq!(plan.patience, Patience::Budget);
-    }
-
-    #[test]
-    fn modes_are_a_comma_separated_list_in_the_order_given_and_all_is_the_four() {
-        let modes = |args: &[&str]| match accepted(args) {
-            Invocation::Scenarios { modes, .. } => modes,
-            Invocation::Target { .. } => panic!("scenarios expected"),
-        };
-        assert_eq!(modes(&[]), ChainMode::ALL);
-        assert_eq!(ChainMode::ALL.len(), 4);
-        assert_eq!(modes(&["--modes", "all"]), ChainMode::ALL);
-        assert_eq!(
-            modes(&["--modes", "queue,on,queue"]),
-            [ChainMode::Queue, ChainMode::Budget]
-        );
-        assert_eq!(
-            modes(&["--modes", "peer,both"]),
-            [ChainMode::Peer, ChainMode::Budget, ChainMode::Naive]
-        );
-        // A value clap does not know is its error, not a panic.
-        let err = Args::try_parse_from(["load-tests", "--modes", "on,shed"]).unwrap_err();
-        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
-        assert!(err.to_string().contains("queue"), "{err}");
-    }
-
-    #[test]
-    fn the_replicas_scenario_and_the_p2c_mode_parse_and_replicas_adds_p2c_after_peer() {
-        let Invocation::Scenarios {
-            scenarios,
-            modes,
-            plan,
-            settings,
-        } = accepted(&["--scenario", "replicas", "--modes", "p2c"])
-        else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(scenarios, [ScenarioName::Replicas]);
-        assert_eq!(modes, [ChainMode::P2c]);
-        assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
-            [ChainMode::P2c]
-        );
-        // 60 % of three replicas' capacity, in six phases over 29 s.
-        let own = Scenario::new(ScenarioName::Replicas, &settings)
-            .plan(&plan)
-            .unwrap();
-        assert!(own.spec.steps().iter().all(|s| s.rate == 288.0));
-        assert_eq!(own.spec.duration(), Duration::from_secs(29));
-        let Invocation::Scenarios { modes, .. } =
-            accepted(&["--scenario", "replicas", "--modes", "on,peer,p2c"])
-        else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
-            [
-                ChainMode::Budget,
-                ChainMode::Hedged,
-                ChainMode::Peer,
-                ChainMode::P2c
-            ]
-        );
-        let Invocation::Scenarios { modes, .. } = accepted(&["--scenario", "replicas"]) else {
-            panic!("scenarios expected");
-        };
-        assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Replicas),
-            [
-                ChainMode::Budget,
-                ChainMode::Hedged,
-                ChainMode::Naive,
-                ChainMode::Peer,
-                ChainMode::P2c,
-                ChainMode::Queue
-            ]
-        );
-        // Every other scenario keeps its modes: p2c only where asked.
-        assert_eq!(
-            ChainMode::for_scenario(&modes, ScenarioName::Healthy),
-            ChainMode::ALL
-        );
-    }
-
-    #[test]
-    fn an_output_file_that_cannot_be_made_is_refused_before_the_run() {
-        let dir = std::env::temp_dir();
-        let dir_text = dir.to_str().expect("a UTF-8 temp dir");
-        for name in ["html", "json", "svg"] {
-            assert_eq!(
-                refusal(&[&format!("--{name}"), dir_text]),
-                format!("--{name}: {dir_text} is a directory")
-            );
-        }
-        assert_eq!(
-            refusal(&["--html", "/no/such/dir/report.html"]),
-            "--html: cannot write /no/such/dir/report.html: directory /no/such/dir does not exist"
-        );
-        // A bare file name is in the current directory.
-        assert!(matches!(
-            accepted(&["--html", "report.html"]),
-            Invocation::Scenarios { .. }
-        ));
-    }
-}
+mod tests;

@@ -9,7 +9,7 @@
 //! (`PartnerHandle::set_path_hang`), while pricing and recommendations
 //! answer as usual. Half the run later (15 s) it answers again; calls held
 //! by then stay held until their callers give up. Per mode
-//! ([`HangReport`], and the run's [`WindowReport`](crate::window::WindowReport)):
+//! ([`HangReport`], and the run's [`WindowReport`]):
 //!
 //! - **failures while it hangs**: of the requests due (by intended send
 //!   time) from [`HANG_SETTLE`] after the hang began until it ends, the

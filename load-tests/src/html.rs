@@ -274,7 +274,7 @@ fn chart_help(title: &str, budget_ms: u64) -> String {
 }
 
 /// What a mode does, in plain words, as HTML (the modes of
-/// [`crate::scenario::ChainMode`]; `load-tests/README.md` has them all).
+/// [`crate::chain::ChainMode`]; `load-tests/README.md` has them all).
 fn mode_help(mode: &str) -> String {
     match mode {
         "budget" => "Every hop passes on what is left of the caller's budget; a call that cannot finish in \

@@ -7,7 +7,7 @@
 //! An open-loop generator ([`generator`]: constant or Poisson arrivals,
 //! latency counted from the intended send time, bounded in count and
 //! duration) drives the real chain (`edge -> checkout -> slow partner`,
-//! started in this process on loopback by [`scenario`]) once per mode,
+//! started in this process on loopback by [`chain`]) once per mode,
 //! same load: budget mode on, off (generous fixed timeouts), `peer`,
 //! with checkout swapped for [`peer::PeerCheckout`], the plain-tower
 //! baseline an experienced tower user would write without this project,
@@ -33,7 +33,8 @@
 //! dependency from three partners, one of which gets slow, dark and
 //! restarted ([`replicas`]), with a fifth peer mode, `p2c`, that balances
 //! them with tower's p2c ([`p2c`]).
-//! The list is in [`scenario`].
+//! Each scenario is one file of [`scenarios`], registered there in one
+//! line; [`scenario`] says what a scenario is and how to add one.
 //!
 //! ```text
 //! cargo run --release -p load-tests -- --scenario slow --json slow.json --svg slow.svg
@@ -60,7 +61,8 @@
 //! use load_tests::client::Patience;
 //! use load_tests::generator::LoadSpec;
 //! use load_tests::run::{LoadPlan, run_scenario};
-//! use load_tests::scenario::{ChainMode, ChainSettings, Partners, ScenarioName};
+//! use load_tests::chain::{ChainMode, ChainSettings, Partners};
+//! use load_tests::scenarios::healthy::Healthy;
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let plan = LoadPlan::fixed(
@@ -70,7 +72,7 @@
 //! );
 //! let settings = ChainSettings::default();
 //! let partners = Partners::start(&settings).await?;
-//! let runs = run_scenario(ScenarioName::Healthy, &settings, &plan,
+//! let runs = run_scenario(&Healthy, &settings, &plan,
 //!     &[ChainMode::Budget], &partners).await?;
 //! println!("{} req/s good", runs[0].goodput_per_s);
 //! # Ok(()) }
@@ -80,6 +82,7 @@
 
 pub mod budget_table;
 pub mod budgets;
+pub mod chain;
 pub mod cli;
 pub mod client;
 pub mod criticality;
@@ -98,6 +101,8 @@ pub mod report;
 pub mod resources;
 pub mod run;
 pub mod scenario;
+pub mod scenarios;
+pub mod section;
 pub mod soak;
 pub mod soak_cli;
 pub mod spike;

@@ -37,7 +37,7 @@
 //!
 //! ```no_run
 //! use load_tests::middle::Middle;
-//! use load_tests::scenario::ChainMode;
+//! use load_tests::chain::ChainMode;
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let middle = Middle::spawn(ChainMode::Budget, "http://127.0.0.1:9000", None, std::future::pending()).await?;
@@ -67,11 +67,11 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
+use crate::chain::ChainMode;
 use crate::client::X_REQUEST_ID;
 use crate::peer::{
     DepFailure, DepRequest, DepService, IDEMPOTENCY_KEY, PeerError, http_call, serve,
 };
-use crate::scenario::ChainMode;
 
 /// The paths middle serves (and calls on the partner).
 pub const PATHS: [&str; 3] = ["inventory", "pricing", "recommendations"];

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::chain::ChainSettings;
 use crate::cli::Invocation;
 use crate::report::{RunReport, scenario_markdown};
-use crate::scenario::ChainSettings;
 
 /// The markdown on stdout: the setup, then per scenario the side-by-side
 /// summary and the budget tables.
@@ -59,7 +59,7 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
 ///
 /// ```
 /// use load_tests::output::chain_line;
-/// use load_tests::scenario::ChainSettings;
+/// use load_tests::chain::ChainSettings;
 ///
 /// let line = chain_line(&ChainSettings::default());
 /// assert!(line.contains("at most 8 calls at once per path"), "{line}");

@@ -18,7 +18,7 @@
 //!     dependency is the pile-up the project is about);
 //!   - [`ConcurrencyLimitLayer`](tower::limit::ConcurrencyLimitLayer) of
 //!     [`PeerConfig::concurrency`] (8, the chain's
-//!     [`ChainSettings::peer_concurrency`](crate::scenario::ChainSettings::peer_concurrency):
+//!     [`ChainSettings::peer_concurrency`](crate::chain::ChainSettings::peer_concurrency):
 //!     the partner's workers per path, or `--concurrency`): at most that
 //!     many calls in flight to the dependency, hand-sized to its capacity.
 //!     Clones of a `ConcurrencyLimit` share its semaphore, so the limit is

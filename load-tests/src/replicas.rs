@@ -52,16 +52,13 @@
 //! assert_eq!(s.phases[3].from, Duration::from_secs(12));
 //! ```
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
-use comfy_table::presets::ASCII_MARKDOWN;
-use comfy_table::{CellAlignment, Table};
 use serde::{Deserialize, Serialize};
 use slow_partner::{FaultMode, PartnerHandle};
 use tokio::time::Instant;
 
-use crate::report::{RampReport, RunReport};
+use crate::report::RampReport;
 
 /// How many replicas serve every dependency.
 pub const REPLICAS: usize = 3;
@@ -608,108 +605,6 @@ async fn apply(replica: &PartnerHandle, fault: ReplicaFault) -> Result<(), Strin
         eprintln!("load-tests: replica 2: {fault:?} failed: {e}");
     }
     result
-}
-
-/// The scenario's tables: per phase each replica's share of the calls, the
-/// restart's time back, and the goals, a column per run.
-pub fn markdown(runs: &[RunReport]) -> String {
-    let Some(first) = runs.iter().find_map(|r| r.replicas.as_ref()) else {
-        return String::new();
-    };
-    let mut table = Table::new();
-    table.load_style(ASCII_MARKDOWN);
-    let mut header = vec!["phase: share of the partner calls per replica".to_owned()];
-    header.extend(
-        runs.iter()
-            .map(|r| format!("{} mode: r1 / r2 / r3 %", r.mode)),
-    );
-    table.set_header(header);
-    for (i, p) in first.phases.iter().enumerate() {
-        let mut cells = vec![format!(
-            "{}: {}-{} s, {}",
-            p.phase,
-            p.from_s,
-            p.to_s,
-            PHASES.get(i).map_or(String::new(), |(ph, _)| ph.describe())
-        )];
-        cells.extend(runs.iter().map(|r| {
-            r.replicas
-                .as_ref()
-                .and_then(|rep| rep.phases.get(i))
-                .map_or("-".into(), |p| {
-                    let shares: Vec<String> = p
-                        .shares
-                        .iter()
-                        .map(|s| format!("{:.1}", s * 100.0))
-                        .collect();
-                    format!(
-                        "{} ({} calls)",
-                        shares.join(" / "),
-                        p.calls.iter().sum::<u64>()
-                    )
-                })
-        }));
-        table.add_row(cells);
-    }
-    let mut back = vec![format!(
-        "restart: seconds from replica {} serving again ({} s) until its share of a second's \
-         calls is within {:.0} % of a third",
-        first.troubled,
-        first.back_at_s,
-        EVEN_TOLERANCE * 100.0
-    )];
-    back.extend(runs.iter().map(|r| {
-        r.replicas.as_ref().map_or("-".into(), |rep| {
-            rep.back_after_s
-                .map_or("not within the phase".into(), |s| format!("{s:.1}"))
-        })
-    }));
-    table.add_row(back);
-    if runs.iter().any(|r| {
-        r.replicas
-            .as_ref()
-            .is_some_and(|rep| !rep.fault_errors.is_empty())
-    }) {
-        let mut cells = vec!["faults that did not take effect (the phase differs)".to_owned()];
-        cells.extend(runs.iter().map(|r| {
-            r.replicas.as_ref().map_or("-".into(), |rep| {
-                if rep.fault_errors.is_empty() {
-                    "none".to_owned()
-                } else {
-                    rep.fault_errors.join("; ")
-                }
-            })
-        }));
-        table.add_row(cells);
-    }
-    for (i, g) in first.goals.iter().enumerate() {
-        let mut cells = vec![format!("goal: {}", g.goal)];
-        cells.extend(runs.iter().map(|r| {
-            r.replicas
-                .as_ref()
-                .and_then(|rep| rep.goals.get(i))
-                .map_or("-".into(), |g| {
-                    let verdict = match g.met {
-                        Some(true) => "met",
-                        Some(false) => "NOT met",
-                        None => "-",
-                    };
-                    format!("{verdict}: {}", g.measured)
-                })
-        }));
-        table.add_row(cells);
-    }
-    for col in 1..=runs.len() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Replicas (each partner's own count of the calls it received, per phase):\n\n{table}\n"
-    );
-    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Running loads: one against a URL ([`run_load`]), or a scenario in each
 //! budget mode against chains this process starts ([`run_scenario`]).
 
+use std::future::Future;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
@@ -8,20 +9,18 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use service_kit::BudgetMode;
 use slow_partner::{PartnerHandle, StatsSnapshot};
 
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
 use crate::budgets::BudgetDistribution;
+use crate::chain::{Chain, ChainError, ChainMode, ChainSettings, Partners};
 use crate::client::{ClientConfig, LoadClient, Patience, Sample};
 use crate::criticality::CriticalitySplit;
 use crate::gauges::sample_per_second;
 use crate::generator::{LoadSpec, SpecError, run_open_loop};
-use crate::hang::{HANG_PATH, HELD_SAMPLE_EVERY, hang_report, settled_from};
-use crate::outage::{OUTAGE_PATH, OUTAGE_STATUS, OutageWindow, outage_report};
-use crate::replicas::{Schedule, drive, replicas_report};
 use crate::report::{Recorder, RunInfo, RunReport, ServiceSeries, load_average};
 use crate::resources::listen_overflows;
-use crate::scenario::{
-    Chain, ChainError, ChainMode, ChainSettings, Partners, Scenario, ScenarioName,
-};
-use crate::spike::spike_report;
+use crate::scenario::{Scenario, Setup, Topology};
 use crate::target::{LoopbackUrl, NotLoopback, loopback_client};
 use crate::window::Watch;
 
@@ -269,36 +268,33 @@ pub async fn run_load_with(
     Ok(report)
 }
 
-/// Runs scenario `name` once per mode of `modes` (budget, naive, peer,
+/// Runs `scenario` once per mode of `modes` (budget, naive, peer,
 /// queue), back to back, each against a fresh checkout (or peer checkout)
-/// and edge, and, for a burst, a fresh partner of its own; the `outage`
-/// and `hang` scenarios switch the partner's fault during the run.
+/// and edge, and, when its [`Topology`] says, partners of its own started
+/// for each run; [`Scenario::run`] does what happens during each run.
 ///
 /// # Errors
 ///
 /// When a chain cannot start or a run fails.
 pub async fn run_scenario(
-    name: ScenarioName,
+    scenario: &dyn Scenario,
     settings: &ChainSettings,
     plan: &LoadPlan,
     modes: &[ChainMode],
     partners: &Partners,
 ) -> Result<Vec<RunReport>, RunError> {
-    let scenario = Scenario::new(name, settings);
-    let plan = &scenario.plan(plan)?;
+    let setup = scenario.setup(settings);
+    let plan = &scenario.plan(&setup, plan)?;
     let mut reports = Vec::new();
     for &mode in modes {
-        // A burst gets a partner of its own, started cold for each run;
-        // the replicas scenario three.
-        let own = match scenario.burst {
-            Some(burst) => Some(Partners::start_main(burst.partner_config()).await?),
-            None if scenario.replicas => {
-                Some(Partners::start_replicas(settings, crate::replicas::REPLICAS).await?)
-            }
-            None => None,
+        let own = match &setup.partners {
+            Topology::Shared => None,
+            Topology::Fresh(config) => Some(Partners::start_main(config.clone()).await?),
+            Topology::Replicas(n) => Some(Partners::start_replicas(settings, *n).await?),
         };
         let report = run_mode(
-            &scenario,
+            scenario,
+            &setup,
             settings,
             plan,
             mode,
@@ -313,182 +309,136 @@ pub async fn run_scenario(
     Ok(reports)
 }
 
-/// One run of `scenario` in `mode` on `partners`.
+/// One run of `scenario` in `mode` on `partners`: its chain started, its
+/// [`Scenario::run`], its chain stopped.
 async fn run_mode(
-    scenario: &Scenario,
+    scenario: &dyn Scenario,
+    setup: &Setup,
     settings: &ChainSettings,
     plan: &LoadPlan,
     mode: ChainMode,
     partners: &Partners,
 ) -> Result<RunReport, RunError> {
-    let name = scenario.name;
-    let chain = Chain::start(scenario, settings, mode, partners).await?;
-    let target = LoopbackUrl::parse(&chain.url)?;
-    let label = RunLabel {
-        scenario: name.as_str().to_owned(),
-        mode: mode.as_str().to_owned(),
-        description: scenario.description.clone(),
-        id_group: scenario.id_group,
+    let chain = Chain::start(setup, settings, mode, partners).await?;
+    let report = match ModeRun::new(setup, settings, plan, mode, partners, &chain) {
+        Ok(run) => scenario.run(run).await,
+        Err(e) => Err(e),
     };
-    let stats = if scenario.replicas {
-        PartnerStats::InProcessAll(partners.all())
-    } else {
-        PartnerStats::InProcess(&partners.main)
-    };
-    // The services' gauges, in budget mode only: the registry is the
-    // process's, and the other modes would show what budget mode left.
-    let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
-        Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
-    } else {
-        None
-    };
-    let mut hang = None;
-    let mut replicas = None;
-    let (report, outage) = if let Some(schedule) = scenario
-        .replicas
-        .then(|| {
-            Schedule::of_lengths(
-                &plan
-                    .spec
-                    .steps()
-                    .iter()
-                    .map(|s| s.duration)
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .flatten()
-    {
-        let (started, start) = tokio::sync::oneshot::channel();
-        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
-            let _ = started.send(tokio::time::Instant::now());
-        });
-        let all = partners.all();
-        let (report, (samples, fault_errors)) = tokio::join!(run, drive(&all, &schedule, start));
-        if let Ok(r) = &report
-            && let Some(ramp) = &r.ramp
-        {
-            let mut measured = replicas_report(&schedule, &samples, ramp);
-            measured.fault_errors = fault_errors;
-            replicas = Some(measured);
-        }
-        (report, None)
-    } else if scenario.outage {
-        let window = OutageWindow::of_run(plan.spec.duration());
-        let prefix = id_prefix(&label);
-        let (started, start) = tokio::sync::oneshot::channel();
-        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
-            let _ = started.send(tokio::time::Instant::now());
-        });
-        let (report, ()) = tokio::join!(run, fault(&partners.main, window, start));
-        // Whatever happened, the path answers normally again.
-        let _ = partners.main.set_path_status(OUTAGE_PATH, None);
-        let outage = report.as_ref().ok().map(|r| {
-            let offsets: Vec<Duration> = plan.spec.schedule().collect();
-            outage_report(
-                window,
-                &offsets,
-                &prefix,
-                &partners.main.stats(),
-                &r.timeline,
-            )
-        });
-        (report, outage)
-    } else if scenario.hang {
-        let window = OutageWindow::of_run(plan.spec.duration());
-        let (started, start) = tokio::sync::oneshot::channel();
-        let run = run_load_with(plan, target, label, stats, metrics.as_ref(), move || {
-            let _ = started.send(tokio::time::Instant::now());
-        });
-        let (report, settled) = tokio::join!(run, hang_fault(&partners.main, window, start));
-        // Whatever happened, the path answers again.
-        let _ = partners.main.set_path_hang(HANG_PATH, false);
-        if let Ok(r) = &report {
-            let held_max = partners.main.hung(HANG_PATH).map(|p| p.in_flight_max);
-            hang = Some(hang_report(
-                window,
-                held_max,
-                settled,
-                r.window.as_ref(),
-                &r.timeline,
-            ));
-        }
-        (report, None)
-    } else {
-        (
-            run_load_with(plan, target, label, stats, metrics.as_ref(), || {}).await,
-            None,
-        )
-    };
-    let middle = chain.middle.as_ref().map(|m| m.stats());
     chain.stop().await;
-    let mut report = report?;
-    report.middle = middle;
-    report.outage = outage;
-    report.hang = hang;
-    report.replicas = replicas;
-    if scenario.spike {
-        // The ideal schedules need one budget for every request.
-        let model = match plan.budgets {
-            BudgetDistribution::Fixed(budget) => Some(settings.bottleneck_model(budget)),
-            _ => None,
+    report
+}
+
+/// One run of a scenario in one mode, its chain started: what
+/// [`Scenario::run`] is given to send the load, beside whatever else the
+/// scenario does during the run.
+#[derive(Debug)]
+pub struct ModeRun<'a> {
+    /// The scenario's setup.
+    pub setup: &'a Setup,
+    /// How the chain is built.
+    pub settings: &'a ChainSettings,
+    /// The scenario's load.
+    pub plan: &'a LoadPlan,
+    /// The run's mode.
+    pub mode: ChainMode,
+    /// The partners the chain calls.
+    pub partners: &'a Partners,
+    /// The chain.
+    pub chain: &'a Chain,
+    label: RunLabel,
+    target: LoopbackUrl,
+    metrics: Option<LoopbackUrl>,
+}
+
+impl<'a> ModeRun<'a> {
+    fn new(
+        setup: &'a Setup,
+        settings: &'a ChainSettings,
+        plan: &'a LoadPlan,
+        mode: ChainMode,
+        partners: &'a Partners,
+        chain: &'a Chain,
+    ) -> Result<Self, RunError> {
+        let target = LoopbackUrl::parse(&chain.url)?;
+        let label = RunLabel {
+            scenario: setup.name.to_owned(),
+            mode: mode.as_str().to_owned(),
+            description: setup.description.clone(),
+            id_group: setup.id_group,
         };
-        report.spike = report
-            .ramp
-            .as_ref()
-            .and_then(|ramp| spike_report(ramp, model.as_ref()));
+        // The services' gauges, in budget mode only: the registry is the
+        // process's, and the other modes would show what budget mode left.
+        let metrics = if matches!(mode, ChainMode::Budget | ChainMode::Hedged) {
+            Some(LoopbackUrl::parse(&chain.checkout_url)?.with_path("/metrics"))
+        } else {
+            None
+        };
+        Ok(Self {
+            setup,
+            settings,
+            plan,
+            mode,
+            partners,
+            chain,
+            label,
+            target,
+            metrics,
+        })
     }
-    Ok(report)
-}
 
-/// The `outage` scenario's fault: from `window.from` after the run's start
-/// (sent on `start`) until `window.to`, `/pricing` answers `503`.
-async fn fault(
-    partner: &PartnerHandle,
-    window: OutageWindow,
-    start: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
-) {
-    let Ok(start) = start.await else {
-        return;
-    };
-    tokio::time::sleep_until(start + window.from).await;
-    if let Err(e) = partner.set_path_status(OUTAGE_PATH, Some(OUTAGE_STATUS)) {
-        eprintln!("load-tests: the outage did not start: {e}");
-        return;
+    /// The start of the run's `x-request-id`s ([`id_prefix`]).
+    pub fn id_prefix(&self) -> String {
+        id_prefix(&self.label)
     }
-    tokio::time::sleep_until(start + window.to).await;
-    let _ = partner.set_path_status(OUTAGE_PATH, None);
-}
 
-/// The `hang` scenarios' fault: from `window.from` after the run's start
-/// (sent on `start`) until `window.to`, [`HANG_PATH`] hangs. Returns the
-/// most calls held on it at once from [`settled_from`] until the end, read
-/// every [`HELD_SAMPLE_EVERY`] (`None`: that part of the run is empty, or
-/// the hang did not start).
-async fn hang_fault(
-    partner: &PartnerHandle,
-    window: OutageWindow,
-    start: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
-) -> Option<u64> {
-    let start = start.await.ok()?;
-    tokio::time::sleep_until(start + window.from).await;
-    if let Err(e) = partner.set_path_hang(HANG_PATH, true) {
-        eprintln!("load-tests: the hang did not start: {e}");
-        return None;
+    /// Sends the load ([`run_load_with`]) and reports it.
+    ///
+    /// # Errors
+    ///
+    /// As [`run_load`].
+    pub async fn load(self) -> Result<RunReport, RunError> {
+        self.load_with(|| {}).await
     }
-    let from = start + settled_from(window);
-    let end = start + window.to;
-    let mut most = None;
-    if from < end {
-        tokio::time::sleep_until(from).await;
-        while tokio::time::Instant::now() < end {
-            let held = partner.hung(HANG_PATH).map_or(0, |p| p.in_flight);
-            most = Some(most.map_or(held, |m: u64| m.max(held)));
-            tokio::time::sleep(HELD_SAMPLE_EVERY).await;
-        }
+
+    /// [`load`](Self::load), calling `on_start` right before the first
+    /// request is due.
+    ///
+    /// # Errors
+    ///
+    /// As [`run_load`].
+    pub async fn load_with(self, on_start: impl FnOnce()) -> Result<RunReport, RunError> {
+        let stats = if self.setup.partners.is_replicas() {
+            PartnerStats::InProcessAll(self.partners.all())
+        } else {
+            PartnerStats::InProcess(&self.partners.main)
+        };
+        run_load_with(
+            self.plan,
+            self.target,
+            self.label,
+            stats,
+            self.metrics.as_ref(),
+            on_start,
+        )
+        .await
     }
-    tokio::time::sleep_until(end).await;
-    let _ = partner.set_path_hang(HANG_PATH, false);
-    most
+
+    /// The load, and beside it `beside`, given the instant the first
+    /// request is due (sent when it is; dropped when the run never
+    /// starts): a fault at set times of the run, a sampler. Both results.
+    pub async fn load_beside<T, F>(
+        self,
+        beside: impl FnOnce(oneshot::Receiver<Instant>) -> F,
+    ) -> (Result<RunReport, RunError>, T)
+    where
+        F: Future<Output = T>,
+    {
+        let (started, start) = oneshot::channel();
+        let run = self.load_with(move || {
+            let _ = started.send(Instant::now());
+        });
+        tokio::join!(run, beside(start))
+    }
 }
 
 /// `budget` for budget mode on, `naive` for off.

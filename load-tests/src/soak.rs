@@ -46,12 +46,14 @@ use service_kit::BudgetMode;
 use slow_partner::{FaultMode, PartnerHandle};
 use tokio::time::Instant;
 
+use crate::chain::{Chain, ChainSettings, Partners};
 use crate::client::Patience;
 use crate::generator::LoadSpec;
 use crate::report::RunReport;
 use crate::resources::{ProbeError, Resources};
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load};
-use crate::scenario::{Chain, ChainSettings, Partners, Scenario, ScenarioName};
+use crate::scenario::Scenario as _;
+use crate::scenarios::healthy::Healthy;
 use crate::target::LoopbackUrl;
 
 /// The faults of the default soak: each of the partner's modes, twice, in
@@ -245,7 +247,7 @@ pub async fn run_soak(plan: &SoakPlan) -> Result<SoakReport, SoakError> {
         pool_idle_timeout: Some(plan.pool_idle_timeout),
         ..ChainSettings::default()
     };
-    let scenario = Scenario::new(ScenarioName::Healthy, &settings);
+    let scenario = Healthy.setup(&settings);
     let chain = match Chain::start(&scenario, &settings, plan.budget_mode.into(), &partners).await {
         Ok(chain) => chain,
         Err(e) => {

@@ -2,7 +2,7 @@
 //! chain's latency is back where it was.
 //!
 //! The healthy chain gets half its capacity for 4 s, three times it for
-//! 2 s, then half again for 6 s ([`SPIKE_PHASES`](crate::scenario::SPIKE_PHASES);
+//! 2 s, then half again for 6 s ([`SPIKE_PHASES`](crate::scenarios::spike::SPIKE_PHASES);
 //! a given `--duration` is split in the same proportions), every request
 //! with the plan's budget (`--budget`, 2 s). Per phase the report has
 //! goodput, p99 and the requests refused (`5xx`), per second goodput and

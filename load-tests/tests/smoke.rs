@@ -7,8 +7,13 @@ use std::time::Duration;
 
 use clap::Parser;
 use load_tests::cli::{Args, Invocation, execute};
+use load_tests::hang::HangReport;
+use load_tests::middle::MiddleStats;
+use load_tests::outage::OutageReport;
 use load_tests::output::{markdown, write_json};
 use load_tests::plot::write_svg;
+use load_tests::replicas::ReplicasReport;
+use load_tests::spike::SpikeReport;
 
 /// One smoke run at a time: each starts its own chains and load, and the
 /// machine is shared.
@@ -346,8 +351,13 @@ async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode(
     .await;
     assert_eq!(reports.len(), 4);
     for r in &reports {
-        let what = format!("{} mode: {:?} {:?}", r.mode, r.middle, r.outcomes);
-        let middle = r.middle.expect("middle's counters");
+        let what = format!(
+            "{} mode: {:?} {:?}",
+            r.mode,
+            r.section::<MiddleStats>(),
+            r.outcomes
+        );
+        let middle = *r.section::<MiddleStats>().expect("middle's counters");
         let partner = r.partner.as_ref().unwrap();
         assert_eq!(r.scheduled, 10, "{what}");
         assert!(r.good >= 9, "{what}");
@@ -374,7 +384,7 @@ async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery
         run_scenarios(&["--scenario", "outage", "--rate", "20", "--duration", "8s"]).await;
     assert_eq!(reports.len(), 4);
     for r in &reports {
-        let o = r.outage.as_ref().expect("an outage report");
+        let o = r.section::<OutageReport>().expect("an outage report");
         let what = format!("{} mode: {o:?} {:?}", r.mode, r.outcomes);
         assert_eq!((o.from_s, o.to_s), (2.0, 6.0), "{what}");
         assert_eq!(o.requests, 80, "{what}");
@@ -475,7 +485,7 @@ async fn smoke_replicas_spread_calls_over_three_partners_per_phase_in_budget_and
         let ramp = r.ramp.as_ref().expect("per phase");
         assert_eq!(ramp.steps.len(), 6, "{what}");
         assert!(ramp.steps.iter().all(|s| s.rate_per_s == 30.0), "{what}");
-        let rep = r.replicas.as_ref().expect("a replicas report");
+        let rep = r.section::<ReplicasReport>().expect("a replicas report");
         assert!(
             rep.fault_errors.is_empty(),
             "{what}: {:?}",
@@ -533,7 +543,7 @@ async fn smoke_spike_reports_each_phase_second_and_the_p99_back_time_in_every_mo
             assert!(s.good + s.refused <= s.due, "{what}: {s:?}");
         }
         assert_eq!(ramp.series.second.len(), 3, "{what}");
-        let spike = r.spike.as_ref().expect("a spike report");
+        let spike = r.section::<SpikeReport>().expect("a spike report");
         assert_eq!((spike.spike_from_s, spike.spike_to_s), (1.0, 1.5), "{what}");
         // The calm phase was sent and answered: it has a p99, and the
         // threshold is at least 10 ms above it.
@@ -636,7 +646,7 @@ async fn smoke_hang_holds_inventory_and_reports_failures_held_calls_and_recovery
     let modes: Vec<_> = reports.iter().map(|r| r.mode.as_str()).collect();
     assert_eq!(modes, ["budget", "queue"]);
     for r in &reports {
-        let h = r.hang.as_ref().expect("a hang report");
+        let h = r.section::<HangReport>().expect("a hang report");
         let w = r.window.as_ref().expect("the hang's window");
         let what = format!("{} mode: {h:?} {w:?} {:?}", r.mode, r.outcomes);
         assert_eq!(r.outcomes.total(), 60, "{what}");
