@@ -48,23 +48,6 @@
 
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// The docs link across features (the gRPC module to `DependencyConfig`,
-// telemetry to the server layer, ...): a link to an item of a feature that
-// is off cannot resolve. With every feature on (docs.rs, and CI's
-// `cargo doc -D warnings`) every link must.
-#![cfg_attr(
-    not(all(
-        feature = "server",
-        feature = "client",
-        feature = "grpc",
-        feature = "otel",
-        feature = "tower",
-        feature = "metrics",
-        feature = "reqwest-middleware",
-        feature = "tower-client"
-    )),
-    allow(rustdoc::broken_intra_doc_links)
-)]
 
 #[cfg(any(feature = "reqwest-middleware", feature = "tower-client"))]
 #[cfg_attr(
@@ -95,6 +78,15 @@ pub mod ledger;
 pub mod problem;
 pub mod retry;
 pub mod single_flight;
+// Its module docs link to the server layer, the client and the metrics
+// functions, each behind its feature; that file is edited elsewhere, so
+// its links are not made conditional here: until they are, the lint is off
+// there unless all three features are on. Every other module's links
+// resolve with any set of features (`.ci/run` checks each feature alone).
+#[cfg_attr(
+    not(all(feature = "server", feature = "client", feature = "metrics")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 pub mod telemetry;
 
 #[cfg(feature = "server")]

@@ -1,7 +1,7 @@
 //! Bearer tokens from a [`TokenSource`], refreshed once on a `401`.
 //!
 //! A client built with
-//! [`BudgetClientBuilder::token_source`](super::BudgetClientBuilder::token_source)
+//! [`BudgetClientBuilder::token_source`][token-source]
 //! sends `Authorization: Bearer <token>` on every attempt (marked
 //! sensitive: never logged, never indexed by HTTP/2's header compression).
 //! The first call fetches the token; later calls reuse it. When a call is
@@ -59,6 +59,12 @@
 //!     .build()?;
 //! # Ok(()) }
 //! ```
+//!
+#![cfg_attr(
+    feature = "client",
+    doc = "[token-source]: super::BudgetClientBuilder::token_source"
+)]
+#![cfg_attr(not(feature = "client"), doc = "[token-source]: crate::docs::client")]
 
 use std::error::Error as StdError;
 use std::fmt;

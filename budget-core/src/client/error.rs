@@ -38,7 +38,13 @@ pub(crate) use crate::error_chain;
 pub enum CallErrorKind {
     /// Budget mode, and no budget: the call was made outside a budget-aware
     /// request (no [`context`](crate::context)) and none was given with
-    /// [`budget`](super::RequestBuilder::budget). A bug in the caller.
+    /// [`budget`][request-budget]. A bug in the caller.
+    ///
+    #[cfg_attr(
+        feature = "client",
+        doc = "[request-budget]: super::RequestBuilder::budget"
+    )]
+    #[cfg_attr(not(feature = "client"), doc = "[request-budget]: crate::docs::client")]
     NoBudget,
     /// Not made: what is left of the budget (net of the reserve) is below
     /// the dependency's floor, or nothing is left at all.

@@ -123,7 +123,7 @@ impl From<Duration> for Floor {
 ///
 /// Its `Display` is the one text of the refusal, with the numbers that
 /// decided it: the ledger's skip note (`skipped: ...`), a refused
-/// [`CallError`](crate::client::CallError)'s message and its problem
+/// [`CallError`][call-error]'s message and its problem
 /// `detail`, and the server layer's `504` for a request below the ingress
 /// floor all say it (docs/contract.md §3, §4):
 ///
@@ -154,6 +154,15 @@ impl From<Duration> for Floor {
 ///     .unwrap_err();
 /// assert_eq!(reserved.to_string(), "no budget left: 4ms left, all of it the 5ms per-hop reserve");
 /// ```
+///
+#[cfg_attr(
+    any(feature = "client", feature = "grpc"),
+    doc = "[call-error]: crate::client::CallError"
+)]
+#[cfg_attr(
+    not(any(feature = "client", feature = "grpc")),
+    doc = "[call-error]: crate::docs::client"
+)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BelowFloor {
     /// What was left before the reserve was taken off; less the reserve,
