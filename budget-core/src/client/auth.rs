@@ -10,8 +10,8 @@
 //! 1. if another call has already replaced the token this one was sent
 //!    with, it is retried with the new token at once (tokens carry a
 //!    generation number, so a late `401` never causes a second refresh);
-//! 2. otherwise the token is refreshed through a
-//!    [`SingleFlight`]: the calls that meet a `401` while a refresh is in
+//! 2. otherwise the token is refreshed in a single flight
+//!    (`single_flight.rs`): the calls that meet a `401` while a refresh is in
 //!    the air wait for that one refresh and share its token;
 //! 3. each call waits for the refresh out of its own budget, at most until
 //!    only the dependency's floor is left (later, the retry could not be
