@@ -188,9 +188,32 @@ async fn contract_3_below_the_floor_on_arrival_is_shed_with_504_and_the_handler_
         (problem.remaining_ms, problem.floor_ms),
         (Some(49), Some(50))
     );
+    assert_eq!(
+        problem.detail,
+        "49ms < floor 50ms: the request was not started"
+    );
     assert!(!problem.retryable);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert_eq!(shed.load(Ordering::SeqCst), 1);
+}
+
+/// A budget of zero, no floor: the detail says so with its number.
+#[tokio::test(start_paused = true)]
+async fn contract_3_a_zero_budget_is_shed_and_the_detail_names_it() {
+    let mut config = config();
+    config.floor = Duration::ZERO;
+    let layer = config.layer().unwrap();
+    let res = app(layer)
+        .oneshot(get_with(&[("request-budget-ms", b"0")]))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 504);
+    let problem: Problem = serde_json::from_str(&text(res).await).unwrap();
+    assert_eq!(
+        problem.detail,
+        "no budget left: the request came with 0ms and was not started"
+    );
+    assert_eq!((problem.remaining_ms, problem.floor_ms), (Some(0), Some(0)));
 }
 
 /// Sets a flag when dropped: proves the handler's future was dropped.

@@ -1,5 +1,5 @@
 //! Adapters: the request's budget on an HTTP client stack you already
-//! have, without moving to [`BudgetClient`](crate::client::BudgetClient).
+//! have, without moving to [`BudgetClient`].
 //!
 //! - [`reqwest_middleware::BudgetMiddleware`] (feature
 //!   `reqwest-middleware`) is one more middleware in a `reqwest-middleware`
@@ -11,7 +11,7 @@
 //! # What they do
 //!
 //! Both read the request's [context](crate::context) (its budget, ledger,
-//! per-hop reserve and criticality, set by the [server layer](crate::server)
+//! per-hop reserve and criticality, set by the [server layer][server-layer]
 //! or by [`RequestContext::scope`](crate::context::RequestContext::scope)),
 //! and for each outbound request apply the client's rules of one attempt
 //! (docs/contract.md §1 "Outbound", §2 rules 1 and 2, §4), written once for
@@ -21,7 +21,7 @@
 //!    reserve, below the adapter's floor; zero by default, so a spent
 //!    budget is never sent) is not made: the ledger says why
 //!    (`pricing;desc="skipped: 30ms < floor 50ms"`) and the caller gets a
-//!    typed error: a [`CallError`](crate::client::CallError) (kind
+//!    typed error: a [`CallError`] (kind
 //!    `BelowFloor`) inside `reqwest_middleware::Error::Middleware`, a
 //!    [`BelowFloor`](crate::floor::BelowFloor) in the tower layer's boxed
 //!    error.
@@ -32,7 +32,7 @@
 //!    reqwest's per-request timeout (the body included; never longer than
 //!    a timeout the request already had), or the tower layer's own
 //!    deadline on the response head
-//!    ([`BudgetElapsed`](tower::BudgetElapsed)).
+//!    ([`BudgetElapsed`][budget-elapsed]).
 //! 4. **The ledger.** One attempt entry in the request's ledger (its
 //!    `Server-Timing` budget table): the dependency's name, the duration,
 //!    the status or the kind of failure (`pricing;dur=41`,
@@ -71,7 +71,7 @@
 //!
 //! # An adapter or `BudgetClient`
 //!
-//! A [`BudgetClient`](crate::client::BudgetClient) is the whole contract
+//! A [`BudgetClient`] is the whole contract
 //! for one dependency: every rule above and below, one call engine, its
 //! telemetry. An adapter is the budget's part of it on a client you keep:
 //! the stack's other middlewares (auth, tracing, retries, caching) stay as
@@ -110,6 +110,37 @@
 //! # #[cfg(not(feature = "tower-client"))]
 //! # fn main() {}
 //! ```
+//!
+#![cfg_attr(
+    feature = "client",
+    doc = "[`BudgetClient`]: crate::client::BudgetClient"
+)]
+#![cfg_attr(not(feature = "client"), doc = "[`BudgetClient`]: crate::docs::client")]
+#![cfg_attr(feature = "client", doc = "[`CallError`]: crate::client::CallError")]
+#![cfg_attr(not(feature = "client"), doc = "[`CallError`]: crate::docs::client")]
+#![cfg_attr(feature = "server", doc = "[server-layer]: crate::server")]
+#![cfg_attr(not(feature = "server"), doc = "[server-layer]: crate::docs::server")]
+#![cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`reqwest_middleware::BudgetMiddleware`]: reqwest_middleware::BudgetMiddleware"
+)]
+#![cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`reqwest_middleware::BudgetMiddleware`]: self"
+)]
+#![cfg_attr(
+    feature = "tower-client",
+    doc = "[`tower::OutboundBudgetLayer`]: tower::OutboundBudgetLayer"
+)]
+#![cfg_attr(
+    not(feature = "tower-client"),
+    doc = "[`tower::OutboundBudgetLayer`]: self"
+)]
+#![cfg_attr(
+    feature = "tower-client",
+    doc = "[budget-elapsed]: tower::BudgetElapsed"
+)]
+#![cfg_attr(not(feature = "tower-client"), doc = "[budget-elapsed]: self")]
 
 mod outbound;
 

@@ -2,7 +2,7 @@
 //! client, for a stack that already has its middlewares (tracing, retries,
 //! auth) and does not move to [`BudgetClient`](crate::client::BudgetClient).
 //!
-//! Inside a request's budget scope (the [server layer](crate::server), or
+//! Inside a request's budget scope (the [server layer][server-layer], or
 //! [`RequestContext::scope`](crate::context::RequestContext::scope)), each
 //! request that passes through it:
 //!
@@ -65,6 +65,9 @@
 //!     }
 //! }
 //! ```
+//!
+#![cfg_attr(feature = "server", doc = "[server-layer]: crate::server")]
+#![cfg_attr(not(feature = "server"), doc = "[server-layer]: crate::docs::server")]
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

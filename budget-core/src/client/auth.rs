@@ -1,7 +1,7 @@
 //! Bearer tokens from a [`TokenSource`], refreshed once on a `401`.
 //!
 //! A client built with
-//! [`BudgetClientBuilder::token_source`](super::BudgetClientBuilder::token_source)
+//! [`BudgetClientBuilder::token_source`][token-source]
 //! sends `Authorization: Bearer <token>` on every attempt (marked
 //! sensitive: never logged, never indexed by HTTP/2's header compression).
 //! The first call fetches the token; later calls reuse it. When a call is
@@ -10,8 +10,8 @@
 //! 1. if another call has already replaced the token this one was sent
 //!    with, it is retried with the new token at once (tokens carry a
 //!    generation number, so a late `401` never causes a second refresh);
-//! 2. otherwise the token is refreshed through a
-//!    [`SingleFlight`]: the calls that meet a `401` while a refresh is in
+//! 2. otherwise the token is refreshed in a single flight
+//!    (`single_flight.rs`): the calls that meet a `401` while a refresh is in
 //!    the air wait for that one refresh and share its token;
 //! 3. each call waits for the refresh out of its own budget, at most until
 //!    only the dependency's floor is left (later, the retry could not be
@@ -59,6 +59,12 @@
 //!     .build()?;
 //! # Ok(()) }
 //! ```
+//!
+#![cfg_attr(
+    feature = "client",
+    doc = "[token-source]: super::BudgetClientBuilder::token_source"
+)]
+#![cfg_attr(not(feature = "client"), doc = "[token-source]: crate::docs::client")]
 
 use std::error::Error as StdError;
 use std::fmt;

@@ -45,8 +45,14 @@ use std::fmt;
 use super::response::BudgetResponse;
 use crate::outbound::error::CallError;
 
-/// The answer of [`send_optional`](super::RequestBuilder::send_optional):
+/// The answer of [`send_optional`][send-optional]:
 /// the dependency's response, or the skip of a call that could not be made.
+///
+#[cfg_attr(
+    feature = "client",
+    doc = "[send-optional]: super::RequestBuilder::send_optional"
+)]
+#[cfg_attr(not(feature = "client"), doc = "[send-optional]: crate::docs::client")]
 ///
 /// Not `#[non_exhaustive]`: answered or skipped is the whole choice, so a
 /// `match` needs no wildcard arm.
@@ -69,7 +75,10 @@ use crate::outbound::error::CallError;
 #[derive(Debug)]
 pub enum OptionalResponse {
     /// The call was made and the dependency answered (any status, as
-    /// [`send`](super::RequestBuilder::send) returns it).
+    /// [`send`][send] returns it).
+    ///
+    #[cfg_attr(feature = "client", doc = "[send]: super::RequestBuilder::send")]
+    #[cfg_attr(not(feature = "client"), doc = "[send]: crate::docs::client")]
     Answered(BudgetResponse),
     /// The call was not made: what remained was below the floor, the
     /// circuit was open, or no concurrency permit came in time.

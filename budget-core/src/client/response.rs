@@ -152,6 +152,12 @@ impl BudgetResponse {
     /// The body as text; invalid UTF-8 is replaced (`U+FFFD`), never an
     /// error.
     ///
+    /// Unlike reqwest's `Response::text`, this is not `async`: the body was
+    /// read to its end inside the attempt, within the budget (a body that
+    /// stalls is that attempt's timeout, not the caller's), so `.text()`
+    /// without `.await` is intended; the same holds for
+    /// [`bytes`](Self::bytes) and [`json`](Self::json).
+    ///
     /// ```
     /// # async fn run(c: budget_core::client::BudgetClient) -> Result<(), budget_core::client::CallError> {
     /// println!("{}", c.get("").send().await?.text());

@@ -3,7 +3,7 @@
 //! gRPC layer has it too, keyed by method and request message
 //! (`budget_core::grpc::Stale`, feature `grpc`).
 //!
-//! With `on_unavailable = "stale"`, a [`BudgetClient`](super::BudgetClient)
+//! With `on_unavailable = "stale"`, a [`BudgetClient`]
 //! keeps the last good answer of each `GET` and `HEAD` URL it called, and
 //! when a later call of the same URL ends without a usable answer, returns
 //! that answer instead, if it is at most `max_stale` old:
@@ -74,6 +74,9 @@
 //! let degraded = res.stale().is_some(); // say so in the answer
 //! # Ok(()) }
 //! ```
+//!
+#![cfg_attr(feature = "client", doc = "[`BudgetClient`]: super::BudgetClient")]
+#![cfg_attr(not(feature = "client"), doc = "[`BudgetClient`]: crate::docs::client")]
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -60,8 +60,17 @@ pub enum Entry {
     },
     /// A dependency's answer served from the client's stale cache because
     /// the call was not made or failed (`on_unavailable = "stale"`, see
-    /// [`DependencyConfig`](crate::client::DependencyConfig) with the
+    /// [`DependencyConfig`][dependency-config] with the
     /// `client` feature): how old the answer was.
+    ///
+    #[cfg_attr(
+        any(feature = "client", feature = "grpc"),
+        doc = "[dependency-config]: crate::client::DependencyConfig"
+    )]
+    #[cfg_attr(
+        not(any(feature = "client", feature = "grpc")),
+        doc = "[dependency-config]: crate::docs::client"
+    )]
     Stale {
         /// The dependency whose old answer was served.
         dependency: String,

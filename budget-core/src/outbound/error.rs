@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::admission::queue::{Prediction, RefusalReason};
+use crate::floor::BelowFloor;
 use crate::problem::{Problem, ProblemKind};
 use crate::retry::TransportKind;
 
@@ -37,7 +38,13 @@ pub(crate) use crate::error_chain;
 pub enum CallErrorKind {
     /// Budget mode, and no budget: the call was made outside a budget-aware
     /// request (no [`context`](crate::context)) and none was given with
-    /// [`budget`](crate::client::RequestBuilder::budget). A bug in the caller.
+    /// [`budget`][request-budget]. A bug in the caller.
+    ///
+    #[cfg_attr(
+        feature = "client",
+        doc = "[request-budget]: crate::client::RequestBuilder::budget"
+    )]
+    #[cfg_attr(not(feature = "client"), doc = "[request-budget]: crate::docs::client")]
     NoBudget,
     /// Not made: what is left of the budget (net of the reserve) is below
     /// the dependency's floor, or nothing is left at all.
@@ -203,7 +210,18 @@ impl fmt::Display for Summary<'_> {
                      and none given with `.budget()`)",
                 );
             }
-            CallErrorKind::BelowFloor => return f.write_str("not made: budget below its floor"),
+            CallErrorKind::BelowFloor => {
+                // The floor's own text, the numbers that decided it: the
+                // same as the ledger's skip note.
+                let below = e
+                    .source
+                    .as_deref()
+                    .and_then(|s| s.downcast_ref::<BelowFloor>());
+                return match below {
+                    Some(below) => write!(f, "not made: {below}"),
+                    None => f.write_str("not made: budget below its floor"),
+                };
+            }
             CallErrorKind::CircuitOpen => return f.write_str("not made: circuit open"),
             CallErrorKind::NoPermit => {
                 return f.write_str("not made: no concurrency permit within the budget");
@@ -293,9 +311,9 @@ impl CallError {
         self
     }
 
-    /// The error's budget, floor and source from `below`, the refusal
-    /// of a call below its floor.
-    pub(crate) fn below(self, below: crate::floor::BelowFloor) -> Self {
+    /// The error's budget, floor, message and source from `below`, the
+    /// refusal of a call below its floor.
+    pub(crate) fn below(self, below: BelowFloor) -> Self {
         self.with_budget(below.remaining(), below.remaining().is_zero())
             .with_floor(below.floor())
             .with_source(below)
@@ -791,22 +809,47 @@ mod tests {
         let below = Floor::new(Duration::from_millis(1000))
             .check(Duration::from_millis(850))
             .unwrap_err();
-        let e = CallError::new(dep(), CallErrorKind::BelowFloor)
-            .with_budget(Duration::from_millis(850), false)
-            .with_floor(Duration::from_millis(1000))
-            .with_source(below);
+        let e = CallError::new(dep(), CallErrorKind::BelowFloor).below(below);
         assert_eq!(
             e.to_string(),
-            "call to `pricing` not made: budget below its floor"
+            "call to `pricing` not made: 850ms < floor 1000ms"
         );
         assert_eq!(e.source().unwrap().to_string(), "850ms < floor 1000ms");
         let p = e.problem();
         assert_eq!(p.status, 504);
         assert_eq!((p.remaining_ms, p.floor_ms), (Some(850), Some(1000)));
-        assert_eq!(
-            p.detail,
-            "call to `pricing` not made: budget below its floor: 850ms < floor 1000ms"
-        );
+        // The detail says the floor's text once, though it is the source too.
+        assert_eq!(p.detail, "call to `pricing` not made: 850ms < floor 1000ms");
+    }
+
+    /// The message, the problem's detail and the ledger's skip note are
+    /// one text, the per-hop reserve named when it decided.
+    #[test]
+    fn a_refusal_names_the_reserve_the_floor_and_what_was_left() {
+        let ms = Duration::from_millis;
+        for (floor, left, reserve, text) in [
+            (
+                0,
+                5,
+                5,
+                "no budget left: 5ms left, all of it the 5ms per-hop reserve",
+            ),
+            (20, 8, 5, "3ms left after the 5ms reserve < floor 20ms"),
+            (20, 3, 0, "3ms < floor 20ms"),
+            (0, 0, 0, "no budget left"),
+        ] {
+            let below = Floor::new(ms(floor))
+                .check_after_reserve(ms(left), ms(reserve))
+                .unwrap_err();
+            let e = CallError::new(dep(), CallErrorKind::BelowFloor)
+                .with_skip_note(below.skip_note())
+                .below(below);
+            let message = format!("call to `pricing` not made: {text}");
+            assert_eq!(e.to_string(), message);
+            assert_eq!(e.problem().detail, message);
+            assert_eq!(e.skip_note(), Some(format!("skipped: {text}").as_str()));
+            assert_eq!(e.problem().floor_ms, Some(floor));
+        }
     }
 
     #[test]

@@ -84,6 +84,11 @@ pub enum ProblemKind {
     /// The request body could not be read whole (cut short, or its framing
     /// broken) or is not what the route takes (400).
     BadBody,
+    /// A handler asked for the request's budget, context or ledger on a
+    /// route that is not behind the budget layer (for example a route
+    /// added to the router after `.layer(..)`): a bug in this service, not
+    /// in the request (500).
+    MissingBudgetLayer,
 }
 
 impl ProblemKind {
@@ -106,6 +111,7 @@ impl ProblemKind {
             ProblemKind::Deferred { status } => *status,
             ProblemKind::CircuitOpen | ProblemKind::Overloaded => 503,
             ProblemKind::DependencyFailed => 502,
+            ProblemKind::MissingBudgetLayer => 500,
         }
     }
 
@@ -130,6 +136,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "urn:budget:problem:method-not-allowed",
             ProblemKind::BodyTooLarge => "urn:budget:problem:body-too-large",
             ProblemKind::BadBody => "urn:budget:problem:bad-body",
+            ProblemKind::MissingBudgetLayer => "urn:budget:problem:missing-budget-layer",
         }
     }
 
@@ -154,6 +161,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "Method not allowed",
             ProblemKind::BodyTooLarge => "Body too large",
             ProblemKind::BadBody => "Bad request body",
+            ProblemKind::MissingBudgetLayer => "Route not behind the budget layer",
         }
     }
 

@@ -6,10 +6,16 @@ use http::request::Parts;
 use crate::budget::Budget;
 use crate::context::RequestContext;
 use crate::ledger::Ledger;
+use crate::problem::{Problem, ProblemKind};
 
 /// The budget extractor was used on a route without [`BudgetLayer`](crate::server::BudgetLayer).
 ///
-/// A server bug, not a client error: answers `500` with a plain-text body.
+/// The usual cause is a route added to the router after `.layer(..)`:
+/// axum's `Router::layer` wraps the routes added before it only. A server
+/// bug, not a client error: it answers `500` with a problem body
+/// (`application/problem+json`, type
+/// `urn:budget:problem:missing-budget-layer`, docs/contract.md §3), as
+/// every other error of the layer does.
 ///
 /// # Example
 ///
@@ -18,10 +24,16 @@ use crate::ledger::Ledger;
 /// use budget_core::server::MissingBudgetLayer;
 ///
 /// assert_eq!(MissingBudgetLayer.status(), 500);
-/// assert_eq!(MissingBudgetLayer.into_response().status(), 500);
+/// let res = MissingBudgetLayer.into_response();
+/// assert_eq!(res.status(), 500);
+/// assert_eq!(res.headers()["content-type"], "application/problem+json");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, thiserror::Error)]
-#[error("no budget on this request: add budget_core::server::BudgetLayer to the router")]
+#[error(
+    "no budget on this request: its route is not behind budget_core::server::BudgetLayer \
+     (a route added to the router after `.layer(..)` is not wrapped by it): \
+     add the route before the layer, or take `Option<Budget>`"
+)]
 pub struct MissingBudgetLayer;
 
 impl MissingBudgetLayer {
@@ -44,11 +56,27 @@ impl MissingBudgetLayer {
     pub fn body_text(&self) -> String {
         self.to_string()
     }
+
+    /// The problem answered: `500` `missing-budget-layer`, its `detail`
+    /// the [`body_text`](Self::body_text).
+    ///
+    /// ```
+    /// # use budget_core::server::MissingBudgetLayer;
+    /// let p = MissingBudgetLayer.problem();
+    /// assert_eq!(p.status, 500);
+    /// assert_eq!(p.type_uri, "urn:budget:problem:missing-budget-layer");
+    /// assert!(p.detail.contains("after `.layer(..)`"));
+    /// ```
+    pub fn problem(&self) -> Problem {
+        Problem::new(ProblemKind::MissingBudgetLayer, self.body_text())
+    }
 }
 
+/// The [`problem`](MissingBudgetLayer::problem) as
+/// `application/problem+json`.
 impl IntoResponse for MissingBudgetLayer {
     fn into_response(self) -> Response {
-        (self.status(), self.body_text()).into_response()
+        self.problem().into_response()
     }
 }
 
@@ -139,7 +167,58 @@ impl<S: Send + Sync> FromRequestParts<S> for Ledger {
 mod tests {
     use std::time::Duration;
 
+    use axum::Router;
+    use axum::routing::get;
+
     use super::*;
+    use crate::server::ServerConfig;
+
+    /// A route added after `.layer()` is not behind the layer: its `Budget`
+    /// extractor's rejection is a problem, like every other error, over a
+    /// real loopback connection.
+    #[tokio::test]
+    async fn a_route_added_after_the_layer_answers_a_problem_not_plain_text() {
+        let router =
+            Router::new()
+                .route(
+                    "/early",
+                    get(|budget: Budget| async move {
+                        format!("{}", budget.remaining().as_millis() > 0)
+                    }),
+                )
+                .layer(ServerConfig::default().layer().unwrap())
+                .route("/late", get(|_: Budget| async { "unreachable" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let client = reqwest::Client::new();
+
+        let early = client
+            .get(format!("http://{addr}/early"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(early.status(), 200);
+
+        let late = client
+            .get(format!("http://{addr}/late"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(late.status(), 500);
+        assert_eq!(late.headers()["content-type"], "application/problem+json");
+        let problem: Problem = late.json().await.unwrap();
+        assert_eq!(problem.type_uri, "urn:budget:problem:missing-budget-layer");
+        assert_eq!(problem.status, 500);
+        assert!(!problem.retryable);
+        assert!(
+            problem
+                .detail
+                .contains("not behind budget_core::server::BudgetLayer"),
+            "{}",
+            problem.detail
+        );
+    }
 
     #[tokio::test]
     async fn the_scoped_context_comes_first_then_the_extensions() {

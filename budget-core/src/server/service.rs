@@ -238,12 +238,9 @@ where
         tracing::debug!(%below, "budget below the ingress floor: shed");
         self.on_event.on_event(&BudgetEvent::Shed { budget, floor });
         meter::shed();
-        let problem = Problem::new(
-            ProblemKind::BelowFloor,
-            format!("budget {below}: the request was not started"),
-        )
-        .with_remaining(below.remaining())
-        .with_floor(below.floor());
+        let problem = Problem::new(ProblemKind::BelowFloor, below.not_started())
+            .with_remaining(below.remaining())
+            .with_floor(below.floor());
         let res = answer(&problem, ledger, grpc);
         ResponseFuture::ready(res, ledger, span, OUTCOME_SHED, show)
     }

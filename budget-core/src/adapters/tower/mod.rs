@@ -1,7 +1,7 @@
 //! [`OutboundBudgetLayer`]: the request's budget on a tower client of
 //! `http::Request`s (hyper-util's legacy `Client`, or any
 //! `Service<http::Request<B>, Response = http::Response<RB>>`), for a stack
-//! that does not move to [`BudgetClient`](crate::client::BudgetClient).
+//! that does not move to [`BudgetClient`].
 //! Feature `tower-client`; it needs neither reqwest nor axum.
 //!
 //! Inside a request's budget scope (the server layer's, or
@@ -54,6 +54,12 @@
 //! println!("{}", res.status());
 //! # Ok(()) }
 //! ```
+//!
+#![cfg_attr(
+    feature = "client",
+    doc = "[`BudgetClient`]: crate::client::BudgetClient"
+)]
+#![cfg_attr(not(feature = "client"), doc = "[`BudgetClient`]: crate::docs::client")]
 
 pub mod future;
 mod layer;
