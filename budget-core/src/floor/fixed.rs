@@ -238,6 +238,17 @@ impl std::fmt::Display for BelowFloor {
 impl std::error::Error for BelowFloor {}
 
 impl BelowFloor {
+    /// The same refusal of what was left after `reserve` was taken off
+    /// `left`: its text names the reserve.
+    #[cfg(outbound)]
+    pub(crate) fn after_reserve(self, left: Duration, reserve: Duration) -> Self {
+        Self {
+            left,
+            reserve,
+            ..self
+        }
+    }
+
     /// The same refusal, saying where its floor came from.
     pub(crate) fn with_basis(mut self, basis: Option<FloorBasis>) -> Self {
         self.basis = basis;

@@ -39,8 +39,7 @@ pub(crate) async fn admit<'a>(dep: &'a Dependency, plan: &Plan) -> Result<Admitt
 
     // Rule 2: below the floor, no I/O at all.
     let floor = dep.floor.current();
-    timing
-        .check_floor(&floor)
+    plan.check_floor(&floor)
         .map_err(|below| refuse(Refusal::BelowFloor(below)))?;
 
     // One endpoint (the usual case) is chosen without an await; a name's

@@ -342,7 +342,7 @@ impl<T: Transport> Race<'_, '_, T> {
         first: &crate::outbound::endpoints::Endpoint,
     ) -> Result<(Option<Permit>, Chosen), Declined> {
         let (dep, timing) = (self.call.dep, self.call.plan.timing);
-        if timing.check_floor(&dep.floor.current()).is_err() {
+        if self.call.plan.check_floor(&dep.floor.current()).is_err() {
             return Err(Declined::Floor);
         }
         let chosen =

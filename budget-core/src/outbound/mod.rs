@@ -144,6 +144,27 @@ pub(crate) struct Plan {
     /// The call's own limit on each attempt (a reqwest request's own
     /// timeout), below what is left.
     pub(crate) attempt_timeout: Option<std::time::Duration>,
+    /// The request's budget before its per-hop reserve was taken off, and
+    /// the reserve, for a refusal to name (`3ms left after the 5ms
+    /// reserve < floor 20ms`); `None` without a reserve.
+    pub(crate) reserved: Option<(crate::Budget, std::time::Duration)>,
+}
+
+impl Plan {
+    /// Rule 2: `Err` when what is left does not reach `floor`; the
+    /// refusal names the per-hop reserve when the call's budget had one
+    /// taken off. Fixed mode has no floor.
+    pub(crate) fn check_floor(
+        &self,
+        floor: &crate::floor::Effective,
+    ) -> Result<(), crate::floor::BelowFloor> {
+        self.timing
+            .check_floor(floor)
+            .map_err(|below| match self.reserved {
+                Some((gross, reserve)) => below.after_reserve(gross.remaining(), reserve),
+                None => below,
+            })
+    }
 }
 
 #[cfg(test)]
@@ -166,6 +187,7 @@ impl Plan {
                 inbound_trace: None,
             },
             attempt_timeout: None,
+            reserved: None,
         }
     }
 }

@@ -59,6 +59,9 @@ pub(crate) struct NoBudget {
 #[derive(Debug)]
 pub(crate) struct Resolved {
     pub(crate) timing: Timing,
+    /// The budget before the reserve, and the reserve, when one was taken
+    /// off and nothing shorter bounds the call.
+    pub(crate) reserved: Option<(Budget, Duration)>,
     pub(crate) ledger: Option<Ledger>,
     pub(crate) criticality: Criticality,
     pub(crate) headers: HeaderRules,
@@ -72,6 +75,7 @@ impl CallDefaults {
         cx: Option<&RequestContext>,
     ) -> Result<Resolved, NoBudget> {
         let ledger = own.ledger.or_else(|| cx.map(|cx| cx.ledger().clone()));
+        let mut reserved = None;
         let timing = match self.mode {
             TimeoutMode::Fixed => Timing::Fixed(self.fixed_timeout),
             TimeoutMode::Budget => {
@@ -87,12 +91,17 @@ impl CallDefaults {
                     .or_else(|| cx.map(RequestContext::reserve))
                     .unwrap_or_default();
                 let net = budget.less(reserve);
-                Timing::Budget(own.cap.map_or(net, |cap| net.child_capped(cap)))
+                let capped = own.cap.map(|cap| net.child_capped(cap));
+                if !reserve.is_zero() && capped.is_none_or(|c| c.deadline() >= net.deadline()) {
+                    reserved = Some((budget, reserve));
+                }
+                Timing::Budget(capped.unwrap_or(net))
             }
         };
         let criticality = cx.map_or(Criticality::Default, RequestContext::criticality);
         Ok(Resolved {
             timing,
+            reserved,
             ledger,
             criticality,
             headers: HeaderRules {
@@ -119,6 +128,7 @@ impl Resolved {
             rpc,
             headers: self.headers,
             attempt_timeout: None,
+            reserved: self.reserved,
         }
     }
 }
@@ -149,6 +159,29 @@ mod tests {
             .unwrap();
         assert_eq!(resolved.timing.remaining(), Some(ms(480)));
         assert!(resolved.ledger.is_some());
+        assert_eq!(resolved.reserved.map(|(_, r)| r), Some(ms(20)));
+    }
+
+    /// A call refused below its floor names the reserve that left too
+    /// little (docs/contract.md §4).
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_names_the_reserve() {
+        use crate::floor::{Effective, Floor};
+        let check = |budget: u64, floor: u64| {
+            let cx = RequestContext::new(Budget::new(ms(budget))).with_reserve(ms(5));
+            let plan = defaults(TimeoutMode::Budget, None)
+                .resolve(Own::default(), Some(&cx))
+                .unwrap()
+                .plan(http::Method::GET, true, Rpc::Http);
+            plan.check_floor(&Effective::fixed(Floor::new(ms(floor))))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            check(5, 0),
+            "no budget left: 5ms left, all of it the 5ms per-hop reserve"
+        );
+        assert_eq!(check(8, 20), "3ms left after the 5ms reserve < floor 20ms");
     }
 
     #[tokio::test(start_paused = true)]

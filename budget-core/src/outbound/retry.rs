@@ -85,7 +85,7 @@ pub(crate) fn requeue(
     if !unreached || dep.endpoints.only().is_some() {
         return None;
     }
-    plan.timing.check_floor(&dep.floor.current()).ok()?;
+    plan.check_floor(&dep.floor.current()).ok()?;
     let next = choose::next(dep, plan.timing.remaining(), Some(&last.endpoint)).ok()?;
     // Dropped unused when it is the same endpoint: a breaker permit
     // dropped unheard is neutral.
@@ -118,7 +118,7 @@ pub(crate) async fn wait(
     let refuse = |refusal| record::refused(&dep.name, plan.timing, &plan.ledger, refusal);
     // Rule 2 holds for retries too: the wait was chosen to leave the
     // floor, but time passes between the decision and the send (rule 3).
-    if let Err(below) = plan.timing.check_floor(&dep.floor.current()) {
+    if let Err(below) = plan.check_floor(&dep.floor.current()) {
         refuse(Refusal::BelowFloor(below));
         return Err(Decision::Stop(StopReason::WaitExceedsBudget {
             wait: after,
