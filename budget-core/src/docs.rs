@@ -15,6 +15,8 @@
 //!   concurrency, `docs/overload.md`.
 //! - [`hedging_and_stale`]: hedged requests, fail, skip or stale,
 //!   `docs/hedging-and-stale.md`.
+//! - [`adapters`]: the budget on a reqwest-middleware stack or a tower
+//!   client, with reqwest-retry, `docs/adapters.md`.
 //!
 //! The example chain:
 //!
@@ -80,6 +82,20 @@ pub mod overload {}
     doc = "Hedged requests and the stale fallback, `docs/hedging-and-stale.md`: rendered with the feature `client`."
 )]
 pub mod hedging_and_stale {}
+
+#[cfg_attr(
+    all(feature = "server", feature = "reqwest-middleware", feature = "tower-client"),
+    doc = include_str!("../docs/adapters.md")
+)]
+#[cfg_attr(
+    not(all(
+        feature = "server",
+        feature = "reqwest-middleware",
+        feature = "tower-client"
+    )),
+    doc = "Adapters, `docs/adapters.md`: rendered with the features `server`, `reqwest-middleware` and `tower-client`."
+)]
+pub mod adapters {}
 
 #[doc = include_str!("../docs/binaries.md")]
 pub mod binaries {}

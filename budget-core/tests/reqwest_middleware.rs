@@ -103,8 +103,10 @@ async fn rule2_below_the_floor_no_request_is_made_and_the_error_is_a_typed_call_
         assert!(
             matches!(&entries[..], [Entry::Skip { dependency, reason }]
                 if dependency == "pricing"
+                // 150 ms before the 60 ms reserve would have reached the
+                // floor: the reserve decided it, and the note says so.
                 && reason.starts_with("skipped: ")
-                && reason.ends_with("ms < floor 100ms")),
+                && reason.ends_with("ms left after the 60ms reserve < floor 100ms")),
             "{entries:?}"
         );
     })
@@ -264,6 +266,78 @@ async fn each_retry_of_an_outer_retry_middleware_is_told_what_is_left() {
         );
     })
     .await;
+}
+
+/// reqwest-retry's `RetryTransientMiddleware` outside, as its docs place
+/// it: every retry passes through the budget middleware again (told what
+/// is left, recorded), and `BudgetMiddleware::new` makes one attempt per
+/// pass, so the attempts are the retry middleware's, not multiplied.
+#[tokio::test]
+async fn reqwest_retry_outside_retries_each_attempt_through_the_budget() {
+    bounded_by(10, async {
+        let partner = Partner::start(vec![
+            Answer::status(503),
+            Answer::status(503),
+            Answer::status(200),
+        ])
+        .await;
+        let pricing = with_reqwest_retry(BudgetMiddleware::new("pricing"), 5);
+        let cx = context(ms(2000), ms(0));
+        let res = cx
+            .clone()
+            .scope(pricing.get(partner.url("/quote")).send())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let told: Vec<u64> = partner.seen().iter().filter_map(|s| s.budget_ms).collect();
+        assert_eq!(told.len(), 3, "{told:?}");
+        assert!(told.windows(2).all(|w| w[1] < w[0]), "{told:?}");
+        let outcomes: Vec<String> = attempts(cx.ledger()).into_iter().map(|(_, o)| o).collect();
+        assert_eq!(outcomes, ["503", "503", "200"]);
+    })
+    .await;
+}
+
+/// A retry that would go with less than the floor left is refused by the
+/// budget middleware with a `CallError`, which reqwest-retry reads as
+/// fatal: it stops there instead of sleeping and sending again, and the
+/// caller's `?` (through reqwest-retry's own wrapper) gets the contract's
+/// 504.
+#[tokio::test]
+async fn reqwest_retry_stops_when_the_budget_middleware_refuses_a_retry() {
+    bounded_by(10, async {
+        let partner = Partner::start(vec![Answer::status(503).after(ms(150))]).await;
+        let pricing = with_reqwest_retry(BudgetMiddleware::new("pricing").floor(ms(150)), 5);
+        let cx = context(ms(300), ms(0));
+        let err = cx
+            .clone()
+            .scope(pricing.get(partner.url("/quote")).send())
+            .await
+            .unwrap_err();
+        let call = CallError::from(err);
+        assert_eq!(call.kind(), CallErrorKind::BelowFloor, "{call}");
+        assert_eq!(call.problem().status, 504);
+        assert_eq!(partner.hits(), 1, "a retry below the floor was sent");
+    })
+    .await;
+}
+
+/// `BudgetMiddleware` inside reqwest-retry's retry middleware, retrying
+/// transient failures up to `retries` times after 10 to 20 ms.
+fn with_reqwest_retry(budget: BudgetMiddleware, retries: u32) -> ClientWithMiddleware {
+    use reqwest_retry::{RetryTransientMiddleware, policies::ExponentialBackoff};
+    let policy = ExponentialBackoff::builder()
+        .retry_bounds(ms(10), ms(20))
+        .build_with_max_retries(retries);
+    ClientBuilder::new(
+        reqwest::Client::builder()
+            .tls_backend_rustls()
+            .build()
+            .unwrap(),
+    )
+    .with(RetryTransientMiddleware::new_with_policy(policy))
+    .with(budget)
+    .build()
 }
 
 /// A stand-in for a retry middleware: a `503` is sent again once, 200 ms

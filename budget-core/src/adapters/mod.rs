@@ -10,73 +10,48 @@
 //!
 //! # What they do
 //!
-//! Both read the request's [context](crate::context) (its budget, ledger,
-//! per-hop reserve and criticality, set by the [server layer][server-layer]
-//! or by [`RequestContext::scope`](crate::context::RequestContext::scope)),
-//! and for each outbound request apply the client's rules of one attempt
-//! (docs/contract.md §1 "Outbound", §2 rules 1 and 2, §4), written once for
-//! both:
+//! Both run each outbound request through the outbound engine that
+//! [`BudgetClient`] and the gRPC layer use (docs/architecture.md, "The
+//! outbound engine"): the same header rules (docs/contract.md §1
+//! "Outbound"), the floor, the breaker, the permit queue, the ledger
+//! entry, metrics and spans (§2, §4). Made with `new(name)` an adapter
+//! has a name and nothing else (no floor but a spent budget, one attempt
+//! per request); made with `from_config(&DependencyConfig)` it has what
+//! the dependency's configuration gives a [`BudgetClient`].
 //!
-//! 1. **The floor.** A request that cannot fit (what is left, less the
-//!    reserve, below the adapter's floor; zero by default, so a spent
-//!    budget is never sent) is not made: the ledger says why
-//!    (`pricing;desc="skipped: 30ms < floor 50ms"`) and the caller gets a
-//!    typed error: a [`CallError`] (kind
-//!    `BelowFloor`) inside `reqwest_middleware::Error::Middleware`, a
-//!    [`BelowFloor`](crate::floor::BelowFloor) in the tower layer's boxed
-//!    error.
-//! 2. **The headers.** `request-budget-ms` = what is left less the
-//!    reserve, rounded down, and `request-criticality`, as a
-//!    `BudgetClient` attempt sends them.
-//! 3. **The deadline.** The request may take what it was told and no more:
-//!    reqwest's per-request timeout (the body included; never longer than
-//!    a timeout the request already had), or the tower layer's own
-//!    deadline on the response head
-//!    ([`BudgetElapsed`][budget-elapsed]).
-//! 4. **The ledger.** One attempt entry in the request's ledger (its
-//!    `Server-Timing` budget table): the dependency's name, the duration,
-//!    the status or the kind of failure (`pricing;dur=41`,
-//!    `desc="503"`, `desc="timeout"`).
+//! A request not made (below the floor, circuit open, no permit in time)
+//! or cut off when its budget ran out is a [`CallError`], as
+//! [`BudgetClient`] gives it: inside `reqwest_middleware::Error::Middleware`
+//! for the middleware (and `CallError: From<reqwest_middleware::Error>`,
+//! so `?` answers the same problem+json), boxed for the tower layer. A
+//! transport failure is the stack's own error, as it came, so that its
+//! retry middleware reads it as its own.
 //!
 //! Outside any budget scope (a background job, a warm-up, a spawned task
-//! that did not carry the context) a request passes through untouched: no
-//! header, no timeout, no ledger entry.
+//! that did not carry the context) with no `default_budget`, a request
+//! passes through untouched: no header, no timeout, no ledger entry.
 //!
-//! # What they leave out
+//! # What stays `BudgetClient`'s
 //!
-//! An adapter spends the budget on the request it is given; it does not
-//! decide what else to send. Everything else a `BudgetClient` does stays
-//! with the rest of your stack, or with `BudgetClient`:
-//!
-//! - **Retries** are your retry middleware's (`reqwest-retry`,
-//!   `tower::retry`). Put the adapter *inside* it (with
-//!   `reqwest-middleware`, attach the retry middleware first): each retry
-//!   then passes through the adapter, is told what is left at that
-//!   moment, and is refused once that is below the floor (`reqwest-retry`
-//!   stops there: a middleware error is fatal to it; a `tower::retry`
-//!   policy should not retry a [`BelowFloor`](crate::floor::BelowFloor)).
-//!   The backoff is the retry middleware's own and does not look at the
-//!   budget. A `BudgetClient` retries only what is safe to send twice,
-//!   within what is left less the floor, under a retry budget.
-//! - **No circuit breaker, no concurrency permits, no hedging, no learned
-//!   floor, no stale fallback, no `Retry-After` handling**: each is a
-//!   `BudgetClient` rule that needs the whole call, not one request.
-//! - **No metrics and no spans** of their own: the ledger entry and a
-//!   `debug` log line per attempt. Trace context is your tracing
-//!   middleware's (`reqwest-tracing`, an OpenTelemetry layer); the reqwest
-//!   middleware only passes on the caller's `traceparent` when the request
-//!   has none, as a `BudgetClient` does.
-//! - **One attempt number.** Each request an adapter sees is recorded as
-//!   an attempt of its own: it cannot tell a retry from a new call.
+//! - **Retries** are the stack's (`reqwest-retry`, `tower::retry`) with
+//!   `new`: put the adapter *inside* the retry middleware, and each retry
+//!   passes through it, is told what is left and is refused below the
+//!   floor (reqwest-retry stops there: a middleware error is fatal to
+//!   it). With `from_config` the engine may retry itself (the middleware
+//!   only): let one of the two retry (docs/adapters.md, "With
+//!   reqwest-retry").
+//! - **The stale fallback, the token refresh and `send_optional`**, and a
+//!   response body read inside the attempt: they need the whole call in
+//!   the library's hands.
 //!
 //! # An adapter or `BudgetClient`
 //!
-//! A [`BudgetClient`] is the whole contract
-//! for one dependency: every rule above and below, one call engine, its
-//! telemetry. An adapter is the budget's part of it on a client you keep:
-//! the stack's other middlewares (auth, tracing, retries, caching) stay as
-//! they are, and the dependency is still told its budget, refused when it
-//! cannot fit, and cut off when it runs out.
+//! A [`BudgetClient`] is the whole contract for one dependency. An adapter
+//! is the same engine on a client you keep: the stack's other
+//! middlewares (auth, tracing, retries, caching) stay as they are, and the
+//! dependency is still told its budget, refused when it cannot fit, and
+//! cut off when it runs out. docs/adapters.md has the details and a
+//! handler that answers with `?`.
 //!
 //! # Example
 //!
@@ -136,11 +111,6 @@
     not(feature = "tower-client"),
     doc = "[`tower::OutboundBudgetLayer`]: self"
 )]
-#![cfg_attr(
-    feature = "tower-client",
-    doc = "[budget-elapsed]: tower::BudgetElapsed"
-)]
-#![cfg_attr(not(feature = "tower-client"), doc = "[budget-elapsed]: self")]
 
 mod outbound;
 

@@ -6,6 +6,7 @@
 use std::error::Error as StdError;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::client::{CallError, CallErrorKind, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
@@ -51,6 +52,17 @@ impl Outbound {
     /// concurrency limit and permit queue; timeout mode; default budget;
     /// `forward`), on the host stack's client.
     pub(crate) fn from_config(config: &DependencyConfig) -> Result<Self, ConfigError> {
+        if !config.endpoints.is_empty() {
+            return Err(ConfigError::new(
+                "endpoints",
+                "an adapter sends each request where its URL says: replicas are \
+                 `BudgetClient`'s or `GrpcBudgetLayer::balanced`'s",
+            ));
+        }
+        // The stack connects, not the adapter: the URL's name is one
+        // endpoint, its breaker keyed by the URL.
+        let mut config = config.clone();
+        config.resolve_interval = Duration::ZERO;
         let settings = config.settings(None)?;
         Ok(Self {
             defaults: settings.defaults(),
@@ -148,8 +160,6 @@ pub(crate) fn failure_kind(error: &(dyn StdError + 'static)) -> TransportKind {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[derive(Debug, thiserror::Error)]
@@ -166,6 +176,19 @@ mod tests {
         assert_eq!(kind(io::ErrorKind::ConnectionReset), TransportKind::Reset);
         assert_eq!(kind(io::ErrorKind::TimedOut), TransportKind::Timeout);
         assert_eq!(kind(io::ErrorKind::PermissionDenied), TransportKind::Other);
+    }
+
+    #[test]
+    fn an_adapter_is_one_endpoint_and_refuses_a_list_of_replicas() {
+        let config = DependencyConfig::new("pricing", "http://127.0.0.1:9000")
+            .endpoints(["http://127.0.0.1:9001"]);
+        assert_eq!(
+            Outbound::from_config(&config).unwrap_err().field(),
+            "endpoints"
+        );
+        let named = DependencyConfig::new("pricing", "http://localhost:9000");
+        let one = Outbound::from_config(&named).unwrap();
+        assert_eq!(one.dep.endpoints.current().len(), 1);
     }
 
     #[test]

@@ -4,34 +4,37 @@
 //!
 //! Inside a request's budget scope (the [server layer][server-layer], or
 //! [`RequestContext::scope`](crate::context::RequestContext::scope)), each
-//! request that passes through it:
+//! request that passes through it runs through the outbound engine
+//! (docs/adapters.md):
 //!
-//! 1. is not made when what is left of the budget, less the reserve, is
-//!    below the middleware's floor (zero by default: a spent budget): the
-//!    ledger says `skipped: 30ms < floor 50ms`, and the error is
-//!    [`reqwest_middleware::Error::Middleware`] holding a
-//!    [`CallError`] of kind
-//!    [`BelowFloor`](crate::client::CallErrorKind::BelowFloor), to
-//!    `downcast_ref`;
-//! 2. carries `request-budget-ms` = what is left less the reserve, rounded
-//!    down (replacing any value already there), `request-criticality`
-//!    (unless it has one) and, when it has no `traceparent`, the one the
-//!    request came with, as a `BudgetClient` call does (docs/contract.md
-//!    §1, "Outbound");
-//! 3. gets that much as its reqwest timeout ([`reqwest::Request::timeout_mut`],
+//! 1. it is not made when what is left of the budget, less the reserve,
+//!    is below the floor (zero by default: a spent budget), when its
+//!    circuit is open or no concurrency permit comes in time: the ledger
+//!    says why (`skipped: 30ms < floor 50ms`), and the error is
+//!    `reqwest_middleware::Error::Middleware` holding a [`CallError`];
+//! 2. it carries `request-budget-ms` = what is left less the reserve,
+//!    rounded down (replacing any value already there),
+//!    `request-criticality` (unless it has one) and, when it has no
+//!    `traceparent`, the trace context, as a `BudgetClient` call does
+//!    (docs/contract.md §1, "Outbound"; neither of the first two with
+//!    `forward = false`);
+//! 3. it gets that much as its reqwest timeout (`Request::timeout_mut`,
 //!    which covers the body too), never more than a timeout it already had
-//!    nor than [`with_attempt_timeout`](BudgetMiddleware::with_attempt_timeout):
-//!    a request cut off there fails with reqwest's own timeout error
-//!    (`is_timeout()`), as any reqwest timeout does;
-//! 4. is recorded in the request's ledger with its dependency's name,
-//!    the time until its answer's head and what came back (`pricing;dur=41`,
-//!    `desc="503"`, `desc="timeout"`, `desc="connect"`).
+//!    nor than [`attempt_timeout`](BudgetMiddleware::attempt_timeout): a
+//!    request cut off there is a [`CallError`] of kind `Timeout` (the
+//!    contract's `504`);
+//! 4. it is recorded in the request's ledger with its dependency's name,
+//!    the time until its answer's head and what came back
+//!    (`pricing;dur=41`, `desc="503"`, `desc="timeout"`,
+//!    `desc="connect"`), with the client's metrics and attempt span.
 //!
-//! Outside any budget scope a request passes through untouched: no header,
-//! no timeout, no ledger entry.
+//! A transport failure is reqwest's own error (`Error::Reqwest`), as it
+//! came, so that a retry middleware outside reads it as its own.
+//! `CallError: From<reqwest_middleware::Error>`, so a handler answering
+//! with [`CallError`] uses `?` on the call.
 //!
-//! See the [module docs](super) for where it goes in a stack and what it
-//! leaves to others.
+//! Outside any budget scope, with no `default_budget`, a request passes
+//! through untouched: no header, no timeout, no ledger entry.
 //!
 //! # Example
 //!
@@ -39,30 +42,22 @@
 //! use std::time::Duration;
 //! use budget_core::adapters::reqwest_middleware::BudgetMiddleware;
 //! use budget_core::client::CallError;
-//! use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Error};
+//! use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 //!
 //! // The retry middleware first (outside), this one after it: each retry
 //! // is then checked and stamped with what is left at that moment.
 //! fn pricing_client(retries: impl reqwest_middleware::Middleware) -> ClientWithMiddleware {
 //!     ClientBuilder::new(reqwest::Client::new())
 //!         .with(retries)
-//!         .with(BudgetMiddleware::new("pricing").with_floor(Duration::from_millis(50)))
+//!         .with(BudgetMiddleware::new("pricing").floor(Duration::from_millis(50)))
 //!         .build()
 //! }
 //!
-//! // In a handler behind the server layer: no budget argument.
-//! async fn quote(pricing: &ClientWithMiddleware) -> Result<String, Box<dyn std::error::Error>> {
-//!     match pricing.get("http://127.0.0.1:9000/quote").send().await {
-//!         Ok(res) => Ok(res.text().await?),
-//!         // Not made: too little budget left. `CallError::problem` is the
-//!         // contract's 504, should the handler answer with it instead.
-//!         Err(Error::Middleware(e))
-//!             if e.downcast_ref::<CallError>().is_some_and(|e| e.is_below_floor()) =>
-//!         {
-//!             Ok("no quote in time".to_owned())
-//!         }
-//!         Err(e) => Err(e.into()),
-//!     }
+//! // In a handler behind the server layer: no budget argument, and `?`
+//! // answers a call not made or out of budget with the contract's 504.
+//! async fn quote(pricing: &ClientWithMiddleware) -> Result<String, CallError> {
+//!     let res = pricing.get("http://127.0.0.1:9000/quote").send().await?;
+//!     Ok(res.text().await.unwrap_or_default())
 //! }
 //! ```
 //!
@@ -83,7 +78,7 @@ use crate::clock::WallClock;
 use crate::config::ConfigError;
 use crate::context;
 use crate::floor::Floor;
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Rpc, Transport, http_outcome};
+use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
 use crate::retry::{Outcome, is_idempotent};
 
 /// A `reqwest_middleware::Middleware` that spends the current request's
@@ -279,7 +274,7 @@ impl Middleware for BudgetMiddleware {
             && is_idempotent(req.method(), req.headers()))
         .then(|| req.try_clone())
         .flatten();
-        let mut plan = resolved.plan(req.method().clone(), again.is_some(), Rpc::Http);
+        let mut plan = resolved.plan(req.method().clone(), again.is_some());
         plan.attempt_timeout = cap;
         let transport = Stack {
             first: Mutex::new(Some(req)),
@@ -383,6 +378,18 @@ impl Transport for Stack<'_, '_> {
     }
 }
 
+/// The [`CallError`] `error` is, or holds as a middleware error (a
+/// `reqwest_middleware::Error` is transparent: its source skips the
+/// error it holds).
+fn call_error_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a CallError> {
+    error
+        .downcast_ref::<CallError>()
+        .or_else(|| match error.downcast_ref::<Error>()? {
+            Error::Middleware(e) => e.downcast_ref::<CallError>(),
+            Error::Reqwest(_) => None,
+        })
+}
+
 /// An attempt after the first of a request whose body cannot be sent
 /// twice: never made, as the engine retries only replayable requests.
 #[derive(Debug, thiserror::Error)]
@@ -408,6 +415,13 @@ impl From<Error> for CallError {
             Error::Middleware(e) => match e.downcast::<CallError>() {
                 Ok(call) => call,
                 Err(e) => {
+                    // Wrapped by a middleware outside (reqwest-retry's
+                    // `RetryError`): the call error in its chain, its
+                    // wrapper kept as the source.
+                    let found = e.chain().find_map(call_error_in);
+                    if let Some(call) = found.map(CallError::echo) {
+                        return call.with_source(e);
+                    }
                     let kind = failure_kind(&*e);
                     CallError::from_transport(Arc::from("reqwest-middleware"), kind).with_source(e)
                 }

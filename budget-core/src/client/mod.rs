@@ -1,10 +1,11 @@
 //! The client side: a reqwest wrapper that spends the current request's
 //! budget on a dependency, and nothing more.
 //!
-//! The call engine behind it (`engine/`) is shared with the gRPC layer
-//! ([`GrpcBudgetLayer`](crate::grpc)): with the `grpc` feature alone this
-//! module holds [`DependencyConfig`] and the types it names, without
-//! reqwest and without [`BudgetClient`] (feature `client`).
+//! The outbound engine behind it (docs/architecture.md, "The outbound
+//! engine") is shared with the gRPC layer ([`GrpcBudgetLayer`](crate::grpc))
+//! and both adapters: with the `grpc` or `tower-client` feature alone this
+//! module holds [`DependencyConfig`], [`CallError`] and the types they
+//! name, without reqwest and without [`BudgetClient`] (feature `client`).
 //!
 //! A [`BudgetClient`] is made per dependency from a [`DependencyConfig`]
 //! and cloned into handlers. Inside a request handled by the
@@ -76,15 +77,14 @@
 //! A service that already has a `reqwest_middleware::ClientWithMiddleware`
 //! (with reqwest-retry, say) can add
 //! `adapters::reqwest_middleware::BudgetMiddleware` (feature
-//! `reqwest-middleware`) to it instead: it forwards the budget, applies a
-//! floor, sets reqwest's timeout to what is left and records each attempt
-//! in the ledger. What it cannot do is what `BudgetClient` is for: its
+//! `reqwest-middleware`) to it instead: made
+//! `BudgetMiddleware::from_config(&config)`, its requests run through the
+//! same engine (floor, breaker, permit queue, ledger, metrics) and its
+//! refusals are the same [`CallError`]. What stays `BudgetClient`'s: its
 //! `Middleware` hands back a streaming `reqwest::Response`, so a body read
-//! after it returned is bounded only by reqwest's timeout, not by an
-//! attempt deadline the retry decision sees; retries stay with the stack's
-//! own retry middleware (not paid from the budget's backoff rules); and
-//! there is no breaker, permit queue, hedging, replica choice or learned
-//! floor. Use `BudgetClient` where those matter.
+//! after it returned is bounded by reqwest's timeout (set to the attempt's
+//! window), not read inside the attempt; the stale fallback and token
+//! refresh are `BudgetClient`'s. See docs/adapters.md.
 //!
 //! # Example: a handler calling a dependency
 //!

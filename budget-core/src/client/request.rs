@@ -21,9 +21,9 @@ use super::transport::{Prepared, Reqwest};
 use crate::budget::Budget;
 use crate::context::{self, RequestContext};
 use crate::ledger::{Entry, Ledger};
+use crate::outbound::Plan;
 use crate::outbound::error::{BoxError, CallError, CallErrorKind};
 use crate::outbound::resolve::{NoBudget, Own};
-use crate::outbound::{Plan, Rpc};
 use crate::retry::is_idempotent;
 
 /// A call being put together; [`send`](Self::send) makes it.
@@ -480,12 +480,13 @@ impl RequestBuilder {
         let own = Own {
             budget: self.budget,
             reserve: self.reserve,
-            ledger: self.ledger,
+            ledger: self.ledger.clone(),
             cap: None,
         };
         let resolved = match settings.defaults().resolve(own, cx.as_ref()) {
             Ok(resolved) => resolved,
-            Err(NoBudget { ledger }) => {
+            Err(NoBudget) => {
+                let ledger = self.ledger.or_else(|| cx.map(|cx| cx.ledger().clone()));
                 if let Some(ledger) = &ledger {
                     ledger.record(Entry::skip(&**name, "skipped: no budget"));
                 }
@@ -496,7 +497,7 @@ impl RequestBuilder {
         // A request with its own `Authorization` is sent as it is.
         let refreshes_auth = inner.auth.is_some() && !auth::has_own(&self.headers);
         let (timing, ledger) = (resolved.timing, resolved.ledger.clone());
-        let mut plan = resolved.plan(self.method.clone(), may_retry, Rpc::Http);
+        let mut plan = resolved.plan(self.method.clone(), may_retry);
         plan.refreshes_auth = refreshes_auth;
         let stale_key = settings
             .stale

@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Method};
 use reqwest::Url;
 
+use crate::client::BodyTooLarge;
 use crate::clock::WallClock;
 use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
 use crate::retry::{Outcome, TransportKind};
@@ -73,7 +74,9 @@ impl Transport for Reqwest<'_> {
         match error {
             Failed::Head(e) => AttemptError::new(head_failure(&e), e.without_url()),
             Failed::Body(e) => AttemptError::new(body_failure(&e), e.without_url()),
-            Failed::TooLarge(limit) => AttemptError::too_large(limit),
+            Failed::TooLarge(limit) => {
+                AttemptError::neutral(TransportKind::Body, BodyTooLarge::new(limit))
+            }
         }
     }
 }

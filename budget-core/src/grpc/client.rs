@@ -29,7 +29,7 @@ use crate::grpc::{EndpointChannels, GrpcCode, grpc_answer};
 use crate::header::{GRPC_TIMEOUT, parse_grpc_timeout};
 use crate::outbound::endpoints::Endpoints;
 use crate::outbound::resolve::{CallDefaults, NoBudget, Own, Resolved};
-use crate::outbound::{Call, Deadline, Dependency, Rpc, Timing};
+use crate::outbound::{Call, Deadline, Dependency, Timing};
 use crate::problem::{Problem, ProblemBody, ProblemKind};
 use crate::retry::{DEFAULT_RETRYABLE_GRPC_CODES, RetryBudgetConfig, RetryConfig};
 
@@ -484,7 +484,7 @@ where
         match config.defaults().resolve(own, cx.as_ref()) {
             Ok(resolved) => Box::pin(GrpcCall { inner, config }.run(resolved, req)),
             // No budget to spend: as it came.
-            Err(NoBudget { .. }) => Box::pin(pass_through(inner, req)),
+            Err(NoBudget) => Box::pin(pass_through(inner, req)),
         }
     }
 }
@@ -537,7 +537,8 @@ impl<S> GrpcCall<S> {
             Timing::Budget(budget) => budget,
             Timing::Fixed(timeout) => Budget::new(timeout),
         };
-        let plan = resolved.plan(parts.method.clone(), config.idempotent, Rpc::Grpc);
+        let mut plan = resolved.plan(parts.method.clone(), config.idempotent);
+        plan.rpc_system = Some(crate::telemetry::semconv::RPC_SYSTEM_GRPC);
         let transport = Channel {
             channel: Mutex::new(self.inner),
             parts: &parts,

@@ -113,7 +113,8 @@ where
 
     fn classify_error(&self, failed: Self::Error) -> AttemptError {
         match failed {
-            Failed::Unsent(why) => AttemptError::new(TransportKind::Other, why),
+            // Ours, not the endpoint's.
+            Failed::Unsent(why) => AttemptError::neutral(TransportKind::Other, why),
             Failed::Channel { error, timed_out } => {
                 *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
                 let kind = if timed_out {

@@ -11,7 +11,7 @@ use super::timing::{AttemptWindow, Timing};
 use super::{Dependency, Plan};
 use crate::breaker::{BreakerPermit, Verdict};
 use crate::outbound::endpoints::Endpoint;
-use crate::outbound::error::{AttemptTimedOut, BodyTooLarge, BoxError, CallError};
+use crate::outbound::error::{AttemptTimedOut, BoxError, CallError};
 use crate::retry::TransportKind;
 
 /// What one attempt is told.
@@ -108,12 +108,13 @@ impl AttemptError {
         Self::new(TransportKind::Timeout, AttemptTimedOut::new(limit))
     }
 
-    /// The answer's body was over `limit` bytes.
-    pub(crate) fn too_large(limit: u64) -> Self {
+    /// A failure of ours, not the endpoint's (an answer over our body
+    /// limit, a request we could not send): neutral to the breaker.
+    pub(crate) fn neutral(kind: TransportKind, source: impl Into<BoxError>) -> Self {
         Self {
-            kind: TransportKind::Body,
+            kind,
             verdict: Verdict::Neutral,
-            source: Box::new(BodyTooLarge::new(limit)),
+            source: source.into(),
         }
     }
 
@@ -211,6 +212,7 @@ pub(crate) fn elsewhere(
 mod tests {
     use super::*;
     use crate::budget::Budget;
+    use crate::outbound::error::BodyTooLarge;
     use tokio::time::Instant;
 
     fn ms(v: u64) -> Duration {
@@ -336,7 +338,8 @@ mod tests {
 
     #[test]
     fn a_body_over_the_limit_is_neutral_to_the_breaker_and_other_failures_count() {
-        assert_eq!(AttemptError::too_large(10).verdict, Verdict::Neutral);
+        let too_large = AttemptError::neutral(TransportKind::Body, BodyTooLarge::new(10));
+        assert_eq!(too_large.verdict, Verdict::Neutral);
         assert_eq!(
             AttemptError::new(TransportKind::Connect, "refused").verdict,
             Verdict::Failure

@@ -11,7 +11,7 @@
 //! when chosen again. An endpoint at its own adaptive limit is passed
 //! over while another is below its own. A call that waited for a
 //! concurrency permit is given its endpoint again when it gets one
-//! (`engine/admission.rs`).
+//! (`outbound/admission.rs`).
 //!
 //! With one endpoint (the URL as it is) the choice is its breaker alone,
 //! as before there were replicas.

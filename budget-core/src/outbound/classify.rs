@@ -66,7 +66,7 @@ mod tests {
 
     use super::*;
     use crate::clock::FixedClock;
-    use crate::outbound::{AttemptError, Rpc, Timing};
+    use crate::outbound::{AttemptError, Timing};
     use crate::retry::TransportKind;
 
     fn plan(refreshes_auth: bool) -> Plan {
@@ -126,7 +126,7 @@ mod tests {
                 pushback: None,
             };
             let mut grpc = plan(false);
-            grpc.rpc = Rpc::Grpc;
+            grpc.rpc_system = Some("grpc");
             assert_eq!(verdict_of(&tried, &outcome, &grpc), verdict, "{code}");
         }
     }
@@ -139,7 +139,10 @@ mod tests {
         let tried = Ok(res);
         assert_eq!(verdict_of(&tried, &outcome, &plan(true)), Verdict::Neutral);
         assert_eq!(verdict_of(&tried, &outcome, &plan(false)), Verdict::Failure);
-        let failed: Tried<http::Response<()>> = Err(AttemptError::too_large(1));
+        let failed: Tried<http::Response<()>> = Err(AttemptError::neutral(
+            TransportKind::Body,
+            crate::outbound::error::BodyTooLarge::new(1),
+        ));
         let outcome = Outcome::Transport(failed.as_ref().unwrap_err().kind);
         assert_eq!(outcome, Outcome::Transport(TransportKind::Body));
         assert_eq!(

@@ -280,6 +280,18 @@ impl CallError {
         Self::new(dependency, CallErrorKind::from_transport(kind))
     }
 
+    /// The same error without its source, for a copy of one found by
+    /// reference inside another error's chain (a retry middleware's).
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn echo(&self) -> Self {
+        Self {
+            dependency: Arc::clone(&self.dependency),
+            skip_note: self.skip_note.clone(),
+            source: None,
+            ..*self
+        }
+    }
+
     pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
         self.source = Some(source.into());
         self

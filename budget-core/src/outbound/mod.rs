@@ -28,7 +28,9 @@
 //! paused clock and no sockets; the transports (reqwest, a tonic channel)
 //! each provide one.
 
-// With `grpc` alone some of the HTTP client's parts are built but unread.
+// Read by the HTTP client only (the buffered answer's attempts and
+// outcome, a resolved name's URL rewrite): with `grpc` or `tower-client`
+// alone they are built and unread.
 #![cfg_attr(not(feature = "client"), allow(dead_code))]
 
 mod admission;
@@ -113,15 +115,6 @@ impl Dependency {
     }
 }
 
-/// The protocol of a call, for the telemetry's `rpc.system`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rpc {
-    /// Plain HTTP.
-    Http,
-    /// gRPC.
-    Grpc,
-}
-
 /// One call, apart from the request itself.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
@@ -137,8 +130,8 @@ pub(crate) struct Plan {
     /// module), not a sign of a failing dependency: the breaker hears it
     /// as neutral.
     pub(crate) refreshes_auth: bool,
-    /// The protocol, for the telemetry's `rpc.system`.
-    pub(crate) rpc: Rpc,
+    /// The telemetry's `rpc.system` (`grpc`); `None` for plain HTTP.
+    pub(crate) rpc_system: Option<&'static str>,
     /// What every attempt's headers carry besides its budget.
     pub(crate) headers: HeaderRules,
     /// The call's own limit on each attempt (a reqwest request's own
@@ -151,9 +144,10 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Rule 2: `Err` when what is left does not reach `floor`; the
-    /// refusal names the per-hop reserve when the call's budget had one
-    /// taken off. Fixed mode has no floor.
+    /// Rule 2: `Err` when what is left does not reach `floor`; when the
+    /// per-hop reserve is what decided it (the budget before the reserve
+    /// would have reached the floor), the refusal names it. Fixed mode has
+    /// no floor.
     pub(crate) fn check_floor(
         &self,
         floor: &crate::floor::Effective,
@@ -161,8 +155,10 @@ impl Plan {
         self.timing
             .check_floor(floor)
             .map_err(|below| match self.reserved {
-                Some((gross, reserve)) => below.after_reserve(gross.remaining(), reserve),
-                None => below,
+                Some((gross, reserve)) if floor.check(gross.remaining()).is_ok() => {
+                    below.after_reserve(gross.remaining(), reserve)
+                }
+                _ => below,
             })
     }
 }
@@ -179,7 +175,7 @@ impl Plan {
             method: http::Method::GET,
             criticality: Criticality::Default,
             refreshes_auth: false,
-            rpc: Rpc::Http,
+            rpc_system: None,
             headers: HeaderRules {
                 forward: true,
                 deadline: Deadline::Http,

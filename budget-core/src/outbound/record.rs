@@ -11,7 +11,7 @@ use super::attempt::Attempted;
 use super::choose::Chosen;
 use super::retry::Decided;
 use super::timing::Timing;
-use super::{Dependency, Plan, Rpc};
+use super::{Dependency, Plan};
 use crate::admission::queue::{Refusal as QueueRefusal, RefusalReason};
 use crate::breaker::CircuitOpen;
 use crate::budget::whole_millis;
@@ -22,7 +22,7 @@ use crate::outbound::error::{CallError, CallErrorKind, NoPermitInBudget};
 use crate::outbound::hedging::HEDGE_SUFFIX;
 use crate::telemetry::semconv::{
     OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, OUTCOME_UNRESOLVED,
-    REASON_EXPIRED, REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE, RPC_SYSTEM_GRPC,
+    REASON_EXPIRED, REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE,
 };
 use crate::telemetry::{meter, trace};
 
@@ -49,8 +49,14 @@ pub(crate) fn attempt_started(
     budget: Option<Duration>,
     waited: Option<Duration>,
 ) -> Span {
-    let rpc_system = (plan.rpc == Rpc::Grpc).then_some(RPC_SYSTEM_GRPC);
-    let span = trace::attempt_span(&dep.name, &plan.method, number, budget, waited, rpc_system);
+    let span = trace::attempt_span(
+        &dep.name,
+        &plan.method,
+        number,
+        budget,
+        waited,
+        plan.rpc_system,
+    );
     meter::attempt(&dep.name, number, budget);
     span
 }
@@ -75,8 +81,7 @@ pub(crate) fn attempt_ended<R>(
     } else {
         ledger(plan, Entry::attempt(&**name, number, took, said));
     }
-    let rpc_system = (plan.rpc == Rpc::Grpc).then_some(RPC_SYSTEM_GRPC);
-    meter::attempt_done(name, &plan.method, outcome, took, rpc_system);
+    meter::attempt_done(name, &plan.method, outcome, took, plan.rpc_system);
 }
 
 /// An attempt's ledger outcome: `what` (`200`, `timeout`, `cancelled`),

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::headers::{Deadline, HeaderRules};
-use super::{Plan, Rpc, Timing};
+use super::{Plan, Timing};
 use crate::Budget;
 use crate::admission::criticality::Criticality;
 use crate::client::TimeoutMode;
@@ -49,10 +49,7 @@ pub(crate) struct Own {
 /// refuses it (`NoBudget`); a layer in the caller's stack passes it
 /// through as it came.
 #[derive(Debug)]
-pub(crate) struct NoBudget {
-    /// Where the refusal is recorded, when the call has a ledger.
-    pub(crate) ledger: Option<Ledger>,
-}
+pub(crate) struct NoBudget;
 
 /// The call as the engine will run it, before its request's own parts
 /// (method, idempotence).
@@ -84,7 +81,7 @@ impl CallDefaults {
                     .or_else(|| cx.map(RequestContext::budget))
                     .or_else(|| self.default_budget.map(Budget::new))
                 else {
-                    return Err(NoBudget { ledger });
+                    return Err(NoBudget);
                 };
                 let reserve = own
                     .reserve
@@ -116,8 +113,9 @@ impl CallDefaults {
 
 impl Resolved {
     /// The engine's plan for a request of `method` that may be sent again
-    /// when `may_retry`, over `rpc`.
-    pub(crate) fn plan(self, method: http::Method, may_retry: bool, rpc: Rpc) -> Plan {
+    /// when `may_retry` (over plain HTTP: a gRPC layer sets its
+    /// `rpc_system`).
+    pub(crate) fn plan(self, method: http::Method, may_retry: bool) -> Plan {
         Plan {
             timing: self.timing,
             ledger: self.ledger,
@@ -125,7 +123,7 @@ impl Resolved {
             method,
             criticality: self.criticality,
             refreshes_auth: false,
-            rpc,
+            rpc_system: None,
             headers: self.headers,
             attempt_timeout: None,
             reserved: self.reserved,
@@ -162,8 +160,9 @@ mod tests {
         assert_eq!(resolved.reserved.map(|(_, r)| r), Some(ms(20)));
     }
 
-    /// A call refused below its floor names the reserve that left too
-    /// little (docs/contract.md §4).
+    /// A call refused below its floor names the reserve when the reserve
+    /// is what left too little (docs/contract.md §4); otherwise the note
+    /// is the usual one.
     #[tokio::test(start_paused = true)]
     async fn a_refusal_names_the_reserve() {
         use crate::floor::{Effective, Floor};
@@ -172,7 +171,7 @@ mod tests {
             let plan = defaults(TimeoutMode::Budget, None)
                 .resolve(Own::default(), Some(&cx))
                 .unwrap()
-                .plan(http::Method::GET, true, Rpc::Http);
+                .plan(http::Method::GET, true);
             plan.check_floor(&Effective::fixed(Floor::new(ms(floor))))
                 .unwrap_err()
                 .to_string()
@@ -181,7 +180,11 @@ mod tests {
             check(5, 0),
             "no budget left: 5ms left, all of it the 5ms per-hop reserve"
         );
-        assert_eq!(check(8, 20), "3ms left after the 5ms reserve < floor 20ms");
+        assert_eq!(
+            check(22, 20),
+            "17ms left after the 5ms reserve < floor 20ms"
+        );
+        assert_eq!(check(8, 20), "3ms < floor 20ms");
     }
 
     #[tokio::test(start_paused = true)]

@@ -15,7 +15,7 @@ use crate::clock::WallClock;
 use crate::config::ConfigError;
 use crate::context;
 use crate::floor::Floor;
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Rpc, Transport, http_outcome};
+use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
 use crate::retry::Outcome;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -217,7 +217,7 @@ where
         let outbound = self.outbound.clone();
         ResponseFuture::new(async move {
             // Sent once: its body is not replayed.
-            let plan = resolved.plan(req.method().clone(), false, Rpc::Http);
+            let plan = resolved.plan(req.method().clone(), false);
             let transport = Client {
                 inner: Mutex::new(inner),
                 request: Mutex::new(Some(req)),
