@@ -201,8 +201,12 @@ use tokio::time::Instant;
 use crate::config::ConfigError;
 
 mod config;
+mod gradient;
+mod sample;
+mod state;
 
 pub use config::{AdaptiveLimitConfig, LimitConfig};
+use state::{Hold, Mean, Phase, State};
 
 /// The limit during a min-RTT probe, before clamping into `[min, max]`
 /// (Envoy's default `min_concurrency`).
@@ -304,109 +308,6 @@ pub struct AdaptiveLimit {
     /// not over): lets [`AdaptiveLimit::on_full`] skip the lock after.
     holding: AtomicBool,
     state: Mutex<State>,
-}
-
-/// What the limit knows, behind the lock.
-#[derive(Debug)]
-struct State {
-    /// The limit outside a probe, in `[min, max]`.
-    estimate: f64,
-    /// The no-queue latency, once a probe has measured it.
-    min_rtt: Option<Duration>,
-    phase: Phase,
-    /// Consecutive windows whose gradient hit [`MIN_GRADIENT`].
-    floor_windows: u32,
-    /// When a drop last cut the limit.
-    last_cut: Option<Instant>,
-    /// When the next periodic probe starts (`None`: never, or not yet set).
-    next_probe: Option<Instant>,
-    /// The knee: how many calls the partner holds without a queue,
-    /// estimated from the windows that showed one since the last probe
-    /// (see [`AdaptiveLimit::close_window`]).
-    knee: Option<f64>,
-    /// Slow start (item 9 of the module docs): no window has shown a
-    /// queue and no call has been dropped yet.
-    slow_start: bool,
-}
-
-/// Where the controller is.
-#[derive(Debug)]
-enum Phase {
-    /// Before the first `min_rtt` (at the probe's limit until the first
-    /// answer or the end of the hold): the latencies of the successful
-    /// calls started with at most the probe's limit in flight (the
-    /// client's first calls), every answer, failed or not, and the hold.
-    Unstarted {
-        first: Mean,
-        answers: usize,
-        hold: Hold,
-    },
-    /// Measuring `min_rtt` at the probe limit.
-    Probing { since: Instant, mean: Mean },
-    /// Collecting a sample window.
-    Window {
-        since: Instant,
-        mean: Mean,
-        peak_in_flight: usize,
-        /// The most calls in flight when one of the calls in `mean`
-        /// started.
-        peak_in_mean: usize,
-        /// The budgets of the calls in `mean` that had one.
-        budgets: Mean,
-    },
-}
-
-/// The first calls' hold at the probe's limit, before any answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Hold {
-    /// No call has found the limit full yet.
-    Unarmed,
-    /// A call found it full; the hold ends at this instant.
-    Until(Instant),
-    /// Over since this instant (its end or the first answer): the limit
-    /// is `initial`.
-    Over(Instant),
-}
-
-/// What a successful sample ended.
-enum Step {
-    /// Nothing: the probe or window goes on.
-    Continue,
-    /// The probe, with this mean latency.
-    ProbeDone(Duration),
-    /// The window, with what it saw.
-    WindowDone(Round),
-}
-
-/// What a closed window saw.
-struct Round {
-    /// The mean latency of the calls started in it.
-    mean: Duration,
-    /// The most calls in flight when any answer in it started.
-    peak: usize,
-    /// The most calls in flight when one of the calls in `mean` started.
-    peak_in_mean: usize,
-    /// The mean budget of the calls in `mean` that had one.
-    budget: Option<Duration>,
-}
-
-/// A running mean of latencies, exact in nanoseconds.
-#[derive(Debug, Default)]
-struct Mean {
-    sum_nanos: u128,
-    count: usize,
-}
-
-impl Mean {
-    fn add(&mut self, rtt: Duration) {
-        self.sum_nanos = self.sum_nanos.saturating_add(rtt.as_nanos());
-        self.count = self.count.saturating_add(1);
-    }
-
-    fn value(&self) -> Duration {
-        let count = u128::try_from(self.count.max(1)).unwrap_or(u128::MAX);
-        Duration::from_nanos(u64::try_from(self.sum_nanos / count).unwrap_or(u64::MAX))
-    }
 }
 
 impl AdaptiveLimit {
@@ -520,7 +421,7 @@ impl AdaptiveLimit {
             return None;
         }
         match (&state.phase, state.min_rtt) {
-            (Phase::Window { .. }, Some(min_rtt)) => Some(min_rtt.saturating_mul(2)),
+            (Phase::Window(_), Some(min_rtt)) => Some(min_rtt.saturating_mul(2)),
             // Past the first calls' limit, before the first min-RTT: the
             // slow start is about to begin, at the latency of the first
             // answers.
@@ -671,48 +572,8 @@ impl AdaptiveLimit {
         if outcome == Sample::Ignore {
             return self.limit_of(&state);
         }
-        if let Phase::Unstarted {
-            first,
-            answers,
-            hold,
-        } = &mut state.phase
-        {
-            *answers = answers.saturating_add(1);
-            // The first answer ends the hold.
-            if !matches!(hold, Hold::Over(_)) {
-                *hold = Hold::Over(now);
-            }
-            if outcome != Sample::Success {
-                // A drop cuts the limit already; it teaches no latency.
-                let started = now.checked_sub(rtt);
-                self.on_drop(&mut state, now, started);
-                return self.limit_of(&state);
-            }
-            // The client's first calls run at the probe's limit until one
-            // answers or the hold is over (item 1): they met a partner
-            // this client had not queued, and later calls reached it
-            // behind them, so the mean
-            // of their latencies is the first no-queue latency (the first
-            // answer alone is the fastest of a burst, below it). Probes
-            // from `probe_interval` on measure it again.
-            if in_flight <= self.probe_limit {
-                first.add(rtt);
-            }
-            let done = first.count >= PROBE_CONCURRENCY.min(self.probe_limit)
-                || (*answers >= self.config.probe_samples && first.count > 0);
-            if done {
-                // The first window holds the calls sent since the limit
-                // became `initial`: they ran under it, and a partner they
-                // queued is seen a round trip sooner than by calls sent
-                // from now on.
-                let since = match *hold {
-                    Hold::Over(since) => since,
-                    Hold::Unarmed | Hold::Until(_) => now,
-                };
-                state.min_rtt = Some(first.value());
-                state.next_probe = self.next_probe_after(now);
-                state.phase = new_window(since);
-            }
+        if matches!(state.phase, Phase::Unstarted { .. }) {
+            self.on_first_answer(&mut state, now, rtt, in_flight, outcome);
             return self.limit_of(&state);
         }
         let due = match state.phase {
@@ -738,241 +599,6 @@ impl AdaptiveLimit {
             Sample::Ignore => {}
         }
         self.limit_of(&state)
-    }
-
-    /// A dropped call: cut the estimate, once per round trip and at most
-    /// once per `window`.
-    fn on_drop(&self, state: &mut State, now: Instant, started: Option<Instant>) {
-        let fresh = match (state.last_cut, started) {
-            (None, _) => true,
-            (Some(cut), Some(started)) => {
-                started >= cut && now.saturating_duration_since(cut) >= self.config.window
-            }
-            (Some(_), None) => false,
-        };
-        if fresh {
-            state.estimate = self.clamp(state.estimate * self.config.drop_factor);
-            state.last_cut = Some(now);
-        }
-        state.slow_start = false;
-    }
-
-    /// A call's latency: a probe or window sample.
-    fn on_latency(
-        &self,
-        state: &mut State,
-        now: Instant,
-        rtt: Duration,
-        started: Option<Instant>,
-        in_flight: usize,
-        budget: Option<Duration>,
-    ) {
-        let limit = self.limit_of(state);
-        let step = match &mut state.phase {
-            Phase::Unstarted { .. } => Step::Continue,
-            Phase::Probing { since, mean } => {
-                if started.is_some_and(|s| s >= *since) && in_flight <= self.probe_limit {
-                    mean.add(rtt);
-                }
-                if mean.count >= self.config.probe_samples {
-                    Step::ProbeDone(mean.value())
-                } else {
-                    Step::Continue
-                }
-            }
-            Phase::Window {
-                since,
-                mean,
-                peak_in_flight,
-                peak_in_mean,
-                budgets,
-            } => {
-                if started.is_some_and(|s| s >= *since) {
-                    mean.add(rtt);
-                    *peak_in_mean = (*peak_in_mean).max(in_flight);
-                    if let Some(budget) = budget {
-                        budgets.add(budget);
-                    }
-                    // One call of the round queued at the partner ends the
-                    // slow start at once, as HyStart's delay increase ends
-                    // TCP's (item 9); the window closes as it would have.
-                    if state
-                        .min_rtt
-                        .is_some_and(|min| rtt.as_secs_f64() > min.as_secs_f64() * SLOW_START_EXIT)
-                    {
-                        state.slow_start = false;
-                    }
-                }
-                // Any answer in the window shows how busy the client is, even
-                // one sent before it: calls sent together finish together,
-                // and the first to finish were sent with the fewest in flight.
-                *peak_in_flight = (*peak_in_flight).max(in_flight);
-                let needed = self.config.window_samples.min(limit);
-                let elapsed = now.saturating_duration_since(*since);
-                // In slow start a window is a round trip, not `window`
-                // (item 9): the limit doubles once per round.
-                let long_enough = match state.min_rtt {
-                    Some(min_rtt) if state.slow_start => min_rtt.min(self.config.window),
-                    _ => self.config.window,
-                };
-                if elapsed >= long_enough && mean.count >= needed {
-                    let budget = (budgets.count > 0).then(|| budgets.value());
-                    Step::WindowDone(Round {
-                        mean: mean.value(),
-                        peak: *peak_in_flight,
-                        peak_in_mean: *peak_in_mean,
-                        budget,
-                    })
-                } else {
-                    Step::Continue
-                }
-            }
-        };
-        match step {
-            Step::Continue => {}
-            Step::ProbeDone(min_rtt) => {
-                state.min_rtt = Some(min_rtt);
-                state.floor_windows = 0;
-                state.next_probe = self.next_probe_after(now);
-                // A knee measured before belongs to the partner as it was.
-                state.knee = None;
-                state.phase = new_window(now);
-            }
-            Step::WindowDone(round) => self.close_window(state, now, &round, limit),
-        }
-    }
-
-    /// The gradient step at the end of a window.
-    fn close_window(&self, state: &mut State, now: Instant, round: &Round, limit: usize) {
-        let Round {
-            mean,
-            peak,
-            peak_in_mean,
-            budget,
-        } = *round;
-        // A window lowers `min_rtt` only when it is faster by more than the
-        // buffer: the lowest of many noisy window means is below the
-        // partner's no-queue latency, and a `min_rtt` biased low reads
-        // every window as a queue.
-        let min_rtt = match state.min_rtt {
-            Some(min_rtt)
-                if mean.as_secs_f64() >= min_rtt.as_secs_f64() * (1.0 - self.config.buffer) =>
-            {
-                min_rtt
-            }
-            _ => {
-                state.min_rtt = Some(mean);
-                mean
-            }
-        };
-        let (min_rtt, mean) = (min_rtt.as_secs_f64(), mean.as_secs_f64());
-        let tolerated = min_rtt * (1.0 + self.config.buffer);
-        let raw = if mean > 0.0 {
-            tolerated / mean
-        } else {
-            MAX_GRADIENT
-        };
-        let gradient = if raw.is_finite() {
-            raw.clamp(MIN_GRADIENT, MAX_GRADIENT)
-        } else {
-            1.0
-        };
-        let scaled = state.estimate * gradient;
-        let queued = mean > tolerated;
-        if state.slow_start && !queued {
-            // Slow start (item 9): a whole round at the no-queue latency
-            // doubles the limit; a window that did not use it says nothing.
-            if peak >= limit {
-                state.estimate = self.clamp(state.estimate * MAX_GRADIENT);
-            }
-            state.floor_windows = 0;
-            state.phase = new_window(now);
-            return;
-        }
-        state.slow_start = false;
-        if queued {
-            // A queue: up to `peak_in_mean` calls in flight took `mean`
-            // where one alone takes `min_rtt`, so the partner serves about
-            // `peak_in_mean * min_rtt / mean` at once (Little's law): the
-            // knee.
-            let sample = peak_in_mean as f64 * min_rtt / mean;
-            if sample.is_finite() {
-                state.knee = Some(match state.knee {
-                    Some(knee) => knee + KNEE_WEIGHT * (sample - knee),
-                    None => sample,
-                });
-            }
-        }
-        // The share of Envoy's headroom (a square root of the knee) the
-        // callers can afford: `h` calls more than `knee` workers hold wait
-        // about `h / knee * min_rtt`, and that may take [`SLACK_SHARE`] of
-        // the callers' slack (their budget beyond one no-queue latency).
-        // The whole of it without a budget.
-        let affordable = |knee: f64| match budget {
-            Some(budget) if min_rtt > 0.0 => {
-                let slack = (budget.as_secs_f64() / min_rtt - 1.0).max(0.0);
-                (knee.sqrt() * slack * SLACK_SHARE).min(1.0)
-            }
-            _ => 1.0,
-        };
-        // The queue the callers can afford past the knee.
-        let headroom = |knee: f64| knee.sqrt() * affordable(knee);
-        let mut next = match state.knee {
-            // At the knee with no queue: one call more, once a window has
-            // used the whole limit (the calls waiting in the client are
-            // the ones that know their deadlines).
-            //
-            // And, for callers who cannot afford the whole headroom, a mean
-            // within the share of the buffer they can: a queue of one call
-            // at eight workers adds at most an eighth to the mean, which a
-            // noisy window reads as within the buffer's tenth, and such a
-            // queue costs a caller with half a no-queue latency to spare a
-            // quarter of its slack.
-            Some(knee) if !queued && scaled >= knee + headroom(knee) => {
-                let within = min_rtt * (1.0 + self.config.buffer * affordable(knee));
-                if peak >= limit && mean <= within {
-                    state.estimate + 1.0
-                } else {
-                    state.estimate
-                }
-            }
-            // Below it, or not known yet: room to grow, as far as the
-            // callers' budgets allow a queue.
-            _ => scaled + headroom(scaled),
-        };
-        if let Some(knee) = state.knee.filter(|_| queued) {
-            // A queue: no more than the knee, plus the share of the buffer
-            // and the headroom the callers can afford (both whole for
-            // callers with time); but one window at most halves the limit,
-            // as the gradient does. The knee counts whole calls (workers,
-            // threads, connections): its estimate carries the few percent
-            // of noise of `min_rtt`, and rounding it keeps a partner of
-            // eight workers at eight for callers who can afford no queue,
-            // where 7.9 would cost it a worker and 8.3 times the buffer a
-            // standing queue.
-            let whole = knee.round().max(1.0);
-            let cap = whole * (1.0 + self.config.buffer * affordable(knee)) + headroom(knee);
-            next = next.min(cap.max(state.estimate * MIN_GRADIENT));
-        }
-        if peak < limit {
-            // App-limited: this window says nothing about more.
-            next = next.min(state.estimate);
-        }
-        state.estimate = self.clamp(next);
-        if raw <= MIN_GRADIENT {
-            state.floor_windows = state.floor_windows.saturating_add(1);
-        } else {
-            state.floor_windows = 0;
-        }
-        state.phase = if state.floor_windows >= FLOOR_WINDOWS {
-            state.floor_windows = 0;
-            Phase::Probing {
-                since: now,
-                mean: Mean::default(),
-            }
-        } else {
-            new_window(now)
-        };
     }
 
     /// When the probe after one ending at `now` starts.
@@ -1014,17 +640,6 @@ impl AdaptiveLimit {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// An empty window starting at `now`.
-fn new_window(now: Instant) -> Phase {
-    Phase::Window {
-        since: now,
-        mean: Mean::default(),
-        peak_in_flight: 0,
-        peak_in_mean: 0,
-        budgets: Mean::default(),
     }
 }
 
