@@ -1,4 +1,4 @@
-//! What one answer does to an [`AdaptiveLimit`](super::AdaptiveLimit)'s
+//! What one answer does to an [`AdaptiveLimit`]'s
 //! state: the first calls' answers, drops, and the latencies its probes
 //! and windows collect.
 
