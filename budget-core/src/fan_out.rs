@@ -57,7 +57,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 
 use crate::budget::Budget;
 use crate::config::ConfigError;
-use crate::context;
+use crate::context::{self, RequestContext};
 
 /// A fan-out's configuration, as read from a file.
 ///
@@ -203,74 +203,129 @@ impl FanOut {
     {
         let request = context::current();
         let mut inputs = inputs.into_iter().fuse();
-        let mut tasks = JoinSet::new();
-        let mut index_of: HashMap<Id, usize> = HashMap::new();
-        let mut results: Vec<Option<T>> = Vec::new();
+        let mut calls = Calls::new();
         let mut pulled = 0usize; // inputs taken from the iterator
-        let mut completed = 0usize;
-        let mut failure: Option<FanOutError> = None;
-        let mut out_of_time = false;
         let deadline = tokio::time::sleep_until(budget.deadline());
         tokio::pin!(deadline);
 
         loop {
             // Top up: one new call per free slot, while time is left.
-            while !out_of_time && tasks.len() < self.concurrency.get() {
+            while !calls.out_of_time && calls.tasks.len() < self.concurrency.get() {
                 let Some(input) = inputs.next() else { break };
                 pulled += 1;
                 if budget.is_exhausted() {
-                    out_of_time = true;
-                    tasks.abort_all();
+                    calls.run_out();
                     break;
                 }
-                let call = f(input);
-                let handle = match &request {
-                    Some(cx) => tasks.spawn(cx.clone().scope(call)),
-                    None => tasks.spawn(call),
-                };
-                index_of.insert(handle.id(), results.len());
-                results.push(None);
+                calls.spawn(request.as_ref(), f(input));
             }
-            if tasks.is_empty() {
+            if calls.tasks.is_empty() {
                 break;
             }
             let joined = tokio::select! {
                 biased;
-                () = &mut deadline, if !out_of_time => {
-                    tracing::debug!(in_flight = tasks.len(), "fan-out budget ran out, aborting calls in flight");
-                    out_of_time = true;
-                    tasks.abort_all();
+                () = &mut deadline, if !calls.out_of_time => {
+                    tracing::debug!(in_flight = calls.tasks.len(), "fan-out budget ran out, aborting calls in flight");
+                    calls.run_out();
                     continue;
                 }
-                joined = tasks.join_next_with_id() => joined,
+                joined = calls.tasks.join_next_with_id() => joined,
             };
             match joined {
-                Some(Ok((id, value))) => {
-                    if let Some(slot) = index_of.remove(&id).and_then(|i| results.get_mut(i)) {
-                        *slot = Some(value);
-                        completed += 1;
-                    }
-                }
-                Some(Err(err)) => {
-                    let index = index_of.remove(&err.id()).unwrap_or(usize::MAX);
-                    keep_first(
-                        &mut failure,
-                        FanOutError::from_join(index, err, out_of_time),
-                    );
-                }
+                Some(joined) => calls.record(joined),
                 None => break,
             }
         }
 
-        if let Some(failure) = failure {
+        if let Some(failure) = calls.failure.take() {
             return Err(failure);
         }
-        let total = if out_of_time {
+        let total = if calls.out_of_time {
             pulled + inputs.count()
         } else {
             pulled
         };
-        match results.into_iter().collect::<Option<Vec<T>>>() {
+        calls.into_results(total)
+    }
+}
+
+/// The calls of one [`FanOut::run`]: the tasks in flight, and what the
+/// finished ones gave, in input order.
+struct Calls<T> {
+    tasks: JoinSet<T>,
+    /// Each task's input index.
+    index_of: HashMap<Id, usize>,
+    /// One slot per call started, filled when it finishes.
+    results: Vec<Option<T>>,
+    completed: usize,
+    /// The failure of the lowest index so far.
+    failure: Option<FanOutError>,
+    /// The budget ran out: the calls in flight were aborted, and no more
+    /// start.
+    out_of_time: bool,
+}
+
+impl<T: Send + 'static> Calls<T> {
+    fn new() -> Self {
+        Self {
+            tasks: JoinSet::new(),
+            index_of: HashMap::new(),
+            results: Vec::new(),
+            completed: 0,
+            failure: None,
+            out_of_time: false,
+        }
+    }
+
+    /// Starts `call` in a task of its own, in the request's context when
+    /// there is one, its result due in the next slot.
+    fn spawn<Fut>(&mut self, request: Option<&RequestContext>, call: Fut)
+    where
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let handle = match request {
+            Some(cx) => self.tasks.spawn(cx.clone().scope(call)),
+            None => self.tasks.spawn(call),
+        };
+        self.index_of.insert(handle.id(), self.results.len());
+        self.results.push(None);
+    }
+
+    /// The budget ran out: aborts every call in flight.
+    fn run_out(&mut self) {
+        self.out_of_time = true;
+        self.tasks.abort_all();
+    }
+
+    /// A task that finished: its value in its slot, or its failure kept
+    /// (if its index is the lowest yet).
+    fn record(&mut self, joined: Result<(Id, T), JoinError>) {
+        match joined {
+            Ok((id, value)) => {
+                if let Some(slot) = self
+                    .index_of
+                    .remove(&id)
+                    .and_then(|i| self.results.get_mut(i))
+                {
+                    *slot = Some(value);
+                    self.completed += 1;
+                }
+            }
+            Err(err) => {
+                let index = self.index_of.remove(&err.id()).unwrap_or(usize::MAX);
+                keep_first(
+                    &mut self.failure,
+                    FanOutError::from_join(index, err, self.out_of_time),
+                );
+            }
+        }
+    }
+
+    /// Every result in input order when all `total` calls finished;
+    /// otherwise how many did.
+    fn into_results(self, total: usize) -> Result<Vec<T>, FanOutError> {
+        let completed = self.completed;
+        match self.results.into_iter().collect::<Option<Vec<T>>>() {
             Some(values) if values.len() == total => Ok(values),
             _ => Err(FanOutError::BudgetExhausted { completed, total }),
         }

@@ -1,5 +1,7 @@
 //! Reading a `Server-Timing` header back into its metrics, bounded.
 
+use std::iter::Peekable;
+
 use serde::{Deserialize, Serialize};
 
 /// One metric of a parsed `Server-Timing` header.
@@ -59,73 +61,7 @@ pub fn parse_server_timing_limited(value: &str, limit: usize) -> (Vec<Metric>, u
     let mut more = 0usize;
     let mut chars = value.chars().peekable();
     loop {
-        // name
-        let mut name = String::new();
-        while let Some(&c) = chars.peek() {
-            if c == ',' || c == ';' {
-                break;
-            }
-            name.push(c);
-            chars.next();
-        }
-        let mut metric = Metric {
-            name: name.trim().to_owned(),
-            dur: None,
-            desc: None,
-        };
-        // params
-        while chars.peek() == Some(&';') {
-            chars.next();
-            let mut key = String::new();
-            while let Some(&c) = chars.peek() {
-                if c == '=' || c == ';' || c == ',' {
-                    break;
-                }
-                key.push(c);
-                chars.next();
-            }
-            let mut val = String::new();
-            if chars.peek() == Some(&'=') {
-                chars.next();
-                while chars.peek().is_some_and(|c| *c == ' ') {
-                    chars.next();
-                }
-                if chars.peek() == Some(&'"') {
-                    chars.next();
-                    while let Some(c) = chars.next() {
-                        match c {
-                            '\\' => {
-                                if let Some(n) = chars.next() {
-                                    val.push(n);
-                                }
-                            }
-                            '"' => break,
-                            c => val.push(c),
-                        }
-                    }
-                    // anything up to the next separator is junk
-                    while chars.peek().is_some_and(|c| *c != ';' && *c != ',') {
-                        chars.next();
-                    }
-                } else {
-                    while let Some(&c) = chars.peek() {
-                        if c == ';' || c == ',' {
-                            break;
-                        }
-                        val.push(c);
-                        chars.next();
-                    }
-                    val = val.trim().to_owned();
-                }
-            }
-            match key.trim().to_ascii_lowercase().as_str() {
-                "dur" if metric.dur.is_none() => {
-                    metric.dur = val.parse::<f64>().ok().filter(|d| d.is_finite())
-                }
-                "desc" if metric.desc.is_none() => metric.desc = Some(val),
-                _ => {}
-            }
-        }
+        let metric = read_metric(&mut chars);
         if !metric.name.is_empty() {
             if metrics.len() < limit {
                 metrics.push(metric);
@@ -139,4 +75,87 @@ pub fn parse_server_timing_limited(value: &str, limit: usize) -> (Vec<Metric>, u
         }
     }
     (metrics, more)
+}
+
+/// The characters of a header value still to read.
+type Chars<'a> = Peekable<std::str::Chars<'a>>;
+
+/// One metric: its name and its parameters, up to the `,` that ends it
+/// (left unread) or the end of the value.
+fn read_metric(chars: &mut Chars<'_>) -> Metric {
+    let name = read_until(chars, |c| c == ',' || c == ';');
+    let mut metric = Metric {
+        name: name.trim().to_owned(),
+        dur: None,
+        desc: None,
+    };
+    while chars.peek() == Some(&';') {
+        chars.next();
+        let key = read_until(chars, |c| c == '=' || c == ';' || c == ',');
+        let mut val = String::new();
+        if chars.peek() == Some(&'=') {
+            chars.next();
+            val = read_value(chars);
+        }
+        apply_param(&mut metric, &key, val);
+    }
+    metric
+}
+
+/// The characters up to the first that `stop` matches (left unread) or
+/// the end of the value.
+fn read_until(chars: &mut Chars<'_>, stop: impl Fn(char) -> bool) -> String {
+    let mut read = String::new();
+    while let Some(&c) = chars.peek() {
+        if stop(c) {
+            break;
+        }
+        read.push(c);
+        chars.next();
+    }
+    read
+}
+
+/// A parameter's value, after its `=`: a quoted string (unescaped, and
+/// anything after its closing quote up to the next separator dropped) or
+/// a token (trimmed).
+fn read_value(chars: &mut Chars<'_>) -> String {
+    while chars.peek().is_some_and(|c| *c == ' ') {
+        chars.next();
+    }
+    if chars.peek() != Some(&'"') {
+        return read_until(chars, |c| c == ';' || c == ',')
+            .trim()
+            .to_owned();
+    }
+    chars.next();
+    let mut val = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    val.push(n);
+                }
+            }
+            '"' => break,
+            c => val.push(c),
+        }
+    }
+    // anything up to the next separator is junk
+    while chars.peek().is_some_and(|c| *c != ';' && *c != ',') {
+        chars.next();
+    }
+    val
+}
+
+/// Keeps a parameter the metric knows (`dur`, `desc`; the first of each);
+/// any other is ignored.
+fn apply_param(metric: &mut Metric, key: &str, val: String) {
+    match key.trim().to_ascii_lowercase().as_str() {
+        "dur" if metric.dur.is_none() => {
+            metric.dur = val.parse::<f64>().ok().filter(|d| d.is_finite())
+        }
+        "desc" if metric.desc.is_none() => metric.desc = Some(val),
+        _ => {}
+    }
 }

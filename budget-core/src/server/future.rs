@@ -254,19 +254,9 @@ where
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
                         let ledger = inner.context().ledger();
-                        return Poll::Ready(result.map(|res| {
-                            if let Some(slot) = slot.as_mut() {
-                                slot.answered(res.status());
-                            }
-                            let mut res = res;
-                            if show {
-                                append_server_timing(&mut res, ledger);
-                            }
-                            if let Some(span) = span {
-                                trace::record_response(span, res.status(), ledger, OUTCOME_OK);
-                            }
-                            res
-                        }));
+                        return Poll::Ready(
+                            result.map(|res| handler_answer(res, slot, ledger, span, show)),
+                        );
                     }
                     let sleep =
                         timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
@@ -288,6 +278,28 @@ where
     // Drop the inner future now, before answering.
     kind.set(Kind::Ready { response: None });
     Poll::Ready(Ok(expired))
+}
+
+/// The handler's answer: its slot learns its status, it carries the
+/// ledger when `show`, and the span records it.
+#[inline]
+fn handler_answer<B>(
+    mut res: Response<B>,
+    slot: &mut Option<InFlightGuard>,
+    ledger: &Ledger,
+    span: &Option<tracing::Span>,
+    show: bool,
+) -> Response<B> {
+    if let Some(slot) = slot.as_mut() {
+        slot.answered(res.status());
+    }
+    if show {
+        append_server_timing(&mut res, ledger);
+    }
+    if let Some(span) = span {
+        trace::record_response(span, res.status(), ledger, OUTCOME_OK);
+    }
+    res
 }
 
 /// Polls a request waiting for an in-flight slot: `Ready(None)` once it has

@@ -13,6 +13,9 @@ use std::time::Duration;
 #[cfg(feature = "metrics")]
 use super::semconv::*;
 #[cfg(feature = "metrics")]
+use metrics::Unit;
+
+#[cfg(feature = "metrics")]
 use crate::breaker::BreakerState;
 #[cfg(outbound)]
 use crate::retry::Decision;
@@ -20,6 +23,175 @@ use crate::retry::Decision;
 /// The reasons of [`METRIC_NO_PERMIT_TOTAL`], each registered at 0.
 #[cfg(all(feature = "metrics", outbound))]
 const NO_PERMIT_REASONS: [&str; 3] = [REASON_EXPIRED, REASON_STANDING_QUEUE, REASON_PREDICTED_WAIT];
+
+/// Which `describe_*` of the recorder a metric's description goes to.
+#[cfg(feature = "metrics")]
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric's description: its name, unit (if any) and help text.
+#[cfg(feature = "metrics")]
+struct Description {
+    kind: Kind,
+    name: &'static str,
+    unit: Option<metrics::Unit>,
+    help: &'static str,
+}
+
+#[cfg(feature = "metrics")]
+impl Description {
+    /// Hands the description to the installed recorder, as the
+    /// `describe_*!` macros do.
+    fn describe(&self) {
+        let (name, unit, help) = (self.name, self.unit, self.help);
+        metrics::with_recorder(|recorder| match self.kind {
+            Kind::Counter => recorder.describe_counter(name.into(), unit, help.into()),
+            Kind::Gauge => recorder.describe_gauge(name.into(), unit, help.into()),
+            Kind::Histogram => recorder.describe_histogram(name.into(), unit, help.into()),
+        });
+    }
+}
+
+/// Every budget metric's description, in the order they are described.
+#[cfg(feature = "metrics")]
+const DESCRIPTIONS: [Description; 22] = [
+    Description {
+        kind: Kind::Histogram,
+        name: METRIC_HTTP_SERVER_DURATION,
+        unit: Some(Unit::Seconds),
+        help: "How long the service took to answer, by route, method and status.",
+    },
+    Description {
+        kind: Kind::Histogram,
+        name: METRIC_HTTP_CLIENT_DURATION,
+        unit: Some(Unit::Seconds),
+        help: "How long each dependency attempt took, by dependency, method and outcome (status code or failure).",
+    },
+    Description {
+        kind: Kind::Histogram,
+        name: METRIC_INGRESS_SECONDS,
+        unit: Some(Unit::Seconds),
+        help: "The budget requests arrived with, after default and clamp.",
+    },
+    Description {
+        kind: Kind::Histogram,
+        name: METRIC_REMAINING_AT_CALL_SECONDS,
+        unit: Some(Unit::Seconds),
+        help: "The budget each dependency attempt was sent with, net of the reserve.",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_ENDPOINT_REQUESTS_TOTAL,
+        unit: None,
+        help: "Attempts to each endpoint of a dependency with several (replicas), by dependency and endpoint.",
+    },
+    Description {
+        kind: Kind::Gauge,
+        name: METRIC_ENDPOINT_LOAD_SECONDS,
+        unit: Some(Unit::Seconds),
+        help: "Each endpoint's latency estimate (peak-EWMA) after its last attempt, by dependency and endpoint.",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_RESOLVE_FAILURES_TOTAL,
+        unit: None,
+        help: "Lookups of a dependency's host name that failed (the last good endpoints are kept).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_SHED_TOTAL,
+        unit: None,
+        help: "Requests shed below the ingress floor, on arrival or after waiting for an in-flight slot (504).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_EXPIRED_TOTAL,
+        unit: None,
+        help: "Requests whose budget ran out in the handler (504).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_MALFORMED_TOTAL,
+        unit: None,
+        help: "Requests with a malformed budget header (400).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_OVERLOADED_TOTAL,
+        unit: None,
+        help: "Requests answered 503 at the server's in-flight limit (a standing line).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_BELOW_FLOOR_TOTAL,
+        unit: None,
+        help: "Dependency calls not made: the budget was below the dependency's floor.",
+    },
+    Description {
+        kind: Kind::Gauge,
+        name: METRIC_FLOOR_SECONDS,
+        unit: Some(Unit::Seconds),
+        help: "The floor in force for each dependency (fixed or learned from its latency).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_RETRIES_TOTAL,
+        unit: None,
+        help: "Dependency retries made.",
+    },
+    Description {
+        kind: Kind::Gauge,
+        name: METRIC_CONCURRENCY_LIMIT,
+        unit: None,
+        help: "Each dependency's concurrency limit now (fixed, or adaptive with concurrency = \"auto\").",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_UNKNOWN_CRITICALITY_TOTAL,
+        unit: None,
+        help: "Requests whose request-criticality was not a known value (read as default).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_NO_PERMIT_TOTAL,
+        unit: None,
+        help: "Dependency calls not made: no concurrency permit in time, by reason (expired, standing_queue).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_RETRY_BUDGET_REFUSALS_TOTAL,
+        unit: None,
+        help: "Dependency retries refused by the per-client retry budget.",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_BREAKER_TRANSITIONS_TOTAL,
+        unit: None,
+        help: "Circuit breaker state changes.",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_HEDGES_TOTAL,
+        unit: None,
+        help: "Hedged attempts sent, by whether the hedge answered first (won) or was cancelled (lost).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_HEDGES_DECLINED_TOTAL,
+        unit: None,
+        help: "Hedges that were due and not sent, by reason (hedge budget, floor, circuit, permit).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_STALE_SERVED_TOTAL,
+        unit: None,
+        help: "Dependency calls answered from the client's stale cache: the call was not made or failed.",
+    },
+];
 
 /// Describes every budget metric (unit and help text) to the installed
 /// recorder. Call once after installing it; exporters that show help text
@@ -32,99 +204,9 @@ const NO_PERMIT_REASONS: [&str; 3] = [REASON_EXPIRED, REASON_STANDING_QUEUE, REA
 /// ```
 #[cfg(feature = "metrics")]
 pub fn describe_metrics() {
-    use super::semconv::*;
-    use metrics::{Unit, describe_counter, describe_histogram};
-    describe_histogram!(
-        METRIC_HTTP_SERVER_DURATION,
-        Unit::Seconds,
-        "How long the service took to answer, by route, method and status."
-    );
-    describe_histogram!(
-        METRIC_HTTP_CLIENT_DURATION,
-        Unit::Seconds,
-        "How long each dependency attempt took, by dependency, method and outcome (status code or failure)."
-    );
-    describe_histogram!(
-        METRIC_INGRESS_SECONDS,
-        Unit::Seconds,
-        "The budget requests arrived with, after default and clamp."
-    );
-    describe_histogram!(
-        METRIC_REMAINING_AT_CALL_SECONDS,
-        Unit::Seconds,
-        "The budget each dependency attempt was sent with, net of the reserve."
-    );
-    describe_counter!(
-        METRIC_ENDPOINT_REQUESTS_TOTAL,
-        "Attempts to each endpoint of a dependency with several (replicas), by dependency and endpoint."
-    );
-    metrics::describe_gauge!(
-        METRIC_ENDPOINT_LOAD_SECONDS,
-        Unit::Seconds,
-        "Each endpoint's latency estimate (peak-EWMA) after its last attempt, by dependency and endpoint."
-    );
-    describe_counter!(
-        METRIC_RESOLVE_FAILURES_TOTAL,
-        "Lookups of a dependency's host name that failed (the last good endpoints are kept)."
-    );
-    describe_counter!(
-        METRIC_SHED_TOTAL,
-        "Requests shed below the ingress floor, on arrival or after waiting for an in-flight slot (504)."
-    );
-    describe_counter!(
-        METRIC_EXPIRED_TOTAL,
-        "Requests whose budget ran out in the handler (504)."
-    );
-    describe_counter!(
-        METRIC_MALFORMED_TOTAL,
-        "Requests with a malformed budget header (400)."
-    );
-    describe_counter!(
-        METRIC_OVERLOADED_TOTAL,
-        "Requests answered 503 at the server's in-flight limit (a standing line)."
-    );
-    describe_counter!(
-        METRIC_BELOW_FLOOR_TOTAL,
-        "Dependency calls not made: the budget was below the dependency's floor."
-    );
-    metrics::describe_gauge!(
-        METRIC_FLOOR_SECONDS,
-        Unit::Seconds,
-        "The floor in force for each dependency (fixed or learned from its latency)."
-    );
-    describe_counter!(METRIC_RETRIES_TOTAL, "Dependency retries made.");
-    metrics::describe_gauge!(
-        METRIC_CONCURRENCY_LIMIT,
-        "Each dependency's concurrency limit now (fixed, or adaptive with concurrency = \"auto\")."
-    );
-    describe_counter!(
-        METRIC_UNKNOWN_CRITICALITY_TOTAL,
-        "Requests whose request-criticality was not a known value (read as default)."
-    );
-    describe_counter!(
-        METRIC_NO_PERMIT_TOTAL,
-        "Dependency calls not made: no concurrency permit in time, by reason (expired, standing_queue)."
-    );
-    describe_counter!(
-        METRIC_RETRY_BUDGET_REFUSALS_TOTAL,
-        "Dependency retries refused by the per-client retry budget."
-    );
-    describe_counter!(
-        METRIC_BREAKER_TRANSITIONS_TOTAL,
-        "Circuit breaker state changes."
-    );
-    describe_counter!(
-        METRIC_HEDGES_TOTAL,
-        "Hedged attempts sent, by whether the hedge answered first (won) or was cancelled (lost)."
-    );
-    describe_counter!(
-        METRIC_HEDGES_DECLINED_TOTAL,
-        "Hedges that were due and not sent, by reason (hedge budget, floor, circuit, permit)."
-    );
-    describe_counter!(
-        METRIC_STALE_SERVED_TOTAL,
-        "Dependency calls answered from the client's stale cache: the call was not made or failed."
-    );
+    for description in &DESCRIPTIONS {
+        description.describe();
+    }
 }
 
 /// Registers the server's counters at 0 (shed, expired, malformed,

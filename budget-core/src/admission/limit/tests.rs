@@ -1,5 +1,8 @@
 //! Unit tests of each rule of the adaptive limit, and of its config.
 
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
 use super::*;
 
 const RTT: Duration = Duration::from_millis(50);
