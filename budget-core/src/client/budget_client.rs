@@ -7,11 +7,12 @@ use http::Method;
 use reqwest::Url;
 
 use super::auth::{Auth, TokenSource};
-use super::config::{DependencyConfig, Settings, TimeoutMode};
+use super::config::{DependencyConfig, Settings};
 use super::request::RequestBuilder;
 use crate::breaker::{BreakerRegistry, CircuitBreaker};
 use crate::clock::{SystemClock, WallClock};
 use crate::config::ConfigError;
+use crate::outbound::TimeoutMode;
 use crate::outbound::error::error_chain;
 use crate::outbound::permits::Permits;
 use crate::retry::RetryBudget;

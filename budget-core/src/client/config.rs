@@ -13,6 +13,7 @@ use crate::breaker::BreakerConfig;
 #[cfg(feature = "client")]
 use crate::config::ConfigError;
 use crate::floor::FloorConfig;
+use crate::outbound::TimeoutMode;
 use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;
 use crate::outbound::hedging::HedgeConfig;
 use crate::retry::{RetryBudgetConfig, RetryConfig};
@@ -58,34 +59,6 @@ pub const DEFAULT_FIXED_TIMEOUT: Duration = Duration::from_secs(30);
 /// assert_eq!(DependencyConfig::new("a", "http://a").max_body, DEFAULT_MAX_BODY);
 /// ```
 pub const DEFAULT_MAX_BODY: u64 = 4 * 1024 * 1024;
-
-/// How a client spends time: from the request's budget (the point of this
-/// crate) or with a fixed timeout (the usual setup, for comparison).
-///
-/// Serialises as `"budget"` or `"fixed"`.
-///
-/// ```
-/// use budget_core::client::TimeoutMode;
-/// let m: TimeoutMode = serde_json::from_str("\"fixed\"").unwrap();
-/// assert_eq!(m, TimeoutMode::Fixed);
-/// assert_eq!(TimeoutMode::default(), TimeoutMode::Budget);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum TimeoutMode {
-    /// Every rule of docs/contract.md §2: the budget is read from the
-    /// request (or given), forwarded, and pays for attempts, waits and
-    /// queueing; calls below the floor are not made.
-    #[default]
-    Budget,
-    /// The usual setup, what `--budget-mode off` switches to: no budget
-    /// read, no budget header forwarded, no floor; every attempt gets
-    /// `fixed_timeout`; retries up to `retry.max_attempts` with backoff and
-    /// no budget checks; no retry budget. The breaker, the concurrency limit
-    /// and `max_body` still apply when configured.
-    Fixed,
-}
 
 /// What a call does when it cannot be made at all (below the floor,
 /// circuit open, no concurrency permit within the budget), and, for

@@ -182,12 +182,13 @@ pub mod stale;
 pub(crate) mod transport;
 
 pub use crate::outbound::QUEUE_SUFFIX;
+pub use crate::outbound::TimeoutMode;
 pub use crate::outbound::endpoints::DEFAULT_RESOLVE_INTERVAL;
 #[cfg(feature = "client")]
 pub use budget_client::{BudgetClient, BudgetClientBuilder};
 pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
-    DependencyConfig, OnUnavailable, TimeoutMode,
+    DependencyConfig, OnUnavailable,
 };
 pub use optional::{OptionalResponse, Skipped};
 

@@ -143,83 +143,12 @@ fn pick(
     if let [one] = set {
         return alone(Arc::clone(one)).map_err(NotChosen::Open);
     }
-    let now = Instant::now();
-    let estimates: Vec<Option<Duration>> = set.iter().map(|e| e.load.estimate(now)).collect();
-    // A cold endpoint (no answer yet) is taken as the fastest of the
-    // others: tried at once, even one call after another, and not flooded,
-    // since its calls in flight count in its load as in theirs (as the
-    // average, the least loaded of all would never try it while the
-    // others are idle).
-    let fastest = estimates.iter().flatten().min().copied();
-    let estimate = |i: usize| estimates[i].or(fastest).unwrap_or(Duration::ZERO);
+    let candidates = Candidates::new(set, remaining, avoid);
     let mut open: Option<CircuitOpen> = None;
     let mut left: Vec<usize> = (0..set.len()).collect();
     let mut rng = rand::rng();
     while !left.is_empty() {
-        let avoided = |i: &usize| avoid.is_some_and(|a| std::ptr::eq(a, &*set[*i]));
-        let others: Vec<usize> = left.iter().copied().filter(|i| !avoided(i)).collect();
-        let pool = if others.is_empty() {
-            left.clone()
-        } else {
-            others
-        };
-        let fitting: Vec<usize> = match remaining {
-            Some(remaining) => pool
-                .iter()
-                .copied()
-                .filter(|&i| estimate(i) <= remaining)
-                .collect(),
-            None => Vec::new(),
-        };
-        let pool = if fitting.is_empty() { pool } else { fitting };
-        // Below its own limit, when it has one (a replica at its knee
-        // queues the call at the partner; another may take it at once).
-        let room: Vec<usize> = pool
-            .iter()
-            .copied()
-            .filter(|&i| set[i].has_room())
-            .collect();
-        let pool = if room.is_empty() { pool } else { room };
-        // The load, and the calls in flight where loads tie (every
-        // endpoint cold, say: all estimated at zero).
-        let load = |i: usize| {
-            let in_flight = set[i].outstanding();
-            (
-                estimate(i).as_secs_f64() * (in_flight as f64 + 1.0),
-                in_flight,
-            )
-        };
-        let i = match pool.len() {
-            1 => pool[0],
-            // All of them; of those that tie, each as likely (the k-th
-            // tie seen replaces the pick with probability 1/k).
-            n if n <= FULL_SCAN => {
-                let (mut best, mut least, mut ties) = (pool[0], load(pool[0]), 1_u32);
-                for &j in &pool[1..] {
-                    let this = load(j);
-                    match this.partial_cmp(&least) {
-                        Some(Ordering::Less) => (best, least, ties) = (j, this, 1),
-                        Some(Ordering::Equal) => {
-                            ties = ties.saturating_add(1);
-                            if rng.random_range(0..ties) == 0 {
-                                best = j;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                best
-            }
-            n => {
-                let a = rng.random_range(0..n);
-                let mut b = rng.random_range(0..n - 1);
-                if b >= a {
-                    b += 1;
-                }
-                let (a, b) = (pool[a], pool[b]);
-                if load(b) < load(a) { b } else { a }
-            }
-        };
+        let i = candidates.least_loaded(&candidates.pool(&left), &mut rng);
         let endpoint = Arc::clone(&set[i]);
         let breaker = match &endpoint.breaker {
             Some(breaker) => match breaker.try_acquire() {
@@ -246,6 +175,121 @@ fn pick(
         // Only a set that was never resolved is empty.
         None => NotChosen::Resolve(ResolveError::no_endpoints(dep.endpoints.name())),
     })
+}
+
+/// The endpoints one choice is made among, with their latency estimates
+/// now.
+struct Candidates<'a> {
+    set: &'a [Arc<Endpoint>],
+    estimates: Vec<Option<Duration>>,
+    /// The fastest estimate: a cold endpoint's.
+    fastest: Option<Duration>,
+    remaining: Option<Duration>,
+    avoid: Option<&'a Endpoint>,
+}
+
+impl<'a> Candidates<'a> {
+    fn new(
+        set: &'a [Arc<Endpoint>],
+        remaining: Option<Duration>,
+        avoid: Option<&'a Endpoint>,
+    ) -> Self {
+        let now = Instant::now();
+        let estimates: Vec<Option<Duration>> = set.iter().map(|e| e.load.estimate(now)).collect();
+        // A cold endpoint (no answer yet) is taken as the fastest of the
+        // others: tried at once, even one call after another, and not
+        // flooded, since its calls in flight count in its load as in
+        // theirs (as the average, the least loaded of all would never try
+        // it while the others are idle).
+        let fastest = estimates.iter().flatten().min().copied();
+        Self {
+            set,
+            estimates,
+            fastest,
+            remaining,
+            avoid,
+        }
+    }
+
+    fn estimate(&self, i: usize) -> Duration {
+        self.estimates[i].or(self.fastest).unwrap_or(Duration::ZERO)
+    }
+
+    /// Of `left`, the endpoints to choose among: not `avoid` (unless it
+    /// is the only one), those whose estimate fits what is left (unless
+    /// none does), those below their own limit (unless none is: a replica
+    /// at its knee queues the call at the partner; another may take it at
+    /// once).
+    fn pool(&self, left: &[usize]) -> Vec<usize> {
+        let avoided = |i: &usize| self.avoid.is_some_and(|a| std::ptr::eq(a, &*self.set[*i]));
+        let others: Vec<usize> = left.iter().copied().filter(|i| !avoided(i)).collect();
+        let pool = if others.is_empty() {
+            left.to_vec()
+        } else {
+            others
+        };
+        let fitting: Vec<usize> = match self.remaining {
+            Some(remaining) => pool
+                .iter()
+                .copied()
+                .filter(|&i| self.estimate(i) <= remaining)
+                .collect(),
+            None => Vec::new(),
+        };
+        let pool = if fitting.is_empty() { pool } else { fitting };
+        let room: Vec<usize> = pool
+            .iter()
+            .copied()
+            .filter(|&i| self.set[i].has_room())
+            .collect();
+        if room.is_empty() { pool } else { room }
+    }
+
+    /// The load, and the calls in flight where loads tie (every endpoint
+    /// cold, say: all estimated at zero).
+    fn load(&self, i: usize) -> (f64, usize) {
+        let in_flight = self.set[i].outstanding();
+        (
+            self.estimate(i).as_secs_f64() * (in_flight as f64 + 1.0),
+            in_flight,
+        )
+    }
+
+    /// The least loaded of `pool` (not empty): of all of them up to
+    /// [`FULL_SCAN`], those that tie each as likely (the k-th tie seen
+    /// replaces the pick with probability 1/k); of two drawn at random
+    /// beyond.
+    fn least_loaded(&self, pool: &[usize], rng: &mut impl Rng) -> usize {
+        match pool.len() {
+            1 => pool[0],
+            n if n <= FULL_SCAN => {
+                let (mut best, mut least, mut ties) = (pool[0], self.load(pool[0]), 1_u32);
+                for &j in &pool[1..] {
+                    let this = self.load(j);
+                    match this.partial_cmp(&least) {
+                        Some(Ordering::Less) => (best, least, ties) = (j, this, 1),
+                        Some(Ordering::Equal) => {
+                            ties = ties.saturating_add(1);
+                            if rng.random_range(0..ties) == 0 {
+                                best = j;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                best
+            }
+            n => {
+                let a = rng.random_range(0..n);
+                let mut b = rng.random_range(0..n - 1);
+                if b >= a {
+                    b += 1;
+                }
+                let (a, b) = (pool[a], pool[b]);
+                if self.load(b) < self.load(a) { b } else { a }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

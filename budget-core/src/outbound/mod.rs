@@ -68,6 +68,7 @@ pub(crate) use call::Call;
 pub(crate) use classify::http_outcome;
 pub(crate) use headers::{Deadline, HeaderRules};
 pub use record::QUEUE_SUFFIX;
+pub use timing::TimeoutMode;
 pub(crate) use timing::Timing;
 pub(crate) use transport::Transport;
 

@@ -27,8 +27,8 @@ use crate::admission::{
 use crate::config::ConfigError;
 use crate::telemetry::meter;
 
+use super::TimeoutMode;
 use super::endpoints::{Endpoint, Endpoints};
-use crate::client::TimeoutMode;
 
 /// The permits of one dependency, shared by every clone of its client.
 #[derive(Clone, Debug)]

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
+use super::TimeoutMode;
 use super::headers::{Deadline, HeaderRules};
 use super::{Plan, Timing};
 use crate::Budget;
 use crate::admission::criticality::Criticality;
-use crate::client::TimeoutMode;
 use crate::context::RequestContext;
 use crate::ledger::Ledger;
 

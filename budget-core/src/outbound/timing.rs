@@ -9,6 +9,36 @@ use crate::floor::{BelowFloor, Effective, Floor};
 use crate::retry::RetryBudget;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
+/// How a client spends time: from the request's budget (the point of this
+/// crate) or with a fixed timeout (the usual setup, for comparison).
+///
+/// Serialises as `"budget"` or `"fixed"`.
+///
+/// ```
+/// use budget_core::client::TimeoutMode;
+/// let m: TimeoutMode = serde_json::from_str("\"fixed\"").unwrap();
+/// assert_eq!(m, TimeoutMode::Fixed);
+/// assert_eq!(TimeoutMode::default(), TimeoutMode::Budget);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TimeoutMode {
+    /// Every rule of docs/contract.md §2: the budget is read from the
+    /// request (or given), forwarded, and pays for attempts, waits and
+    /// queueing; calls below the floor are not made.
+    #[default]
+    Budget,
+    /// The usual setup, what `--budget-mode off` switches to: no budget
+    /// read, no budget header forwarded, no floor; every attempt gets
+    /// `fixed_timeout`; retries up to `retry.max_attempts` with backoff and
+    /// no budget checks; no retry budget. The breaker, the concurrency limit
+    /// and `max_body` still apply when configured.
+    Fixed,
+}
+
 /// Where a call's time comes from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Timing {

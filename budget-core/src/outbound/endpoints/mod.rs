@@ -299,26 +299,7 @@ impl Endpoints {
             dns,
         };
         if !list.is_empty() {
-            let mut set = Vec::with_capacity(list.len());
-            for (i, entry) in list.iter().enumerate() {
-                let field = format!("endpoints[{i}]");
-                let (key, label, target) = parse_entry(entry, &field)?;
-                if set.iter().any(|e: &Arc<Endpoint>| *e.label == *label) {
-                    return Err(ConfigError::new(
-                        field.to_owned(),
-                        format!("repeats `{label}`"),
-                    ));
-                }
-                let metric_label = metric_label(i, &key);
-                let breaker = breakers.as_ref().map(|b| b.for_key(&key));
-                set.push(Arc::new(Endpoint::new(
-                    label,
-                    metric_label,
-                    Some(target),
-                    breaker,
-                    limit,
-                )));
-            }
+            let set = listed(list, breakers.as_ref(), limit)?;
             return Ok(Self {
                 shared: Arc::new(shared(set, None)),
             });
@@ -334,20 +315,7 @@ impl Endpoints {
                 })
             }
             Some(host) => {
-                let port = base.port_or_known_default().unwrap_or(80);
-                let host_header = HeaderValue::from_str(&label_host_header(base)).map_err(|e| {
-                    ConfigError::new("url", format!("has a host that is not a header value: {e}"))
-                })?;
-                let dns = Dns {
-                    host,
-                    port,
-                    host_header,
-                    interval: resolve_interval,
-                    lookup,
-                    resolved_at: Mutex::new(None),
-                    refreshing: AtomicBool::new(false),
-                    labelled: AtomicUsize::new(0),
-                };
+                let dns = Dns::new(base, host, resolve_interval, lookup)?;
                 Ok(Self {
                     shared: Arc::new(shared(Vec::new(), Some(dns))),
                 })
@@ -532,6 +500,60 @@ impl Endpoints {
     /// The breaker of the one endpoint, when the dependency is one.
     pub(crate) fn breaker(&self) -> Option<&CircuitBreaker> {
         self.only().and_then(|e| e.breaker.as_deref())
+    }
+}
+
+/// The endpoints of an `endpoints` list, each with its breaker and
+/// limit; an entry that does not parse or repeats another is the error
+/// naming it (`endpoints[i]`).
+fn listed(
+    list: &[String],
+    breakers: Option<&Breakers>,
+    limit: Option<AdaptiveLimitConfig>,
+) -> Result<Vec<Arc<Endpoint>>, ConfigError> {
+    let mut set = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let field = format!("endpoints[{i}]");
+        let (key, label, target) = parse_entry(entry, &field)?;
+        if set.iter().any(|e: &Arc<Endpoint>| *e.label == *label) {
+            return Err(ConfigError::new(field, format!("repeats `{label}`")));
+        }
+        let metric_label = metric_label(i, &key);
+        let breaker = breakers.map(|b| b.for_key(&key));
+        set.push(Arc::new(Endpoint::new(
+            label,
+            metric_label,
+            Some(target),
+            breaker,
+            limit,
+        )));
+    }
+    Ok(set)
+}
+
+impl Dns {
+    /// `base`'s `host`, looked up by `lookup` every `interval`, its
+    /// addresses on `base`'s port with `base`'s name as their `Host`.
+    fn new(
+        base: &Url,
+        host: String,
+        interval: Duration,
+        lookup: resolve::Lookup,
+    ) -> Result<Self, ConfigError> {
+        let port = base.port_or_known_default().unwrap_or(80);
+        let host_header = HeaderValue::from_str(&label_host_header(base)).map_err(|e| {
+            ConfigError::new("url", format!("has a host that is not a header value: {e}"))
+        })?;
+        Ok(Self {
+            host,
+            port,
+            host_header,
+            interval,
+            lookup,
+            resolved_at: Mutex::new(None),
+            refreshing: AtomicBool::new(false),
+            labelled: AtomicUsize::new(0),
+        })
     }
 }
 
