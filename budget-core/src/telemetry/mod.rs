@@ -2,8 +2,8 @@
 //!
 //! # Traces
 //!
-//! The [server layer](crate::server) opens a `tracing` span per request
-//! and the [client](crate::client) one per attempt of a dependency call
+//! The [server layer][server-layer] opens a `tracing` span per request
+//! and the [client][client-side] one per attempt of a dependency call
 //! (and one for a call it refused to make), with the OpenTelemetry HTTP
 //! semantic conventions plus the budget's own `budget.*` attributes: the
 //! budget at ingress, what was left at each attempt, the backoff charged,
@@ -77,6 +77,10 @@
 //! # Ok(()) }
 //! # #[cfg(not(all(feature = "metrics", feature = "server")))] fn main() {}
 //! ```
+#![cfg_attr(feature = "server", doc = "[server-layer]: crate::server")]
+#![cfg_attr(not(feature = "server"), doc = "[server-layer]: crate::docs::server")]
+#![cfg_attr(outbound, doc = "[client-side]: crate::client")]
+#![cfg_attr(not(outbound), doc = "[client-side]: crate::docs::client")]
 
 pub mod semconv;
 
