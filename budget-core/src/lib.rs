@@ -165,15 +165,6 @@ pub mod retry;
 // doctests and its users of old; no workspace crate uses it.
 #[doc(hidden)]
 pub mod single_flight;
-// Its module docs link to the server layer, the client and the metrics
-// functions, each behind its feature; that file is edited elsewhere, so
-// its links are not made conditional here: until they are, the lint is off
-// there unless all three features are on. Every other module's links
-// resolve with any set of features (`.ci/run` checks each feature alone).
-#[cfg_attr(
-    not(all(feature = "server", feature = "client", feature = "metrics")),
-    allow(rustdoc::broken_intra_doc_links)
-)]
 pub mod telemetry;
 
 #[cfg(feature = "server")]

@@ -13,8 +13,8 @@ use super::BreakerState;
 /// ([`BreakerPolicy::with_observer`](super::BreakerPolicy::with_observer)).
 /// [`BreakerConfig::build`](super::BreakerConfig::build) gives none (each
 /// call is a no-op); a client built from a
-/// [`DependencyConfig`](crate::client::DependencyConfig) with the
-/// `metrics` feature installs [`telemetry::Metrics`](crate::telemetry::Metrics),
+/// `DependencyConfig` with the
+/// `metrics` feature installs `telemetry::Metrics`,
 /// which counts the transitions as `budget_breaker_transitions_total`.
 ///
 /// Both methods do nothing by default. They run on the thread that made

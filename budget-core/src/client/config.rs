@@ -98,7 +98,7 @@ pub enum OnUnavailable {
 
 /// One dependency's configuration, as read from TOML or JSON (durations in
 /// humantime form, unknown fields rejected). Validate it with
-/// [`build`](Self::build).
+/// `build`.
 ///
 /// | field | meaning | default |
 /// | --- | --- | --- |
@@ -159,8 +159,8 @@ pub enum OnUnavailable {
 /// In code, start from [`new`](Self::new) (name and URL, every other field
 /// at its default) and set the fields that differ. A config is plain
 /// public fields and has no setters (the setters of earlier versions are
-/// deprecated); builders are for layers ([`GrpcBudgetLayer`](crate::grpc::GrpcBudgetLayer),
-/// [`BudgetLayer`](crate::server::BudgetLayer)). [`build`](Self::build)
+/// deprecated); builders are for layers (`GrpcBudgetLayer`,
+/// `BudgetLayer`). `build`
 /// validates:
 ///
 /// ```
@@ -300,7 +300,7 @@ pub struct DependencyConfig {
     /// In budget mode, the budget of a call made outside any request's
     /// budget (a start-up warm-up, a background job, a task spawned without
     /// the request's context) and without its own
-    /// [`budget`](crate::client::RequestBuilder::budget): a fresh budget of
+    /// `RequestBuilder::budget`: a fresh budget of
     /// this much, every rule applied as within a request. Absent (the
     /// default): such a call fails with
     /// [`CallErrorKind::NoBudget`](crate::client::CallErrorKind::NoBudget)

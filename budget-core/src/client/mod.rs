@@ -167,11 +167,6 @@ pub mod auth;
 mod budget_client;
 #[cfg(feature = "client")]
 mod call;
-// Its docs link to `build` and `RequestBuilder::budget`, the HTTP client's
-// (feature `client`); that file is edited elsewhere, so its links are not
-// made conditional here: until they are, the lint is off there without
-// `client` (`grpc` alone).
-#[cfg_attr(not(feature = "client"), allow(rustdoc::broken_intra_doc_links))]
 mod config;
 mod optional;
 #[cfg(feature = "client")]

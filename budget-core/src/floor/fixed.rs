@@ -176,7 +176,7 @@ pub struct BelowFloor {
 impl BelowFloor {
     /// The ledger's note of a call not made for it (docs/contract.md
     /// §4): `skipped: 30ms < floor 50ms`, `skipped: no budget left`.
-    #[cfg_attr(not(outbound), allow(dead_code))]
+    #[cfg(any(outbound, test))]
     pub(crate) fn skip_note(&self) -> String {
         format!("skipped: {self}")
     }
@@ -185,7 +185,7 @@ impl BelowFloor {
     /// was below the ingress floor on arrival: `30ms < floor 50ms: the
     /// request was not started`; for a budget of zero and no floor,
     /// `no budget left: the request came with 0ms and was not started`.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[cfg(any(feature = "server", test))]
     pub(crate) fn not_started(&self) -> String {
         if self.is_nothing_left() && self.reserve.is_zero() {
             return format!(

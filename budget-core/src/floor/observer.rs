@@ -12,8 +12,8 @@ use std::time::Duration;
 ///
 /// The floor knows nothing of metrics: whoever builds it hands it an
 /// observer. A client built from a
-/// [`DependencyConfig`](crate::client::DependencyConfig) with the
-/// `metrics` feature hands it [`telemetry::Metrics`](crate::telemetry::Metrics),
+/// `DependencyConfig` with the
+/// `metrics` feature hands it `telemetry::Metrics`,
 /// which sets the `budget_floor_seconds` gauge.
 ///
 /// It runs under the learned floor's lock, on the thread that read the

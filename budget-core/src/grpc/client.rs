@@ -148,7 +148,7 @@ impl GrpcBudgetLayer {
     ///
     /// # Errors
     ///
-    /// The first invalid field, named as [`DependencyConfig::build`]
+    /// The first invalid field, named as `DependencyConfig::build`
     /// names it.
     ///
     /// ```

@@ -32,10 +32,6 @@ mod answer;
 #[cfg(feature = "grpc")]
 mod channels;
 #[cfg(feature = "grpc")]
-// Its docs link to `DependencyConfig::build`, the HTTP client's (feature
-// `client`); that file is being rewritten elsewhere, so its link is not
-// made conditional here: until it is, the lint is off there without `client`.
-#[cfg_attr(not(feature = "client"), allow(rustdoc::broken_intra_doc_links))]
 mod client;
 #[cfg(feature = "grpc")]
 mod stale;

@@ -582,8 +582,8 @@ pub(crate) fn concurrency_limit(dependency: &Arc<str>, limit: usize) {
 /// the breaker is made) and sets each dependency's `budget_floor_seconds`
 /// gauge.
 ///
-/// A client built from a [`DependencyConfig`](crate::client::DependencyConfig)
-/// (and a [`GrpcBudgetLayer`](crate::grpc::GrpcBudgetLayer)) installs it
+/// A client built from a `DependencyConfig`
+/// (and a `GrpcBudgetLayer`) installs it
 /// on its breakers and floor by itself; hand it to a policy only for a
 /// breaker made by hand.
 ///

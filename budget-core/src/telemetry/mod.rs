@@ -31,9 +31,9 @@
 //! expired and malformed requests, of calls refused below their floor, of
 //! retries, of retries the retry budget refused and of breaker state
 //! changes, through the [`metrics`](https://docs.rs/metrics) facade: the
-//! service picks the exporter. [`describe_metrics`] gives the installed
-//! recorder their units and help texts, [`register_server_metrics`]
-//! registers the server's counters at 0, and [`SECONDS_BUCKETS`] are the
+//! service picks the exporter. `describe_metrics` gives the installed
+//! recorder their units and help texts, `register_server_metrics`
+//! registers the server's counters at 0, and `SECONDS_BUCKETS` are the
 //! histogram buckets the project's dashboards assume.
 //!
 //! # Who installs what
@@ -46,7 +46,7 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set, an OTLP/HTTP exporter behind a
 //! layer that exports only the budget spans (`service_kit::telemetry::otel_layer`);
 //! `service_kit::prometheus::install_prometheus` installs a Prometheus
-//! recorder with [`SECONDS_BUCKETS`], and `service_kit::prometheus::prometheus_router`
+//! recorder with `SECONDS_BUCKETS`, and `service_kit::prometheus::prometheus_router`
 //! serves it at `/metrics`.
 //!
 //! # Example: a service's `main` with its own recorder and subscriber

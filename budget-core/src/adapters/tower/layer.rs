@@ -57,13 +57,13 @@ impl OutboundBudgetLayer {
     }
 
     /// The layer with everything `config` gives a
-    /// [`BudgetClient`](crate::client::BudgetClient) (see
+    /// `BudgetClient` (see
     /// [`OutboundBudget::from_config`]).
     ///
     /// # Errors
     ///
     /// The first invalid field, named as
-    /// [`DependencyConfig::build`](crate::client::DependencyConfig::build)
+    /// `DependencyConfig::build`
     /// names it.
     ///
     /// ```

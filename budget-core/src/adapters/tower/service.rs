@@ -77,7 +77,7 @@ impl<S> OutboundBudget<S> {
     }
 
     /// `inner`'s requests with everything `config` gives a
-    /// [`BudgetClient`](crate::client::BudgetClient): its floor (learned
+    /// `BudgetClient`: its floor (learned
     /// or fixed), breaker, concurrency limit and permit queue, timeout
     /// mode, default budget outside a request and `forward`. A request is
     /// sent once (its body is not replayed), so the retry policy's
@@ -86,7 +86,7 @@ impl<S> OutboundBudget<S> {
     /// # Errors
     ///
     /// The first invalid field, named as
-    /// [`DependencyConfig::build`](crate::client::DependencyConfig::build)
+    /// `DependencyConfig::build`
     /// names it.
     ///
     /// ```

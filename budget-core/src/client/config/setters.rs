@@ -59,7 +59,7 @@ impl DependencyConfig {
 
     /// The same configuration with `connect_cap`: the longest a TCP (and
     /// TLS) connect may take, more than zero (checked by
-    /// [`build`](Self::build)).
+    /// `build`).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -78,7 +78,7 @@ impl DependencyConfig {
 
     /// The same configuration with `pool_idle_timeout`: how long an idle
     /// keep-alive connection may be reused, more than zero (checked by
-    /// [`build`](Self::build)).
+    /// `build`).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -98,7 +98,7 @@ impl DependencyConfig {
     /// The same configuration with `floor`: a fixed floor
     /// ([`FloorConfig::fixed`], or a [`Floor`](crate::floor::Floor)) or a
     /// learned one ([`FloorConfig::auto`], [`FloorConfig::Learned`]);
-    /// checked by [`build`](Self::build).
+    /// checked by `build`.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -120,7 +120,7 @@ impl DependencyConfig {
 
     /// The same configuration with `retry`: attempts, backoff,
     /// `Retry-After` cap, retryable statuses (checked by
-    /// [`build`](Self::build), see [`RetryConfig::build`]).
+    /// `build`, see [`RetryConfig::build`]).
     ///
     /// ```
     /// # use budget_core::client::DependencyConfig;
@@ -135,7 +135,7 @@ impl DependencyConfig {
     }
 
     /// The same configuration with a per-client retry budget (checked by
-    /// [`build`](Self::build), see [`RetryBudgetConfig::build`]). The
+    /// `build`, see [`RetryBudgetConfig::build`]). The
     /// default is none; to remove one, set the field to `None`.
     ///
     /// ```
@@ -154,7 +154,7 @@ impl DependencyConfig {
     }
 
     /// The same configuration with a circuit breaker (checked by
-    /// [`build`](Self::build), see [`BreakerConfig::build`]). The default
+    /// `build`, see [`BreakerConfig::build`]). The default
     /// is none; to remove one, set the field to `None`.
     ///
     /// ```
@@ -175,7 +175,7 @@ impl DependencyConfig {
     /// The same configuration with a concurrency limit: a number (`8`) or a
     /// [`LimitConfig`] (`LimitConfig::Adaptive(..)` for `"auto"`). The
     /// default is no limit; to remove one, set the field to `None`.
-    /// Checked by [`build`](Self::build): at least 1, an adaptive table
+    /// Checked by `build`: at least 1, an adaptive table
     /// valid.
     ///
     /// ```
@@ -196,7 +196,7 @@ impl DependencyConfig {
     }
 
     /// The same configuration with hedged requests (checked by
-    /// [`build`](Self::build), see [`HedgeConfig::validate`]). The default
+    /// `build`, see [`HedgeConfig::validate`]). The default
     /// is none; to remove it, set the field to `None`.
     ///
     /// ```
@@ -215,7 +215,7 @@ impl DependencyConfig {
     }
 
     /// The same configuration with `queue`: how calls wait for a permit
-    /// (checked by [`build`](Self::build), see [`QueueConfig::validate`]).
+    /// (checked by `build`, see [`QueueConfig::validate`]).
     ///
     /// ```
     /// # use budget_core::admission::queue::{QueueConfig, QueueOrder};
@@ -248,7 +248,7 @@ impl DependencyConfig {
 
     /// The same configuration with `max_stale`: with `on_unavailable =
     /// "stale"`, the oldest answer served in place of a failed call, more
-    /// than zero (checked by [`build`](Self::build)).
+    /// than zero (checked by `build`).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -264,7 +264,7 @@ impl DependencyConfig {
 
     /// The same configuration with `stale_cache`: with `on_unavailable =
     /// "stale"`, how much the client keeps (checked by
-    /// [`build`](Self::build), see [`StaleCacheConfig::validate`]).
+    /// `build`, see [`StaleCacheConfig::validate`]).
     ///
     /// ```
     /// # use budget_core::client::{DependencyConfig, stale::StaleCacheConfig};
@@ -311,7 +311,7 @@ impl DependencyConfig {
     }
 
     /// The same configuration with `max_body`: the largest response body
-    /// buffered, in bytes, at least 1 (checked by [`build`](Self::build)).
+    /// buffered, in bytes, at least 1 (checked by `build`).
     ///
     /// ```
     /// # use budget_core::client::DependencyConfig;
@@ -355,7 +355,7 @@ impl DependencyConfig {
 
     /// The same configuration with `fixed_timeout`: each attempt's timeout
     /// in [`TimeoutMode::Fixed`], more than zero (checked by
-    /// [`build`](Self::build)).
+    /// `build`).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -374,7 +374,7 @@ impl DependencyConfig {
 
     /// The same configuration with `default_budget`: the budget of a call
     /// made outside any request and without its own, more than zero
-    /// (checked by [`build`](Self::build)).
+    /// (checked by `build`).
     ///
     /// ```
     /// # use std::time::Duration;
