@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{CallError, CallErrorKind, DependencyConfig, TimeoutMode};
+use crate::client::{CallError, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
 use crate::config::ConfigError;
 use crate::context::RequestContext;
@@ -114,22 +114,6 @@ impl Outbound {
         .run()
         .await
     }
-}
-
-/// A call error whose cause is the transport's own failure (no
-/// connection, a reset, ...): the adapter gives back the host stack's
-/// error as it came, so that its other middlewares (a retry middleware)
-/// read it as theirs. Any other (not made, the budget ran out) is the
-/// adapter's [`CallError`].
-pub(crate) fn is_transport(error: &CallError) -> bool {
-    matches!(
-        error.kind(),
-        CallErrorKind::Connect
-            | CallErrorKind::ConnectTimeout
-            | CallErrorKind::Reset
-            | CallErrorKind::Other
-            | CallErrorKind::Body
-    )
 }
 
 /// The kind of a transport failure, from the I/O error in its source

@@ -71,7 +71,7 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Error, Middleware, Next, Result};
 
-use super::outbound::{Outbound, failure_kind, is_transport};
+use super::outbound::{Outbound, failure_kind};
 use crate::client::transport::head_failure;
 use crate::client::{CallError, DependencyConfig};
 use crate::clock::WallClock;
@@ -289,13 +289,9 @@ impl Middleware for BudgetMiddleware {
             .failed
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
-        match result {
-            Ok(finished) => Ok(finished.response),
-            Err(error) => match failed {
-                Some(own) if is_transport(&error) => Err(own),
-                _ => Err(Error::middleware(error)),
-            },
-        }
+        result
+            .map(|finished| finished.response)
+            .map_err(|error| error.given_back(failed, Error::middleware))
     }
 }
 

@@ -18,7 +18,7 @@ use tower_service::Service;
 use crate::Budget;
 use crate::breaker::{BreakerPolicy, BreakerRegistry, CircuitBreaker};
 use crate::client::stale::{StaleCache, stands_in_for_error};
-use crate::client::{CallError, CallErrorKind, DependencyConfig, TimeoutMode};
+use crate::client::{CallError, DependencyConfig, TimeoutMode};
 use crate::clock::SystemClock;
 use crate::config::ConfigError;
 use crate::context;
@@ -563,7 +563,7 @@ impl<S> GrpcCall<S> {
                 Some(fallback) => fallback.settle(finished.response, within.remaining()).await,
                 None => finished.response,
             }),
-            Err(error) => failed_call(&error, fallback.as_ref(), failed),
+            Err(error) => failed_call(error, fallback.as_ref(), failed),
         }
     }
 }
@@ -588,7 +588,7 @@ where
 /// the channel's own error as it came, for a transport failure; else the
 /// layer's own answer with the problem's status.
 fn failed_call<RB: ProblemBody, E>(
-    error: &CallError,
+    error: CallError,
     fallback: Option<&Fallback<'_>>,
     channel: Option<E>,
 ) -> Result<Response<RB>, E> {
@@ -598,14 +598,7 @@ fn failed_call<RB: ProblemBody, E>(
     {
         return Ok(kept);
     }
-    let transport = matches!(
-        error.kind(),
-        CallErrorKind::Connect | CallErrorKind::Reset | CallErrorKind::Other
-    );
-    match channel {
-        Some(e) if transport => Err(e),
-        _ => Ok(answer(&error.problem())),
-    }
+    error.given_back(channel.map(Err), |e| Ok(answer(&e.problem())))
 }
 
 /// The layer's own answer, trailers-only, as the tonic client reads it.

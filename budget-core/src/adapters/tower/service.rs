@@ -9,7 +9,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::future::ResponseFuture;
-use crate::adapters::outbound::{Outbound, failure_kind, is_transport};
+use crate::adapters::outbound::{Outbound, failure_kind};
 use crate::client::DependencyConfig;
 use crate::clock::WallClock;
 use crate::config::ConfigError;
@@ -228,13 +228,9 @@ where
                 .failed
                 .into_inner()
                 .unwrap_or_else(PoisonError::into_inner);
-            match result {
-                Ok(finished) => Ok(finished.response),
-                Err(error) => Err(match failed {
-                    Some(own) if is_transport(&error) => own,
-                    _ => Box::new(error) as BoxError,
-                }),
-            }
+            result
+                .map(|finished| finished.response)
+                .map_err(|error| error.given_back(failed, |e| Box::new(e) as BoxError))
         })
     }
 }

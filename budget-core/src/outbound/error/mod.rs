@@ -295,6 +295,32 @@ impl CallError {
         }
     }
 
+    /// What a layer in the caller's stack gives back for this error: the
+    /// stack's own error `own` of the last attempt, as it came, when the
+    /// call failed in the transport (no connection, a reset, a body that
+    /// broke off), so that the stack's other layers (a retry middleware)
+    /// read it as theirs; else this error, made the stack's by `wrap` (a
+    /// call not made, or out of budget).
+    #[cfg(any(
+        feature = "grpc",
+        feature = "tower-client",
+        feature = "reqwest-middleware"
+    ))]
+    pub(crate) fn given_back<E>(self, own: Option<E>, wrap: impl FnOnce(Self) -> E) -> E {
+        let transport = matches!(
+            self.kind,
+            CallErrorKind::Connect
+                | CallErrorKind::ConnectTimeout
+                | CallErrorKind::Reset
+                | CallErrorKind::Other
+                | CallErrorKind::Body
+        );
+        match own {
+            Some(own) if transport => own,
+            _ => wrap(self),
+        }
+    }
+
     pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
         self.source = Some(source.into());
         self
