@@ -99,17 +99,17 @@ impl<T: Transport> Call<'_, T> {
         let cap = attempt::cap(dep, &self.plan, chosen.breaker.as_ref(), elsewhere);
         let window = self.plan.timing.attempt(started, cap);
         let budget = window.budget;
-        let span = record::attempt_started(dep, &self.plan, number, budget, progress.waited);
-        let in_flight = dep
-            .permits
-            .as_ref()
-            .and_then(|p| p.adaptive_in_flight(&chosen.endpoint));
-        let hedge = hedging.filter(|_| number == 1);
         let spec = AttemptSpec {
             number,
             budget,
             endpoint: Arc::clone(&chosen.endpoint),
         };
+        let span = record::attempt_started(dep, &self.plan, &spec, progress.waited);
+        let in_flight = dep
+            .permits
+            .as_ref()
+            .and_then(|p| p.adaptive_in_flight(&chosen.endpoint));
+        let hedge = hedging.filter(|_| number == 1);
         // The attempt lives in this block only: a race's loser is dropped
         // (cancelled) as soon as the race ends.
         let raced = {

@@ -155,12 +155,12 @@ impl<T: Transport> Race<'_, '_, T> {
                 None,
             ),
         );
-        let span = record::attempt_started(self.call.dep, &self.call.plan, 1, window.budget, None);
         let spec = AttemptSpec {
             number: 1,
             budget: window.budget,
             endpoint: std::sync::Arc::clone(&hedge.chosen.endpoint),
         };
+        let span = record::attempt_started(self.call.dep, &self.call.plan, &spec, None);
         let second = pin!(attempt::bounded(
             window,
             self.call.send(spec).instrument(span)

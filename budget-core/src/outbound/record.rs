@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tracing::Span;
 
-use super::attempt::Attempted;
+use super::attempt::{AttemptSpec, Attempted};
 use super::choose::Chosen;
 use super::retry::Decided;
 use super::timing::Timing;
@@ -41,14 +41,15 @@ pub(crate) fn ledger(plan: &Plan, entry: Entry) {
     }
 }
 
-/// The span of an attempt about to be sent, and its metrics.
+/// The span of attempt `spec` about to be sent after `waited`, and its
+/// metrics.
 pub(crate) fn attempt_started(
     dep: &Dependency,
     plan: &Plan,
-    number: u32,
-    budget: Option<Duration>,
+    spec: &AttemptSpec,
     waited: Option<Duration>,
 ) -> Span {
+    let (number, budget) = (spec.number, spec.budget);
     let span = trace::attempt_span(
         &dep.name,
         &plan.method,
