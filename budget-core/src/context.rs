@@ -49,9 +49,12 @@ scoped_tls::scoped_thread_local!(
     static CURRENT: RequestContext
 );
 
-/// The W3C header of the parent span.
+/// The W3C header of the parent span (read by the server layer, carried
+/// by outbound calls).
+#[cfg(any(outbound, feature = "server"))]
 pub(crate) const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 /// The W3C header of vendor trace state.
+#[cfg(any(outbound, feature = "server"))]
 pub(crate) const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
 
 /// What a request carries: its budget, its ledger and the reserve each
@@ -76,14 +79,16 @@ pub struct RequestContext {
     /// The caller's W3C trace context, as it came: passed on unchanged by
     /// outbound calls that have no trace context of their own (no
     /// OpenTelemetry layer, or spans off), so one trace crosses this hop
-    /// whether or not it exports.
+    /// whether or not it exports. Without a feature that makes outbound
+    /// calls nothing reads it, and nothing is kept.
+    #[cfg(outbound)]
     inbound_trace: Option<Box<InboundTrace>>,
 }
 
 /// The `traceparent` and `tracestate` a request arrived with (read by the
 /// client side only).
+#[cfg(outbound)]
 #[derive(Clone, Debug)]
-#[cfg_attr(not(outbound), allow(dead_code))]
 pub(crate) struct InboundTrace {
     pub(crate) traceparent: http::HeaderValue,
     pub(crate) tracestate: Option<http::HeaderValue>,
@@ -91,6 +96,7 @@ pub(crate) struct InboundTrace {
 
 /// The context's copy of a caller's trace context. Boxed: most requests
 /// carry none, and the context is cloned and moved with every request.
+#[cfg(outbound)]
 #[inline]
 fn inbound_trace(
     traceparent: Option<&http::HeaderValue>,
@@ -100,6 +106,7 @@ fn inbound_trace(
 }
 
 /// The boxed copy [`inbound_trace`] makes when there is a trace context.
+#[cfg(outbound)]
 #[inline(never)]
 fn boxed_trace(
     traceparent: &http::HeaderValue,
@@ -143,6 +150,7 @@ impl RequestContext {
             ledger,
             reserve: Duration::ZERO,
             criticality: Criticality::Default,
+            #[cfg(outbound)]
             inbound_trace: None,
         }
     }
@@ -158,11 +166,15 @@ impl RequestContext {
         criticality: Criticality,
         trace: (Option<&http::HeaderValue>, Option<&http::HeaderValue>),
     ) -> Self {
+        // Kept for outbound calls only: without them nothing reads it.
+        #[cfg(not(outbound))]
+        let _ = trace;
         Self {
             budget,
             ledger,
             reserve,
             criticality,
+            #[cfg(outbound)]
             inbound_trace: inbound_trace(trace.0, trace.1),
         }
     }
@@ -180,8 +192,20 @@ impl RequestContext {
     /// # let _ = cx;
     /// ```
     pub fn with_inbound_trace(mut self, headers: &http::HeaderMap) -> Self {
-        self.inbound_trace = inbound_trace(headers.get(TRACEPARENT), headers.get(TRACESTATE));
+        self.keep_inbound_trace(headers);
         self
+    }
+
+    /// Keeps `headers`' trace context for outbound calls; without a
+    /// feature that makes them, nothing would read it, and nothing is kept.
+    #[inline]
+    fn keep_inbound_trace(&mut self, headers: &http::HeaderMap) {
+        #[cfg(outbound)]
+        {
+            self.inbound_trace = inbound_trace(headers.get(TRACEPARENT), headers.get(TRACESTATE));
+        }
+        #[cfg(not(outbound))]
+        let _ = headers;
     }
 
     /// The caller's trace context, for [`with_inbound_trace`](Self::with_inbound_trace).

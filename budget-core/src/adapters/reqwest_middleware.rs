@@ -368,9 +368,16 @@ impl Transport for Stack<'_, '_> {
             Error::Reqwest(e) => head_failure(e),
             Error::Middleware(e) => failure_kind(&**e),
         };
+        // Our own refusal to send the body twice says nothing of the
+        // endpoint: neutral to its breaker.
+        let ours = matches!(&error, Error::Middleware(e) if e.is::<NotReplayable>());
         let described = error.to_string();
         *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
-        AttemptError::new(kind, described)
+        if ours {
+            AttemptError::neutral(kind, described)
+        } else {
+            AttemptError::new(kind, described)
+        }
     }
 }
 

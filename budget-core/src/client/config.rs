@@ -88,11 +88,17 @@ pub enum OnUnavailable {
     /// The last good answer, at most `max_stale` old: the client keeps
     /// each `GET`/`HEAD` URL's last `2xx` answer (bounded by
     /// `stale_cache`), and `send` returns it, marked
-    /// ([`BudgetResponse::stale`](super::BudgetResponse::stale)) and noted
+    /// ([`BudgetResponse::stale`][response-stale]) and noted
     /// in the ledger (`inventory;desc="stale 12s"`), when a call is not
     /// made, gets no usable answer, or ends with a `500`/`502`/`503`/`504`
     /// (see the [stale fallback](super::stale)). With no such answer the
     /// call ends as with `fail`.
+    ///
+    #[cfg_attr(
+        feature = "client",
+        doc = "[response-stale]: super::BudgetResponse::stale"
+    )]
+    #[cfg_attr(not(feature = "client"), doc = "[response-stale]: crate::docs::client")]
     Stale,
 }
 

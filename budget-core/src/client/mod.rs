@@ -5,7 +5,10 @@
 //! engine") is shared with the gRPC layer ([`GrpcBudgetLayer`](crate::grpc))
 //! and both adapters: with the `grpc` or `tower-client` feature alone this
 //! module holds [`DependencyConfig`], [`CallError`] and the types they
-//! name, without reqwest and without [`BudgetClient`] (feature `client`).
+//! name, without reqwest. [`BudgetClient`] and what only its calls make or
+//! use ([`BudgetResponse`], [`OptionalResponse`], [`Skipped`], the bearer
+//! tokens of `client::auth`) are built with the `client` feature alone:
+//! without reqwest they would be of no use.
 //!
 //! A [`BudgetClient`] is made per dependency from a [`DependencyConfig`]
 //! and cloned into handlers. Inside a request handled by the
@@ -42,9 +45,9 @@
 //!   reqwest does), with its body buffered. When the dependency answered
 //!   `429`/`503` with a `Retry-After` that does not fit the budget, the call
 //!   ends at once and [`BudgetResponse::passes_up`] is true:
-//!   [`deferred`](BudgetResponse::deferred) is the problem to answer with
+//!   [`deferred`][deferred] is the problem to answer with
 //!   (the same status, its `Retry-After`), so the caller backs off instead
-//!   of timing out. [`error_for_status`](BudgetResponse::error_for_status)
+//!   of timing out. [`error_for_status`][error-for-status]
 //!   turns an error status into a [`CallError`] for `?`.
 //! - `Err(`[`CallError`]`)` when no usable answer came: not made (floor,
 //!   circuit, permit), connect failure, timeout, reset, body failure.
@@ -157,20 +160,27 @@
     doc = "[send-optional]: RequestBuilder::send_optional"
 )]
 #![cfg_attr(not(feature = "client"), doc = "[send-optional]: crate::docs::client")]
-// With `grpc` alone, the HTTP client's own parts (the token refresh, the
-// stale cache, the buffered response) are built for their public types and
-// `DependencyConfig`, but nothing calls them.
-#![cfg_attr(not(feature = "client"), allow(dead_code))]
+#![cfg_attr(
+    feature = "client",
+    doc = "[`BudgetResponse`]: BudgetResponse\n[`BudgetResponse::passes_up`]: BudgetResponse::passes_up\n[deferred]: BudgetResponse::deferred\n[error-for-status]: BudgetResponse::error_for_status\n[`OptionalResponse`]: OptionalResponse\n[`OptionalResponse::Skipped`]: OptionalResponse::Skipped\n[`Skipped`]: Skipped"
+)]
+#![cfg_attr(
+    not(feature = "client"),
+    doc = "[`BudgetResponse`]: crate::docs::client\n[`BudgetResponse::passes_up`]: crate::docs::client\n[deferred]: crate::docs::client\n[error-for-status]: crate::docs::client\n[`OptionalResponse`]: crate::docs::client\n[`OptionalResponse::Skipped`]: crate::docs::client\n[`Skipped`]: crate::docs::client"
+)]
 
+#[cfg(feature = "client")]
 pub mod auth;
 #[cfg(feature = "client")]
 mod budget_client;
 #[cfg(feature = "client")]
 mod call;
 mod config;
+#[cfg(feature = "client")]
 mod optional;
 #[cfg(feature = "client")]
 mod request;
+#[cfg(feature = "client")]
 mod response;
 pub mod stale;
 #[cfg(feature = "client")]
@@ -185,6 +195,7 @@ pub use config::{
     DEFAULT_CONNECT_CAP, DEFAULT_FIXED_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     DependencyConfig, OnUnavailable,
 };
+#[cfg(feature = "client")]
 pub use optional::{OptionalResponse, Skipped};
 
 /// The old name of [`TimeoutMode`] (how a client spends time: from the
@@ -203,6 +214,7 @@ pub use crate::outbound::error::{
 pub use crate::outbound::hedging::{CANCELLED, HEDGE_SUFFIX, HedgeConfig, HedgeDelay};
 #[cfg(feature = "client")]
 pub use request::RequestBuilder;
+#[cfg(feature = "client")]
 pub use response::BudgetResponse;
 
 /// The reqwest this client is built on, for its types (`reqwest::Url`,

@@ -215,12 +215,12 @@ impl<T: Transport> Call<'_, T> {
         decision: Decision,
     ) -> Result<Finished<T::Answer>, CallError> {
         match attempted.result {
-            Ok(response) => Ok(Finished {
+            Ok(response) => Ok(Finished::new(
                 response,
-                attempts: attempted.number,
-                outcome: attempted.outcome,
+                attempted.number,
+                attempted.outcome,
                 decision,
-            }),
+            )),
             Err(e) => Err(e.into_call_error(&self.dep.name, self.plan.timing, attempted.number)),
         }
     }

@@ -21,6 +21,7 @@ use std::time::Duration;
 use http::HeaderMap;
 
 use crate::admission::criticality::{Criticality, REQUEST_CRITICALITY};
+#[cfg(any(feature = "client", feature = "tower-client", test))]
 use crate::budget::whole_millis;
 use crate::context::InboundTrace;
 use crate::header::{GRPC_TIMEOUT, REQUEST_BUDGET_MS, encode_grpc_timeout, encode_ms};
@@ -30,9 +31,11 @@ use crate::telemetry::carry;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Deadline {
     /// HTTP: `request-budget-ms` alone.
+    #[cfg(any(feature = "client", feature = "tower-client", test))]
     Http,
     /// HTTP with `grpc_timeout = true`: `grpc-timeout` too, in whole
     /// milliseconds (the same value as `request-budget-ms`).
+    #[cfg(any(feature = "client", feature = "tower-client", test))]
     HttpAndGrpcTimeout,
     /// gRPC: `grpc-timeout` is the protocol's deadline, sent in budget
     /// mode whatever `forward` says, in the finest unit that fits.
@@ -79,11 +82,13 @@ impl HeaderRules {
                 Deadline::Grpc => {
                     headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(budget));
                 }
+                #[cfg(any(feature = "client", feature = "tower-client", test))]
                 Deadline::HttpAndGrpcTimeout if self.forward => {
                     let whole = Duration::from_millis(whole_millis(budget));
                     headers.insert(GRPC_TIMEOUT, encode_grpc_timeout(whole));
                 }
-                _ => {}
+                #[cfg(any(feature = "client", feature = "tower-client", test))]
+                Deadline::Http | Deadline::HttpAndGrpcTimeout => {}
             }
         }
         carry::propagate(

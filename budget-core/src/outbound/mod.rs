@@ -28,11 +28,6 @@
 //! paused clock and no sockets; the transports (reqwest, a tonic channel)
 //! each provide one.
 
-// Read by the HTTP client only (the buffered answer's attempts and
-// outcome, a resolved name's URL rewrite): with `grpc` or `tower-client`
-// alone they are built and unread.
-#![cfg_attr(not(feature = "client"), allow(dead_code))]
-
 mod admission;
 pub(crate) mod attempt;
 pub(crate) mod call;
@@ -193,7 +188,34 @@ impl Plan {
 #[derive(Debug)]
 pub(crate) struct Finished<R> {
     pub(crate) response: R,
+    /// The attempts made (the HTTP client's answer says how many).
+    #[cfg(any(feature = "client", test))]
     pub(crate) attempts: u32,
+    /// What the engine made of the answer (the HTTP client's `Retry-After`).
+    #[cfg(feature = "client")]
     pub(crate) outcome: Outcome,
+    /// Whether the answer is passed up (the HTTP client's).
+    #[cfg(feature = "client")]
     pub(crate) decision: Decision,
+}
+
+impl<R> Finished<R> {
+    /// The answer after `attempts`, classified `outcome`, ended by
+    /// `decision`: the gRPC layer and the adapters read the answer alone,
+    /// the HTTP client the rest too.
+    fn new(response: R, attempts: u32, outcome: Outcome, decision: Decision) -> Self {
+        #[cfg(not(any(feature = "client", test)))]
+        let _ = attempts;
+        #[cfg(not(feature = "client"))]
+        let _ = (outcome, decision);
+        Self {
+            response,
+            #[cfg(any(feature = "client", test))]
+            attempts,
+            #[cfg(feature = "client")]
+            outcome,
+            #[cfg(feature = "client")]
+            decision,
+        }
+    }
 }

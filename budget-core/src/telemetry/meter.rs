@@ -511,8 +511,9 @@ pub(crate) fn below_floor(dependency: &Arc<str>) {
         .increment(1);
 }
 
-/// A call to `dependency` answered from its stale cache.
-#[cfg(outbound)]
+/// A call to `dependency` answered from its stale cache (the HTTP
+/// client's or the gRPC layer's).
+#[cfg(any(feature = "client", feature = "grpc"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 #[inline]
 pub(crate) fn stale_served(dependency: &Arc<str>) {

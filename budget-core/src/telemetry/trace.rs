@@ -358,7 +358,7 @@ pub(crate) fn refused(
     drop(span);
 }
 
-#[cfg(outbound)]
+#[cfg(any(feature = "client", feature = "grpc"))]
 /// A stale answer `age` old served for a call to `dependency` that was not
 /// made or failed: a span of its own beside the call's attempt or refused
 /// spans, so the trace shows that the answer was old.

@@ -283,9 +283,16 @@ where
 
     fn classify_error(&self, error: BoxError) -> AttemptError {
         let kind = failure_kind(&*error);
+        // Our own refusal to send the body twice says nothing of the
+        // endpoint: neutral to its breaker.
+        let ours = error.is::<SentOnce>();
         let described = error.to_string();
         *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
-        AttemptError::new(kind, described)
+        if ours {
+            AttemptError::neutral(kind, described)
+        } else {
+            AttemptError::new(kind, described)
+        }
     }
 }
 
@@ -309,6 +316,45 @@ mod tests {
         assert!(
             e.downcast_ref::<CallError>()
                 .is_some_and(CallError::is_below_floor)
+        );
+    }
+
+    /// A client that answers `200` at once.
+    #[derive(Clone)]
+    struct Answers;
+
+    impl Service<Request<()>> for Answers {
+        type Response = Response<()>;
+        type Error = BoxError;
+        type Future = std::future::Ready<Result<Response<()>, BoxError>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            std::future::ready(Ok(Response::new(())))
+        }
+    }
+
+    #[test]
+    fn our_refusal_to_send_twice_is_neutral_to_the_breaker_and_the_clients_failure_is_not() {
+        use crate::breaker::Verdict;
+        let client = Client {
+            inner: Mutex::new(Answers),
+            request: Mutex::new(None::<Request<()>>),
+            failed: Mutex::new(None),
+        };
+        let ours = client.classify_error(Box::new(SentOnce));
+        assert_eq!(ours.verdict, Verdict::Neutral);
+        let theirs = client.classify_error(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert_eq!(theirs.verdict, Verdict::Failure);
+        let failed = client.failed.lock().unwrap().take();
+        assert!(
+            failed.is_some_and(|e| e.is::<std::io::Error>()),
+            "given back as it came"
         );
     }
 }

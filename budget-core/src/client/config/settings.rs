@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::{DependencyConfig, OnUnavailable, TimeoutMode};
+#[cfg(feature = "client")]
+use super::OnUnavailable;
+use super::{DependencyConfig, TimeoutMode};
 use crate::admission::limit::LimitConfig;
 use crate::breaker::{BreakerConfig, BreakerRegistry};
+#[cfg(any(feature = "client", feature = "grpc"))]
 use crate::client::stale::StaleCache;
 use crate::config::ConfigError;
 use crate::floor::DependencyFloor;
@@ -54,8 +57,13 @@ impl DependencyConfig {
         self.check_plain_fields()?;
         let name: Arc<str> = Arc::from(self.name.as_str());
         let floor = self.floor.build().map_err(|e| e.within("floor"))?;
+        // The stale cache is the HTTP client's and the gRPC layer's; its
+        // fields are checked with every feature.
+        #[cfg(any(feature = "client", feature = "grpc"))]
         let stale =
             crate::client::stale::build(self.on_unavailable, self.max_stale, &self.stale_cache)?;
+        #[cfg(not(any(feature = "client", feature = "grpc")))]
+        crate::client::stale::check(self.max_stale, &self.stale_cache)?;
         let policy = self.retry.build().map_err(|e| e.within("retry"))?;
         let retry_budget = self
             .retry_budget
@@ -104,14 +112,22 @@ impl DependencyConfig {
                 permits,
                 hedge,
             },
+            #[cfg(any(feature = "client", feature = "grpc"))]
             base,
+            #[cfg(feature = "client")]
             connect_cap: self.connect_cap,
+            #[cfg(feature = "client")]
             pool_idle_timeout: self.pool_idle_timeout,
+            #[cfg(feature = "client")]
             on_unavailable: self.on_unavailable,
+            #[cfg(any(feature = "client", feature = "grpc"))]
             stale,
+            #[cfg(any(feature = "client", feature = "tower-client"))]
             grpc_timeout: self.grpc_timeout,
             forward: self.forward,
+            #[cfg(feature = "client")]
             max_body: self.max_body,
+            #[cfg(feature = "client")]
             trace_query: self.trace_query,
             mode: self.mode,
             fixed_timeout: self.fixed_timeout,
@@ -125,16 +141,24 @@ impl DependencyConfig {
 pub(crate) struct Settings {
     /// What the call engine knows of the dependency.
     pub(crate) dependency: Dependency,
+    #[cfg(any(feature = "client", feature = "grpc"))]
     pub(crate) base: Url,
+    #[cfg(feature = "client")]
     pub(crate) connect_cap: Duration,
+    #[cfg(feature = "client")]
     pub(crate) pool_idle_timeout: Duration,
+    #[cfg(feature = "client")]
     pub(crate) on_unavailable: OnUnavailable,
     /// The last good answers, with `on_unavailable = "stale"`.
+    #[cfg(any(feature = "client", feature = "grpc"))]
     pub(crate) stale: Option<Arc<StaleCache>>,
+    #[cfg(any(feature = "client", feature = "tower-client"))]
     pub(crate) grpc_timeout: bool,
     /// The budget and criticality headers are sent.
     pub(crate) forward: bool,
+    #[cfg(feature = "client")]
     pub(crate) max_body: u64,
+    #[cfg(feature = "client")]
     pub(crate) trace_query: bool,
     pub(crate) mode: TimeoutMode,
     pub(crate) fixed_timeout: Duration,
@@ -231,7 +255,9 @@ fn breakers(
 }
 
 impl Settings {
-    /// What the steps before the engine read of this configuration.
+    /// What the steps before the engine read of this configuration (the
+    /// gRPC layer has its own).
+    #[cfg(any(feature = "client", feature = "tower-client"))]
     pub(crate) fn defaults(&self) -> crate::outbound::resolve::CallDefaults {
         use crate::outbound::Deadline;
         crate::outbound::resolve::CallDefaults {

@@ -23,7 +23,9 @@
 mod load;
 mod resolve;
 
-use std::net::{IpAddr, SocketAddr};
+#[cfg(any(feature = "client", test))]
+use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -65,7 +67,9 @@ pub(crate) struct Endpoint {
     /// The label the metrics use: its breaker's key, `scheme://host:port`
     /// ([`OTHER_LABEL`] past [`MAX_LABELLED`]).
     pub(crate) metric_label: Arc<str>,
-    /// Where the URL is pointed: `None` for the URL as it is.
+    /// Where the URL is pointed: `None` for the URL as it is (read by the
+    /// reqwest transport, and for its scheme by the gRPC layer).
+    #[cfg(any(feature = "client", feature = "grpc", test))]
     pub(crate) target: Option<Target>,
     /// Its own breaker (outlier ejection), when the dependency has one.
     pub(crate) breaker: Option<Arc<CircuitBreaker>>,
@@ -79,22 +83,51 @@ pub(crate) struct Endpoint {
     outstanding: AtomicUsize,
 }
 
-/// The scheme, host and port an endpoint puts in the URL.
+/// The scheme, host and port an endpoint puts in the URL: the reqwest
+/// transport reads them all, the gRPC layer the scheme alone.
+#[cfg(any(feature = "client", feature = "grpc", test))]
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
     scheme: Option<String>,
+    #[cfg(any(feature = "client", test))]
     host: Host,
+    #[cfg(any(feature = "client", test))]
     port: Option<u16>,
     /// The `Host` header to keep (a resolved name's endpoints).
+    #[cfg(any(feature = "client", test))]
     pub(crate) host_header: Option<HeaderValue>,
 }
 
+#[cfg(any(feature = "client", test))]
 #[derive(Clone, Debug)]
 enum Host {
     Ip(IpAddr),
     Name(String),
 }
 
+#[cfg(any(feature = "client", feature = "grpc", test))]
+impl Target {
+    /// An `endpoints` entry's target: its scheme, host and port
+    /// ([`parse_entry`] checked that it names a host).
+    fn of_entry(url: &Url) -> Self {
+        Self {
+            scheme: Some(url.scheme().to_owned()),
+            #[cfg(any(feature = "client", test))]
+            host: match url.host() {
+                Some(url::Host::Ipv4(ip)) => Host::Ip(IpAddr::V4(ip)),
+                Some(url::Host::Ipv6(ip)) => Host::Ip(IpAddr::V6(ip)),
+                Some(url::Host::Domain(d)) => Host::Name(d.to_owned()),
+                None => Host::Name(String::new()),
+            },
+            #[cfg(any(feature = "client", test))]
+            port: url.port_or_known_default(),
+            #[cfg(any(feature = "client", test))]
+            host_header: None,
+        }
+    }
+}
+
+#[cfg(any(feature = "client", test))]
 impl Target {
     /// `url` pointed at this endpoint.
     pub(crate) fn apply(&self, url: &mut Url) {
@@ -115,23 +148,31 @@ impl Target {
 }
 
 impl Endpoint {
+    /// An endpoint for the URL as it is (see [`with_target`](Self::with_target)).
     fn new(
         label: String,
         metric_label: Arc<str>,
-        target: Option<Target>,
         breaker: Option<Arc<CircuitBreaker>>,
         limit: Option<AdaptiveLimitConfig>,
     ) -> Self {
         Self {
             label: label.into(),
             metric_label,
-            target,
+            #[cfg(any(feature = "client", feature = "grpc", test))]
+            target: None,
             breaker,
             load: PeakEwma::new(),
             // The config was validated when the endpoints were built.
             limit: limit.and_then(|c| AdaptiveLimit::new(c).ok()),
             outstanding: AtomicUsize::new(0),
         }
+    }
+
+    /// The same endpoint, with the URL pointed at `target`.
+    #[cfg(any(feature = "client", feature = "grpc", test))]
+    fn with_target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
     }
 
     /// Its origin, `scheme://host:port` (`scheme` when it keeps the URL's):
@@ -229,6 +270,7 @@ struct Dns {
     host: String,
     port: u16,
     /// The `Host` header every resolved endpoint sends.
+    #[cfg(any(feature = "client", test))]
     host_header: HeaderValue,
     interval: Duration,
     lookup: resolve::Lookup,
@@ -309,7 +351,7 @@ impl Endpoints {
         match name_to_resolve {
             None => {
                 let breaker = breakers.as_ref().map(|b| b.for_key(&key));
-                let only = Endpoint::new(label.clone(), label.into(), None, breaker, None);
+                let only = Endpoint::new(label.clone(), label.into(), breaker, None);
                 Ok(Self {
                     shared: Arc::new(shared(vec![Arc::new(only)], None)),
                 })
@@ -334,13 +376,7 @@ impl Endpoints {
         let label = breaker
             .as_ref()
             .map_or_else(|| name.to_string(), |b| b.key().to_owned());
-        let only = Arc::new(Endpoint::new(
-            label.clone(),
-            label.into(),
-            None,
-            breaker,
-            None,
-        ));
+        let only = Arc::new(Endpoint::new(label.clone(), label.into(), breaker, None));
         Self {
             shared: Arc::new(Shared {
                 name: Arc::clone(name),
@@ -458,19 +494,17 @@ impl Endpoints {
             let key = format!("http://{label}");
             let metric_label = metric_label(n, &key);
             let breaker = self.shared.breakers.as_ref().map(|b| b.for_key(&key));
-            let target = Target {
+            let endpoint = Endpoint::new(label, metric_label, breaker, self.shared.limit);
+            // The address, with the name as its `Host` (the reqwest
+            // transport's; the gRPC layer's channels connect by label).
+            #[cfg(any(feature = "client", test))]
+            let endpoint = endpoint.with_target(Target {
                 scheme: None,
                 host: Host::Ip(addr.ip()),
                 port: Some(addr.port()),
                 host_header: Some(dns.host_header.clone()),
-            };
-            set.push(Arc::new(Endpoint::new(
-                label,
-                metric_label,
-                Some(target),
-                breaker,
-                self.shared.limit,
-            )));
+            });
+            set.push(Arc::new(endpoint));
         }
         *self
             .shared
@@ -498,6 +532,7 @@ impl Endpoints {
     }
 
     /// The breaker of the one endpoint, when the dependency is one.
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn breaker(&self) -> Option<&CircuitBreaker> {
         self.only().and_then(|e| e.breaker.as_deref())
     }
@@ -514,19 +549,19 @@ fn listed(
     let mut set = Vec::with_capacity(list.len());
     for (i, entry) in list.iter().enumerate() {
         let field = format!("endpoints[{i}]");
-        let (key, label, target) = parse_entry(entry, &field)?;
+        let url = parse_entry(entry, &field)?;
+        let key =
+            base_key(&url).map_err(|e| ConfigError::new(field.clone(), e.problem().to_owned()))?;
+        let label = label_of(&url);
         if set.iter().any(|e: &Arc<Endpoint>| *e.label == *label) {
             return Err(ConfigError::new(field, format!("repeats `{label}`")));
         }
         let metric_label = metric_label(i, &key);
         let breaker = breakers.map(|b| b.for_key(&key));
-        set.push(Arc::new(Endpoint::new(
-            label,
-            metric_label,
-            Some(target),
-            breaker,
-            limit,
-        )));
+        let endpoint = Endpoint::new(label, metric_label, breaker, limit);
+        #[cfg(any(feature = "client", feature = "grpc", test))]
+        let endpoint = endpoint.with_target(Target::of_entry(&url));
+        set.push(Arc::new(endpoint));
     }
     Ok(set)
 }
@@ -541,12 +576,19 @@ impl Dns {
         lookup: resolve::Lookup,
     ) -> Result<Self, ConfigError> {
         let port = base.port_or_known_default().unwrap_or(80);
+        // Checked whatever the transport: the same config is valid or not
+        // with every feature.
         let host_header = HeaderValue::from_str(&label_host_header(base)).map_err(|e| {
             ConfigError::new("url", format!("has a host that is not a header value: {e}"))
-        })?;
+        });
+        #[cfg(any(feature = "client", test))]
+        let host_header = host_header?;
+        #[cfg(not(any(feature = "client", test)))]
+        host_header?;
         Ok(Self {
             host,
             port,
+            #[cfg(any(feature = "client", test))]
             host_header,
             interval,
             lookup,
@@ -567,8 +609,8 @@ impl std::fmt::Debug for Dns {
     }
 }
 
-/// An `endpoints` entry: its breaker key, label and target.
-fn parse_entry(entry: &str, field: &str) -> Result<(String, String, Target), ConfigError> {
+/// An `endpoints` entry, checked: `scheme://host:port`, http or https.
+fn parse_entry(entry: &str, field: &str) -> Result<Url, ConfigError> {
     let url = Url::parse(entry).map_err(|e| {
         ConfigError::new(
             field.to_owned(),
@@ -581,17 +623,16 @@ fn parse_entry(entry: &str, field: &str) -> Result<(String, String, Target), Con
             format!("`{entry}` must be http or https, not {:?}", url.scheme()),
         ));
     }
-    let host = match url.host() {
-        Some(url::Host::Domain(d)) if !d.is_empty() => Host::Name(d.to_owned()),
-        Some(url::Host::Ipv4(ip)) => Host::Ip(IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => Host::Ip(IpAddr::V6(ip)),
+    match url.host() {
+        Some(url::Host::Domain(d)) if !d.is_empty() => {}
+        Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => {}
         _ => {
             return Err(ConfigError::new(
                 field.to_owned(),
                 format!("`{entry}` must name a host"),
             ));
         }
-    };
+    }
     if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
         return Err(ConfigError::new(
             field.to_owned(),
@@ -606,16 +647,7 @@ fn parse_entry(entry: &str, field: &str) -> Result<(String, String, Target), Con
             format!("`{entry}` must not carry credentials"),
         ));
     }
-    let key =
-        base_key(&url).map_err(|e| ConfigError::new(field.to_owned(), e.problem().to_owned()))?;
-    let label = label_of(&url);
-    let target = Target {
-        scheme: Some(url.scheme().to_owned()),
-        host,
-        port: url.port_or_known_default(),
-        host_header: None,
-    };
-    Ok((key, label, target))
+    Ok(url)
 }
 
 /// The breaker key of `url`: `scheme://host:port`.

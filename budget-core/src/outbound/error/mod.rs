@@ -69,16 +69,39 @@ pub enum CallErrorKind {
     /// `max_body`.
     Body,
     /// The dependency answered with an error status
-    /// ([`BudgetResponse::error_for_status`](crate::client::BudgetResponse::error_for_status)).
+    /// ([`BudgetResponse::error_for_status`][error-for-status]).
+    ///
+    #[cfg_attr(
+        feature = "client",
+        doc = "[error-for-status]: crate::client::BudgetResponse::error_for_status"
+    )]
+    #[cfg_attr(
+        not(feature = "client"),
+        doc = "[error-for-status]: crate::docs::client"
+    )]
     Status,
     /// The response body is not what the caller expected (JSON).
     Decode,
     /// The request could not be built (a bad header, path or JSON body).
     Request,
-    /// Not made: the dependency's [token source](crate::client::auth::TokenSource) gave
+    /// Not made: the dependency's [token source][token-source] gave
     /// no bearer token for the call's first attempt (it failed, or did not
     /// answer while the budget still allowed the call; see
-    /// [`TokenUnavailable`](crate::client::auth::TokenUnavailable) in the source chain).
+    /// [`TokenUnavailable`][token-unavailable] in the source chain).
+    ///
+    #[cfg_attr(
+        feature = "client",
+        doc = "[token-source]: crate::client::auth::TokenSource"
+    )]
+    #[cfg_attr(not(feature = "client"), doc = "[token-source]: crate::docs::client")]
+    #[cfg_attr(
+        feature = "client",
+        doc = "[token-unavailable]: crate::client::auth::TokenUnavailable"
+    )]
+    #[cfg_attr(
+        not(feature = "client"),
+        doc = "[token-unavailable]: crate::docs::client"
+    )]
     Auth,
     /// Not made: the dependency's host name gave no endpoints (never
     /// resolved; see [`DependencyConfig::resolve_interval`](crate::client::DependencyConfig::resolve_interval)).
@@ -119,13 +142,15 @@ impl CallErrorKind {
     /// not be called in time ([`BelowFloor`](Self::BelowFloor),
     /// [`CircuitOpen`](Self::CircuitOpen), [`NoPermit`](Self::NoPermit)):
     /// the cases `on_unavailable = "skip"` turns into a
-    /// [`Skipped`](crate::client::Skipped).
+    /// [`Skipped`][skipped].
     ///
     /// ```
     /// use budget_core::client::CallErrorKind;
     /// assert!(CallErrorKind::NoPermit.is_unavailable());
     /// assert!(!CallErrorKind::NoBudget.is_unavailable());
     /// ```
+    #[cfg_attr(feature = "client", doc = "[skipped]: crate::client::Skipped")]
+    #[cfg_attr(not(feature = "client"), doc = "[skipped]: crate::docs::client")]
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
@@ -154,8 +179,8 @@ impl fmt::Display for CallErrorKind {
 /// A dependency call that produced no usable response.
 ///
 /// An HTTP answer of any status is *not* a `CallError`: `send()` returns it
-/// as a [`BudgetResponse`](crate::client::BudgetResponse) (as reqwest does), and
-/// [`error_for_status`](crate::client::BudgetResponse::error_for_status) turns an
+/// as a [`BudgetResponse`][budget-response] (as reqwest does), and
+/// [`error_for_status`][error-for-status] turns an
 /// error status into one when the caller wants `?`.
 ///
 /// The source chain is intact: the floor's [`BelowFloor`](crate::floor::BelowFloor),
@@ -182,6 +207,22 @@ impl fmt::Display for CallErrorKind {
 /// }
 /// # }
 /// ```
+#[cfg_attr(
+    feature = "client",
+    doc = "[budget-response]: crate::client::BudgetResponse"
+)]
+#[cfg_attr(
+    not(feature = "client"),
+    doc = "[budget-response]: crate::docs::client"
+)]
+#[cfg_attr(
+    feature = "client",
+    doc = "[error-for-status]: crate::client::BudgetResponse::error_for_status"
+)]
+#[cfg_attr(
+    not(feature = "client"),
+    doc = "[error-for-status]: crate::docs::client"
+)]
 #[derive(Debug, thiserror::Error)]
 #[error("call to `{dependency}` {}", Summary(self))]
 pub struct CallError {
@@ -368,10 +409,12 @@ impl CallError {
     }
 
     /// The ledger's skip note, for a call that was not made.
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn skip_note(&self) -> Option<&str> {
         self.skip_note.as_deref()
     }
 
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn with_status(mut self, status: StatusCode, passes_up: bool) -> Self {
         self.status = Some(status);
         self.passes_up = passes_up;
