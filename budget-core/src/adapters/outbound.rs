@@ -5,7 +5,7 @@
 
 use std::error::Error as StdError;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::client::{CallError, DependencyConfig, TimeoutMode};
@@ -114,6 +114,21 @@ impl Outbound {
         .run()
         .await
     }
+}
+
+/// A call's answer as an adapter gives it: the response, or for a
+/// failure what [`CallError::given_back`] says (the stack's own error
+/// the transport kept in `failed`, or the `CallError` made the stack's by
+/// `wrap`).
+pub(crate) fn answer<R, E>(
+    result: Result<Finished<R>, CallError>,
+    failed: Mutex<Option<E>>,
+    wrap: impl FnOnce(CallError) -> E,
+) -> Result<R, E> {
+    let failed = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
+    result
+        .map(|finished| finished.response)
+        .map_err(|error| error.given_back(failed, wrap))
 }
 
 /// The kind of a transport failure, from the I/O error in its source

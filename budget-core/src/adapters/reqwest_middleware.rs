@@ -71,7 +71,7 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Error, Middleware, Next, Result};
 
-use super::outbound::{Outbound, failure_kind};
+use super::outbound::{Outbound, answer, failure_kind};
 use crate::client::transport::head_failure;
 use crate::client::{CallError, DependencyConfig};
 use crate::clock::WallClock;
@@ -285,13 +285,7 @@ impl Middleware for BudgetMiddleware {
             failed: Mutex::new(None),
         };
         let result = self.outbound.call(plan, &transport).await;
-        let failed = transport
-            .failed
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
-        result
-            .map(|finished| finished.response)
-            .map_err(|error| error.given_back(failed, Error::middleware))
+        answer(result, transport.failed, Error::middleware)
     }
 }
 

@@ -9,7 +9,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::future::ResponseFuture;
-use crate::adapters::outbound::{Outbound, failure_kind};
+use crate::adapters::outbound::{Outbound, answer, failure_kind};
 use crate::client::DependencyConfig;
 use crate::clock::WallClock;
 use crate::config::ConfigError;
@@ -224,13 +224,7 @@ where
                 failed: Mutex::new(None),
             };
             let result = outbound.call(plan, &transport).await;
-            let failed = transport
-                .failed
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner);
-            result
-                .map(|finished| finished.response)
-                .map_err(|error| error.given_back(failed, |e| Box::new(e) as BoxError))
+            answer(result, transport.failed, |e| Box::new(e) as BoxError)
         })
     }
 }
