@@ -1,6 +1,6 @@
 //! One call through the engine: [`Call`] holds what the call knows, and
 //! [`Call::run`] states the order of its steps
-//! (docs/architecture.md, "The outbound path").
+//! (docs/architecture.md, "The outbound engine").
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -69,7 +69,7 @@ impl<T: Transport> Call<'_, T> {
             waited: None,
         };
         loop {
-            progress.number += 1;
+            progress.number = progress.number.saturating_add(1);
             let attempted = self.attempt(hedging, &mut progress).await;
             let decided = self.decide(&attempted, &mut progress, retry_budget);
             match self.next(decided, &mut progress).await {

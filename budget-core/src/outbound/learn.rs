@@ -59,7 +59,7 @@ pub(crate) fn attempt<R>(
 /// Tells the endpoint `chosen` how its attempt went: its breaker permit
 /// hears `verdict`, and its load (when chosen among several) the latency
 /// or the failure ([`endpoint`]). The first attempt's (or the hedge that
-/// won) in [`run`](super::run), the hedge's that lost in its race.
+/// won) in [`Call::run`](super::Call::run), the hedge's that lost in its race.
 pub(crate) fn heard(dep: &Dependency, chosen: &mut Chosen, verdict: Verdict, took: Duration) {
     if let Some(permit) = chosen.breaker.take() {
         permit.record(verdict);

@@ -1,18 +1,23 @@
-//! The call engine: docs/contract.md §2 for one dependency call, from the
-//! floor check to the last attempt, shared by the HTTP client and the gRPC
-//! layer.
+//! The outbound engine: docs/contract.md §2 for one dependency call, from
+//! the floor check to the last attempt, shared by every transport
+//! (reqwest's `BudgetClient`, a tonic channel's `GrpcBudgetLayer`, the
+//! reqwest-middleware and tower adapters; docs/architecture.md, "The
+//! outbound engine").
 //!
-//! [`run`] reads as the order of its steps; each step is one file, named
-//! after what it decides:
+//! Before the engine, [`resolve`] reads the call's time, criticality and
+//! header rules once for every transport. Then [`Call::run`] reads as the
+//! order of its steps; each step is a method of [`Call`] or one file,
+//! named after what it decides:
 //!
 //! 1. [`admission`]: may the call be made at all (the floor, the circuit
 //!    of the endpoint [`choose`] picks, a concurrency permit paid from the
 //!    budget, the retry and hedge budgets' deposits)?
 //! 2. [`attempt`]: one attempt under its deadline (what is left, or a
-//!    per-attempt cap, or the fixed timeout), the budget it is sent;
-//!    [`hedge`] races a second one against a slow first.
-//! 3. [`classify`]: what the answer is (the retry policy's outcome, the
-//!    breaker's verdict), for HTTP and gRPC answers alike.
+//!    per-attempt cap, or the fixed timeout), sent by the [`Transport`]
+//!    with its headers [stamped](headers); [`hedge`] races a second one
+//!    against a slow first.
+//! 3. [`classify`]: what the answer is (the transport reads its
+//!    protocol's status; the breaker's verdict is the same for all).
 //! 4. [`record`]: the ledger entry, metric, span and log line of every
 //!    attempt and every refusal, written in one place.
 //! 5. [`learn`]: the learned floor, the hedge delay and the adaptive limit
@@ -23,10 +28,9 @@
 //!    attempt that never reached its replica is retried on another at
 //!    once, without the wait.
 //!
-//! The engine is generic over the attempt (a function from
-//! [`AttemptSpec`] to an answer), so the timing rules are tested with a
-//! paused clock and no sockets; the transports (reqwest, a tonic channel)
-//! each provide one.
+//! The engine is generic over the [`Transport`], so its timing rules are
+//! tested with a paused clock and no sockets (`testing::Fake`); a new
+//! transport is one more implementation.
 
 mod admission;
 pub(crate) mod attempt;
