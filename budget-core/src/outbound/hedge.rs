@@ -160,6 +160,12 @@ impl<T: Transport> Race<'_, '_, T> {
             budget: window.budget,
             endpoint: std::sync::Arc::clone(&hedge.chosen.endpoint),
         };
+        tracing::debug!(
+            dependency = %self.call.dep.name,
+            after_ms = whole_millis(hedge.started.saturating_duration_since(self.started)),
+            budget_sent_ms = window.budget.map(whole_millis),
+            "hedge sent"
+        );
         let span = record::attempt_started(self.call.dep, &self.call.plan, &spec, None);
         let second = pin!(attempt::bounded(
             window,
@@ -170,18 +176,13 @@ impl<T: Transport> Race<'_, '_, T> {
     }
 
     /// The hedge, sent now to `chosen`: its breaker's silence counted from
-    /// now, its call out counted, the log line.
+    /// now.
     fn hedge(&self, mut chosen: Chosen) -> Hedge {
         let started = Instant::now();
         if let Some(permit) = &mut chosen.breaker {
             permit.mark_sent();
         }
         let name = &self.call.dep.name;
-        tracing::debug!(
-            dependency = %name,
-            after_ms = whole_millis(started.saturating_duration_since(self.started)),
-            "hedge sent"
-        );
         Hedge {
             chosen,
             started,
