@@ -24,6 +24,7 @@
 //! | [`init_telemetry`], [`flush_telemetry`], [`init_tracing`], [`shutdown_signal`], [`error_chain`] | logs and OTLP trace export, Ctrl-C and SIGTERM, one-line errors |
 //! | [`telemetry`] ([`telemetry::init_from_env`], [`telemetry::TelemetryConfig`], [`telemetry::otel_layer`], ...) | the global tracing subscriber, the OTLP exporter and the W3C propagator a binary installs |
 //! | [`prometheus`] ([`prometheus::install_prometheus`], [`prometheus::prometheus_router`], [`prometheus::METRICS_PATH`], ...) | the global Prometheus `metrics` recorder a binary installs, and its `/metrics` route |
+//! | [`pg_cluster`] ([`pg_cluster::Cluster`], [`pg_cluster::ClusterError`]) | a throwaway PostgreSQL server on 127.0.0.1 for the demo and load tests, the file budget-core's tests use |
 //! | [`load_toml`], [`parse_toml`], [`ConfigFileError`] | config files, their path in every error |
 //! | [`assert_cli_conventions`], [`assert_usage_errors`], [`SHARED_FLAGS`], [`assert_shared_flags_set`], [`TestConfigFile`], [`assert_promtool_clean`] | the binaries' command line and metrics tests |
 //!
@@ -60,6 +61,12 @@ mod service_config;
 mod service_settings;
 mod start_error;
 
+/// A throwaway PostgreSQL cluster on 127.0.0.1 ([`pg_cluster::Cluster`]):
+/// the same file budget-core's tests use (`budget-core/tests/support/pg_cluster.rs`),
+/// published here for the demo binary and the load tests, which start one at
+/// run time.
+#[path = "../../../budget-core/tests/support/pg_cluster.rs"]
+pub mod pg_cluster;
 pub mod prometheus;
 pub mod telemetry;
 
