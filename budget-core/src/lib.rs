@@ -159,6 +159,9 @@ pub mod grpc;
 mod grpc_status;
 pub mod header;
 pub mod ledger;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 pub mod problem;
 pub mod retry;
 // Internal: the token refresh's single flight. Public only for its

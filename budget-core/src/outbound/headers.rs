@@ -40,6 +40,10 @@ pub(crate) enum Deadline {
     /// gRPC: `grpc-timeout` is the protocol's deadline, sent in budget
     /// mode whatever `forward` says, in the finest unit that fits.
     Grpc,
+    /// No headers: a database statement (its deadline is the server's
+    /// `statement_timeout`, set by the statement's transport).
+    #[cfg(feature = "postgres")]
+    None,
 }
 
 /// What one call's attempts carry besides their budget: read once, before
@@ -89,6 +93,8 @@ impl HeaderRules {
                 }
                 #[cfg(any(feature = "client", feature = "tower-client", test))]
                 Deadline::Http | Deadline::HttpAndGrpcTimeout => {}
+                #[cfg(feature = "postgres")]
+                Deadline::None => {}
             }
         }
         carry::propagate(

@@ -44,7 +44,7 @@ mod hedge;
 pub(crate) mod hedging;
 mod learn;
 pub(crate) mod permits;
-mod record;
+pub(crate) mod record;
 pub(crate) mod resolve;
 mod retry;
 #[cfg(test)]
@@ -100,7 +100,8 @@ impl Dependency {
     #[cfg(any(
         feature = "grpc",
         feature = "tower-client",
-        feature = "reqwest-middleware"
+        feature = "reqwest-middleware",
+        feature = "postgres"
     ))]
     pub(crate) fn single(name: Arc<str>, policy: RetryPolicy) -> Self {
         Self {

@@ -107,6 +107,24 @@ pub const RPC_SYSTEM: &str = "rpc.system";
 pub const RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
 /// [`RPC_SYSTEM`]'s value for gRPC.
 pub const RPC_SYSTEM_GRPC: &str = "grpc";
+/// A database statement's span (`postgres::Database`): its attempts'
+/// spans are its children.
+pub const STATEMENT_SPAN: &str = "budget.statement";
+/// The database system of a statement's span (`postgresql`). Semantic
+/// conventions (database), stable.
+pub const DB_SYSTEM_NAME: &str = "db.system.name";
+/// [`DB_SYSTEM_NAME`]'s value for PostgreSQL.
+pub const DB_SYSTEM_POSTGRESQL: &str = "postgresql";
+/// The statement's operation (`SELECT`, `UPDATE`), its first keyword.
+/// Semantic conventions (database), stable.
+pub const DB_OPERATION_NAME: &str = "db.operation.name";
+/// A low-cardinality summary of the statement: its operation and label
+/// (`UPDATE reserve-stock`), never its text or its parameters. Semantic
+/// conventions (database), stable.
+pub const DB_QUERY_SUMMARY: &str = "db.query.summary";
+/// The SQLSTATE the server answered a failed statement with (`57014`).
+/// Semantic conventions (database), stable.
+pub const DB_RESPONSE_STATUS_CODE: &str = "db.response.status_code";
 
 // ------------------------------------------------------ budget.* attributes
 

@@ -370,7 +370,8 @@ impl Endpoints {
     #[cfg(any(
         feature = "grpc",
         feature = "tower-client",
-        feature = "reqwest-middleware"
+        feature = "reqwest-middleware",
+        feature = "postgres"
     ))]
     pub(crate) fn single(name: &Arc<str>, breaker: Option<Arc<CircuitBreaker>>) -> Self {
         let label = breaker
