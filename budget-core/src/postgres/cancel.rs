@@ -108,50 +108,60 @@ impl Drop for Armed {
     }
 }
 
-/// Cancels what runs on `conn` and confirms it; then the connection goes
-/// back to the pool (after a `ROLLBACK` when `in_transaction`), or is
-/// closed when either step fails or takes longer than the stopper allows.
+/// What a connection needs before it goes back to the pool after a
+/// stopped statement: its transaction ended, its limit back to its own
+/// default (what the stopped statement set is no longer known), and a
+/// last statement that takes the blow of a stop still pending on the
+/// server. PostgreSQL's own `statement_timeout` timer can fire as a
+/// statement ends and stop the connection's *next* statement instead
+/// (docs/postgres.md, "Cancels"): the `SELECT 1` is that next statement,
+/// and a cleanup that fails closes the connection.
+fn cleanup(in_transaction: bool) -> &'static str {
+    if in_transaction {
+        "ROLLBACK; RESET statement_timeout; SELECT 1"
+    } else {
+        "RESET statement_timeout; SELECT 1"
+    }
+}
+
+/// Cancels what runs on `conn` and confirms it; then the connection is
+/// [cleaned](clean_up).
 async fn stop(conn: Object, stopper: Arc<Stopper>, in_transaction: bool) {
     let token = conn.cancel_token();
-    let limit = stopper.timeout;
-    let cancelled = tokio::time::timeout(limit, cancel(&token, &stopper.target)).await;
-    let clean = match cancelled {
-        Ok(Ok(())) if in_transaction => {
-            matches!(
-                tokio::time::timeout(limit, conn.batch_execute("ROLLBACK")).await,
-                Ok(Ok(()))
-            )
-        }
-        Ok(Ok(())) => true,
+    let cancelled = tokio::time::timeout(stopper.timeout, cancel(&token, &stopper.target)).await;
+    match cancelled {
+        Ok(Ok(())) => clean_up(conn, &stopper, in_transaction).await,
         Ok(Err(e)) => {
             tracing::warn!(database = %stopper.name, error = %e, "cancel request failed: closing the connection");
-            false
+            drop(Object::take(conn));
         }
         Err(_) => {
             tracing::warn!(database = %stopper.name, "cancel request not confirmed in time: closing the connection");
-            false
+            drop(Object::take(conn));
         }
-    };
-    if !clean {
+    }
+}
+
+/// Runs the [cleanup] on `conn`: it goes back to the pool, or is closed
+/// when the cleanup fails or takes longer than the stopper allows.
+async fn clean_up(conn: Object, stopper: &Stopper, in_transaction: bool) {
+    let done =
+        tokio::time::timeout(stopper.timeout, conn.batch_execute(cleanup(in_transaction))).await;
+    if !matches!(done, Ok(Ok(()))) {
         // Out of the pool, then dropped: the connection closes.
         drop(Object::take(conn));
     }
 }
 
-/// Rolls back the transaction open on `conn` (its caller dropped it) and
-/// gives the connection back to the pool, or closes it when the rollback
-/// fails or takes longer than the stopper allows.
-pub(crate) fn roll_back(conn: Object, stopper: Arc<Stopper>) {
+/// Gives back `conn` after a statement stopped by the server (`57014`) or
+/// a transaction its caller dropped: [cleaned](clean_up) first, on a task
+/// of its own; closed when there is no runtime to clean it from.
+pub(crate) fn hand_back(conn: Object, stopper: Arc<Stopper>, in_transaction: bool) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         drop(Object::take(conn));
         return;
     };
-    drop(runtime.spawn(async move {
-        let done = tokio::time::timeout(stopper.timeout, conn.batch_execute("ROLLBACK")).await;
-        if !matches!(done, Ok(Ok(()))) {
-            drop(Object::take(conn));
-        }
-    }));
+    drop(runtime.spawn(async move { clean_up(conn, &stopper, in_transaction).await }));
 }
 
 /// Sends the cancel request for `token`'s connection to `target` and waits

@@ -10,7 +10,7 @@ use deadpool_postgres::{PoolError, TimeoutType, Timeouts};
 use tokio::time::Instant;
 
 use super::{Connection, Database, QueryError};
-use crate::breaker::Verdict;
+use crate::breaker::{CircuitOpen, Verdict};
 use crate::ledger::Entry;
 use crate::outbound::error::CallError;
 use crate::outbound::record::{self, Refusal};
@@ -31,6 +31,15 @@ impl Database {
         let (wait, floor) = match &plan {
             Some(plan) => admit(dep, plan)?,
             None => (self.shared.defaults.fixed_timeout, Duration::ZERO),
+        };
+        // An open circuit refuses before any wait; the permit hears how
+        // the connect went (a connection from the pool says nothing).
+        let breaker = match &self.shared.breaker {
+            Some(breaker) => match breaker.try_acquire() {
+                Ok(permit) => Some(permit),
+                Err(open) => return Err(self.circuit_open(plan.as_ref(), open)),
+            },
+            None => None,
         };
         let started = Instant::now();
         let timeouts = Timeouts {
@@ -54,7 +63,25 @@ impl Database {
             Err(PoolError::Timeout(TimeoutType::Wait)) => {
                 Err(self.no_connection(plan.as_ref(), waited, floor))
             }
-            Err(e) => Err(self.unreachable(plan.as_ref(), waited, e)),
+            Err(e) => {
+                if let Some(permit) = breaker {
+                    permit.record(Verdict::Failure);
+                }
+                Err(self.unreachable(plan.as_ref(), waited, e))
+            }
+        }
+    }
+
+    /// The database's circuit is open: refused, as the engine refuses.
+    fn circuit_open(&self, plan: Option<&Plan>, open: CircuitOpen) -> QueryError {
+        let name = &self.shared.name;
+        match plan {
+            Some(plan) => {
+                record::refused(name, plan.timing, &plan.ledger, Refusal::CircuitOpen(open)).into()
+            }
+            None => CallError::new(Arc::clone(name), crate::client::CallErrorKind::CircuitOpen)
+                .with_source(open)
+                .into(),
         }
     }
 
@@ -74,18 +101,13 @@ impl Database {
     }
 
     /// The pool could not make a connection: the server refused, did not
-    /// answer in time, or failed the start-up. The breaker hears it.
+    /// answer in time, or failed the start-up.
     fn unreachable(&self, plan: Option<&Plan>, waited: Duration, e: PoolError) -> QueryError {
         let kind = match e {
             PoolError::Timeout(_) => TransportKind::ConnectTimeout,
             PoolError::Backend(_) => TransportKind::Connect,
             _ => TransportKind::Other,
         };
-        if let Some(breaker) = &self.shared.breaker
-            && let Ok(permit) = breaker.try_acquire()
-        {
-            permit.record(Verdict::Failure);
-        }
         let name = &self.shared.name;
         let mut error = CallError::from_transport(Arc::clone(name), kind).with_source(e);
         if let Some(plan) = plan {

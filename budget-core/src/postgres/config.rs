@@ -1,5 +1,5 @@
-//! [`DatabaseConfig`]: a database's pool, floors, breaker and server-side
-//! reserve, as a service's configuration file gives them.
+//! [`DatabaseConfig`]: a database's pool, floors, breaker and cancel
+//! limit, as a service's configuration file gives them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,12 +14,6 @@ use crate::outbound::TimeoutMode;
 /// The default [`DatabaseConfig::pool_size`]: deadpool-postgres's own
 /// default on a small machine (four connections per core, two cores).
 pub const DEFAULT_POOL_SIZE: usize = 8;
-
-/// The default [`DatabaseConfig::server_reserve`]: what the answer of a
-/// statement stopped by the server needs to reach the caller on a local
-/// network (a round trip and the error's decoding), so that the server's
-/// limit ends the statement before the caller's own deadline does.
-pub const DEFAULT_SERVER_RESERVE: Duration = Duration::from_millis(2);
 
 /// The default [`DatabaseConfig::cancel_timeout`]: a cancel request is a
 /// fresh TCP connection to the server and one packet; one that has not
@@ -43,7 +37,7 @@ pub const DEFAULT_CANCEL_TIMEOUT: Duration = Duration::from_secs(1);
 ///     reserve-stock = "auto"
 /// "#).unwrap();
 /// assert_eq!(config.pool_size, 16);
-/// assert_eq!(config.server_reserve, Duration::from_millis(2));
+/// assert_eq!(config.cancel_timeout, Duration::from_secs(1));
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,10 +69,6 @@ pub struct DatabaseConfig {
     /// does not. Absent: no breaker.
     #[serde(default)]
     pub breaker: Option<BreakerConfig>,
-    /// Taken off what is left before it becomes the server's limit
-    /// (`statement_timeout`).
-    #[serde(default = "default_server_reserve", with = "crate::config::duration")]
-    pub server_reserve: Duration,
     /// The longest a cancel request may take to be confirmed before the
     /// connection is closed instead of going back to the pool.
     #[serde(default = "default_cancel_timeout", with = "crate::config::duration")]
@@ -100,10 +90,6 @@ pub struct DatabaseConfig {
 
 fn default_pool_size() -> usize {
     DEFAULT_POOL_SIZE
-}
-
-fn default_server_reserve() -> Duration {
-    DEFAULT_SERVER_RESERVE
 }
 
 fn default_cancel_timeout() -> Duration {
@@ -130,7 +116,6 @@ impl DatabaseConfig {
             floor: FloorConfig::default(),
             statements: BTreeMap::new(),
             breaker: None,
-            server_reserve: DEFAULT_SERVER_RESERVE,
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
             mode: TimeoutMode::Budget,
             fixed_timeout: crate::client::DEFAULT_FIXED_TIMEOUT,

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use super::Database;
 use super::error::QueryError;
 use super::limit::READ_DEFAULT;
-use super::transport::{ConnState, Failure, Op, Output, Params, Statement};
+use super::transport::{ConnState, Failure, Op, Output, Params, Scope, Statement};
 use crate::clock::SystemClock;
 use crate::outbound::Call;
 
@@ -75,7 +75,10 @@ impl Connection {
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, QueryError> {
-        match self.run(label, sql, params, Op::Query, false).await? {
+        match self
+            .run(label, sql, params, Op::Query, Scope::Outside)
+            .await?
+        {
             Output::Rows(rows) => Ok(rows),
             Output::Affected(_) => Ok(Vec::new()),
         }
@@ -98,7 +101,10 @@ impl Connection {
         sql: &str,
         params: Params<'_>,
     ) -> Result<u64, QueryError> {
-        match self.run(label, sql, params, Op::Execute, false).await? {
+        match self
+            .run(label, sql, params, Op::Execute, Scope::Outside)
+            .await?
+        {
             Output::Affected(n) => Ok(n),
             Output::Rows(rows) => Ok(u64::try_from(rows.len()).unwrap_or(u64::MAX)),
         }
@@ -122,7 +128,8 @@ impl Connection {
     /// # Ok(()) }
     /// ```
     pub async fn begin(&mut self) -> Result<Transaction<'_>, QueryError> {
-        self.run("begin", "begin", &[], Op::Execute, false).await?;
+        self.run("begin", "begin", &[], Op::Execute, Scope::Begin)
+            .await?;
         Ok(Transaction {
             conn: self,
             open: true,
@@ -137,7 +144,7 @@ impl Connection {
         sql: &str,
         params: Params<'_>,
         op: Op,
-        in_transaction: bool,
+        scope: Scope,
     ) -> Result<Output, QueryError> {
         let dep = self.db.statement(label)?;
         let conn = self.conn.take().ok_or(QueryError::Lost)?;
@@ -145,9 +152,8 @@ impl Connection {
             slot: Mutex::new(Some(conn)),
             state: Mutex::new(self.state),
             stopper: self.db.stopper(),
-            reserve: self.db.reserve(),
             fixed: self.db.fixed(),
-            in_transaction,
+            scope,
             sql,
             params,
             op,
@@ -239,7 +245,11 @@ impl Transaction<'_> {
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, QueryError> {
-        match self.conn.run(label, sql, params, Op::Query, true).await? {
+        match self
+            .conn
+            .run(label, sql, params, Op::Query, Scope::Inside)
+            .await?
+        {
             Output::Rows(rows) => Ok(rows),
             Output::Affected(_) => Ok(Vec::new()),
         }
@@ -262,7 +272,11 @@ impl Transaction<'_> {
         sql: &str,
         params: Params<'_>,
     ) -> Result<u64, QueryError> {
-        match self.conn.run(label, sql, params, Op::Execute, true).await? {
+        match self
+            .conn
+            .run(label, sql, params, Op::Execute, Scope::Inside)
+            .await?
+        {
             Output::Affected(n) => Ok(n),
             Output::Rows(rows) => Ok(u64::try_from(rows.len()).unwrap_or(u64::MAX)),
         }
@@ -281,10 +295,12 @@ impl Transaction<'_> {
     /// # Ok(()) }
     /// ```
     pub async fn commit(mut self) -> Result<(), QueryError> {
-        self.open = false;
+        // Still open until the statement ran: refused (no budget left)
+        // or failed, the transaction is rolled back when dropped.
         self.conn
-            .run("commit", "commit", &[], Op::Execute, true)
+            .run("commit", "commit", &[], Op::Execute, Scope::Inside)
             .await?;
+        self.open = false;
         Ok(())
     }
 
@@ -300,10 +316,12 @@ impl Transaction<'_> {
     /// # Ok(()) }
     /// ```
     pub async fn rollback(mut self) -> Result<(), QueryError> {
-        self.open = false;
+        // Still open until the statement ran: refused (no budget left)
+        // or failed, the transaction is rolled back when dropped.
         self.conn
-            .run("rollback", "rollback", &[], Op::Execute, true)
+            .run("rollback", "rollback", &[], Op::Execute, Scope::Inside)
             .await?;
+        self.open = false;
         Ok(())
     }
 }

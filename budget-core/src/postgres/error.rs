@@ -10,7 +10,7 @@ use crate::problem::{Problem, ProblemKind};
 /// ```
 /// use budget_core::postgres::QueryError;
 /// let lost = QueryError::Lost;
-/// assert_eq!(lost.problem().status(), 502);
+/// assert_eq!(lost.problem().status, 502);
 /// assert!(lost.code().is_none());
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +63,7 @@ impl QueryError {
     /// use budget_core::config::ConfigError;
     /// use budget_core::postgres::QueryError;
     /// let bad = QueryError::from(ConfigError::new("statements", "too many"));
-    /// assert_eq!(bad.problem().status(), 502);
+    /// assert_eq!(bad.problem().status, 502);
     /// ```
     pub fn problem(&self) -> Problem {
         match self {

@@ -7,10 +7,11 @@
 //!   and shows in the ledger as `NAME-queue;dur=..`.
 //! - **A statement below its floor is not sent**: the floor is fixed, or
 //!   learned per statement label (`NAME.label` in the ledger).
-//! - **The server's limit is set from what is left**: `statement_timeout`,
-//!   less a reserve, rounded up a step (the [ladder](limit)); in the
-//!   caller's transaction it is local to it and never wider than the
-//!   transaction's own.
+//! - **The server's limit is set from what is left**: `statement_timeout`
+//!   is the attempt's budget (already less the request's per-hop reserve),
+//!   rounded up a step (the [ladder](limit)), never wider than the
+//!   connection's own; in the caller's transaction it is local to it and
+//!   never wider than the transaction's own.
 //! - **A statement whose caller stopped is stopped on the server**: past
 //!   its deadline, or dropped with its request, it is cancelled with the
 //!   protocol's cancel request, confirmed before its connection is used
@@ -72,9 +73,7 @@ use crate::retry::RetryConfig;
 use cancel::{Stopper, Target};
 use transport::ConnState;
 
-pub use config::{
-    DEFAULT_CANCEL_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_SERVER_RESERVE, DatabaseConfig,
-};
+pub use config::{DEFAULT_CANCEL_TIMEOUT, DEFAULT_POOL_SIZE, DatabaseConfig};
 pub use connection::{Connection, Transaction};
 pub use error::QueryError;
 pub use transport::Params;
@@ -114,7 +113,6 @@ struct Shared {
     floors: std::collections::BTreeMap<String, FloorConfig>,
     statements: RwLock<HashMap<String, Arc<Dependency>>>,
     stopper: Arc<Stopper>,
-    reserve: Duration,
     fixed: Option<Duration>,
     /// What is known of each pooled connection's `statement_timeout`
     /// while it is in the pool.
@@ -213,7 +211,6 @@ impl Database {
                 floor: config.floor,
                 floors: config.statements.clone(),
                 statements: RwLock::new(HashMap::new()),
-                reserve: config.server_reserve,
                 fixed: (config.mode == TimeoutMode::Fixed).then_some(config.fixed_timeout),
                 states: Mutex::new(HashMap::new()),
                 pool_size: config.pool_size,
@@ -389,10 +386,6 @@ impl Database {
         &self.shared.stopper
     }
 
-    fn reserve(&self) -> Duration {
-        self.shared.reserve
-    }
-
     fn fixed(&self) -> Option<Duration> {
         self.shared.fixed
     }
@@ -425,7 +418,7 @@ impl Database {
 
     /// Rolls back `conn`'s open transaction and gives it back (or closes it).
     fn roll_back(&self, conn: Object) {
-        cancel::roll_back(conn, Arc::clone(&self.shared.stopper));
+        cancel::hand_back(conn, Arc::clone(&self.shared.stopper), true);
     }
 }
 

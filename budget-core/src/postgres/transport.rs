@@ -36,6 +36,18 @@ pub(crate) enum Output {
     Affected(u64),
 }
 
+/// Where a statement runs, for its server limit and its cleanup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// On its own (autocommit): the limit is the session's.
+    Outside,
+    /// The `BEGIN` of the caller's transaction: stopped, it may have
+    /// opened it, so its cleanup rolls back.
+    Begin,
+    /// In the caller's transaction: the limit is local to it.
+    Inside,
+}
+
 /// What the engine knows of a connection's `statement_timeout` between
 /// its statements.
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,12 +74,10 @@ pub(crate) struct Statement<'a> {
     pub(crate) slot: Mutex<Option<Object>>,
     pub(crate) state: Mutex<ConnState>,
     pub(crate) stopper: &'a Arc<Stopper>,
-    /// Taken off what is left for the server's limit.
-    pub(crate) reserve: Duration,
     /// The server's limit in fixed mode (`None` in budget mode, where each
     /// attempt's budget gives it).
     pub(crate) fixed: Option<Duration>,
-    pub(crate) in_transaction: bool,
+    pub(crate) scope: Scope,
     pub(crate) sql: &'a str,
     pub(crate) params: Params<'a>,
     pub(crate) op: Op,
@@ -96,16 +106,21 @@ impl Statement<'_> {
     ) -> Result<Result<Output, tokio_postgres::Error>, Failure> {
         let conn = lock(&self.slot).take().ok_or(Failure::NoConnection)?;
         let mut state = *lock(&self.state);
-        let armed = Armed::new(conn, Arc::clone(self.stopper), self.in_transaction);
+        let in_transaction = self.scope != Scope::Outside;
+        let armed = Armed::new(conn, Arc::clone(self.stopper), in_transaction);
         let result = match armed.conn() {
             Some(conn) => self.limited(conn, &mut state, left).await,
             None => return Err(Failure::NoConnection),
         };
         let conn = armed.disarm();
         match result {
+            // Stopped by a limit of the server's (the caller's own, or a
+            // role's default): its timer may have left a stop pending for
+            // the next statement, so the connection is cleaned first.
             Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED) => {
-                *lock(&self.slot) = conn;
-                *lock(&self.state) = state;
+                if let Some(conn) = conn {
+                    super::cancel::hand_back(conn, Arc::clone(self.stopper), in_transaction);
+                }
                 Err(Failure::Stopped(e))
             }
             // No answer from the server: the connection is not trusted again.
@@ -137,8 +152,8 @@ impl Statement<'_> {
                 ms
             }
         };
-        let limit = left.map(|left| server_limit(left, self.reserve, default_ms));
-        if self.in_transaction {
+        let limit = left.map(|left| server_limit(left, default_ms));
+        if self.scope == Scope::Inside {
             // Local to the transaction, and never wider than its own.
             if let Some(limit) = limit {
                 let set = conn.prepare_cached(SET_LOCAL).await?;
