@@ -17,6 +17,8 @@
 //!   `docs/hedging-and-stale.md`.
 //! - [`adapters`]: the budget on a reqwest-middleware stack or a tower
 //!   client, with reqwest-retry, `docs/adapters.md`.
+//! - [`postgres`]: PostgreSQL statements that spend the budget and stop on
+//!   the server when their caller stops, `docs/postgres.md`.
 //!
 //! The example chain:
 //!
@@ -96,6 +98,15 @@ pub mod hedging_and_stale {}
     doc = "Adapters, `docs/adapters.md`: rendered with the features `server`, `reqwest-middleware` and `tower-client`."
 )]
 pub mod adapters {}
+#[cfg_attr(
+    all(feature = "server", feature = "postgres"),
+    doc = include_str!("../docs/postgres.md")
+)]
+#[cfg_attr(
+    not(all(feature = "server", feature = "postgres")),
+    doc = "PostgreSQL, `docs/postgres.md`: rendered with the features `server` and `postgres`."
+)]
+pub mod postgres {}
 
 #[doc = include_str!("../docs/binaries.md")]
 pub mod binaries {}

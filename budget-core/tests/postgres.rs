@@ -435,3 +435,56 @@ async fn a_server_that_refuses_or_never_answers_ends_within_the_budget() {
     assert!(took < ms(400), "{took:?}");
     drop(silent);
 }
+
+/// Goal 3: a statement's span follows OpenTelemetry's database
+/// conventions, and carries neither its text nor its parameters.
+#[tokio::test]
+async fn a_statements_span_names_the_system_operation_and_summary_only() {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[derive(Clone, Default)]
+    struct Fields(Arc<Mutex<Vec<(String, String)>>>);
+    impl tracing::field::Visit for Fields {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            let mut fields = self.0.lock().unwrap();
+            fields.push((field.name().to_owned(), format!("{value:?}")));
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Fields {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if attrs.metadata().name() == "budget.statement" {
+                attrs.record(&mut self.clone());
+            }
+        }
+    }
+
+    let cluster = start();
+    let db = db(&cluster, 1);
+    let fields = Fields::default();
+    let subscriber = tracing_subscriber::registry().with(fields.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let sql = "update pg_settings set setting = setting where name = $1 and 'secret-text' <> ''";
+    let (result, _) = within(ms(1000), db.execute("touch", sql, &[&"secret-param"])).await;
+    assert!(result.is_ok(), "{result:?}");
+    let fields = fields.0.lock().unwrap().clone();
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.trim_matches('"').to_owned())
+    };
+    assert_eq!(
+        get("db.system.name").as_deref(),
+        Some("postgresql"),
+        "{fields:?}"
+    );
+    assert_eq!(get("db.operation.name").as_deref(), Some("UPDATE"));
+    assert_eq!(get("db.query.summary").as_deref(), Some("UPDATE touch"));
+    assert!(!format!("{fields:?}").contains("secret"), "{fields:?}");
+}

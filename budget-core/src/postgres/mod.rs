@@ -27,7 +27,7 @@
 //! # #[cfg(feature = "server")] mod example {
 //! use axum::{Router, extract::State, routing::post};
 //! use budget_core::postgres::{Database, DatabaseConfig, QueryError};
-//! use budget_core::server::{BudgetLayer, ServerConfig};
+//! use budget_core::server::ServerConfig;
 //!
 //! async fn reserve(State(db): State<Database>) -> Result<String, QueryError> {
 //!     // The request's budget, less the reserve, is what this may take.
@@ -42,7 +42,7 @@
 //!         "orders-db",
 //!         "postgres://app@127.0.0.1:5432/orders",
 //!     ))?;
-//!     let layer = BudgetLayer::from_config(ServerConfig::default(), "checkout")?;
+//!     let layer = ServerConfig::default().layer()?;
 //!     Ok(Router::new().route("/reserve", post(reserve)).with_state(db).layer(layer))
 //! }
 //! # }
@@ -379,7 +379,10 @@ impl Database {
             .defaults
             .resolve(Own::default(), cx.as_ref())
             .ok()?;
-        Some(resolved.plan(query_method(), false))
+        let mut plan = resolved.plan(query_method(), false);
+        // Its attempts' spans and metrics are a database's, not HTTP's.
+        plan.rpc_system = Some(crate::telemetry::semconv::DB_SYSTEM_POSTGRESQL);
+        Some(plan)
     }
 
     fn stopper(&self) -> &Arc<Stopper> {

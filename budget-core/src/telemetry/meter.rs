@@ -58,12 +58,18 @@ impl Description {
 
 /// Every budget metric's description, in the order they are described.
 #[cfg(feature = "metrics")]
-const DESCRIPTIONS: [Description; 22] = [
+const DESCRIPTIONS: [Description; 23] = [
     Description {
         kind: Kind::Histogram,
         name: METRIC_HTTP_SERVER_DURATION,
         unit: Some(Unit::Seconds),
         help: "How long the service took to answer, by route, method and status.",
+    },
+    Description {
+        kind: Kind::Histogram,
+        name: METRIC_DB_CLIENT_DURATION,
+        unit: Some(Unit::Seconds),
+        help: "How long each database statement's attempt took, by database and statement label, and outcome.",
     },
     Description {
         kind: Kind::Histogram,
@@ -326,6 +332,12 @@ pub(crate) fn attempt_done(
             None => outcome.to_string().into(),
         };
         let histogram = match rpc_system {
+            Some(DB_SYSTEM_POSTGRESQL) => metrics::histogram!(
+                METRIC_DB_CLIENT_DURATION,
+                LABEL_DEPENDENCY => Arc::clone(dependency),
+                LABEL_OUTCOME => outcome,
+                LABEL_DB_SYSTEM_NAME => DB_SYSTEM_POSTGRESQL
+            ),
             None => metrics::histogram!(
                 METRIC_HTTP_CLIENT_DURATION,
                 LABEL_DEPENDENCY => Arc::clone(dependency),

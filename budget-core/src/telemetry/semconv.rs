@@ -212,6 +212,14 @@ pub const METRIC_HTTP_SERVER_DURATION: &str = "http_server_request_duration_seco
 /// code, the gRPC status `grpc-14`, or the failure: `connect`, `timeout`,
 /// `reset`, ...), and [`LABEL_RPC_SYSTEM`] `grpc` on a gRPC call's series.
 pub const METRIC_HTTP_CLIENT_DURATION: &str = "http_client_request_duration_seconds";
+/// Histogram: how long each database statement's attempt took, in seconds
+/// (OpenTelemetry's `db.client.operation.duration`); labels
+/// [`LABEL_DB_SYSTEM_NAME`] (`postgresql`), [`LABEL_DEPENDENCY`] (the
+/// database and the statement's label, `orders-db.reserve-stock`: the
+/// query summary without its text) and [`LABEL_OUTCOME`] (`200`, `400` for
+/// a statement the server refused, `503` for the server's own failure, or
+/// `timeout`, `connect`, `reset`).
+pub const METRIC_DB_CLIENT_DURATION: &str = "db_client_operation_duration_seconds";
 /// Counter: requests answered `503` at the server's in-flight limit.
 pub const METRIC_OVERLOADED_TOTAL: &str = "budget_overloaded_total";
 /// Counter: requests shed below the ingress floor.
@@ -282,6 +290,9 @@ pub const LABEL_OUTCOME: &str = "outcome";
 /// The RPC system of a gRPC dependency call (`grpc`), on
 /// [`METRIC_HTTP_CLIENT_DURATION`]; absent on plain HTTP calls.
 pub const LABEL_RPC_SYSTEM: &str = "rpc_system";
+/// Metric label: the database system of a statement (`postgresql`), on
+/// [`METRIC_DB_CLIENT_DURATION`].
+pub const LABEL_DB_SYSTEM_NAME: &str = "db_system_name";
 /// Metric label: a breaker's endpoint key (`http://host:port`).
 pub const LABEL_ENDPOINT: &str = "endpoint";
 /// Label: why something was refused.
