@@ -14,6 +14,8 @@ use super::limit::READ_DEFAULT;
 use super::transport::{ConnState, Failure, Op, Output, Params, Scope, Statement};
 use crate::clock::SystemClock;
 use crate::outbound::Call;
+use crate::outbound::error::CallError;
+use crate::retry::TransportKind;
 
 /// A connection from a [`Database`]'s pool, taken under the request's
 /// budget (the wait is in the ledger as `NAME-queue`). Its statements
@@ -194,21 +196,15 @@ async fn bare(
     statement: &Statement<'_>,
     name: &Arc<str>,
 ) -> Result<Result<Output, tokio_postgres::Error>, QueryError> {
-    statement.run(None).await.map_err(|failure| {
-        let kind = match failure {
-            Failure::Stopped(_) => crate::retry::TransportKind::Timeout,
-            Failure::Lost(_) => crate::retry::TransportKind::Reset,
-            Failure::NoConnection => return QueryError::Lost,
-        };
-        let source: crate::outbound::error::BoxError = match failure {
-            Failure::Stopped(e) | Failure::Lost(e) => Box::new(e),
-            Failure::NoConnection => return QueryError::Lost,
-        };
-        QueryError::Call(
-            crate::outbound::error::CallError::from_transport(Arc::clone(name), kind)
-                .with_source(source),
-        )
-    })
+    let (kind, source) = match statement.run(None).await {
+        Ok(answered) => return Ok(answered),
+        Err(Failure::NoConnection) => return Err(QueryError::Lost),
+        Err(Failure::Stopped(e)) => (TransportKind::Timeout, e),
+        Err(Failure::Lost(e)) => (TransportKind::Reset, e),
+    };
+    Err(CallError::from_transport(Arc::clone(name), kind)
+        .with_source(source)
+        .into())
 }
 
 impl Drop for Connection {

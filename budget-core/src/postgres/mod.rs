@@ -9,13 +9,14 @@
 //!   learned per statement label (`NAME.label` in the ledger).
 //! - **The server's limit is set from what is left**: `statement_timeout`
 //!   is the attempt's budget (already less the request's per-hop reserve),
-//!   rounded up a step (the [ladder](limit)), never wider than the
+//!   rounded up a step (docs/postgres.md, "The server's limit"), never wider than the
 //!   connection's own; in the caller's transaction it is local to it and
 //!   never wider than the transaction's own.
 //! - **A statement whose caller stopped is stopped on the server**: past
 //!   its deadline, or dropped with its request, it is cancelled with the
 //!   protocol's cancel request, confirmed before its connection is used
-//!   again, so a cancel never reaches a later statement ([`cancel`]).
+//!   again, so a cancel never reaches a later statement (docs/postgres.md,
+//!   "Cancels").
 //! - **`57014`** (stopped by its limit or a cancel) is the `504` of a
 //!   dependency that ran out of time; connection failures feed the
 //!   database's breaker; a statement the server refused (syntax, a
