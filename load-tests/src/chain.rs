@@ -602,6 +602,7 @@ pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerC
     peer.recommendations_url = checkout.recommendations_url.clone();
     peer.concurrency = settings.peer_concurrency();
     peer.pool_idle_timeout = settings.pool_idle_timeout;
+    peer.database_url = checkout.database_url.clone();
     peer
 }
 
@@ -645,9 +646,26 @@ impl Chain {
         mode: ChainMode,
         partners: &Partners,
     ) -> Result<Self, ChainError> {
+        Self::start_with_database(setup, settings, mode, partners, None).await
+    }
+
+    /// [`start`](Self::start), with checkout's (or the peer checkout's)
+    /// database step on against `database` (a PostgreSQL URL) when given.
+    ///
+    /// # Errors
+    ///
+    /// When either cannot start (the database's schema included).
+    pub async fn start_with_database(
+        setup: &Setup,
+        settings: &ChainSettings,
+        mode: ChainMode,
+        partners: &Partners,
+        database: Option<&str>,
+    ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
         let mut checkout = checkout_config(setup, settings, mode.budget_mode(), partners)?;
+        checkout.database_url = database.map(str::to_owned);
         if mode == ChainMode::Hedged {
             hedge_all(&mut checkout);
         }
