@@ -156,7 +156,7 @@ pub struct PeerConfig {
     pub balance: bool,
     /// The orders database (a PostgreSQL URL): checkout's stock
     /// reservation after pricing, on a raw pool with
-    /// [`statement_timeout`](Self::statement_timeout) ([`stock`]); `None`
+    /// [`statement_timeout`](Self::statement_timeout); `None`
     /// (the default): no database step.
     pub database_url: Option<String>,
     /// The database pool's fixed `statement_timeout` (1 s: half of
