@@ -272,6 +272,13 @@ pub struct ChainSettings {
     /// objective.
     #[serde(default, with = "crate::report::opt_millis")]
     pub pricing_floor: Option<Duration>,
+    /// Edge's floor for its call of checkout in budget mode; `None` (the
+    /// default): edge's own default (learned). A fixed one is a comparison
+    /// row: a learned floor rests on checkout's successful latencies, which
+    /// under `db-slow` include answers that waited out a lock for most of
+    /// their budget.
+    #[serde(default, with = "crate::report::opt_millis")]
+    pub checkout_floor: Option<Duration>,
     /// How long checkout's and edge's clients keep an idle pooled
     /// connection; `None`: the services' default (90 s). The soak sets it
     /// short, so that "no connection left open" can be checked between
@@ -298,6 +305,7 @@ impl Default for ChainSettings {
             slowdown: 10,
             inventory_floor: None,
             pricing_floor: None,
+            checkout_floor: None,
             pool_idle_timeout: None,
         }
     }
@@ -602,6 +610,7 @@ pub fn peer_config(checkout: &CheckoutConfig, settings: &ChainSettings) -> PeerC
     peer.recommendations_url = checkout.recommendations_url.clone();
     peer.concurrency = settings.peer_concurrency();
     peer.pool_idle_timeout = settings.pool_idle_timeout;
+    peer.database_url = checkout.database_url.clone();
     peer
 }
 
@@ -645,9 +654,26 @@ impl Chain {
         mode: ChainMode,
         partners: &Partners,
     ) -> Result<Self, ChainError> {
+        Self::start_with_database(setup, settings, mode, partners, None).await
+    }
+
+    /// [`start`](Self::start), with checkout's (or the peer checkout's)
+    /// database step on against `database` (a PostgreSQL URL) when given.
+    ///
+    /// # Errors
+    ///
+    /// When either cannot start (the database's schema included).
+    pub async fn start_with_database(
+        setup: &Setup,
+        settings: &ChainSettings,
+        mode: ChainMode,
+        partners: &Partners,
+        database: Option<&str>,
+    ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
         let mut checkout = checkout_config(setup, settings, mode.budget_mode(), partners)?;
+        checkout.database_url = database.map(str::to_owned);
         if mode == ChainMode::Hedged {
             hedge_all(&mut checkout);
         }
@@ -680,6 +706,9 @@ impl Chain {
         let mut edge = EdgeConfig::new(loopback(), format!("http://{checkout_addr}"));
         edge.budget_mode = mode.budget_mode();
         edge.checkout.pool_idle_timeout = settings.pool_idle_timeout;
+        if let Some(floor) = settings.checkout_floor {
+            edge.checkout.floor = Some(budget_core::floor::FloorConfig::fixed(floor));
+        }
         let (stop, stopped) = stop_signal();
         let (edge_addr, server) = edge::spawn(&edge, stopped)
             .await

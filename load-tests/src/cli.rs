@@ -189,6 +189,11 @@ pub struct Args {
     /// 600ms) [default: none, checkout's own default configuration].
     #[arg(long, value_parser = budget_core::config::duration::parse)]
     pub pricing_floor: Option<Duration>,
+    /// Edge's floor for its call of checkout in budget mode, a hand-sized
+    /// comparison row (e.g. 10ms) [default: none, edge's own default
+    /// configuration (learned)].
+    #[arg(long, value_parser = budget_core::config::duration::parse)]
+    pub checkout_floor: Option<Duration>,
     /// Load a running edge instead (its /checkout URL; loopback only).
     #[arg(long)]
     pub target: Option<String>,
@@ -411,6 +416,7 @@ impl Args {
         for (name, floor) in [
             ("inventory-floor", self.inventory_floor),
             ("pricing-floor", self.pricing_floor),
+            ("checkout-floor", self.checkout_floor),
         ] {
             if let Some(floor) = floor
                 && floor > MAX_BUDGET
@@ -430,6 +436,7 @@ impl Args {
             slowdown: self.slowdown,
             inventory_floor: self.inventory_floor,
             pricing_floor: self.pricing_floor,
+            checkout_floor: self.checkout_floor,
             pool_idle_timeout: None,
         })
     }

@@ -69,8 +69,8 @@ pub fn chain_line(settings: &ChainSettings) -> String {
     format!(
         "Chain: the slow partner works on at most {} calls at once per path (FIFO queue beyond); \
          checkout's client limit per dependency: {}; healthy capacity {:.0} req/s \
-         (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s; \
-         slowdown {}x.\n\n",
+         (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s, \
+         edge's of checkout {}; slowdown {}x.\n\n",
         settings.partner_workers,
         settings.concurrency.map_or_else(
             || "checkout's default (adaptive)".to_owned(),
@@ -79,6 +79,9 @@ pub fn chain_line(settings: &ChainSettings) -> String {
         settings.capacity(),
         floor_text(settings.inventory_floor),
         floor_text(settings.pricing_floor),
+        settings
+            .checkout_floor
+            .map_or_else(|| "edge's default".to_owned(), |f| floor_text(Some(f))),
         settings.slowdown,
     )
 }

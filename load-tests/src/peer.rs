@@ -44,6 +44,10 @@
 //!   repeat). Inventory and recommendations get one attempt each;
 //! - inventory and pricing required, recommendations optional: its failure
 //!   marks the answer degraded, as checkout does;
+//! - with [`PeerConfig::database_url`], checkout's stock reservation after
+//!   pricing (required), on a raw deadpool-postgres pool whose connections
+//!   carry a fixed `statement_timeout` ([`PeerConfig::statement_timeout`],
+//!   1 s), under the same per-call `Timeout` (`stock`);
 //! - replicas ([`PeerConfig::endpoints`]: base URLs, the dependency's path
 //!   and query on each): in the `peer` and `queue` modes each replica gets
 //!   the stack above of its own and the attempts take the replicas in turn
@@ -107,6 +111,8 @@ use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 use crate::client::{SERVER_TIMING, X_REQUEST_ID};
 
+mod stock;
+
 /// The `Idempotency-Key` header, forwarded to pricing with a `POST`.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
@@ -148,7 +154,19 @@ pub struct PeerConfig {
     /// `Balance` over `PeakEwma` (the `p2c` mode, [`crate::p2c`]), instead
     /// of taking them in turn. Needs a tokio runtime to build.
     pub balance: bool,
+    /// The orders database (a PostgreSQL URL): checkout's stock
+    /// reservation after pricing, on a raw pool with
+    /// [`statement_timeout`](Self::statement_timeout); `None`
+    /// (the default): no database step.
+    pub database_url: Option<String>,
+    /// The database pool's fixed `statement_timeout` (1 s: half of
+    /// [`timeout`](Self::timeout), so that a stopped statement leaves the
+    /// call time to answer).
+    pub statement_timeout: Duration,
 }
+
+/// The default [`PeerConfig::statement_timeout`]: 1 s.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The most replicas [`PeerConfig::endpoints`] may list.
 pub const MAX_ENDPOINTS: usize = 64;
@@ -176,6 +194,8 @@ impl PeerConfig {
             pool_idle_timeout: None,
             endpoints: Vec::new(),
             balance: false,
+            database_url: None,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
         }
     }
 
@@ -430,7 +450,7 @@ impl DepFailure {
     }
 
     /// The `desc` of its `Server-Timing` entry.
-    fn desc(&self) -> String {
+    pub(crate) fn desc(&self) -> String {
         match self {
             DepFailure::Timeout => "timeout".into(),
             DepFailure::Overloaded => "shed".into(),
@@ -549,6 +569,8 @@ struct Inner {
     pricing: DepService,
     recommendations: DepService,
     pricing_attempts: u32,
+    /// The database pool, when there is one, and the call's timeout.
+    stock: Option<(budget_core::postgres::deadpool_postgres::Pool, Duration)>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -611,6 +633,18 @@ impl PeerCheckout {
                 pricing: stack(&config.pricing_url)?,
                 recommendations: stack(&config.recommendations_url)?,
                 pricing_attempts: config.pricing_attempts,
+                stock: config
+                    .database_url
+                    .as_deref()
+                    .map(|url| {
+                        checkout::stock::fixed_pool(
+                            url,
+                            Some(config.statement_timeout),
+                            "database_url",
+                        )
+                        .map(|pool| (pool, config.timeout))
+                    })
+                    .transpose()?,
             }),
         })
     }
@@ -630,8 +664,9 @@ impl PeerCheckout {
     }
 
     /// Starts it on `config.listen` and serves until `shutdown` resolves
-    /// (then lets requests in flight finish). Returns the bound address and
-    /// the server task.
+    /// (then lets requests in flight finish); with a database, creates its
+    /// schema first, as checkout does. Returns the bound address and the
+    /// server task.
     ///
     /// # Errors
     ///
@@ -653,6 +688,9 @@ impl PeerCheckout {
         F: Future<Output = ()> + Send + 'static,
     {
         let app = Self::new(config)?.router();
+        if let Some(url) = &config.database_url {
+            checkout::stock::create_schema(url).await?;
+        }
         serve(config.listen, app, shutdown).await
     }
 }
@@ -679,6 +717,7 @@ where
 async fn handle(
     State(peer): State<PeerCheckout>,
     method: Method,
+    uri: http::Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -696,21 +735,8 @@ async fn handle(
         Ok(v) => v,
         Err(e) => return problem("inventory", &e, &timing),
     };
-    let mut pricing_req = DepRequest::get(&headers);
-    let mut pricing_attempts = app.pricing_attempts;
-    if method == Method::POST {
-        pricing_req.method = Method::POST;
-        pricing_req.body = body;
-        for name in [CONTENT_TYPE, HeaderName::from_static(IDEMPOTENCY_KEY)] {
-            if let Some(v) = headers.get(&name) {
-                pricing_req.headers.insert(name, v.clone());
-            }
-        }
-        if !headers.contains_key(IDEMPOTENCY_KEY) {
-            // Not safe to repeat: sent once.
-            pricing_attempts = 1;
-        }
-    }
+    let (pricing_req, pricing_attempts) =
+        pricing_request(&method, &headers, body, app.pricing_attempts);
     let pricing = match call_with_retries(
         &app.pricing,
         "pricing",
@@ -723,6 +749,12 @@ async fn handle(
         Ok(v) => v,
         Err(e) => return problem("pricing", &e, &timing),
     };
+    if let Some((pool, timeout)) = &app.stock {
+        let sku = checkout::stock::sku_of(uri.query());
+        if let Err(e) = stock::reserve(pool, sku, *timeout, &mut timing).await {
+            return problem(&stock::statement_name(), &e, &timing);
+        }
+    }
     let (recommendations, degraded) = match call_with_retries(
         &app.recommendations,
         "recommendations",
@@ -756,6 +788,34 @@ async fn handle(
         res.headers_mut().insert(SERVER_TIMING, t);
     }
     res
+}
+
+/// Pricing's request and attempts: a `GET`, or for a `POST` the inbound
+/// body, content type and `Idempotency-Key`, sent once without a key (it
+/// is not safe to repeat).
+fn pricing_request(
+    method: &Method,
+    headers: &HeaderMap,
+    body: Bytes,
+    attempts: u32,
+) -> (DepRequest, u32) {
+    let mut req = DepRequest::get(headers);
+    if method != Method::POST {
+        return (req, attempts);
+    }
+    req.method = Method::POST;
+    req.body = body;
+    for name in [CONTENT_TYPE, HeaderName::from_static(IDEMPOTENCY_KEY)] {
+        if let Some(v) = headers.get(&name) {
+            req.headers.insert(name, v.clone());
+        }
+    }
+    let attempts = if headers.contains_key(IDEMPOTENCY_KEY) {
+        attempts
+    } else {
+        1
+    };
+    (req, attempts)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use service_kit::BudgetMode;
+use service_kit::pg_cluster::{Cluster, ClusterError};
 use slow_partner::{PartnerHandle, StatsSnapshot};
 
 use tokio::sync::oneshot;
@@ -136,6 +137,10 @@ pub enum RunError {
     /// A scenario's own load is out of range (a rate over the cap).
     #[error("the scenario's load")]
     Spec(#[from] SpecError),
+    /// The throwaway PostgreSQL cluster of a scenario with a database did
+    /// not start (or PostgreSQL is not installed).
+    #[error("the PostgreSQL cluster did not start")]
+    Database(#[from] ClusterError),
 }
 
 /// What one run is called and sends.
@@ -292,15 +297,26 @@ pub async fn run_scenario(
             Topology::Fresh(config) => Some(Partners::start_main(config.clone()).await?),
             Topology::Replicas(n) => Some(Partners::start_replicas(settings, *n).await?),
         };
+        let database = if setup.database {
+            Some(start_cluster().await?)
+        } else {
+            None
+        };
+        let url = database.as_ref().map(Cluster::url);
         let report = run_mode(
             scenario,
             &setup,
             settings,
+            url.as_deref(),
             plan,
             mode,
             own.as_ref().unwrap_or(partners),
         )
         .await;
+        // Stopped off the runtime's threads: `pg_ctl stop` waits for it.
+        if let Some(cluster) = database {
+            let _ = tokio::task::spawn_blocking(move || drop(cluster)).await;
+        }
         if let Some(own) = own {
             own.shutdown().await;
         }
@@ -309,18 +325,34 @@ pub async fn run_scenario(
     Ok(reports)
 }
 
-/// One run of `scenario` in `mode` on `partners`: its chain started, its
+/// A throwaway PostgreSQL cluster, started off the runtime's threads (it
+/// takes about a second).
+async fn start_cluster() -> Result<Cluster, ClusterError> {
+    match tokio::task::spawn_blocking(Cluster::start).await {
+        Ok(started) => started,
+        Err(e) => Err(ClusterError::Command {
+            what: "the cluster's start task".into(),
+            status: None,
+            stderr: e.to_string(),
+        }),
+    }
+}
+
+/// One run of `scenario` in `mode` on `partners` (and checkout's
+/// `database`, when there is one): its chain started, its
 /// [`Scenario::run`], its chain stopped.
 async fn run_mode(
     scenario: &dyn Scenario,
     setup: &Setup,
     settings: &ChainSettings,
+    database: Option<&str>,
     plan: &LoadPlan,
     mode: ChainMode,
     partners: &Partners,
 ) -> Result<RunReport, RunError> {
-    let chain = Chain::start(setup, settings, mode, partners).await?;
-    let report = match ModeRun::new(setup, settings, plan, mode, partners, &chain) {
+    let chain = Chain::start_with_database(setup, settings, mode, partners, database).await?;
+    let run = ModeRun::new(setup, settings, plan, mode, partners, &chain);
+    let report = match run.map(|run| run.with_database(database)) {
         Ok(run) => scenario.run(run).await,
         Err(e) => Err(e),
     };
@@ -345,6 +377,9 @@ pub struct ModeRun<'a> {
     pub partners: &'a Partners,
     /// The chain.
     pub chain: &'a Chain,
+    /// The URL of checkout's database, when the scenario has one
+    /// ([`Setup::database`]).
+    pub database: Option<&'a str>,
     label: RunLabel,
     target: LoopbackUrl,
     metrics: Option<LoopbackUrl>,
@@ -380,10 +415,15 @@ impl<'a> ModeRun<'a> {
             mode,
             partners,
             chain,
+            database: None,
             label,
             target,
             metrics,
         })
+    }
+
+    fn with_database(self, database: Option<&'a str>) -> Self {
+        Self { database, ..self }
     }
 
     /// The start of the run's `x-request-id`s ([`id_prefix`]).

@@ -251,6 +251,10 @@ pub struct Setup {
     pub middle: bool,
     /// Where its partners come from.
     pub partners: Topology,
+    /// Checkout's database step on, against a throwaway PostgreSQL
+    /// cluster started for each run (`service_kit::pg_cluster`; the
+    /// `db-slow` scenario).
+    pub database: bool,
 }
 
 impl Setup {
@@ -286,6 +290,7 @@ impl Setup {
             capacity: settings.capacity(),
             middle: false,
             partners: Topology::Shared,
+            database: false,
         }
     }
 
@@ -424,7 +429,7 @@ mod tests {
                 assert!(slow_partner::Knobs::from_query(query).is_ok(), "{query}");
             }
         }
-        assert_eq!(names.len(), 20);
+        assert_eq!(names.len(), 21);
         assert_eq!(find("no-such-scenario"), None);
     }
 }

@@ -7,6 +7,12 @@
 //! with (both hops: edge's own steps, then checkout's, prefixed
 //! `checkout.`). It finishes by itself in a few seconds.
 //!
+//! When PostgreSQL is installed (`initdb` under `/usr/lib/postgresql/*/bin`
+//! or on `PATH`), a throwaway cluster is started and checkout reserves
+//! stock in it on every request, so the tables also show `orders-db-queue`
+//! and `orders-db.reserve-stock`; otherwise one line says the database
+//! step is off, and the demo runs without it.
+//!
 //! `cargo run -p budget-examples`
 
 use std::net::SocketAddr;
@@ -16,6 +22,7 @@ use budget_examples::table::budget_table;
 use checkout::CheckoutConfig;
 use edge::EdgeConfig;
 use service_kit::BudgetMode;
+use service_kit::pg_cluster::Cluster;
 use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 use tokio::time::Instant;
 
@@ -146,6 +153,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;
+    let database = start_database().await;
+    let database_url = database.as_ref().map(Cluster::url);
 
     println!("budget: one time budget for the whole call chain");
     println!("client -> edge -> checkout -> slow-partner (inventory, pricing, recommendations)");
@@ -154,7 +163,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut late = 0;
     for (n, scenario) in SCENARIOS.iter().enumerate() {
-        let url = start_chain(scenario, &partner, &blackhole).await?;
+        let url = start_chain(scenario, &partner, &blackhole, database_url.as_deref()).await?;
         partner.reset_stats();
         let mut req = client
             .get(&url)
@@ -164,78 +173,134 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let t0 = Instant::now();
         let res = req.send().await?;
-        let elapsed = t0.elapsed();
-        let status = res.status();
-        let retry_after = header(&res, "retry-after");
-        let timing = header(&res, "server-timing");
-        let body: serde_json::Value = res.json().await.unwrap_or(serde_json::Value::Null);
-
-        println!(
-            "== {}. {} ({} mode)",
-            n + 1,
-            scenario.title,
-            mode_name(scenario.mode)
-        );
-        println!("   {}", scenario.shows);
-        let sent = scenario
-            .budget_ms
-            .map_or("no budget header".to_owned(), |ms| {
-                format!("request-budget-ms: {ms}")
-            });
-        println!(
-            "   GET /checkout ({sent}) -> {status} in {} ms",
-            elapsed.as_millis()
-        );
-        if let Some(ra) = retry_after {
-            println!("   Retry-After: {ra}");
-        }
-        if let Some(degraded) = body.get("degraded").and_then(|d| d.as_array())
-            && !degraded.is_empty()
-        {
-            for d in degraded {
-                println!(
-                    "   degraded: {} ({})",
-                    d["dependency"].as_str().unwrap_or("?"),
-                    d["reason"].as_str().unwrap_or("?")
-                );
-            }
-        }
-        if let Some(title) = body.get("title").and_then(|t| t.as_str()) {
-            println!(
-                "   problem: {title}: {}",
-                body["detail"].as_str().unwrap_or("")
-            );
-        }
-        let budgets = partner_budgets(&partner);
-        if !budgets.is_empty() {
-            println!("   budgets the partner received: {budgets}");
-        }
-        let scenario_late = partner.stats().late;
-        if scenario_late > 0 {
-            println!(
-                "   partner work that finished after its budget ran out (late): {scenario_late}"
-            );
-        }
-        late += scenario_late;
-        match timing {
-            Some(t) => println!("{}\n", indent(&budget_table(&t))),
-            None => println!("   (no Server-Timing)\n"),
-        }
+        late += print_answer(n, scenario, res, t0.elapsed(), &partner).await;
     }
     println!(
         "{} scenarios in {:.1} s; partner work nobody waited for (late, where a budget was sent): {late}",
         SCENARIOS.len(),
         started.elapsed().as_secs_f64(),
     );
+    if let Some(cluster) = database {
+        tokio::task::spawn_blocking(move || drop(cluster)).await?;
+    }
     Ok(())
 }
 
-/// Starts checkout (dependencies shaped by the scenario) and edge in front
-/// of it; returns edge's `/checkout` URL.
+/// Prints scenario `n`'s answer: its status and time, degradations,
+/// problem, the budgets the partner received and the budget table.
+/// Returns the partner's late work.
+async fn print_answer(
+    n: usize,
+    scenario: &Scenario,
+    res: reqwest::Response,
+    elapsed: Duration,
+    partner: &PartnerHandle,
+) -> u64 {
+    let status = res.status();
+    let retry_after = header(&res, "retry-after");
+    let timing = header(&res, "server-timing");
+    let body: serde_json::Value = res.json().await.unwrap_or(serde_json::Value::Null);
+
+    println!(
+        "== {}. {} ({} mode)",
+        n + 1,
+        scenario.title,
+        mode_name(scenario.mode)
+    );
+    println!("   {}", scenario.shows);
+    let sent = scenario
+        .budget_ms
+        .map_or("no budget header".to_owned(), |ms| {
+            format!("request-budget-ms: {ms}")
+        });
+    println!(
+        "   GET /checkout ({sent}) -> {status} in {} ms",
+        elapsed.as_millis()
+    );
+    if let Some(ra) = retry_after {
+        println!("   Retry-After: {ra}");
+    }
+    if let Some(degraded) = body.get("degraded").and_then(|d| d.as_array())
+        && !degraded.is_empty()
+    {
+        for d in degraded {
+            println!(
+                "   degraded: {} ({})",
+                d["dependency"].as_str().unwrap_or("?"),
+                d["reason"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    if let Some(title) = body.get("title").and_then(|t| t.as_str()) {
+        println!(
+            "   problem: {title}: {}",
+            body["detail"].as_str().unwrap_or("")
+        );
+    }
+    let budgets = partner_budgets(partner);
+    if !budgets.is_empty() {
+        println!("   budgets the partner received: {budgets}");
+    }
+    let scenario_late = partner.stats().late;
+    if scenario_late > 0 {
+        println!("   partner work that finished after its budget ran out (late): {scenario_late}");
+    }
+    match timing {
+        Some(t) => println!("{}\n", indent(&budget_table(&t))),
+        None => println!("   (no Server-Timing)\n"),
+    }
+    scenario_late
+}
+
+/// A throwaway PostgreSQL cluster for checkout's database step, when
+/// PostgreSQL is installed; otherwise one line saying why the step is off
+/// (the demo does not install anything).
+async fn start_database() -> Option<Cluster> {
+    if !postgres_installed() {
+        println!(
+            "database step off: PostgreSQL is not installed (no initdb under \
+             /usr/lib/postgresql/*/bin or on PATH)\n"
+        );
+        return None;
+    }
+    match tokio::task::spawn_blocking(Cluster::start).await {
+        Ok(Ok(cluster)) => {
+            println!(
+                "database step on: checkout reserves stock in a throwaway PostgreSQL cluster\n"
+            );
+            Some(cluster)
+        }
+        Ok(Err(e)) => {
+            println!("database step off: the PostgreSQL cluster did not start: {e}\n");
+            None
+        }
+        Err(e) => {
+            println!("database step off: the PostgreSQL cluster did not start: {e}\n");
+            None
+        }
+    }
+}
+
+/// Whether `initdb` is installed where the cluster harness looks for it.
+fn postgres_installed() -> bool {
+    let versioned = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|dir| dir.path().join("bin/initdb").is_file());
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("initdb").is_file()));
+    versioned || on_path
+}
+
+/// Starts checkout (dependencies shaped by the scenario, its database step
+/// on `database_url` when given) and edge in front of it; returns edge's
+/// `/checkout` URL.
 async fn start_chain(
     s: &Scenario,
     partner: &PartnerHandle,
     blackhole: &PartnerHandle,
+    database_url: Option<&str>,
 ) -> Result<String, Box<dyn std::error::Error>> {
     let loopback: SocketAddr = "127.0.0.1:0".parse()?;
     let mut checkout = CheckoutConfig::new(loopback);
@@ -257,6 +322,7 @@ async fn start_chain(
     checkout.inventory.connect_cap = Some(Duration::from_millis(300));
     checkout.pricing_url = partner.url(&format!("/pricing{}", s.pricing));
     checkout.recommendations_url = partner.url(&format!("/recommendations{}", s.recommendations));
+    checkout.database_url = database_url.map(str::to_owned);
     let (checkout_addr, _) = checkout::spawn(&checkout, std::future::pending()).await?;
     let mut edge = EdgeConfig::new(loopback, format!("http://{checkout_addr}"));
     edge.budget_mode = s.mode;

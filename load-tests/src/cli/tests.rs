@@ -122,6 +122,15 @@ fn the_defaults_run_every_scenario_in_all_three_modes_at_80_percent_of_capacity(
     assert_eq!(settings.inventory_floor, Some(Duration::from_millis(900)));
     assert_eq!(settings.pricing_floor, Some(Duration::from_millis(600)));
     assert!(refusal(&["--pricing-floor", "11s"]).starts_with("--pricing-floor: "));
+    assert_eq!(settings.checkout_floor, None);
+    let Invocation::Scenarios {
+        settings: fixed, ..
+    } = accepted(&["--checkout-floor", "10ms"])
+    else {
+        panic!("scenarios expected");
+    };
+    assert_eq!(fixed.checkout_floor, Some(Duration::from_millis(10)));
+    assert!(refusal(&["--checkout-floor", "11s"]).starts_with("--checkout-floor: "));
     assert_eq!((settings.partner_workers, settings.concurrency), (8, None));
     let line = chain_line(&settings);
     assert!(line.contains("checkout's default (adaptive)"), "{line}");

@@ -42,6 +42,7 @@ registry! {
     burst: [BURST_FITS, BURST_FITS_UNLIMITED, BURST_PART, BURST_PART_UNLIMITED],
     hang: [HANG, HANG_SLOW],
     replicas: [Replicas],
+    db_slow: [DbSlow],
 }
 
 /// The scenario called `name` ([`Scenario::name`](crate::scenario::Scenario::name)).

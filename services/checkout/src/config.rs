@@ -48,6 +48,7 @@ use service_kit::RequestLayer;
 
 use crate::grpc_inventory::{self, GrpcInventory};
 use crate::handler::Inventory;
+use crate::stock::Stock;
 use service_kit::{ServiceConfig, ServiceSettings, overlay};
 
 /// The default listen address: loopback, port 8081.
@@ -102,6 +103,7 @@ service_kit::service_config! {
     /// | `pricing_url` | `--pricing-url` | `http://127.0.0.1:9000/pricing` |
     /// | `recommendations_url` | `--recommendations-url` | `http://127.0.0.1:9000/recommendations` |
     /// | `recommendations_floor` | `--recommendations-floor` | `1s` |
+    /// | `database_url` | `--database-url` | none: no database step ([`crate::stock`]) |
     /// | `[inventory]`, `[pricing]`, `[recommendations]` | (file only) | see [`DependencySettings`] |
     ///
     /// The first three rows are every service's fields ([`ServiceSettings`]). With
@@ -129,6 +131,11 @@ service_kit::service_config! {
         /// Client settings of recommendations (default: 1 attempt); its floor
         /// is `recommendations_floor`.
         pub recommendations: DependencySettings = DependencySettings::default(),
+        /// The orders database (PostgreSQL, `postgres://user@host:port/db`):
+        /// each checkout reserves a unit of stock in it (`reserve-stock`,
+        /// see [`crate::stock`]). Absent: no database step.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub database_url: Option<String> = None,
         ..ServiceSettings::new(DEFAULT_LISTEN, Duration::from_millis(5))
     }
 }
@@ -185,13 +192,15 @@ service_kit::client_settings! {
 }
 
 /// A validated [`CheckoutConfig`]: the layer in front of the route (the
-/// ledger layer alone with `budget_mode = off`) and the three clients.
+/// ledger layer alone with `budget_mode = off`), the three clients and the
+/// database, when there is one.
 #[derive(Debug)]
 pub(crate) struct Built {
     pub(crate) layer: RequestLayer,
     pub(crate) inventory: Inventory,
     pub(crate) pricing: BudgetClient,
     pub(crate) recommendations: BudgetClient,
+    pub(crate) stock: Option<Stock>,
 }
 
 impl CheckoutConfig {
@@ -239,6 +248,11 @@ impl CheckoutConfig {
             inventory,
             pricing: self.client(Dep::Pricing)?,
             recommendations: self.client(Dep::Recommendations)?,
+            stock: self
+                .database_url
+                .as_deref()
+                .map(|url| Stock::connect(url, self.budget_mode.is_on()))
+                .transpose()?,
         })
     }
 

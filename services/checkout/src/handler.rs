@@ -1,11 +1,12 @@
-//! `GET`/`POST /checkout`: inventory, then pricing, then recommendations,
-//! one after the other, each spending what the previous ones left.
+//! `GET`/`POST /checkout`: inventory, then pricing, then (with a
+//! database) the stock reservation, then recommendations, one after the
+//! other, each spending what the previous ones left.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use budget_core::client::{BudgetClient, CallError, OptionalResponse, RequestBuilder};
 use budget_core::ledger::{Ledger, stale_note};
@@ -18,6 +19,7 @@ use serde_json::Value;
 use service_kit::{BodyBytes, RequestLedger};
 
 use crate::grpc_inventory::{self, GrpcInventory};
+use crate::stock::{self, Stock};
 use crate::{CheckoutAnswer, Degraded, X_REQUEST_ID};
 
 /// The three clients, shared by every request.
@@ -26,6 +28,7 @@ pub(crate) struct App {
     pub(crate) inventory: Inventory,
     pub(crate) pricing: BudgetClient,
     pub(crate) recommendations: BudgetClient,
+    pub(crate) stock: Option<Stock>,
 }
 
 /// Inventory's client: HTTP, or gRPC when its URL is `grpc://...`.
@@ -44,6 +47,7 @@ pub(crate) enum Inventory {
 pub(crate) async fn checkout(
     State(app): State<Arc<App>>,
     method: Method,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     ledger: RequestLedger,
     BodyBytes(body): BodyBytes,
@@ -51,6 +55,7 @@ pub(crate) async fn checkout(
     let call = Call {
         request_id: headers.get(X_REQUEST_ID).cloned(),
         ledger: ledger.ledger().clone(),
+        sku: stock::sku_of(query.as_deref()),
     };
     // No header here: the layer in front (budget or ledger) adds the ledger.
     match run(&app, &call, &method, &headers, body).await {
@@ -63,6 +68,8 @@ pub(crate) async fn checkout(
 struct Call {
     request_id: Option<HeaderValue>,
     ledger: Ledger,
+    /// The sku the database step reserves.
+    sku: i64,
 }
 
 impl Call {
@@ -108,6 +115,9 @@ async fn run(
         app.pricing.get("")
     };
     let pricing = required(call.prepare(pricing), &mut degraded).await?;
+    if let Some(stock) = &app.stock {
+        stock.reserve(call.sku, &call.ledger).await?;
+    }
 
     let (recommendations, recommendations_degraded) = optional(
         call.prepare(app.recommendations.get("")),

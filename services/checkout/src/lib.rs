@@ -13,6 +13,9 @@
 //!   and any failure of it only marks the answer degraded). Sequential, so
 //!   the `Server-Timing` ledger reads in call order. `x-request-id` goes on
 //!   every call (made up here when none arrived).
+//!   With `database_url` set, between pricing and recommendations one
+//!   statement reserves a unit of stock in PostgreSQL (`reserve-stock` on
+//!   `orders-db`, [`stock`]): required, so its failure is the request's.
 //! - `GET /healthz`: `200 ok`, outside the budget layer.
 //!
 //! With `on_unavailable = "stale"` in `[inventory]` or `[pricing]` (off by
@@ -76,6 +79,7 @@
 mod config;
 mod grpc_inventory;
 mod handler;
+pub mod stock;
 
 use std::future::Future;
 use std::io;
@@ -166,6 +170,7 @@ pub fn router(config: &CheckoutConfig) -> Result<Router, ConfigError> {
         inventory: built.inventory,
         pricing: built.pricing,
         recommendations: built.recommendations,
+        stock: built.stock,
     });
     let checkout = get(handler::checkout)
         .post(handler::checkout)
@@ -180,7 +185,8 @@ pub fn router(config: &CheckoutConfig) -> Result<Router, ConfigError> {
 ///
 /// # Errors
 ///
-/// [`Error::Config`] for an invalid config, [`Error::Bind`] when the
+/// [`Error::Config`] for an invalid config or a database whose schema
+/// cannot be created ([`stock::create_schema`]), [`Error::Bind`] when the
 /// address cannot be bound.
 ///
 /// ```no_run
@@ -197,7 +203,11 @@ pub async fn spawn<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let bound = service_kit::bind(config.listen, router(config)?)
+    let app = router(config)?;
+    if let Some(url) = &config.database_url {
+        stock::create_schema(url).await?;
+    }
+    let bound = service_kit::bind(config.listen, app)
         .await?
         .with_limits(config.http);
     tracing::info!(addr = %bound.addr(), budget_mode = ?config.budget_mode, "checkout listening");

@@ -63,6 +63,11 @@ struct Cli {
     #[arg(long, env = "PRICING_FLOOR", value_name = "auto|DURATION")]
     pricing_floor: Option<FloorConfig>,
 
+    /// The orders database (PostgreSQL URL): each checkout reserves a unit
+    /// of stock in it; absent: no database step [default: none]
+    #[arg(long, env = "DATABASE_URL", value_name = "URL")]
+    database_url: Option<String>,
+
     #[command(flatten)]
     budget: BudgetFlags,
 }
@@ -78,6 +83,7 @@ impl Cli {
             overlay(&mut c.recommendations_floor, self.recommendations_floor);
             overlay(&mut c.inventory.floor, self.inventory_floor.map(Some));
             overlay(&mut c.pricing.floor, self.pricing_floor.map(Some));
+            overlay(&mut c.database_url, self.database_url.clone().map(Some));
         })
     }
 }
@@ -111,6 +117,8 @@ mod tests {
             "auto",
             "--pricing-floor",
             "250ms",
+            "--database-url",
+            "postgres://app@127.0.0.1:5432/orders",
         ];
         let cli = Cli::try_parse_from(own.into_iter().chain(SHARED_FLAGS)).unwrap();
         let c = cli.config().unwrap();
@@ -119,6 +127,10 @@ mod tests {
         assert_eq!(c.pricing_url, "http://127.0.0.1:9/p?status=503");
         assert_eq!(c.recommendations_url, "http://127.0.0.1:9/r");
         assert_eq!(c.recommendations_floor, Duration::from_millis(300));
+        assert_eq!(
+            c.database_url.as_deref(),
+            Some("postgres://app@127.0.0.1:5432/orders")
+        );
         assert_eq!(c.inventory.floor, Some(FloorConfig::AUTO));
         assert_eq!(
             c.pricing.floor,
