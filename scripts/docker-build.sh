@@ -2,7 +2,9 @@
 # Builds what the FROM-scratch images of docker-compose.yml are made of, and
 # stages it in docker/bin/: statically linked release builds of edge,
 # checkout and slow-partner, and the static `healthcheck` probe
-# (docker/healthcheck/, its own tiny workspace). No registry is needed.
+# (docker/healthcheck/, its own tiny workspace). Then the postgres image's
+# files from the host's PostgreSQL 15 (scripts/docker-build-postgres.sh, into
+# docker/postgres/). No registry is needed.
 #
 # Usage: scripts/docker-build.sh           then: docker compose up --build
 #
@@ -73,3 +75,4 @@ install -m 0644 "$ca" "$out/ca-certificates.crt"
 
 echo "docker-build: static binaries in $out/ (glibc $glibc, $((SECONDS - start)) s):"
 ls -l "$out"
+scripts/docker-build-postgres.sh

@@ -10,11 +10,13 @@
 # Usage: scripts/docker-chaos.sh [--ci] [--no-build] [--keep-images]
 #                                [--requests N] [SCENARIO...]
 #   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc replicas
-#             (default: all; healthy always runs first)
+#             db-locked db-paused
+#             (default: all but the db-* ones, which need checkout's database
+#             step and the host's psql; healthy always runs first)
 #   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
 #   --no-build     use the binaries already in docker/bin/
 #   --keep-images  leave the built images (containers and networks still go)
-# Environment: CHAOS_EDGE_PORT (8080), CHAOS_ADMIN_PORT (9001),
+# Environment: CHAOS_EDGE_PORT (8080), CHAOS_ADMIN_PORT (9001), CHAOS_PG_PORT (15432),
 #   CHAOS_TOLERANCE_MS (250: the slack over the budget for docker's port
 #   proxy and curl), CHAOS_TIME_LIMIT (600 s for the run, builds excluded),
 #   COMPOSE_PROJECT_NAME (budget-chaos).
@@ -28,7 +30,8 @@ while (($#)); do
     --no-build) build=false; shift ;;
     --keep-images) keep_images=true; shift ;;
     --requests) requests=${2:?--requests needs a number}; shift 2 ;;
-    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas) scenarios+=("$1"); shift ;;
+    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas | db-locked | db-paused)
+      scenarios+=("$1"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker-chaos: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -40,6 +43,7 @@ fi
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
 edge_port=${CHAOS_EDGE_PORT:-8080}
 admin_port=${CHAOS_ADMIN_PORT:-9001}
+pg_port=${CHAOS_PG_PORT:-15432}
 tolerance_ms=${CHAOS_TOLERANCE_MS:-250}
 time_limit=${CHAOS_TIME_LIMIT:-600}
 edge="http://127.0.0.1:$edge_port"
@@ -57,6 +61,12 @@ fi
 # scenario starts them; down removes them).
 compose() { "${compose_cmd[@]}" --profile replicas "$@"; }
 docker info >/dev/null 2>&1 || { echo "docker-chaos: no docker engine answers" >&2; exit 2; }
+# The db-* scenarios look at the database from the host: the postgres image
+# has no shell, so no psql runs inside it.
+if [[ " ${scenarios[*]} " == *" db-"* ]] && ! command -v psql >/dev/null; then
+  echo "docker-chaos: the db-* scenarios need psql on the host (postgresql-client)" >&2
+  exit 2
+fi
 
 # --- cleanup: always, on any exit -------------------------------------------
 passed=0 failed=0 finished=false run_start=$SECONDS
@@ -65,6 +75,8 @@ cleanup() {
   trap - EXIT INT TERM
   echo "== cleanup: compose down (containers, network$($keep_images || echo ', images'))"
   compose unpause slow-partner >/dev/null 2>&1 || true
+  compose unpause postgres >/dev/null 2>&1 || true
+  [[ -n ${lock_pid:-} ]] && kill "$lock_pid" 2>/dev/null
   compose unpause slow-partner-2 checkout-2 >/dev/null 2>&1 || true
   local rmi=(--rmi local)
   $keep_images && rmi=()
@@ -149,8 +161,10 @@ request() { # BUDGET_MS REQUEST_ID
   [[ -n "$status" && "$status" != 000 ]] || { status=000; ms=-1; }
 }
 
-# Sends `requests` requests with BUDGET_MS and checks each: status EXPECTED,
-# time within the budget + tolerance, Retry-After on a 429/503.
+# Sends `requests` requests with BUDGET_MS and checks each: status EXPECTED
+# (one status, or several as `504|503`), time within the budget + tolerance,
+# Retry-After on a 429/503. When `after_request` names a function, it runs
+# after each request (with status and ms set) for the scenario's own checks.
 scenario() { # NAME BUDGET_MS EXPECTED
   local name=$1 budget=$2 expected=$3 i detail retry_after
   for ((i = 1; i <= requests; i++)); do
@@ -166,14 +180,16 @@ scenario() { # NAME BUDGET_MS EXPECTED
     else
       echo "      $(compact "$work/h")"
     fi
-    check "$([[ "$status" == "$expected" ]] && echo true || echo false)" \
+    check "$([[ "|$expected|" == *"|$status|"* ]] && echo true || echo false)" \
       "$name #$i: status $status, expected $expected ($(cat "$work/curl.err" 2>/dev/null))"
     check "$( ((ms >= 0 && ms <= budget + tolerance_ms)) && echo true || echo false)" \
       "$name #$i: $ms ms, over the budget $budget ms + $tolerance_ms ms"
-    if [[ "$expected" == 429 || "$expected" == 503 ]]; then
+    if [[ ("$status" == 429 || "$status" == 503) && "|$expected|" == *"|$status|"* ]]; then
       check "$([[ -n "$retry_after" ]] && echo true || echo false)" "$name #$i: $status without Retry-After"
     fi
+    [[ -n ${after_request:-} ]] && "$after_request" "$name #$i"
   done
+  return 0
 }
 
 wait_healthy() { # waits until edge answers 200 with the whole chain healthy
@@ -199,6 +215,44 @@ recovered() { # after a scenario: the chain answers 200 again
   check "$([[ "$status" == 200 ]] && echo true || echo false)" "the chain did not recover: $status"
 }
 partner_container() { compose ps -q slow-partner; }
+
+# psql on the host against postgres's published port (the image has no
+# shell); unaligned, tuples only, bounded in time.
+pg() { PGCONNECT_TIMEOUT=3 timeout 10 psql -X -q -A -t -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"; }
+# The db-* scenarios need the `stock` table checkout creates on start and
+# at least one row in it. Says why not and fails the scenario otherwise.
+stock_ready() { # NAME
+  local rows
+  if ! pg -c 'select 1' >/dev/null 2>"$work/pg.err"; then
+    echo "   postgres does not answer on 127.0.0.1:$pg_port: $(head -1 "$work/pg.err")"
+    check false "$1: postgres does not answer"
+    return 1
+  fi
+  if [[ "$(pg -c "select to_regclass('stock') is not null")" != t ]]; then
+    echo "   no table 'stock': this checkout has no database step (it ignores DATABASE_URL)"
+    check false "$1: checkout did not create the stock table"
+    return 1
+  fi
+  rows=$(pg -c 'select count(*) from stock')
+  if ((rows == 0)); then
+    echo "   the table 'stock' is empty: there is no hot row to lock"
+    check false "$1: stock has no rows"
+    return 1
+  fi
+  echo "   stock: $rows rows"
+}
+# After a 504: about 100 ms later no `update stock` may still run on the
+# server (checkout cancelled its statement, it did not leave it queued on
+# the lock).
+no_update_left() { # LABEL
+  local left
+  [[ "$status" == 504 ]] || return 0
+  sleep 0.1
+  left=$(pg -c "select count(*) from pg_stat_activity where state = 'active'
+    and query ilike '%update stock%' and pid <> pg_backend_pid()") || left="?"
+  echo "      100 ms later, update stock statements still active: $left"
+  check "$([[ "$left" == 0 ]] && echo true || echo false)" "$1: $left update stock statements still active 100 ms after the 504"
+}
 healthy_within() { # SERVICE SECONDS: waits for its container's healthcheck
   local deadline=$((SECONDS + $2))
   until [[ "$(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q "$1")" 2>/dev/null)" == healthy ]]; do
@@ -272,6 +326,9 @@ if $build; then
 fi
 for b in edge checkout slow-partner healthcheck; do
   [[ -x docker/bin/$b ]] || { echo "docker-chaos: docker/bin/$b is missing: run scripts/docker-build.sh" >&2; exit 2; }
+done
+for f in rootfs/usr/lib/postgresql/15/bin/postgres pgdata/var/lib/postgresql/data/PG_VERSION; do
+  [[ -e docker/postgres/$f ]] || { echo "docker-chaos: docker/postgres/$f is missing: run scripts/docker-build.sh" >&2; exit 2; }
 done
 
 run_start=$SECONDS
@@ -382,6 +439,43 @@ for s in "${scenarios[@]}"; do
         fi
       done
       compose up -d --no-deps checkout >/dev/null 2>&1
+      recovered
+      ;;
+    db-locked)
+      echo "== db-locked: a psql session on the host holds every stock row (begin; select * from stock"
+      echo "   for update) while requests with a 500 ms budget go through edge: checkout's update waits on"
+      echo "   the lock until its budget is spent, a fast 504, and the statement is cancelled on the server"
+      stock_ready db-locked || continue
+      # The session stays open, its transaction holding the locks, until
+      # the requests are done (about 3 s); `timeout` bounds it whatever happens.
+      coproc LOCK { PGAPPNAME=chaos-db-locked timeout 60 psql -X -q -A -t -h 127.0.0.1 -p "$pg_port" \
+        -U postgres -d postgres -v ON_ERROR_STOP=1 >"$work/lock.log" 2>&1; }
+      lock_pid=$LOCK_PID
+      echo 'begin; select count(*) from (select * from stock for update) locked;' >&"${LOCK[1]}"
+      held=false
+      for _ in $(seq 30); do
+        [[ "$(pg -c "select count(*) from pg_stat_activity where application_name = 'chaos-db-locked'
+          and state = 'idle in transaction'")" == 1 ]] && { held=true; break; }
+        sleep 0.1
+      done
+      echo "   rows locked: $(head -1 "$work/lock.log")"
+      check "$held" "db-locked: the psql session did not take the locks: $(cat "$work/lock.log")"
+      if $held; then
+        after_request=no_update_left scenario db-locked 500 504
+      fi
+      printf 'commit;\n\\q\n' >&"${LOCK[1]}"
+      wait "$lock_pid" 2>/dev/null || true
+      lock_pid=""
+      echo "   lock released"
+      recovered
+      ;;
+    db-paused)
+      echo "== db-paused: docker compose pause postgres (the kernel accepts, the server never answers)"
+      echo "   checkout's statement gets no answer within its budget: a fast 504 (or 503), nothing hangs"
+      stock_ready db-paused || continue
+      compose pause postgres >/dev/null 2>&1
+      scenario db-paused 500 '504|503'
+      compose unpause postgres >/dev/null 2>&1
       recovered
       ;;
     replicas)

@@ -3,6 +3,9 @@
 //! `http://127.0.0.1:8080/healthz`) and exits 0 when the answer's status is
 //! 2xx, 1 otherwise, within 2 s whatever the peer does. Standard library only,
 //! so that it links statically like the service binaries.
+//!
+//! `healthcheck tcp HOST:PORT`: exits 0 when a TCP connection to HOST:PORT is
+//! accepted within 2 s, for a peer that speaks no HTTP (PostgreSQL).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -12,9 +15,23 @@ use std::time::Duration;
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 fn main() -> ExitCode {
-    let url = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let url = args
+        .next()
         .unwrap_or_else(|| "http://127.0.0.1:8080/healthz".to_owned());
+    if url == "tcp" {
+        let Some(authority) = args.next() else {
+            eprintln!("healthcheck: tcp needs HOST:PORT");
+            return ExitCode::FAILURE;
+        };
+        return match connect(&authority) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("healthcheck: tcp {authority}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match probe(&url) {
         Ok(status) if (200..300).contains(&status) => ExitCode::SUCCESS,
         Ok(status) => {
@@ -47,12 +64,7 @@ fn probe(url: &str) -> Result<u16, String> {
     } else {
         format!("{authority}:80")
     };
-    let addr: SocketAddr = with_port
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {with_port}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{with_port} resolves to no address"))?;
-    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| e.to_string())?;
+    let mut stream = connect(&with_port)?;
     stream
         .set_read_timeout(Some(TIMEOUT))
         .map_err(|e| e.to_string())?;
@@ -79,4 +91,15 @@ fn probe(url: &str) -> Result<u16, String> {
         .nth(1)
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| format!("not an HTTP answer: {line:?}"))
+}
+
+/// A TCP connection to `host:port` (the first address it resolves to),
+/// accepted within [`TIMEOUT`].
+fn connect(host_port: &str) -> Result<TcpStream, String> {
+    let addr: SocketAddr = host_port
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {host_port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host_port} resolves to no address"))?;
+    TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| e.to_string())
 }
