@@ -11,8 +11,8 @@
 #                                [--requests N] [SCENARIO...]
 #   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc replicas
 #             db-locked db-paused
-#             (default: all but the db-* ones, which need checkout's database
-#             step and the host's psql; healthy always runs first)
+#             (default: all of them; the db-* ones need the host's psql,
+#             which Debian's postgresql package brings; healthy always runs first)
 #   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
 #   --no-build     use the binaries already in docker/bin/
 #   --keep-images  leave the built images (containers and networks still go)
@@ -37,7 +37,7 @@ while (($#)); do
   esac
 done
 if ((${#scenarios[@]} == 0)); then
-  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas)
+  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas db-locked db-paused)
 fi
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
