@@ -488,3 +488,48 @@ async fn a_statements_span_names_the_system_operation_and_summary_only() {
     assert_eq!(get("db.query.summary").as_deref(), Some("UPDATE touch"));
     assert!(!format!("{fields:?}").contains("secret"), "{fields:?}");
 }
+
+/// Goal 3: a statement's attempts are a database's metric
+/// (`db_client_operation_duration_seconds`, OpenTelemetry's
+/// `db.client.operation.duration`), labelled by system, database and
+/// label, and outcome; not an HTTP client's.
+#[cfg(feature = "metrics")]
+#[test]
+fn a_statements_attempts_are_a_database_metric() {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    let cluster = start();
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let rendered = metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let db = db(&cluster, 1);
+            let (rows, _) = within(ms(1000), db.query("one", "select 1::int4", &[])).await;
+            assert!(rows.is_ok());
+            let (refused, _) = within(ms(1000), db.query("typo", "selec 1", &[])).await;
+            assert!(refused.is_err());
+        });
+        handle.render()
+    });
+    let line = |label: &str, outcome: &str| {
+        rendered.lines().find(|l| {
+            l.starts_with("db_client_operation_duration_seconds_count")
+                && l.contains(&format!("dependency=\"orders-db.{label}\""))
+                && l.contains(&format!("outcome=\"{outcome}\""))
+                && l.contains("db_system_name=\"postgresql\"")
+        })
+    };
+    assert!(
+        line("one", "200").is_some_and(|l| l.ends_with(" 1")),
+        "{rendered}"
+    );
+    assert!(line("typo", "400").is_some(), "{rendered}");
+    assert!(
+        !rendered.contains("http_client_request_duration_seconds_count{dependency=\"orders-db"),
+        "{rendered}"
+    );
+}
