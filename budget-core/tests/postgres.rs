@@ -426,13 +426,29 @@ async fn a_server_that_refuses_or_never_answers_ends_within_the_budget() {
     ))
     .unwrap();
     let started = Instant::now();
-    let (result, _) = within(ms(300), db.query("one", "select 1", &[])).await;
+    let (result, ledger) = within(ms(300), db.query("one", "select 1", &[])).await;
     let took = started.elapsed();
     let QueryError::Call(call) = result.unwrap_err() else {
         panic!()
     };
     assert!(call.is_timeout(), "{call:?}");
     assert!(took < ms(400), "{took:?}");
+    // The connect's time is shown once: as the connect that timed out,
+    // not also as a wait for the pool.
+    let entries = ledger.entries();
+    assert!(
+        entries
+            .iter()
+            .any(|e| matches!(e, Entry::Attempt { dependency, outcome, .. }
+            if dependency == "orders-db" && outcome == "connect-timeout")),
+        "{entries:?}"
+    );
+    assert!(
+        !entries
+            .iter()
+            .any(|e| matches!(e, Entry::Local { name, .. } if name == "orders-db-queue")),
+        "{entries:?}"
+    );
     drop(silent);
 }
 
@@ -451,6 +467,14 @@ async fn a_statements_span_names_the_system_operation_and_summary_only() {
             fields.push((field.name().to_owned(), format!("{value:?}")));
         }
     }
+    /// An attempt's fields, prefixed `attempt.`.
+    struct Attempt(Arc<Mutex<Vec<(String, String)>>>);
+    impl tracing::field::Visit for Attempt {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            let mut fields = self.0.lock().unwrap();
+            fields.push((format!("attempt.{}", field.name()), format!("{value:?}")));
+        }
+    }
     impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Fields {
         fn on_new_span(
             &self,
@@ -458,8 +482,15 @@ async fn a_statements_span_names_the_system_operation_and_summary_only() {
             _: &tracing::span::Id,
             _: tracing_subscriber::layer::Context<'_, S>,
         ) {
-            if attrs.metadata().name() == "budget.statement" {
-                attrs.record(&mut self.clone());
+            match attrs.metadata().name() {
+                "budget.statement" => attrs.record(&mut self.clone()),
+                "budget.attempt" => {
+                    let mut fields = self.0.lock().unwrap();
+                    fields.push(("attempt".to_owned(), String::new()));
+                    drop(fields);
+                    attrs.record(&mut Attempt(self.0.clone()));
+                }
+                _ => {}
             }
         }
     }
@@ -487,6 +518,15 @@ async fn a_statements_span_names_the_system_operation_and_summary_only() {
     assert_eq!(get("db.operation.name").as_deref(), Some("UPDATE"));
     assert_eq!(get("db.query.summary").as_deref(), Some("UPDATE touch"));
     assert!(!format!("{fields:?}").contains("secret"), "{fields:?}");
+    // Its attempt is a database's too: named by the statement, no HTTP
+    // method.
+    assert_eq!(
+        get("attempt.otel.name").as_deref(),
+        Some("orders-db.touch"),
+        "{fields:?}"
+    );
+    assert_eq!(get("attempt.db.system.name").as_deref(), Some("postgresql"));
+    assert!(get("attempt.http.request.method").is_none(), "{fields:?}");
 }
 
 /// Goal 3: a statement's attempts are a database's metric

@@ -50,7 +50,12 @@ impl Database {
         let got = self.shared.pool.timeout_get(&timeouts).await;
         let waited = started.elapsed();
         let name = &self.shared.name;
+        // A connect that failed shows as its own entry (`orders-db;desc=
+        // "connect-timeout"`), with the same time: not twice.
+        let queue_shown =
+            !matches!(&got, Err(e) if !matches!(e, PoolError::Timeout(TimeoutType::Wait)));
         if let Some(plan) = &plan
+            && queue_shown
             && waited >= SHOWN_WAIT
         {
             record::ledger(

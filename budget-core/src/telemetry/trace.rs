@@ -197,6 +197,9 @@ pub(crate) fn attempt_span(
     if !tracing::level_enabled!(tracing::Level::INFO) {
         return Span::none();
     }
+    // A database statement's attempt: named by its dependency (the
+    // database and the label), with no HTTP method.
+    let db = rpc_system == Some(DB_SYSTEM_POSTGRESQL);
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         ATTEMPT_SPAN,
@@ -205,9 +208,9 @@ pub(crate) fn attempt_span(
         // first enter): they are given here, not recorded later.
         // OpenTelemetry's HTTP client span name: the method (the
         // dependency is an attribute).
-        { OTEL_NAME } = method.as_str(),
+        { OTEL_NAME } = if db { dependency } else { method.as_str() },
         { OTEL_STATUS_CODE } = Empty,
-        { HTTP_REQUEST_METHOD } = method.as_str(),
+        { HTTP_REQUEST_METHOD } = (!db).then(|| method.as_str()),
         { URL_FULL } = Empty,
         { SERVER_ADDRESS } = Empty,
         { SERVER_PORT } = Empty,
