@@ -13,9 +13,8 @@ use super::error::QueryError;
 use super::limit::READ_DEFAULT;
 use super::transport::{ConnState, Failure, Op, Output, Params, Scope, Statement};
 use crate::clock::SystemClock;
-use crate::outbound::Call;
 use crate::outbound::error::CallError;
-use crate::retry::TransportKind;
+use crate::outbound::{Call, Transport};
 
 /// A connection from a [`Database`]'s pool, taken under the request's
 /// budget (the wait is in the ledger as `NAME-queue`). Its statements
@@ -77,13 +76,10 @@ impl Connection {
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, QueryError> {
-        match self
+        Ok(self
             .run(label, sql, params, Op::Query, Scope::Outside)
             .await?
-        {
-            Output::Rows(rows) => Ok(rows),
-            Output::Affected(_) => Ok(Vec::new()),
-        }
+            .into_rows())
     }
 
     /// The number of rows statement `sql` changed.
@@ -103,13 +99,10 @@ impl Connection {
         sql: &str,
         params: Params<'_>,
     ) -> Result<u64, QueryError> {
-        match self
+        Ok(self
             .run(label, sql, params, Op::Execute, Scope::Outside)
             .await?
-        {
-            Output::Affected(n) => Ok(n),
-            Output::Rows(rows) => Ok(u64::try_from(rows.len()).unwrap_or(u64::MAX)),
-        }
+            .into_affected())
     }
 
     /// Begins a transaction (`BEGIN`, labelled `begin`). Its statements
@@ -191,20 +184,22 @@ impl Connection {
 }
 
 /// A statement with no budget to spend (outside any request, no default):
-/// as the bare driver runs it, with the connection's own limit.
+/// as the bare driver runs it, with the connection's own limit; a failure
+/// read as the engine reads it.
 async fn bare(
     statement: &Statement<'_>,
     name: &Arc<str>,
 ) -> Result<Result<Output, tokio_postgres::Error>, QueryError> {
-    let (kind, source) = match statement.run(None).await {
-        Ok(answered) => return Ok(answered),
-        Err(Failure::NoConnection) => return Err(QueryError::Lost),
-        Err(Failure::Stopped(e)) => (TransportKind::Timeout, e),
-        Err(Failure::Lost(e)) => (TransportKind::Reset, e),
-    };
-    Err(CallError::from_transport(Arc::clone(name), kind)
-        .with_source(source)
-        .into())
+    match statement.run(None).await {
+        Ok(answered) => Ok(answered),
+        Err(Failure::NoConnection) => Err(QueryError::Lost),
+        Err(failure) => {
+            let failed = statement.classify_error(failure);
+            Err(CallError::from_transport(Arc::clone(name), failed.kind)
+                .with_boxed_source(Some(failed.source))
+                .into())
+        }
+    }
 }
 
 impl Drop for Connection {
@@ -241,14 +236,11 @@ impl Transaction<'_> {
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, QueryError> {
-        match self
+        Ok(self
             .conn
             .run(label, sql, params, Op::Query, Scope::Inside)
             .await?
-        {
-            Output::Rows(rows) => Ok(rows),
-            Output::Affected(_) => Ok(Vec::new()),
-        }
+            .into_rows())
     }
 
     /// As [`Connection::execute`], in the transaction.
@@ -268,14 +260,11 @@ impl Transaction<'_> {
         sql: &str,
         params: Params<'_>,
     ) -> Result<u64, QueryError> {
-        match self
+        Ok(self
             .conn
             .run(label, sql, params, Op::Execute, Scope::Inside)
             .await?
-        {
-            Output::Affected(n) => Ok(n),
-            Output::Rows(rows) => Ok(u64::try_from(rows.len()).unwrap_or(u64::MAX)),
-        }
+            .into_affected())
     }
 
     /// Commits (`COMMIT`, labelled `commit`). A commit stopped by the

@@ -36,6 +36,24 @@ pub(crate) enum Output {
     Affected(u64),
 }
 
+impl Output {
+    /// Its rows (none for a statement run for its count).
+    pub(crate) fn into_rows(self) -> Vec<Row> {
+        match self {
+            Output::Rows(rows) => rows,
+            Output::Affected(_) => Vec::new(),
+        }
+    }
+
+    /// The rows it changed (for rows asked for, how many came).
+    pub(crate) fn into_affected(self) -> u64 {
+        match self {
+            Output::Affected(n) => n,
+            Output::Rows(rows) => u64::try_from(rows.len()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 /// Where a statement runs, for its server limit and its cleanup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scope {
