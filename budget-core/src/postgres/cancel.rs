@@ -13,10 +13,10 @@
 //! Waiting for the confirmation is what keeps a cancel off the next
 //! statement: the signal reaches the backend before the next statement is
 //! even sent, and a backend reading its next command drops a pending
-//! cancel (PostgreSQL's `PostgresMain`: a cancel arriving while idle is a
-//! no-op). tokio-postgres's own `cancel_query` returns once the request is
-//! written, before that; a late cancel is what hit the next query in
-//! lib/pq#1001 (docs/postgres.md, "Cancels").
+//! cancel (a cancel arriving while it is idle is a no-op). tokio-postgres's
+//! own `cancel_query` returns once the request is written, before that: a
+//! cancel that lands late hits whatever the connection runs next
+//! (docs/postgres.md, "Cancels").
 
 use std::io;
 use std::pin::Pin;
