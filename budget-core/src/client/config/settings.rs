@@ -18,7 +18,7 @@ use crate::floor::DependencyFloor;
 use crate::ledger::is_tchar;
 use crate::outbound::Dependency;
 use crate::outbound::endpoints::{Breakers, Endpoints};
-use crate::outbound::hedging::HedgeConfig;
+use crate::outbound::hedging::{HedgeConfig, Hedging};
 use crate::outbound::permits::Permits;
 
 impl DependencyConfig {
@@ -90,15 +90,7 @@ impl DependencyConfig {
             .map(|c| Permits::new(&name, c, self.queue, self.mode, Some(&endpoints)))
             .transpose()?
             .flatten();
-        // A dependency with replicas is hedged by default, to another
-        // replica only (docs/hedging-and-stale.md).
-        let hedge = match self.hedge {
-            Some(c) => c.build(false),
-            None if endpoints.replicated() => HedgeConfig::DEFAULT.build(true),
-            None => Ok(None),
-        }
-        .map_err(|e| e.within("hedge"))?
-        .map(Arc::new);
+        let hedge = self.hedging(&endpoints)?;
         // Every field is valid: the client's gauges start now, and its
         // counters at 0.
         start_metrics(&name, permits.as_ref(), &floor, hedge.is_some());
@@ -133,6 +125,20 @@ impl DependencyConfig {
             fixed_timeout: self.fixed_timeout,
             default_budget: self.default_budget,
         })
+    }
+}
+
+impl DependencyConfig {
+    /// The dependency's hedging: its own, or by default, for a dependency
+    /// with replicas, to another replica only (docs/hedging-and-stale.md).
+    fn hedging(&self, endpoints: &Endpoints) -> Result<Option<Arc<Hedging>>, ConfigError> {
+        Ok(match self.hedge {
+            Some(c) => c.build(false),
+            None if endpoints.replicated() => HedgeConfig::DEFAULT.build(true),
+            None => Ok(None),
+        }
+        .map_err(|e| e.within("hedge"))?
+        .map(Arc::new))
     }
 }
 
