@@ -176,6 +176,8 @@ mod budget_client;
 #[cfg(feature = "client")]
 mod call;
 mod config;
+#[cfg(feature = "streams")]
+mod opening;
 #[cfg(feature = "client")]
 mod optional;
 #[cfg(feature = "client")]
