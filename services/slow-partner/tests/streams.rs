@@ -279,7 +279,8 @@ async fn ws(partner: &PartnerHandle, path_and_query: &str) -> Ws {
     tokio_tungstenite::connect_async(url).await.unwrap().0
 }
 
-/// The ids of the text messages until a Close frame, and its code.
+/// The ids of the text messages until a Close frame, and its code; the
+/// closing handshake completed.
 async fn ws_to_close(socket: &mut Ws) -> (Vec<u64>, Option<CloseCode>) {
     let mut ids = Vec::new();
     while let Some(message) = socket.next().await {
@@ -288,7 +289,11 @@ async fn ws_to_close(socket: &mut Ws) -> (Vec<u64>, Option<CloseCode>) {
                 let value: Value = serde_json::from_str(&text).unwrap();
                 ids.push(value["id"].as_u64().unwrap());
             }
-            Message::Close(frame) => return (ids, frame.map(|f| f.code)),
+            Message::Close(frame) => {
+                // Reading on sends the answering Close tungstenite queued.
+                while let Some(Ok(_)) = socket.next().await {}
+                return (ids, frame.map(|f| f.code));
+            }
             _ => {}
         }
     }
