@@ -275,7 +275,9 @@ where
         req
     });
     let io = TokioIo::new(TimedIo { stream, state });
-    let conn = builder.serve_connection(io, TowerToHyperService::new(app));
+    // With upgrades: a WebSocket route (the slow partner's `/ws`) takes the
+    // connection over after its `101`.
+    let conn = builder.serve_connection_with_upgrades(io, TowerToHyperService::new(app));
     let mut conn = std::pin::pin!(conn);
     let mut shutdown = std::pin::pin!(shutdown);
     tokio::select! {

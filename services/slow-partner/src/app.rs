@@ -33,11 +33,14 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::ingest_state::Ingest;
 use crate::knobs::{QueryError, Reason};
 use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::slowdown::{Slowdown, SlowdownError, Slowdowns, requested_slowdown};
 use crate::stats::Stats;
+use crate::stream_admin;
+use crate::streams::Streams;
 use crate::supervisor::Control;
 
 /// What every route shares.
@@ -48,11 +51,18 @@ pub(crate) struct AppState {
     pub(crate) mode: watch::Receiver<FaultMode>,
     pub(crate) overrides: Arc<Overrides>,
     pub(crate) slowdown: Arc<Slowdowns>,
+    pub(crate) streams: Arc<Streams>,
+    pub(crate) ingest: Arc<Ingest>,
 }
 
-/// The main port's routes: admin, stats, health, and the work fallback.
+/// The main port's routes: admin, stats, health, the streams and the
+/// ingest sink (routes of their own: no worker, fault or slowdown of the
+/// work fallback applies to them), and the work fallback.
 pub(crate) fn main_router(state: AppState) -> Router {
     admin_routes()
+        .route("/events", get(crate::events::events))
+        .route("/ws", get(crate::ws::ws))
+        .route("/ingest", post(crate::ingest::ingest))
         .fallback(crate::work::work)
         .with_state(state.clone())
         .merge(crate::grpc::routes(state))
@@ -79,6 +89,16 @@ fn admin_routes() -> Router<AppState> {
             "/admin/slowdown",
             get(get_slowdown).put(set_slowdown).post(set_slowdown),
         )
+        .route(
+            "/admin/events",
+            get(stream_admin::get_events).put(stream_admin::put_events),
+        )
+        .route("/admin/events/cut", post(stream_admin::cut))
+        .route("/admin/streams", get(stream_admin::streams))
+        .route(
+            "/admin/ingest",
+            get(stream_admin::get_ingest).put(stream_admin::put_ingest),
+        )
 }
 
 async fn stats(State(app): State<AppState>) -> Response {
@@ -96,6 +116,8 @@ async fn metrics(State(app): State<AppState>) -> Response {
 
 async fn reset_stats(State(app): State<AppState>) -> StatusCode {
     app.stats.reset();
+    app.streams.reset();
+    app.ingest.reset();
     StatusCode::NO_CONTENT
 }
 
@@ -351,7 +373,7 @@ fn bad_parameter(detail: String, parameter: &'static str) -> Response {
 }
 
 /// An `application/problem+json` answer (RFC 9457).
-fn problem(
+pub(crate) fn problem(
     status: StatusCode,
     type_uri: &'static str,
     title: &'static str,

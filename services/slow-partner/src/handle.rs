@@ -12,11 +12,13 @@ use crate::app::{AppState, admin_router, main_router};
 use crate::config::PartnerConfig;
 use crate::error::PartnerError;
 use crate::hangs::HungPath;
+use crate::ingest_state::Ingest;
 use crate::listener::{self, Conns, Serve};
 use crate::mode::FaultMode;
 use crate::overrides::{Fault, OverrideError, Overrides, PathOverride};
 use crate::slowdown::{Slowdown, SlowdownError, Slowdowns};
 use crate::stats::{Stats, StatsSnapshot};
+use crate::streams::Streams;
 use crate::supervisor::{self, Control, Supervisor};
 use crate::workers::Workers;
 
@@ -63,7 +65,9 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
     let stats = Arc::new(Stats::new(config.max_tracked_ids, workers));
     let overrides = Arc::new(Overrides::default());
     let slowdown = Arc::new(Slowdowns::default());
-    let (control, commands) = supervisor::control();
+    let root = CancellationToken::new();
+    let streams = Arc::new(Streams::new(root.clone()));
+    let (control, commands) = supervisor::control(Arc::clone(&streams));
     let (mode_tx, mode) = watch::channel(FaultMode::Refuse);
     let state = AppState {
         stats: Arc::clone(&stats),
@@ -71,8 +75,9 @@ pub async fn spawn(config: PartnerConfig) -> Result<PartnerHandle, PartnerError>
         mode: mode.clone(),
         overrides: Arc::clone(&overrides),
         slowdown: Arc::clone(&slowdown),
+        streams,
+        ingest: Arc::new(Ingest::default()),
     };
-    let root = CancellationToken::new();
     let tracker = TaskTracker::new();
     let grace = config.shutdown_grace;
     let conns = Conns {

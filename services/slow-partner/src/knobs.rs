@@ -537,9 +537,17 @@ pub enum Reason {
     /// A required parameter is missing (the admin endpoint's `mode`).
     #[error("missing")]
     Missing,
+    /// A number outside the range the knob accepts (a stream's `rate`,
+    /// `from`, `last_id`, `Last-Event-ID`, `close_code`; an ingest knob).
+    #[error("out of range: expected {0}")]
+    OutOfRange(&'static str),
+    /// An admin body that is not what the endpoint takes (not JSON, not an
+    /// object, a field of the wrong type or unknown).
+    #[error("{0}")]
+    Body(String),
 }
 
-fn parse_duration(value: &str) -> Result<Duration, Reason> {
+pub(crate) fn parse_duration(value: &str) -> Result<Duration, Reason> {
     if value.is_empty() {
         return Err(Reason::Empty);
     }
@@ -551,7 +559,7 @@ fn parse_duration(value: &str) -> Result<Duration, Reason> {
     Ok(d)
 }
 
-fn parse_status(value: &str) -> Result<StatusCode, Reason> {
+pub(crate) fn parse_status(value: &str) -> Result<StatusCode, Reason> {
     if value.is_empty() {
         return Err(Reason::Empty);
     }

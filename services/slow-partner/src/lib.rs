@@ -31,6 +31,10 @@
 //!   `late` work (finished after the budget it arrived with had run out),
 //!   per `x-request-id` the budgets each attempt arrived with, and per
 //!   limited path its workers, queue and queue waits ([`PathWorkers`]).
+//! - **Streams and a batch sink** on routes of their own (no worker,
+//!   fault or slowdown): `GET /events` (SSE), `GET /ws` (WebSocket) and
+//!   `POST /ingest` (idempotency keys, failing windows), with admin knobs;
+//!   documented in docs/binaries.md.
 //! - **`GET /metrics`**: the same counts in the Prometheus text format
 //!   (`partner_requests_total`, `partner_answers_total{status}`,
 //!   `partner_late_total`, the limited paths' workers and queues).
@@ -87,6 +91,13 @@
 //! | `DELETE /admin/paths/{path}` | ends the override; answers as `GET` | same |
 //! | `GET /admin/slowdown` | the factor in force: `{"factor":1}` | same |
 //! | `PUT`/`POST /admin/slowdown` | `{"factor":10}` (1 to 100) multiplies every work request's waits from now on; answers `{"factor":10,"previous":1}` | same |
+//! | `GET`/`PUT /admin/events` | the knobs of new streams: `{"rate":10,"retry":null,"drop_after":null,"stall":null,"heartbeat":null,"status":null}` | same |
+//! | `POST /admin/events/cut` | ends every open SSE and WebSocket stream abruptly; `{"cut":n}` | same |
+//! | `GET /admin/streams` | `{"open":n,"opened_total":n,"opens_unix_ms":[...],"events_sent":n}` | same |
+//! | `GET`/`PUT /admin/ingest` | the ingest sink's counters; `{"fail_for":"20s","status":503,"retry_after":"2s","mode":"status"}` fails it | same |
+//! | `GET /events` | server-sent events `id: N` / `event: tick` / `data: {"id":N}`, resumed after `Last-Event-ID` | `404` |
+//! | `GET /ws` | a WebSocket sending `{"id":N}`, resumed after `last_id` | `404` |
+//! | `POST /ingest` | a JSON array applied once per `Idempotency-Key` | `404` |
 //! | any other path | the work of the query string ([`Knobs`]), answered with an [`Answer`] | `404` |
 
 #![deny(missing_docs)]
@@ -94,9 +105,12 @@
 mod app;
 mod config;
 mod error;
+mod events;
 mod grpc;
 mod handle;
 mod hangs;
+mod ingest;
+mod ingest_state;
 mod knobs;
 mod listener;
 mod metrics_text;
@@ -104,9 +118,14 @@ mod mode;
 mod overrides;
 mod slowdown;
 mod stats;
+mod stream_admin;
+mod stream_knobs;
+mod streams;
 mod supervisor;
+mod ticks;
 mod work;
 mod workers;
+mod ws;
 
 pub use config::{DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE, PartnerConfig};
 pub use error::{PartnerError, chain as error_chain};

@@ -9,6 +9,7 @@
 //! be refused.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Router;
 use tokio::net::TcpSocket;
@@ -20,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use crate::error::PartnerError;
 use crate::listener::{self, Blackhole, Conns, Serve};
 use crate::mode::FaultMode;
+use crate::streams::Streams;
 
 /// A request to switch the main port to `mode`; the reply is the previous
 /// mode.
@@ -33,28 +35,34 @@ struct Command {
 #[derive(Clone, Debug)]
 pub(crate) struct Control {
     commands: mpsc::Sender<Command>,
+    streams: Arc<Streams>,
 }
 
 impl Control {
     /// Switches the main port to `mode` and returns the previous mode, once
-    /// the new one is in effect.
+    /// the new one is in effect. A switch to another mode cuts every open
+    /// stream (SSE and WebSocket), as it closes every connection.
     pub(crate) async fn set_mode(&self, mode: FaultMode) -> Result<FaultMode, PartnerError> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command { mode, reply })
             .await
             .map_err(|_| PartnerError::Stopped)?;
-        answer.await.map_err(|_| PartnerError::Stopped)?
+        let result = answer.await.map_err(|_| PartnerError::Stopped)?;
+        if result.as_ref().map_or(true, |previous| *previous != mode) {
+            self.streams.cut();
+        }
+        result
     }
 }
 
 /// The receiving end of [`Control`], handed to [`Supervisor::new`].
 pub(crate) struct Commands(mpsc::Receiver<Command>);
 
-/// A new control channel.
-pub(crate) fn control() -> (Control, Commands) {
+/// A new control channel; its switches cut the open `streams`.
+pub(crate) fn control(streams: Arc<Streams>) -> (Control, Commands) {
     let (commands, receiver) = mpsc::channel(8);
-    (Control { commands }, Commands(receiver))
+    (Control { commands, streams }, Commands(receiver))
 }
 
 /// What the main port currently holds.

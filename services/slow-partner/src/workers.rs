@@ -13,7 +13,7 @@
 //! handler future is dropped) and does no work.
 //!
 //! The reserved paths (`/stats`, `/stats/reset`, `/metrics`, `/healthz`, `/admin` and
-//! everything under `/admin/`) never take a worker.
+//! everything under `/admin/`, `/events`, `/ws`, `/ingest`) never take a worker.
 //!
 //! Memory is bounded: a pool is made the first time its path is asked for;
 //! at most [`MAX_WORKER_POOLS`] are kept. When a new path would exceed that,
@@ -41,17 +41,26 @@ pub const MAX_WORKERS: usize = 1_000_000;
 pub const MAX_WORKER_POOLS: usize = 1024;
 
 /// Whether `path` is reserved: `/stats`, `/stats/reset`, `/metrics`, `/healthz`, `/admin`
-/// and everything under `/admin/`. A reserved path never takes a worker and
+/// and everything under `/admin/`, and the routes of their own `/events`,
+/// `/ws` and `/ingest`. A reserved path never takes a worker and
 /// cannot be overridden.
 ///
 /// ```
 /// assert!(slow_partner::is_reserved_path("/admin/paths/pricing"));
+/// assert!(slow_partner::is_reserved_path("/events"));
 /// assert!(!slow_partner::is_reserved_path("/pricing"));
 /// ```
 pub fn is_reserved_path(path: &str) -> bool {
     matches!(
         path,
-        "/stats" | "/stats/reset" | "/metrics" | "/healthz" | "/admin"
+        "/stats"
+            | "/stats/reset"
+            | "/metrics"
+            | "/healthz"
+            | "/admin"
+            | "/events"
+            | "/ws"
+            | "/ingest"
     ) || path.starts_with("/admin/")
 }
 
