@@ -41,7 +41,7 @@ use budget_core::server::ServerTiming;
 use http::HeaderValue;
 use service_kit::RequestLayer;
 
-use crate::stream_limits::StreamLimits;
+use budget_core::server::{StreamLimitLayer, StreamPolicy};
 use service_kit::{DEFAULT_DEPENDENCY_FLOOR, ServiceConfig, ServiceSettings};
 
 /// The default listen address: loopback, port 8080.
@@ -156,7 +156,7 @@ pub(crate) struct Built {
     pub(crate) layer: RequestLayer,
     pub(crate) checkout: BudgetClient,
     pub(crate) events: BudgetClient,
-    pub(crate) stream_limits: StreamLimits,
+    pub(crate) stream_policy: StreamLimitLayer,
     pub(crate) cors_origins: Vec<HeaderValue>,
 }
 
@@ -208,7 +208,7 @@ impl EdgeConfig {
             layer,
             checkout: self.client(CHECKOUT, &self.checkout_url, &self.checkout)?,
             events: self.client(EVENTS, &self.events_url, &self.events)?,
-            stream_limits: self.stream_limits()?,
+            stream_policy: self.stream_policy()?,
             cors_origins: self
                 .cors_origins
                 .iter()
@@ -217,19 +217,21 @@ impl EdgeConfig {
         })
     }
 
-    /// The limits of a stream through `/events`: each more than zero.
-    fn stream_limits(&self) -> Result<StreamLimits, ConfigError> {
-        for (field, value) in [
-            ("events_idle_timeout", self.events_idle_timeout),
-            ("events_max_duration", self.events_max_duration),
-        ] {
-            if value.is_zero() {
-                return Err(ConfigError::new(field, "must be more than zero"));
-            }
-        }
-        Ok(StreamLimits {
-            idle: self.events_idle_timeout,
-            total: self.events_max_duration,
+    /// The route policy of `/events`: the idle timeout and total duration,
+    /// each more than zero, and no final event of edge's own (the
+    /// partner's stream passes unchanged; its end is a clean end of body).
+    fn stream_policy(&self) -> Result<StreamLimitLayer, ConfigError> {
+        let mut policy = StreamPolicy::default();
+        policy.idle_timeout = Some(self.events_idle_timeout);
+        policy.max_duration = Some(self.events_max_duration);
+        policy.end_event = String::new();
+        policy.layer().map_err(|e| {
+            let field = match e.field() {
+                "idle_timeout" => "events_idle_timeout".to_owned(),
+                "max_duration" => "events_max_duration".to_owned(),
+                other => format!("events.{other}"),
+            };
+            ConfigError::new(field, e.problem().to_owned())
         })
     }
 
@@ -356,6 +358,27 @@ mod tests {
         assert_eq!(
             field(&|c| c.checkout.concurrency = Some(0.into())),
             "checkout.concurrency"
+        );
+        assert_eq!(field(&|c| c.events_url = "events".into()), "events_url");
+        assert_eq!(
+            field(&|c| c.events.concurrency = Some(0.into())),
+            "events.concurrency"
+        );
+        assert_eq!(
+            field(&|c| c.events_idle_timeout = Duration::ZERO),
+            "events_idle_timeout"
+        );
+        assert_eq!(
+            field(&|c| c.events_max_duration = Duration::ZERO),
+            "events_max_duration"
+        );
+        assert_eq!(
+            field(&|c| c.cors_origins = vec!["127.0.0.1:3000".into()]),
+            "cors_origins"
+        );
+        assert_eq!(
+            field(&|c| c.cors_origins = vec!["ftp://files.example".into()]),
+            "cors_origins"
         );
     }
 

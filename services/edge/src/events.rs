@@ -2,7 +2,9 @@
 //! edge. The opening is a call of edge's client of the partner (floor,
 //! breaker, ledger, one attempt, in the request's budget); the body then
 //! streams to the caller as it comes, unchanged and unbuffered, under the
-//! stream's own limits ([`crate::stream_limits`]).
+//! route's [`StreamPolicy`](budget_core::server::StreamPolicy) (idle
+//! timeout, total duration) and ended cleanly however it ends
+//! ([`crate::stream_end`]).
 
 use axum::body::Body;
 use axum::extract::State;
@@ -15,7 +17,7 @@ use service_kit::RequestLedger;
 use tokio_util::sync::CancellationToken;
 
 use crate::X_REQUEST_ID;
-use crate::stream_limits::{StreamLimits, limited};
+use crate::stream_end::ended_cleanly;
 
 /// The header an SSE client sends on a reconnect: the id of the last
 /// event it read (the WHATWG HTML spec's server-sent events).
@@ -26,8 +28,6 @@ pub(crate) const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event
 pub(crate) struct Events {
     /// The client of the partner's event stream.
     pub(crate) client: BudgetClient,
-    /// Each stream's idle timeout and total duration.
-    pub(crate) limits: StreamLimits,
     /// Cancelled when edge shuts down: every stream ends.
     pub(crate) stop: CancellationToken,
 }
@@ -67,8 +67,8 @@ pub(crate) async fn events(
 }
 
 /// The partner's answer as edge's: status, `Content-Type`,
-/// `Cache-Control` and `Retry-After` as they are, the body streamed under
-/// the stream's limits.
+/// `Cache-Control` and `Retry-After` as they are, the body streamed as it
+/// comes.
 fn pass_up(opened: StreamResponse, events: &Events) -> Response {
     let status = opened.status();
     let mut head = HeaderMap::new();
@@ -77,12 +77,9 @@ fn pass_up(opened: StreamResponse, events: &Events) -> Response {
             head.insert(name, value.clone());
         }
     }
-    let body = limited(
-        opened.bytes_stream(),
-        events.limits,
-        events.stop.clone(),
-        move |end| tracing::info!(end = end.as_str(), %status, "event stream closed"),
-    );
+    let body = ended_cleanly(opened.bytes_stream(), events.stop.clone(), move |end| {
+        tracing::info!(end = end.as_str(), %status, "the partner's event stream ended");
+    });
     let mut res = Response::new(Body::from_stream(body));
     *res.status_mut() = status;
     *res.headers_mut() = head;

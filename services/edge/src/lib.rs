@@ -72,7 +72,7 @@ mod config;
 mod events;
 mod forward;
 mod server_timing;
-mod stream_limits;
+mod stream_end;
 
 use std::future::Future;
 use std::io;
@@ -131,11 +131,14 @@ fn app(config: &EdgeConfig, stop: CancellationToken) -> Result<Router, ConfigErr
     let forward = get(forward::forward)
         .post(forward::forward)
         .with_state(built.checkout);
-    let mut events = get(events::events).with_state(events::Events {
-        client: built.events,
-        limits: built.stream_limits,
-        stop,
-    });
+    // The stream's own limits, inside the budget layer: the budget holds
+    // to the head, the policy after it.
+    let mut events = get(events::events)
+        .with_state(events::Events {
+            client: built.events,
+            stop,
+        })
+        .layer(built.stream_policy);
     if !built.cors_origins.is_empty() {
         // A browser's `EventSource` sends a simple request (no preflight):
         // its `Last-Event-ID` is set by the browser itself.
