@@ -18,6 +18,7 @@ use crate::client::BudgetClient;
 use crate::client::upgrade::{Socket, Upgrade};
 use crate::config::ConfigError;
 use crate::retry::parse_retry_after;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 /// A WebSocket message (tokio-tungstenite's): a follower yields text and
 /// binary ones; pings, pongs and closes are handled.
@@ -96,9 +97,9 @@ type Messages = Pin<Box<dyn Stream<Item = Result<Message, StreamError>> + Send>>
 /// permits, ledger, [`StreamConfig::open_budget`]); the breaker hears its
 /// status alone (an accepted upgrade a success; `5xx`, `401`, `429` and
 /// transport failures failures; other `4xx` neutral), never how an open
-/// socket ends. After a close, a disconnect, an idle timeout (no message,
-/// ping included) or a close with an invalid code
-/// ([`StreamError::CloseCode`]), the follower waits its
+/// socket ends. After a close (`1000` or `1001`: a clean end; any other
+/// code, or an invalid one, is a [`StreamError::CloseCode`]), a
+/// disconnect, or an idle timeout (no message, ping included), the follower waits its
 /// [`ReconnectPolicy`](super::ReconnectPolicy)'s jittered wait and
 /// reconnects, resuming by [`Resume`]. Errors are yielded as
 /// [`EventSource`](super::sse::EventSource)'s are: transient ones as
@@ -256,9 +257,11 @@ impl Follow {
                 self.reconnects.delivered();
                 Some(Ok(message))
             }
-            Message::Close(Some(frame)) if !frame.code.is_allowed() => {
-                let code = u16::from(frame.code);
-                Some(Err(self.cut(StreamError::CloseCode { code })))
+            Message::Close(Some(frame))
+                if !matches!(frame.code, CloseCode::Normal | CloseCode::Away) =>
+            {
+                let (code, reason) = (u16::from(frame.code), frame.reason.to_string());
+                Some(Err(self.cut(StreamError::CloseCode { code, reason })))
             }
             Message::Close(_) => {
                 self.cut(());
