@@ -17,7 +17,6 @@ use crate::Budget;
 use crate::client::BudgetClient;
 use crate::client::upgrade::{Socket, Upgrade};
 use crate::config::ConfigError;
-use crate::retry::parse_retry_after;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 /// A WebSocket message (tokio-tungstenite's): a follower yields text and
@@ -238,7 +237,7 @@ impl Follow {
                 Ok(Some(Err(e))) => {
                     return Some(Err(self.cut(StreamError::WebSocket(Box::new(e)))));
                 }
-                Ok(None) => drop(self.cut(())),
+                Ok(None) => self.cut(()),
                 Err(_) => return Some(Err(self.cut(StreamError::Idle { after: self.idle }))),
             }
         }
@@ -291,11 +290,9 @@ impl Follow {
                 self.socket = Some(socket);
                 Ok(())
             }
-            Ok(Upgrade::Refused(res)) => Err(StreamError::Status {
+            Ok(Upgrade::Refused(res, retry_after)) => Err(StreamError::Status {
                 status: res.status(),
-                retry_after: res.headers().get(http::header::RETRY_AFTER).and_then(|v| {
-                    parse_retry_after(v.as_bytes(), std::time::SystemTime::now()).ok()
-                }),
+                retry_after,
             }),
             Err(e) => Err(StreamError::Open(e)),
         }
