@@ -187,6 +187,8 @@ mod response;
 pub mod stale;
 #[cfg(feature = "client")]
 pub(crate) mod transport;
+#[cfg(feature = "streams")]
+pub(crate) mod upgrade;
 
 pub use crate::outbound::QUEUE_SUFFIX;
 pub use crate::outbound::TimeoutMode;

@@ -596,6 +596,29 @@ impl RequestBuilder {
     }
 }
 
+#[cfg(feature = "streams")]
+impl RequestBuilder {
+    /// A WebSocket handshake to the request's URL (made `ws`), through the
+    /// engine like [`open`](Self::open); messages up to `max_message`
+    /// bytes.
+    pub(crate) fn upgrade(
+        self,
+        max_message: usize,
+    ) -> impl Future<Output = Result<super::upgrade::Upgrade, CallError>> + Send + 'static {
+        let cx = context::current();
+        Box::pin(async move {
+            let ready = self.ready(cx)?;
+            let client = ready.client.clone();
+            let inner = client.inner();
+            ready
+                .with_token(|plan, prepared| {
+                    super::upgrade::engine(inner, plan, prepared, max_message)
+                })
+                .await
+        })
+    }
+}
+
 /// A call ready for the engine.
 struct Ready {
     client: BudgetClient,

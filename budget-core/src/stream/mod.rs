@@ -11,8 +11,17 @@
 //! neutral); what happens after the stream opened (a clean end, a
 //! disconnect, an idle timeout) is never recorded on it.
 
+mod config;
 mod error;
+mod follow;
+mod reconnect;
 mod response;
+pub mod sse;
+mod stats;
+pub mod ws;
 
+pub use config::StreamConfig;
 pub use error::StreamError;
+pub use reconnect::{ReconnectConfig, ReconnectPolicy, RetryField};
 pub use response::{BodyStream, StreamResponse};
+pub use stats::StreamStats;
