@@ -250,7 +250,8 @@ mod tests {
     /// Every bound and duration is checked and its error names the field.
     #[test]
     fn each_bad_field_is_named() {
-        let cases: [(&str, fn(&mut UploaderConfig)); 9] = [
+        type Spoil = fn(&mut UploaderConfig);
+        let cases: [(&str, Spoil); 9] = [
             ("path", |c| c.path = "ingest".into()),
             ("queue_max_items", |c| c.queue_max_items = 0),
             ("queue_max_bytes", |c| c.queue_max_bytes = 0),

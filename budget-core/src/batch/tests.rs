@@ -29,9 +29,11 @@ impl Fake {
         retry_after: Option<Duration>,
     ) -> Arc<Self> {
         let breaker = breaker.map(|(threshold, open_for)| {
-            let mut c = BreakerConfig::default();
-            c.failure_threshold = threshold;
-            c.open_for = open_for;
+            let c = BreakerConfig {
+                failure_threshold: threshold,
+                open_for,
+                ..BreakerConfig::default()
+            };
             CircuitBreaker::new("http://ingest:80", c.build().unwrap())
         });
         Arc::new(Self {
@@ -83,8 +85,10 @@ impl Sink for Fake {
 }
 
 fn uploader(fake: &Arc<Fake>, max: Duration) -> Uploader {
-    let mut c = UploaderConfig::default();
-    c.flush_interval = Duration::from_millis(100);
+    let mut c = UploaderConfig {
+        flush_interval: Duration::from_millis(100),
+        ..UploaderConfig::default()
+    };
     c.backoff.initial = Duration::from_millis(100);
     c.backoff.max = max;
     Uploader::with_sink(
@@ -190,9 +194,11 @@ async fn retry_after_is_honoured_within_the_cap() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_returns_what_was_not_acknowledged() {
     let fake = Fake::new(Duration::from_secs(600), None, None);
-    let mut c = UploaderConfig::default();
-    c.batch_max_items = 2;
-    c.flush_interval = Duration::from_millis(100);
+    let c = UploaderConfig {
+        batch_max_items: 2,
+        flush_interval: Duration::from_millis(100),
+        ..UploaderConfig::default()
+    };
     let up = Uploader::with_sink(
         Arc::clone(&fake) as Arc<dyn Sink>,
         "ingest",
