@@ -277,3 +277,60 @@ async fn applied_then_reset_is_applied_once() {
     );
     assert!(s.duplicates >= 3);
 }
+
+/// The metrics (feature `metrics`): drops by policy, refused pushes by
+/// reason, batches and items sent, the held gauge back to zero.
+#[cfg(feature = "metrics")]
+#[test]
+fn drops_refusals_and_sends_are_in_the_metrics() {
+    use budget_core::batch::Overflow;
+    use budget_core::batch::metrics::*;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let state = Shared::default();
+            let addr = serve(Arc::clone(&state)).await;
+            let mut c = config();
+            c.queue_max_items = 20;
+            c.overflow = Overflow::DropNewest;
+            c.item_max_bytes = 100;
+            let up = Uploader::new(client(addr), c).unwrap();
+            for n in 0..22u64 {
+                up.push(&serde_json::json!({ "n": n })).unwrap();
+            }
+            assert!(up.push(&"x".repeat(200)).is_err());
+            let report = up.shutdown(Duration::from_secs(3)).await.unwrap();
+            assert_eq!(report.stats.items_sent, 20);
+        })
+    });
+    let rendered = handle.render();
+    let line = |name: &str, label: &str| {
+        rendered
+            .lines()
+            .find(|l| l.starts_with(name) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(
+        line(METRIC_BATCH_DROPPED_ITEMS_TOTAL, "policy=\"drop_newest\""),
+        Some(2.0)
+    );
+    assert_eq!(
+        line(METRIC_BATCH_REJECTED_PUSHES_TOTAL, "reason=\"too_large\""),
+        Some(1.0)
+    );
+    assert_eq!(
+        line(METRIC_BATCH_ITEMS_SENT_TOTAL, "dependency=\"ingest\""),
+        Some(20.0)
+    );
+    assert!(line(METRIC_BATCH_SENT_TOTAL, "dependency=\"ingest\"").is_some_and(|n| n >= 1.0));
+    assert_eq!(
+        line(METRIC_BATCH_QUEUED_ITEMS, "dependency=\"ingest\""),
+        Some(0.0)
+    );
+}

@@ -61,11 +61,19 @@ impl Flusher {
             if let Some(deadline) = self.wait(&mut stop).await {
                 break deadline;
             }
-            // A send cut short by the shutdown is resent in the final
-            // flush under the same key.
+            // A send under way when the shutdown comes may finish within
+            // the deadline; one cut short there is resent in the final
+            // flush under the same key (or reported in doubt).
+            let budget = self.settings.flush_budget;
+            let flush = self.flush_one(None);
+            tokio::pin!(flush);
             tokio::select! {
-                () = self.flush_one(None) => {}
-                stopped = stop.changed() => break self.deadline(stopped.is_ok(), &stop),
+                () = &mut flush => {}
+                stopped = stop.changed() => {
+                    let deadline = deadline(stopped.is_ok(), &stop, budget);
+                    let _cut = tokio::time::timeout_at(deadline, flush).await;
+                    break deadline;
+                }
             }
         };
         self.finish(deadline).await
@@ -80,18 +88,13 @@ impl Flusher {
                 return None;
             }
             tokio::select! {
-                stopped = stop.changed() => return Some(self.deadline(stopped.is_ok(), stop)),
+                stopped = stop.changed() => {
+                    return Some(deadline(stopped.is_ok(), stop, self.settings.flush_budget));
+                }
                 () = sleep_until_some(due) => return None,
                 () = self.shared.wake.notified() => {}
             }
         }
-    }
-
-    /// The shutdown's deadline; with every handle dropped (no shutdown
-    /// called), one flush budget from now.
-    fn deadline(&self, signalled: bool, stop: &Stop) -> Instant {
-        let given = if signalled { *stop.borrow() } else { None };
-        given.unwrap_or_else(|| Instant::now() + self.settings.flush_budget)
     }
 
     /// When the next send is due: `None` while nothing is queued.
@@ -105,7 +108,7 @@ impl Flusher {
         if ready {
             return Some(Instant::now());
         }
-        pending.then(|| self.last_flush + self.settings.flush_interval)
+        pending.then(|| later(self.last_flush, self.settings.flush_interval))
     }
 
     /// Sends the current batch (or forms the next) once, within the flush
@@ -154,10 +157,10 @@ impl Flusher {
                     *retry_after,
                     &mut rand::rng(),
                 );
-                Some(now + wait)
+                Some(later(now, wait))
             }
             Attempt::CircuitOpen { retry_after } => {
-                Some(now + after_open(&self.settings.backoff, *retry_after))
+                Some(later(now, after_open(&self.settings.backoff, *retry_after)))
             }
         };
         if matches!(attempt, Attempt::Acked | Attempt::Refused { .. }) {
@@ -202,6 +205,13 @@ impl Flusher {
     }
 }
 
+/// The shutdown's deadline; with every handle dropped (no shutdown
+/// called), one flush budget from now.
+fn deadline(signalled: bool, stop: &Stop, flush_budget: Duration) -> Instant {
+    let given = if signalled { *stop.borrow() } else { None };
+    given.unwrap_or_else(|| later(Instant::now(), flush_budget))
+}
+
 /// Sleeps until `at`, or for ever when there is none.
 async fn sleep_until_some(at: Option<Instant>) {
     match at {
@@ -211,4 +221,12 @@ async fn sleep_until_some(at: Option<Instant>) {
 }
 
 /// Far enough to be "never" and still an `Instant`.
-pub(crate) const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// `at + by`, saturating at "never" (a configured duration of centuries
+/// must not overflow the clock).
+pub(crate) fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::config::{Settings, UploaderConfig};
 use super::error::{AlreadyShutDown, PushError, Pushed};
-use super::flush::{FAR, Flusher};
+use super::flush::{Flusher, later};
 use super::metrics;
 use super::queue::Queue;
 use super::report::{SetAside, ShutdownReport, Stats};
@@ -214,8 +214,7 @@ impl Uploader {
             .ok_or(AlreadyShutDown)?;
         let shared = &self.inner.shared;
         shared.update(Queue::close);
-        let now = Instant::now();
-        let at = now.checked_add(deadline).unwrap_or_else(|| now + FAR);
+        let at = later(Instant::now(), deadline);
         // The task holds the receiver until it ends: the send cannot fail.
         let _ = self.inner.stop.send(Some(at));
         match task.await {
