@@ -39,16 +39,20 @@ impl Reconnects {
         self.wait = Some(self.policy.next_wait(&mut rand::rng()));
     }
 
-    /// An opening failed with `error`, transient: the next one waits its
-    /// jittered wait, and at least the server's `Retry-After` (within the
-    /// cap, like `retry:`).
-    pub(crate) fn refused(&mut self, error: &StreamError) {
+    /// An opening failed with `error`: `true` when it is final (the
+    /// follower ends); else the next opening waits its jittered wait, and
+    /// at least the server's `Retry-After` (within the cap, like `retry:`).
+    pub(crate) fn refused(&mut self, error: &StreamError) -> bool {
+        if error.is_final() {
+            return true;
+        }
         let wait = self.policy.next_wait(&mut rand::rng());
         let asked = error
             .retry_after()
             .unwrap_or_default()
             .min(self.policy.max());
         self.wait = Some(wait.max(asked));
+        false
     }
 
     /// An item arrived: the stream is healthy, the count starts again.
@@ -128,14 +132,14 @@ mod tests {
             retry_after: Some(Duration::from_secs(secs)),
         };
         let mut r = reconnects(Jitter::None);
-        r.refused(&refused(0));
+        assert!(!r.refused(&refused(0)));
         assert_eq!(
             slept(&mut r).await,
             ms(100),
             "the policy's wait when longer"
         );
         let mut r = reconnects(Jitter::Full);
-        r.refused(&refused(60));
+        assert!(!r.refused(&refused(60)));
         assert_eq!(
             slept(&mut r).await,
             ms(1000),
