@@ -58,12 +58,6 @@
 //! # Ok(()) }
 //! ```
 
-/// The "Background batches" section of docs/streams.md: its example is
-/// compiled with the doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/streams.md")]
-pub struct StreamsGuide;
-
 mod config;
 mod error;
 mod flush;
