@@ -19,6 +19,8 @@
 //!   client, with reqwest-retry, `docs/adapters.md`.
 //! - [`postgres`]: PostgreSQL statements that spend the budget and stop on
 //!   the server when their caller stops, `docs/postgres.md`.
+//! - [`streams`]: streams under the budget, on the server (the budget to
+//!   the head, then the route's stream policy), `docs/streams.md`.
 //!
 //! The example chain:
 //!
@@ -107,6 +109,13 @@ pub mod adapters {}
     doc = "PostgreSQL, `docs/postgres.md`: rendered with the features `server` and `postgres`."
 )]
 pub mod postgres {}
+
+#[cfg_attr(feature = "server", doc = include_str!("../docs/streams.md"))]
+#[cfg_attr(
+    not(feature = "server"),
+    doc = "Streams, `docs/streams.md`: rendered with the feature `server`."
+)]
+pub mod streams {}
 
 #[doc = include_str!("../docs/binaries.md")]
 pub mod binaries {}

@@ -42,10 +42,11 @@ fn sse_headers() -> HeaderMap {
 }
 
 fn policy(idle: Option<u64>, total: Option<u64>) -> StreamPolicy {
-    let mut policy = StreamPolicy::default();
-    policy.idle_timeout = idle.map(Duration::from_millis);
-    policy.max_duration = total.map(Duration::from_millis);
-    policy
+    StreamPolicy {
+        idle_timeout: idle.map(Duration::from_millis),
+        max_duration: total.map(Duration::from_millis),
+        ..StreamPolicy::default()
+    }
 }
 
 /// Reads `body` to its end: the data, the trailers, when it ended.
