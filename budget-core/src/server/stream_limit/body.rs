@@ -141,6 +141,7 @@ where
                 }
                 StateProj::Streaming { inner } => inner,
             };
+            let mut inner = inner;
             // The limit first: on a tie, it wins.
             if let Some(reason) = passed(this.timer, this.limit, *this.last_frame, cx) {
                 let frame = this.limit.last_frame(reason, this.started.elapsed());
@@ -149,10 +150,13 @@ where
                 this.state.set(State::Ending { frame });
                 continue;
             }
-            match inner.poll_frame(cx) {
+            match inner.as_mut().poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     this.counted.frames = this.counted.frames.saturating_add(1);
-                    if frame.is_trailers() {
+                    // A body that says it is at its end is not polled
+                    // again (nor is one after its trailers): dropped then,
+                    // it ended on its own, the client did not leave.
+                    if frame.is_trailers() || inner.is_end_stream() {
                         this.counted.count(StreamEnd::Complete);
                     } else if this.limit.idle.is_some() {
                         *this.last_frame = Instant::now();

@@ -216,6 +216,15 @@ async fn every_end_is_counted_once_by_its_reason() {
         policy(Some(50), None).limit_for(&sse_headers()),
     )))
     .await;
+    // complete, though never polled to its end: a whole body says it is
+    // at its end after its one frame, and is dropped then
+    let mut body = Box::pin(LimitedBody::new(
+        http_body_util::Full::new(Bytes::from_static(b"whole")),
+        policy(Some(50), None).limit_for(&HeaderMap::new()),
+    ));
+    body.frame().await.unwrap().unwrap();
+    assert!(http_body::Body::is_end_stream(&*body));
+    drop(body);
     // client gone: dropped after one frame
     let mut body = Box::pin(LimitedBody::new(
         ticking(Duration::from_millis(10)),
@@ -233,8 +242,58 @@ async fn every_end_is_counted_once_by_its_reason() {
     drop(body);
 
     let rendered = handle.render();
-    for reason in ["idle", "duration", "complete", "client_gone", "error"] {
-        let line = format!("budget_stream_ended_total{{reason=\"{reason}\"}} 1");
+    for (reason, count) in [
+        ("idle", 1),
+        ("duration", 1),
+        ("complete", 2),
+        ("client_gone", 1),
+        ("error", 1),
+    ] {
+        let line = format!("budget_stream_ended_total{{reason=\"{reason}\"}} {count}");
         assert!(rendered.contains(&line), "{line} in {rendered}");
     }
+}
+
+/// A `MakeWriter` into a shared buffer, for the tracing test.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+/// A limit's end is logged as a `stream ended` event with its reason,
+/// how long the body streamed and how many frames it sent.
+#[tokio::test(start_paused = true)]
+async fn a_limits_end_is_a_stream_ended_event_with_its_reason() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(captured.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let body = LimitedBody::new(
+        ticking(Duration::from_millis(40)),
+        policy(None, Some(100)).limit_for(&sse_headers()),
+    );
+    read_all(Box::pin(body)).await;
+    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains("stream ended"), "{logged}");
+    assert!(logged.contains("reason=\"duration\""), "{logged}");
+    assert!(logged.contains("elapsed_ms=100"), "{logged}");
+    assert!(logged.contains("frames=2"), "{logged}");
 }
