@@ -297,3 +297,30 @@ async fn a_limits_end_is_a_stream_ended_event_with_its_reason() {
     assert!(logged.contains("elapsed_ms=100"), "{logged}");
     assert!(logged.contains("frames=2"), "{logged}");
 }
+
+/// The total limit is checked before every frame, so a body whose frames
+/// are always ready is ended by it too; the idle limit is judged only when
+/// the body has nothing ready, so a slow reader of a busy body is not cut
+/// for idleness (its reads 10 ms apart, the idle limit 5 ms).
+#[tokio::test(start_paused = true)]
+async fn an_always_ready_body_read_slowly_ends_at_its_total_not_idle() {
+    let busy = StreamBody::new(futures_util::stream::repeat_with(|| {
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"data: x\n\n")))
+    }));
+    let start = Instant::now();
+    let mut body = Box::pin(LimitedBody::new(
+        busy,
+        policy(Some(5), Some(100)).limit_for(&sse_headers()),
+    ));
+    let mut data = String::new();
+    while let Some(frame) = body.frame().await {
+        data.push_str(std::str::from_utf8(frame.unwrap().data_ref().unwrap()).unwrap());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        data.ends_with("event: end\ndata: {\"reason\":\"duration\"}\n\n"),
+        "{data}"
+    );
+    assert_eq!(data.matches("data: x\n\n").count(), 10, "{data}");
+    assert_eq!(start.elapsed(), Duration::from_millis(110));
+}
