@@ -58,7 +58,7 @@ impl Description {
 
 /// Every budget metric's description, in the order they are described.
 #[cfg(feature = "metrics")]
-const DESCRIPTIONS: [Description; 23] = [
+const DESCRIPTIONS: [Description; 24] = [
     Description {
         kind: Kind::Histogram,
         name: METRIC_HTTP_SERVER_DURATION,
@@ -124,6 +124,12 @@ const DESCRIPTIONS: [Description; 23] = [
         name: METRIC_MALFORMED_TOTAL,
         unit: None,
         help: "Requests with a malformed budget header (400).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_STREAM_ENDED_TOTAL,
+        unit: None,
+        help: "Response bodies that stopped streaming, by reason (a limit's end is clean, not an error).",
     },
     Description {
         kind: Kind::Counter,
@@ -216,7 +222,7 @@ pub fn describe_metrics() {
 }
 
 /// Registers the server's counters at 0 (shed, expired, malformed,
-/// overloaded, unknown criticality), so that a dashboard's `rate()` sees
+/// overloaded, unknown criticality, streams ended by each reason), so that a dashboard's `rate()` sees
 /// their first event: a counter that first appears at 1 loses it.
 /// The binaries' Prometheus recorder (`service_kit::prometheus`) calls
 /// it; call it after installing any other recorder.
@@ -234,6 +240,16 @@ pub fn register_server_metrics() {
         METRIC_UNKNOWN_CRITICALITY_TOTAL,
     ] {
         metrics::counter!(name).increment(0);
+    }
+    for reason in [
+        STREAM_END_COMPLETE,
+        STREAM_END_IDLE,
+        STREAM_END_DURATION,
+        STREAM_END_DEADLINE,
+        STREAM_END_CLIENT_GONE,
+        STREAM_END_ERROR,
+    ] {
+        metrics::counter!(METRIC_STREAM_ENDED_TOTAL, LABEL_REASON => reason).increment(0);
     }
 }
 
@@ -425,6 +441,16 @@ pub(crate) fn overloaded() {
 pub(crate) fn malformed() {
     #[cfg(feature = "metrics")]
     unlabelled!(counter, METRIC_MALFORMED_TOTAL).increment(1);
+}
+
+#[cfg(feature = "server")]
+/// A response body that stopped streaming, for `reason` (a
+/// [`semconv`](super::semconv) `STREAM_END_*` value).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn stream_ended(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_STREAM_ENDED_TOTAL, LABEL_REASON => reason).increment(1);
 }
 
 /// An attempt to `dependency` about to be sent, the `number`th (retries
