@@ -142,62 +142,6 @@ impl PartnerProcess {
     }
 }
 
-/// Whether `program args` runs and succeeds.
-async fn succeeds(program: &str, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .is_ok_and(|s| s.success())
-}
-
-/// `chromium` runs, or is installed from Debian (as root, with apt-get),
-/// or the reason it cannot be.
-async fn ensure_chromium() -> Result<(), String> {
-    if succeeds("chromium", &["--version"]).await {
-        return Ok(());
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .await
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    if !root || !succeeds("apt-get", &["--version"]).await {
-        return Err(
-            "headless Chromium is needed: `chromium` (Debian's `chromium` package) is \
-                    not installed, and it cannot be installed here (that needs apt-get, as root)"
-                .to_owned(),
-        );
-    }
-    let mut said = String::new();
-    for update_first in [false, true] {
-        if update_first {
-            let _ = succeeds("apt-get", &["update", "-q"]).await;
-        }
-        let out = Command::new("apt-get")
-            .args(["install", "-y", "-q", "chromium"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .output()
-            .await;
-        match out {
-            Ok(out) if out.status.success() => break,
-            Ok(out) => said = String::from_utf8_lossy(&out.stderr).into_owned(),
-            Err(e) => said = e.to_string(),
-        }
-    }
-    if succeeds("chromium", &["--version"]).await {
-        Ok(())
-    } else {
-        Err(format!(
-            "headless Chromium is needed: `chromium` is not installed, and \
-             `apt-get install -y chromium` did not install it: {}",
-            said.trim()
-        ))
-    }
-}
-
 /// A fresh directory for this test's files.
 fn dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -291,7 +235,7 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromiums_event_source_resumes_through_edge_across_a_partner_restart_without_a_gap() {
-    if let Err(e) = ensure_chromium().await {
+    if let Err(e) = test_support::chromium::ensure().await {
         panic!("{e}");
     }
     let dir = dir("browser-events");

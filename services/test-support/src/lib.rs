@@ -1,8 +1,9 @@
 //! What the tests of `checkout`, `edge` and `load-tests` share, written
 //! once: a slow partner on a free loopback port ([`partner`]), an outer
 //! bound on every test ([`bounded`]), a client with a bounded timeout
-//! ([`client`]) and the `Server-Timing` ledger of an
-//! answer ([`server_timing`], [`single_server_timing`], [`names`]).
+//! ([`client`]), the `Server-Timing` ledger of an
+//! answer ([`server_timing`], [`single_server_timing`], [`names`]) and a
+//! headless Chromium ([`chromium`]).
 //!
 //! A dev-dependency only: nothing here is part of a service.
 //!
@@ -20,6 +21,8 @@
 //! ```
 
 #![deny(missing_docs)]
+
+pub mod chromium;
 
 use std::future::Future;
 use std::time::Duration;
