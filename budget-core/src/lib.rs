@@ -168,6 +168,9 @@ pub mod retry;
 // doctests and its users of old; no workspace crate uses it.
 #[doc(hidden)]
 pub mod single_flight;
+#[cfg(feature = "streams")]
+#[cfg_attr(docsrs, doc(cfg(feature = "streams")))]
+pub mod stream;
 pub mod telemetry;
 
 #[cfg(feature = "server")]

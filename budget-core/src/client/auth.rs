@@ -349,20 +349,34 @@ impl Auth {
     }
 }
 
+/// An answer whose status says whether the token was refused (`401`): a
+/// buffered [`BudgetResponse`], or a stream's opening.
+pub(crate) trait Answered {
+    /// The answer's status.
+    fn status(&self) -> http::StatusCode;
+}
+
+impl Answered for BudgetResponse {
+    fn status(&self) -> http::StatusCode {
+        BudgetResponse::status(self)
+    }
+}
+
 /// Runs a call with the client's bearer token and the refresh rule of the
 /// [module docs](self): `send` makes the call (the whole engine) with an
 /// `Authorization` value; it is called once, or twice after a `401`.
-pub(crate) async fn send_with_token<S, Fut>(
+pub(crate) async fn send_with_token<R, S, Fut>(
     auth: &Auth,
     dependency: &Arc<str>,
     timing: Timing,
     floor: Floor,
     ledger: Option<&Ledger>,
     send: S,
-) -> Result<BudgetResponse, CallError>
+) -> Result<R, CallError>
 where
+    R: Answered,
     S: Fn(HeaderValue) -> Fut,
-    Fut: Future<Output = Result<BudgetResponse, CallError>>,
+    Fut: Future<Output = Result<R, CallError>>,
 {
     let first = match wait_for(auth, None, dependency, timing, floor, ledger).await {
         Ok(current) => current,

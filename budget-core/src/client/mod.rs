@@ -176,6 +176,8 @@ mod budget_client;
 #[cfg(feature = "client")]
 mod call;
 mod config;
+#[cfg(feature = "streams")]
+mod opening;
 #[cfg(feature = "client")]
 mod optional;
 #[cfg(feature = "client")]
@@ -185,6 +187,8 @@ mod response;
 pub mod stale;
 #[cfg(feature = "client")]
 pub(crate) mod transport;
+#[cfg(feature = "streams")]
+pub(crate) mod upgrade;
 
 pub use crate::outbound::QUEUE_SUFFIX;
 pub use crate::outbound::TimeoutMode;

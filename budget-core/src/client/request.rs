@@ -470,7 +470,10 @@ impl RequestBuilder {
         self.error.get_or_insert(error);
     }
 
-    async fn run(self, cx: Option<RequestContext>) -> Result<BudgetResponse, CallError> {
+    /// What `send` and `open` share before the engine: the budget
+    /// resolved (or the call refused for want of one), the plan, the
+    /// request prepared for its attempts.
+    fn ready(self, cx: Option<RequestContext>) -> Result<Ready, CallError> {
         let inner = self.client.inner();
         let settings = &inner.settings;
         let name = &settings.dependency.name;
@@ -499,10 +502,6 @@ impl RequestBuilder {
         let (timing, ledger) = (resolved.timing, resolved.ledger.clone());
         let mut plan = resolved.plan(self.method.clone(), may_retry);
         plan.refreshes_auth = refreshes_auth;
-        let stale_key = settings
-            .stale
-            .as_ref()
-            .and_then(|_| StaleCache::key(&self.method, &self.url));
         let prepared = Prepared {
             method: self.method,
             url: self.url,
@@ -510,32 +509,164 @@ impl RequestBuilder {
             body: self.body,
             trace_query: settings.trace_query,
         };
+        Ok(Ready {
+            client: self.client,
+            plan,
+            prepared,
+            timing,
+            ledger,
+            refreshes_auth,
+        })
+    }
+
+    async fn run(self, cx: Option<RequestContext>) -> Result<BudgetResponse, CallError> {
+        let ready = self.ready(cx)?;
+        // The engine's pass borrows the client while `ready` moves on.
+        let client = ready.client.clone();
+        let inner = client.inner();
+        let settings = &inner.settings;
+        let stale_key = settings
+            .stale
+            .as_ref()
+            .and_then(|_| StaleCache::key(&ready.prepared.method, &ready.prepared.url));
         // The token (and its refresh on a 401) around the engine, the
         // stale fallback around both: see the `auth` and `stale` modules.
-        let settle_in = stale_key.as_ref().and_then(|_| ledger.clone());
-        let result = match &inner.auth {
+        let settle_in = stale_key.as_ref().and_then(|_| ready.ledger.clone());
+        let result = ready
+            .with_token(|plan, prepared| engine(inner, plan, prepared))
+            .await;
+        let name = &settings.dependency.name;
+        match (&settings.stale, &stale_key) {
+            (Some(cache), Some(key)) => cache.settle(key, result, name, settle_in.as_ref()),
+            _ => result,
+        }
+    }
+
+    /// Opens a stream (server-sent events, a long body): the opening is a
+    /// call like [`send`](Self::send)'s, through the same engine (the
+    /// floor, admission and its concurrency permit, the endpoint's
+    /// breaker, retries of the opening, the ledger and the attempt's
+    /// span), that ends when the answer's head arrives; its body is not
+    /// read. `Ok` for any status (the breaker heard it: `5xx`, `401` and
+    /// `429` count as failures, other `4xx` are neutral, by
+    /// [`Verdict::from_status`](crate::breaker::Verdict::from_status));
+    /// `Err` when no answer came.
+    ///
+    /// The budget covers the opening only: once the head is in, the body
+    /// is read at the caller's pace, under no deadline and holding no
+    /// concurrency permit, and how it ends (a clean end, a disconnect) is
+    /// never recorded on the breaker (docs/streams.md, "Following a
+    /// stream"). [`EventSource`](crate::stream::sse::EventSource) follows
+    /// an SSE stream on top of it, reconnecting.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use budget_core::Budget;
+    /// use futures_util::StreamExt;
+    ///
+    /// # async fn run(c: budget_core::client::BudgetClient) -> Result<(), Box<dyn std::error::Error>> {
+    /// let res = c
+    ///     .get("/events")
+    ///     .header("accept", "text/event-stream")
+    ///     .budget(Budget::new(Duration::from_secs(2))) // for the opening
+    ///     .open()
+    ///     .await?;
+    /// assert!(res.status().is_success());
+    /// let mut body = res.bytes_stream();
+    /// while let Some(chunk) = body.next().await {
+    ///     println!("{} bytes", chunk?.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "streams")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "streams")))]
+    pub fn open(
+        self,
+    ) -> impl Future<Output = Result<crate::stream::StreamResponse, CallError>> + Send + 'static
+    {
+        let cx = context::current();
+        Box::pin(async move {
+            let ready = self.ready(cx)?;
+            let client = ready.client.clone();
+            let inner = client.inner();
+            ready
+                .with_token(|plan, prepared| super::opening::engine(inner, plan, prepared))
+                .await
+        })
+    }
+}
+
+#[cfg(feature = "streams")]
+impl RequestBuilder {
+    /// A WebSocket handshake to the request's URL (made `ws`), through the
+    /// engine like [`open`](Self::open); messages up to `max_message`
+    /// bytes.
+    pub(crate) fn upgrade(
+        self,
+        max_message: usize,
+    ) -> impl Future<Output = Result<super::upgrade::Upgrade, CallError>> + Send + 'static {
+        let cx = context::current();
+        Box::pin(async move {
+            let ready = self.ready(cx)?;
+            let client = ready.client.clone();
+            let inner = client.inner();
+            ready
+                .with_token(|plan, prepared| {
+                    super::upgrade::engine(inner, plan, prepared, max_message)
+                })
+                .await
+        })
+    }
+}
+
+/// A call ready for the engine.
+struct Ready {
+    client: BudgetClient,
+    plan: Plan,
+    prepared: Prepared,
+    timing: crate::outbound::Timing,
+    ledger: Option<Ledger>,
+    refreshes_auth: bool,
+}
+
+impl Ready {
+    /// One pass of the engine by `engine`, with the client's token (and its
+    /// refresh on a `401`) when it has a token source.
+    async fn with_token<R, F, Fut>(self, engine: F) -> Result<R, CallError>
+    where
+        R: auth::Answered,
+        F: Fn(Plan, Prepared) -> Fut,
+        Fut: Future<Output = Result<R, CallError>>,
+    {
+        let Ready {
+            client,
+            plan,
+            prepared,
+            timing,
+            ledger,
+            refreshes_auth,
+        } = self;
+        let inner = client.inner();
+        let settings = &inner.settings;
+        match &inner.auth {
             Some(auth) if refreshes_auth => {
                 let floor = settings.dependency.floor.current().floor;
                 // Boxed: it may hold two passes of the engine, and only
                 // clients with a token source should carry their size.
                 Box::pin(auth::send_with_token(
                     auth,
-                    name,
+                    &settings.dependency.name,
                     timing,
                     floor,
                     ledger.as_ref(),
                     |token| {
                         let prepared = with_authorization(&prepared, token);
-                        engine(inner, plan.clone(), prepared)
+                        engine(plan.clone(), prepared)
                     },
                 ))
                 .await
             }
-            _ => engine(inner, plan, prepared).await,
-        };
-        match (&settings.stale, &stale_key) {
-            (Some(cache), Some(key)) => cache.settle(key, result, name, settle_in.as_ref()),
-            _ => result,
+            _ => engine(plan, prepared).await,
         }
     }
 }

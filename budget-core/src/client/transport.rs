@@ -83,7 +83,7 @@ impl Transport for Reqwest<'_> {
 
 impl Reqwest<'_> {
     /// Attempt `spec`'s request: to its endpoint, its headers stamped.
-    fn request(&self, spec: &AttemptSpec, rules: &HeaderRules) -> reqwest::Request {
+    pub(crate) fn request(&self, spec: &AttemptSpec, rules: &HeaderRules) -> reqwest::Request {
         let prepared = self.prepared;
         let mut url = prepared.url.clone();
         let target = spec.endpoint.target.as_ref();
