@@ -43,6 +43,7 @@ registry! {
     hang: [HANG, HANG_SLOW],
     replicas: [Replicas],
     db_slow: [DbSlow],
+    reconnect_storm: [ReconnectStorm],
 }
 
 /// The scenario called `name` ([`Scenario::name`](crate::scenario::Scenario::name)).
