@@ -10,7 +10,7 @@
 # Usage: scripts/docker-chaos.sh [--ci] [--no-build] [--keep-images]
 #                                [--requests N] [SCENARIO...]
 #   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc replicas
-#             db-locked db-paused
+#             db-locked db-paused streams
 #             (default: all of them; the db-* ones need the host's psql,
 #             which Debian's postgresql package brings; healthy always runs first)
 #   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
@@ -30,14 +30,14 @@ while (($#)); do
     --no-build) build=false; shift ;;
     --keep-images) keep_images=true; shift ;;
     --requests) requests=${2:?--requests needs a number}; shift 2 ;;
-    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas | db-locked | db-paused)
+    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas | db-locked | db-paused | streams)
       scenarios+=("$1"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker-chaos: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
 if ((${#scenarios[@]} == 0)); then
-  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas db-locked db-paused)
+  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas db-locked db-paused streams)
 fi
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
@@ -77,6 +77,7 @@ cleanup() {
   compose unpause slow-partner >/dev/null 2>&1 || true
   compose unpause postgres >/dev/null 2>&1 || true
   [[ -n ${lock_pid:-} ]] && kill "$lock_pid" 2>/dev/null
+  stop_followers
   compose unpause slow-partner-2 checkout-2 >/dev/null 2>&1 || true
   local rmi=(--rmi local)
   $keep_images && rmi=()
@@ -313,6 +314,109 @@ warm_checkouts() { # BUDGET_MS MAX
   check false "replicas: both checkouts answer within $2 requests (answered:${seen:- none})"
 }
 
+# --- streams: server-sent events through edge across a partner restart ------
+# A follower reads edge's /events with curl, one file per connection, and
+# after each end reconnects (0.3 s later) with Last-Event-ID: the id of the
+# last complete event it read, as a browser's EventSource does; until
+# $work/streams.stop exists. Each connection's start (with the id it sent)
+# and end are logged in unix ms.
+followers=()
+follow_events() { # NAME
+  local name=$1 n=0 last="" curl_pid
+  while [[ ! -e $work/streams.stop ]]; do
+    n=$((n + 1))
+    echo "$(date +%s%3N) ${last:-none}" >>"$work/$name.opens"
+    curl -sS -f -N --max-time 120 -H 'accept: text/event-stream' ${last:+-H "Last-Event-ID: $last"} \
+      "$edge/events?rate=20&retry=300ms" >"$work/$name.$n.sse" 2>>"$work/$name.err" &
+    curl_pid=$!
+    echo "$curl_pid" >"$work/$name.curl"
+    wait "$curl_pid" || true
+    echo "$(date +%s%3N)" >>"$work/$name.ends"
+    last=$(event_ids "$name" | tail -1)
+    sleep 0.3
+  done
+}
+# The ids of the complete events (ended by a blank line) a follower read,
+# connection after connection: a cut event's partial lines are not counted.
+event_ids() { # NAME
+  local k
+  for ((k = 1; ; k++)); do
+    [[ -e $work/$1.$k.sse ]] || return 0
+    awk '/^id: /{ id = substr($0, 5) } /^\r?$/{ if (id != "") print id; id = "" }' "$work/$1.$k.sse"
+  done
+}
+stop_followers() {
+  local name
+  ((${#followers[@]})) || return 0
+  touch "$work/streams.stop"
+  for name in "${followers[@]}"; do
+    [[ -s $work/$name.curl ]] && kill "$(cat "$work/$name.curl")" 2>/dev/null
+  done
+  wait "${follower_pids[@]}" 2>/dev/null || true
+  followers=()
+}
+# Waits up to SECONDS until every follower has read at least MIN events.
+followers_read() { # MIN SECONDS
+  local deadline=$((SECONDS + $2)) name short
+  while :; do
+    short=""
+    for name in "${followers[@]}"; do
+      (($(event_ids "$name" | wc -l) >= $1)) || short="$short $name"
+    done
+    [[ -z $short ]] && return 0
+    ((SECONDS > deadline)) && { echo "   fewer than $1 events after $2 s:$short"; return 1; }
+    sleep 0.2
+  done
+}
+streams_scenario() {
+  local name i before stopped_ms restart_ms end_ms ids dups opened
+  follower_pids=()
+  rm -f "$work/streams.stop"
+  for i in 1 2 3; do
+    followers+=("sse$i")
+    follow_events "sse$i" &
+    follower_pids+=($!)
+  done
+  if followers_read 10 15; then check true ""; else
+    check false "streams: every follower reads 10 events through edge before the restart"
+  fi
+  restart_ms=$(date +%s%3N)
+  before=$(for name in "${followers[@]}"; do event_ids "$name" | tail -1; done | sort -n | tail -1)
+  echo "   3 streams open, the furthest at id $before: docker compose stop -t 2 slow-partner, then start"
+  compose stop -t 2 slow-partner >/dev/null 2>&1
+  stopped_ms=$(date +%s%3N)
+  echo "   partner stopped in $((stopped_ms - restart_ms)) ms"
+  compose start slow-partner >/dev/null 2>&1
+  healthy_within slow-partner 60 || { check false "streams: the partner is not healthy again in 60 s"; }
+  # Every stream open at the restart ended (edge ended it) by the time the
+  # partner was down, with 2 s to spare: none hangs.
+  for name in "${followers[@]}"; do
+    end_ms=$(awk -v t="$restart_ms" '$1 >= t { print $1; exit }' "$work/$name.ends" 2>/dev/null) || true
+    echo "   $name: its stream ended $((${end_ms:-0} - restart_ms)) ms after the restart began"
+    check "$([[ -n $end_ms ]] && ((end_ms <= stopped_ms + 2000)) && echo true || echo false)" \
+      "streams: $name's stream did not end within 2 s of the partner's stop (no hang)"
+  done
+  if followers_read $((before + 20)) 30; then check true ""; else
+    check false "streams: every follower reads 20 more events after the restart"
+  fi
+  stop_followers
+  for name in sse1 sse2 sse3; do
+    ids=$(event_ids "$name")
+    dups=$(sort -n <<<"$ids" | uniq -d | wc -l)
+    printf '   %s: %d events, ids %s..%s, %d connections, %d repeated, resumed with Last-Event-ID: %s\n' \
+      "$name" "$(wc -l <<<"$ids")" "$(head -1 <<<"$ids")" "$(tail -1 <<<"$ids")" \
+      "$(wc -l <"$work/$name.opens")" "$dups" "$(awk '$2 != "none" { printf "%s ", $2 }' "$work/$name.opens")"
+    check "$([[ -n $ids && "$(seq 1 "$(tail -1 <<<"$ids")")" == "$ids" ]] && echo true || echo false)" \
+      "streams: $name's ids are not 1, 2, ... without a gap or a repeat across the restart"
+    check "$(awk '$2 != "none" { found = 1 } END { print (found ? "true" : "false") }' "$work/$name.opens")" \
+      "streams: $name never reconnected with Last-Event-ID"
+  done
+  opened=$(curl -sS --max-time 5 "$admin/admin/streams" | grep -o '"opened_total":[0-9]*' | cut -d: -f2) || true
+  echo "   the new partner process saw ${opened:-?} stream openings (the reconnects)"
+  check "$([[ -n $opened ]] && ((opened >= 3)) && echo true || echo false)" \
+    "streams: the new partner saw ${opened:-no} openings, expected at least 3"
+}
+
 # --- the run ----------------------------------------------------------------
 echo "budget chaos demos in docker compose (project $COMPOSE_PROJECT_NAME, $("${compose_cmd[@]}" version --short 2>/dev/null || echo compose))"
 echo "client (host) -> edge -> checkout -> slow-partner; edge on $edge, partner admin on $admin"
@@ -476,6 +580,13 @@ for s in "${scenarios[@]}"; do
       compose pause postgres >/dev/null 2>&1
       scenario db-paused 500 '504|503'
       compose unpause postgres >/dev/null 2>&1
+      recovered
+      ;;
+    streams)
+      echo "== streams: 3 server-sent event streams through edge's /events (curl followers that"
+      echo "   reconnect with Last-Event-ID), then the partner restarted with them open: each stream"
+      echo "   ends (edge ends it, no hang), comes back and resumes without a gap or a repeat"
+      streams_scenario
       recovered
       ;;
     replicas)

@@ -67,6 +67,33 @@ pub trait ProblemBody {
         let _ = (data, trailers);
         None
     }
+
+    /// This body held to `limit` ([`LimitedBody`](crate::server::LimitedBody)):
+    /// how the budget layer holds a gRPC call's body to its deadline after
+    /// the head (gRPC's rule: the deadline covers the whole call). The
+    /// default leaves the body as it is, for a body type that cannot box
+    /// another (a whole body such as `Full`, which has nothing left to
+    /// stream); axum's, tonic's and the boxed bodies apply it.
+    ///
+    /// ```
+    /// use budget_core::problem::ProblemBody;
+    /// use budget_core::server::StreamPolicy;
+    /// use http_body_util::BodyExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let limit = StreamPolicy::default().limit_for(&http::HeaderMap::new());
+    /// let body = axum::body::Body::from("streamed").limited(limit);
+    /// assert_eq!(body.collect().await.unwrap().to_bytes(), "streamed");
+    /// # }
+    /// ```
+    #[cfg(feature = "server")]
+    fn limited(self, limit: crate::server::BodyLimit) -> Self
+    where
+        Self: Sized,
+    {
+        let _ = limit;
+        self
+    }
 }
 
 /// `data` then `trailers` as one body that cannot fail.
@@ -87,6 +114,10 @@ impl ProblemBody for axum::body::Body {
 
     fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self> {
         Some(Self::new(frames(data, trailers)))
+    }
+
+    fn limited(self, limit: crate::server::BodyLimit) -> Self {
+        Self::new(crate::server::LimitedBody::new(self, limit))
     }
 }
 
@@ -112,6 +143,12 @@ impl<E: 'static> ProblemBody for http_body_util::combinators::BoxBody<Bytes, E> 
                 .boxed(),
         )
     }
+
+    #[cfg(feature = "server")]
+    fn limited(self, limit: crate::server::BodyLimit) -> Self {
+        use http_body_util::BodyExt;
+        crate::server::LimitedBody::new(self, limit).boxed()
+    }
 }
 
 impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
@@ -130,6 +167,12 @@ impl<E: 'static> ProblemBody for http_body_util::combinators::UnsyncBoxBody<Byte
                 .boxed_unsync(),
         )
     }
+
+    #[cfg(feature = "server")]
+    fn limited(self, limit: crate::server::BodyLimit) -> Self {
+        use http_body_util::BodyExt;
+        crate::server::LimitedBody::new(self, limit).boxed_unsync()
+    }
 }
 
 /// tonic's body (feature `grpc`): the budget layer in front of a tonic
@@ -144,6 +187,11 @@ impl ProblemBody for tonic::body::Body {
 
     fn from_frames(data: Bytes, trailers: http::HeaderMap) -> Option<Self> {
         Some(tonic::body::Body::new(frames(data, trailers)))
+    }
+
+    #[cfg(feature = "server")]
+    fn limited(self, limit: crate::server::BodyLimit) -> Self {
+        tonic::body::Body::new(crate::server::LimitedBody::new(self, limit))
     }
 }
 

@@ -15,7 +15,7 @@ use crate::problem::{Problem, ProblemKind};
 use crate::server::in_flight::{InFlightGuard, NoSlot, SlotWait};
 use crate::server::response::append_server_timing;
 use crate::server::service::answer;
-use crate::server::{BudgetEvent, OnBudgetEvent, SERVER_TIMING};
+use crate::server::{BodyLimit, BudgetEvent, OnBudgetEvent, SERVER_TIMING};
 use crate::telemetry::semconv::{OUTCOME_EXPIRED, OUTCOME_OK, OUTCOME_OVERLOADED, OUTCOME_SHED};
 use crate::telemetry::{meter, trace};
 
@@ -68,7 +68,8 @@ pin_project! {
             // allocates it).
             timer: Option<Pin<Box<Sleep>>>,
             on_event: E,
-            // The in-flight slot, held until this future is done or dropped.
+            // The in-flight slot, given back with the head (or when this
+            // future is dropped before it).
             slot: Option<InFlightGuard>,
             // A gRPC call: an expired budget is answered the gRPC way.
             grpc: bool,
@@ -254,9 +255,11 @@ where
                 if !passed {
                     if let Poll::Ready(result) = inner.as_mut().poll(task) {
                         let ledger = inner.context().ledger();
-                        return Poll::Ready(
-                            result.map(|res| handler_answer(res, slot, ledger, span, show)),
-                        );
+                        // A gRPC call's body stays held to the deadline.
+                        let grpc_deadline = grpc.then_some(*deadline);
+                        return Poll::Ready(result.map(|res| {
+                            handler_answer(res, slot, ledger, span, show, grpc_deadline)
+                        }));
                     }
                     let sleep =
                         timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*deadline)));
@@ -280,18 +283,27 @@ where
     Poll::Ready(Ok(expired))
 }
 
-/// The handler's answer: its slot learns its status, it carries the
-/// ledger when `show`, and the span records it.
+/// The handler's answer: its slot learns its status and is given back
+/// (the slot covers the work up to the head, not a body that streams
+/// after it), it carries the ledger when `show`, and the span records it.
+/// A gRPC call's body is held to `grpc_deadline` (gRPC's rule: the
+/// deadline covers the whole call); any other body is free of the budget
+/// once its head is out (a streaming route has its own
+/// [`StreamPolicy`](crate::server::StreamPolicy)).
 #[inline]
-fn handler_answer<B>(
+fn handler_answer<B: ProblemBody>(
     mut res: Response<B>,
     slot: &mut Option<InFlightGuard>,
     ledger: &Ledger,
     span: &Option<tracing::Span>,
     show: bool,
+    grpc_deadline: Option<Instant>,
 ) -> Response<B> {
-    if let Some(slot) = slot.as_mut() {
+    if let Some(mut slot) = slot.take() {
         slot.answered(res.status());
+    }
+    if let Some(deadline) = grpc_deadline {
+        res = res.map(|body| body.limited(BodyLimit::grpc_deadline(deadline)));
     }
     if show {
         append_server_timing(&mut res, ledger);

@@ -15,9 +15,14 @@
 //!    wait and the floor (the more critical first), and answers `504` when
 //!    it no longer does: the inner service's future is not polled until a
 //!    slot comes;
-//! 5. otherwise runs the inner service under the deadline; when the deadline
-//!    passes first, the inner future is dropped (so its downstream calls are
-//!    cancelled too) and the answer is `504`;
+//! 5. otherwise runs the inner service under the deadline until the
+//!    answer's head (status and headers); when the deadline passes first,
+//!    the inner future is dropped (so its downstream calls are cancelled
+//!    too) and the answer is `504`. The body that follows the head is not
+//!    held to the budget (nor to the in-flight slot, given back with the
+//!    head): a streaming route sets its own limits with a [`StreamPolicy`],
+//!    except a gRPC call, whose deadline covers the whole call (gRPC's
+//!    rule): its body ends at the deadline with `grpc-status: 4`;
 //! 6. makes the budget, the ledger and the per-hop reserve available to the
 //!    handler: the inner service's future (where handlers, middleware
 //!    futures and client calls run) is polled in the
@@ -85,6 +90,7 @@ mod ledger_layer;
 pub(crate) mod response;
 mod server_timing;
 mod service;
+mod stream_limit;
 
 pub use config::ServerConfig;
 pub use event::{BudgetEvent, OnBudgetEvent};
@@ -95,6 +101,10 @@ pub use ledger_layer::{LedgerFuture, LedgerLayer, LedgerService};
 pub use response::problem_response;
 pub use server_timing::ServerTiming;
 pub use service::BudgetService;
+pub use stream_limit::{
+    BodyLimit, LimitedBody, StreamEnd, StreamLimit, StreamLimitFuture, StreamLimitLayer,
+    StreamPolicy,
+};
 
 /// The `Server-Timing` header name.
 pub const SERVER_TIMING: http::HeaderName = http::HeaderName::from_static("server-timing");

@@ -58,7 +58,7 @@ impl Description {
 
 /// Every budget metric's description, in the order they are described.
 #[cfg(feature = "metrics")]
-const DESCRIPTIONS: [Description; 23] = [
+const DESCRIPTIONS: [Description; 24] = [
     Description {
         kind: Kind::Histogram,
         name: METRIC_HTTP_SERVER_DURATION,
@@ -124,6 +124,12 @@ const DESCRIPTIONS: [Description; 23] = [
         name: METRIC_MALFORMED_TOTAL,
         unit: None,
         help: "Requests with a malformed budget header (400).",
+    },
+    Description {
+        kind: Kind::Counter,
+        name: METRIC_STREAM_ENDED_TOTAL,
+        unit: None,
+        help: "Response bodies that stopped streaming, by reason (a limit's end is clean, not an error).",
     },
     Description {
         kind: Kind::Counter,
@@ -425,6 +431,16 @@ pub(crate) fn overloaded() {
 pub(crate) fn malformed() {
     #[cfg(feature = "metrics")]
     unlabelled!(counter, METRIC_MALFORMED_TOTAL).increment(1);
+}
+
+#[cfg(feature = "server")]
+/// A response body that stopped streaming, for `reason` (a
+/// [`semconv`](super::semconv) `STREAM_END_*` value).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+#[inline]
+pub(crate) fn stream_ended(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(METRIC_STREAM_ENDED_TOTAL, LABEL_REASON => reason).increment(1);
 }
 
 /// An attempt to `dependency` about to be sent, the `number`th (retries

@@ -311,3 +311,25 @@ pub const REASON_PREDICTED_WAIT: &str = "predicted_wait";
 pub const LABEL_FROM: &str = "from";
 /// Metric label: the state a breaker entered.
 pub const LABEL_TO: &str = "to";
+
+// ------------------------------------------------------ server streams
+
+/// Counter: response bodies that stopped streaming, by [`LABEL_REASON`]:
+/// [`STREAM_END_COMPLETE`], [`STREAM_END_IDLE`], [`STREAM_END_DURATION`],
+/// [`STREAM_END_DEADLINE`], [`STREAM_END_CLIENT_GONE`],
+/// [`STREAM_END_ERROR`]. A stream ended by its limit is a clean end,
+/// counted by that limit and not as an error.
+pub const METRIC_STREAM_ENDED_TOTAL: &str = "budget_stream_ended_total";
+/// [`LABEL_REASON`] of [`METRIC_STREAM_ENDED_TOTAL`]: the handler's body ended.
+pub const STREAM_END_COMPLETE: &str = "complete";
+/// [`LABEL_REASON`] of [`METRIC_STREAM_ENDED_TOTAL`]: the route's idle timeout passed.
+pub const STREAM_END_IDLE: &str = "idle";
+/// [`LABEL_REASON`] of [`METRIC_STREAM_ENDED_TOTAL`]: the route's total duration passed.
+pub const STREAM_END_DURATION: &str = "duration";
+/// [`LABEL_REASON`] of [`METRIC_STREAM_ENDED_TOTAL`]: a gRPC call's deadline passed.
+pub const STREAM_END_DEADLINE: &str = "deadline";
+/// [`LABEL_REASON`] of [`METRIC_STREAM_ENDED_TOTAL`]: the body was dropped
+/// before its end (the client went away).
+pub const STREAM_END_CLIENT_GONE: &str = "client_gone";
+/// [`LABEL_REASON`] of [`METRIC_STREAM_ENDED_TOTAL`]: the handler's body failed.
+pub const STREAM_END_ERROR: &str = "error";

@@ -12,6 +12,10 @@
 //!     checkout_url = "http://127.0.0.1:8081"
 //!     default_budget = "1500ms"
 //!
+//!     events_url = "http://127.0.0.1:9000/events"
+//!     events_idle_timeout = "30s"
+//!     cors_origins = ["https://app.example"]
+//!
 //!     [checkout]
 //!     connect_cap = "200ms"
 //! "#).unwrap();
@@ -34,7 +38,10 @@ use std::time::Duration;
 use budget_core::client::{BudgetClient, DependencyConfig, TimeoutMode};
 use budget_core::config::ConfigError;
 use budget_core::server::ServerTiming;
+use http::HeaderValue;
 use service_kit::RequestLayer;
+
+use budget_core::server::{StreamLimitLayer, StreamPolicy};
 use service_kit::{DEFAULT_DEPENDENCY_FLOOR, ServiceConfig, ServiceSettings};
 
 /// The default listen address: loopback, port 8080.
@@ -43,6 +50,26 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCA
 /// The dependency name of checkout, in edge's ledger, logs and problems
 /// (and the prefix of checkout's own `Server-Timing` metrics).
 pub const CHECKOUT: &str = "checkout";
+
+/// The dependency name of the partner's event stream, which `GET /events`
+/// opens: in edge's ledger, logs and problems, and its config's
+/// `events_url` and `[events]` table.
+pub const EVENTS: &str = "events";
+
+/// The default [`EdgeConfig::events_idle_timeout`]: 60 s (nginx's
+/// `proxy_read_timeout`).
+///
+/// ```
+/// assert_eq!(edge::DEFAULT_EVENTS_IDLE_TIMEOUT.as_secs(), 60);
+/// ```
+pub const DEFAULT_EVENTS_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default [`EdgeConfig::events_max_duration`]: 30 minutes.
+///
+/// ```
+/// assert_eq!(edge::DEFAULT_EVENTS_MAX_DURATION.as_secs(), 1800);
+/// ```
+pub const DEFAULT_EVENTS_MAX_DURATION: Duration = Duration::from_secs(30 * 60);
 
 service_kit::service_config! {
     /// How edge starts. Every field has a default, so a TOML file needs only
@@ -56,7 +83,11 @@ service_kit::service_config! {
     /// | `checkout_url` | `--checkout-url` | `http://127.0.0.1:8081` |
     /// | `trust_inbound_budget` | `--trust-inbound-budget` | `true` (`false`: every request gets `default_budget` and the default criticality; the budget layer's `trust_inbound`) |
     /// | `strip_internal_headers` | `--strip-internal-headers` | `false` (`true`: no `Server-Timing` to the public; the budget layer's `server_timing = "never"`) |
-    /// | `[checkout]` | (file only) | see [`CheckoutClientSettings`] |
+    /// | `events_url` | `--events-url` | `http://127.0.0.1:9000/events` (the partner's event stream, which `GET /events` opens) |
+    /// | `events_idle_timeout` | `--events-idle-timeout` | `60s`: a stream through `/events` with no byte from the partner for this long is ended (a clean end) |
+    /// | `events_max_duration` | `--events-max-duration` | `30m`: a stream through `/events` is ended (a clean end) after this long; a browser's `EventSource` reconnects and resumes |
+    /// | `cors_origins` | `--cors-origin` (repeated, or comma-separated in `CORS_ORIGIN`) | none: the origins (`scheme://host[:port]`) whose pages may read `/events` (CORS) |
+    /// | `[checkout]`, `[events]` | (file only) | see [`CheckoutClientSettings`] (the same fields for the event stream's client; it too makes one attempt) |
     ///
     /// The first three rows are every service's fields ([`ServiceSettings`]). With
     /// `budget_mode = off` there is no budget layer, no budget is forwarded
@@ -76,6 +107,22 @@ service_kit::service_config! {
         /// Remove internal headers (`Server-Timing`, which shows the hops
         /// behind edge and their timings) from the responses edge returns.
         pub strip_internal_headers: bool = false,
+        /// The partner's event stream URL; `GET /events` opens it, the
+        /// caller's query string appended to the URL's own.
+        pub events_url: String = "http://127.0.0.1:9000/events".to_owned(),
+        /// The client of the event stream: the same fields as `[checkout]`.
+        pub events: CheckoutClientSettings = CheckoutClientSettings::default(),
+        /// A stream through `/events` that gets no byte from the partner
+        /// for this long is ended, cleanly (its client reconnects).
+        #[serde(with = "budget_core::config::duration")]
+        pub events_idle_timeout: Duration = DEFAULT_EVENTS_IDLE_TIMEOUT,
+        /// A stream through `/events` is ended, cleanly, after this long
+        /// (its client reconnects and resumes with `Last-Event-ID`).
+        #[serde(with = "budget_core::config::duration")]
+        pub events_max_duration: Duration = DEFAULT_EVENTS_MAX_DURATION,
+        /// The origins (`scheme://host[:port]`) whose pages may read
+        /// `/events` from a browser (CORS); empty: no cross-origin page may.
+        pub cors_origins: Vec<String> = Vec::new(),
         ..ServiceSettings::new(DEFAULT_LISTEN, Duration::from_millis(10))
     }
 }
@@ -108,6 +155,9 @@ pub use service_kit::ClientSettings as CheckoutClientSettings;
 pub(crate) struct Built {
     pub(crate) layer: RequestLayer,
     pub(crate) checkout: BudgetClient,
+    pub(crate) events: BudgetClient,
+    pub(crate) stream_policy: StreamLimitLayer,
+    pub(crate) cors_origins: Vec<HeaderValue>,
 }
 
 impl EdgeConfig {
@@ -154,18 +204,71 @@ impl EdgeConfig {
             ),
             RequestLayer::Ledger(layer) => RequestLayer::Ledger(layer.server_timing(server_timing)),
         };
-        let mut c = DependencyConfig::new(CHECKOUT, self.checkout_url.as_str());
+        Ok(Built {
+            layer,
+            checkout: self.client(CHECKOUT, &self.checkout_url, &self.checkout)?,
+            events: self.client(EVENTS, &self.events_url, &self.events)?,
+            stream_policy: self.stream_policy()?,
+            cors_origins: self
+                .cors_origins
+                .iter()
+                .map(|o| cors_origin(o))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The route policy of `/events`: the idle timeout and total duration,
+    /// each more than zero, and no final event of edge's own (the
+    /// partner's stream passes unchanged; its end is a clean end of body).
+    fn stream_policy(&self) -> Result<StreamLimitLayer, ConfigError> {
+        let mut policy = StreamPolicy::default();
+        policy.idle_timeout = Some(self.events_idle_timeout);
+        policy.max_duration = Some(self.events_max_duration);
+        policy.end_event = String::new();
+        policy.layer().map_err(|e| {
+            let field = match e.field() {
+                "idle_timeout" => "events_idle_timeout".to_owned(),
+                "max_duration" => "events_max_duration".to_owned(),
+                other => format!("events.{other}"),
+            };
+            ConfigError::new(field, e.problem().to_owned())
+        })
+    }
+
+    /// The client of one dependency: one attempt (retries happen next to
+    /// the failing dependency, not again at every hop), a fixed timeout
+    /// with `budget_mode = off`.
+    fn client(
+        &self,
+        name: &str,
+        url: &str,
+        settings: &CheckoutClientSettings,
+    ) -> Result<BudgetClient, ConfigError> {
+        let mut c = DependencyConfig::new(name, url);
         c.retry.max_attempts = 1;
         c.floor = DEFAULT_DEPENDENCY_FLOOR;
-        self.checkout.apply(&mut c);
+        settings.apply(&mut c);
         if !self.budget_mode.is_on() {
             c.mode = TimeoutMode::Fixed;
         }
-        Ok(Built {
-            layer,
-            checkout: service_kit::dependency_client(&c)?,
-        })
+        service_kit::dependency_client(&c)
     }
+}
+
+/// An origin of `cors_origins`: `scheme://host[:port]`, no path, as a
+/// browser sends it in `Origin`.
+fn cors_origin(origin: &str) -> Result<HeaderValue, ConfigError> {
+    let bad = |why: &str| ConfigError::new("cors_origins", format!("`{origin}` {why}"));
+    let (scheme, rest) = origin
+        .split_once("://")
+        .ok_or_else(|| bad("is not an origin (scheme://host[:port])"))?;
+    if !matches!(scheme, "http" | "https") {
+        return Err(bad("must be http or https"));
+    }
+    if rest.is_empty() || rest.contains(['/', '?', '#', '*']) {
+        return Err(bad("must be scheme://host[:port], with no path"));
+    }
+    HeaderValue::from_str(origin).map_err(|_| bad("is not a valid header value"))
 }
 
 #[cfg(test)]
@@ -255,6 +358,27 @@ mod tests {
         assert_eq!(
             field(&|c| c.checkout.concurrency = Some(0.into())),
             "checkout.concurrency"
+        );
+        assert_eq!(field(&|c| c.events_url = "events".into()), "events_url");
+        assert_eq!(
+            field(&|c| c.events.concurrency = Some(0.into())),
+            "events.concurrency"
+        );
+        assert_eq!(
+            field(&|c| c.events_idle_timeout = Duration::ZERO),
+            "events_idle_timeout"
+        );
+        assert_eq!(
+            field(&|c| c.events_max_duration = Duration::ZERO),
+            "events_max_duration"
+        );
+        assert_eq!(
+            field(&|c| c.cors_origins = vec!["127.0.0.1:3000".into()]),
+            "cors_origins"
+        );
+        assert_eq!(
+            field(&|c| c.cors_origins = vec!["ftp://files.example".into()]),
+            "cors_origins"
         );
     }
 

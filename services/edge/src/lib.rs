@@ -20,6 +20,17 @@
 //!   `504` when checkout could not be called in budget or gave no answer
 //!   within it (refused, reset, hang), `502` for an unusable answer (`503`
 //!   with `Retry-After` for an open circuit, when a breaker is configured).
+//! - `GET /events` opens the partner's event stream (`events_url`, the
+//!   caller's query string and `Last-Event-ID` passed on) as a call of a
+//!   second client (floor, breaker, ledger, one attempt, in the request's
+//!   budget), then streams its body to the caller unchanged, as it comes
+//!   (`text/event-stream`). The stream ends when the partner's does, when
+//!   it is cut, after `events_idle_timeout` without a byte, after
+//!   `events_max_duration`, or when edge shuts down: always a clean end,
+//!   which a browser's `EventSource` answers by reconnecting with
+//!   `Last-Event-ID`. A failed opening is a problem as for `/checkout`;
+//!   the partner's refusal is passed up. Pages from `cors_origins` may
+//!   read it (CORS).
 //! - One `Server-Timing` header shows both hops: edge's ledger (`budget`,
 //!   `checkout`) and checkout's metrics prefixed `checkout.`
 //!   ([`prefixed_metrics`], bounded by [`record_downstream`]).
@@ -58,8 +69,10 @@
 #![deny(missing_docs)]
 
 mod config;
+mod events;
 mod forward;
 mod server_timing;
+mod stream_end;
 
 use std::future::Future;
 use std::io;
@@ -68,9 +81,15 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::routing::get;
 use budget_core::config::ConfigError;
+use http::Method;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
-pub use config::{CHECKOUT, CheckoutClientSettings, DEFAULT_LISTEN, EdgeConfig};
+pub use config::{
+    CHECKOUT, CheckoutClientSettings, DEFAULT_EVENTS_IDLE_TIMEOUT, DEFAULT_EVENTS_MAX_DURATION,
+    DEFAULT_LISTEN, EVENTS, EdgeConfig,
+};
 pub use server_timing::{prefixed_metrics, record_downstream};
 /// Why edge could not start: a config file, a config value, or the
 /// listening socket.
@@ -85,10 +104,12 @@ pub use service_kit::StartError as Error;
 /// The request id header, made up here when the caller sends none.
 pub use service_kit::X_REQUEST_ID;
 
-/// Edge's routes with every layer (see [`service_kit::router`]): request
+/// Edge's routes with every layer (see [`service_kit::router_of`]): request
 /// id (a UUID when none arrives, echoed on the response), request logs
 /// (method, path, id, status, latency; never bodies or credentials), and
-/// with `budget_mode = on` the budget layer on `/checkout`.
+/// with `budget_mode = on` the budget layer on `/checkout` and `/events`
+/// (an event stream's opening is held to the request's budget, the stream
+/// itself to `events_idle_timeout` and `events_max_duration`).
 ///
 /// # Errors
 ///
@@ -99,18 +120,44 @@ pub use service_kit::X_REQUEST_ID;
 /// # let _: axum::Router = app;
 /// ```
 pub fn router(config: &EdgeConfig) -> Result<Router, ConfigError> {
+    app(config, CancellationToken::new())
+}
+
+/// [`router`], its event streams ended when `stop` is cancelled.
+fn app(config: &EdgeConfig, stop: CancellationToken) -> Result<Router, ConfigError> {
     // Before the clients are built: their counters register at 0 in it.
     service_kit::install_metrics();
     let built = config.build()?;
     let forward = get(forward::forward)
         .post(forward::forward)
         .with_state(built.checkout);
-    Ok(service_kit::router("/checkout", forward, built.layer))
+    // The stream's own limits, inside the budget layer: the budget holds
+    // to the head, the policy after it.
+    let mut events = get(events::events)
+        .with_state(events::Events {
+            client: built.events,
+            stop,
+        })
+        .layer(built.stream_policy);
+    if !built.cors_origins.is_empty() {
+        // A browser's `EventSource` sends a simple request (no preflight):
+        // its `Last-Event-ID` is set by the browser itself.
+        events = events.layer(
+            CorsLayer::new()
+                .allow_origin(AllowOrigin::list(built.cors_origins))
+                .allow_methods([Method::GET])
+                .allow_headers([events::LAST_EVENT_ID, http::header::CACHE_CONTROL]),
+        );
+    }
+    let routes = Router::new()
+        .route("/checkout", forward)
+        .route("/events", events);
+    Ok(service_kit::router_of(routes, built.layer))
 }
 
 /// Starts edge on `config.listen` (port 0 picks a free port) and serves
-/// until `shutdown` resolves, then lets requests in flight finish (axum's
-/// graceful shutdown). Returns the bound address and the server task.
+/// until `shutdown` resolves, then ends the event streams it serves and lets
+/// requests in flight finish (axum's graceful shutdown). Returns the bound address and the server task.
 ///
 /// # Errors
 ///
@@ -131,9 +178,15 @@ pub async fn spawn<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let bound = service_kit::bind(config.listen, router(config)?)
+    let stop = CancellationToken::new();
+    let bound = service_kit::bind(config.listen, app(config, stop.clone())?)
         .await?
         .with_limits(config.http);
     tracing::info!(addr = %bound.addr(), budget_mode = ?config.budget_mode, "edge listening");
-    Ok(bound.serve(shutdown))
+    // Requests in flight finish on shutdown; event streams have no end of
+    // their own, so shutdown ends them.
+    Ok(bound.serve(async move {
+        shutdown.await;
+        stop.cancel();
+    }))
 }

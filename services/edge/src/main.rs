@@ -3,6 +3,7 @@
 //! Ctrl-C, then lets requests in flight finish.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use edge::{EdgeConfig, Error};
@@ -10,13 +11,14 @@ use service_kit::{BudgetFlags, ServiceFlags, overlay};
 
 /// The public entry of the budget chain: gives each request a budget (the
 /// caller's, clamped, or the default) and forwards GET/POST /checkout to
-/// checkout with what is left, in one attempt.
+/// checkout with what is left, in one attempt; GET /events opens the
+/// partner's event stream in that budget and streams it on.
 ///
 /// Flags override the config file; every flag is also an environment
-/// variable. The file also takes a [checkout] client table (connect_cap,
+/// variable. The file also takes [checkout] and [events] client tables (connect_cap,
 /// pool_idle_timeout, floor, breaker, concurrency, max_body, fixed_timeout), [http]
 /// (header_timeout, idle_timeout, max_connections) and [ledger] (max_entries,
-/// max_bytes). Routes: GET/POST /checkout, GET /healthz, GET /metrics
+/// max_bytes). Routes: GET/POST /checkout, GET /events, GET /healthz, GET /metrics
 /// (Prometheus). Logs follow `RUST_LOG` (default `info`); traces are
 /// exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, named by
@@ -48,6 +50,32 @@ struct Cli {
     #[arg(long, env = "CHECKOUT_FLOOR", value_name = "auto|DURATION")]
     checkout_floor: Option<budget_core::floor::FloorConfig>,
 
+    /// The partner's event stream, which GET /events opens (the caller's
+    /// query string appended) [default: http://127.0.0.1:9000/events]
+    #[arg(long, env = "EVENTS_URL", value_name = "URL")]
+    events_url: Option<String>,
+
+    /// End a stream through /events (cleanly: its client reconnects) after
+    /// this long without a byte from the partner [default: 60s]
+    #[arg(long, env = "EVENTS_IDLE_TIMEOUT", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
+    events_idle_timeout: Option<Duration>,
+
+    /// End a stream through /events (cleanly: its client reconnects and
+    /// resumes with Last-Event-ID) after this long [default: 30m]
+    #[arg(long, env = "EVENTS_MAX_DURATION", value_name = "DURATION", value_parser = budget_core::config::duration::parse)]
+    events_max_duration: Option<Duration>,
+
+    /// An origin (scheme://host[:port]) whose pages may read /events from a
+    /// browser (CORS); repeat the flag, or separate origins with commas
+    /// [default: none]
+    #[arg(
+        long,
+        env = "CORS_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    cors_origin: Vec<String>,
+
     #[command(flatten)]
     budget: BudgetFlags,
 }
@@ -61,6 +89,12 @@ impl Cli {
             overlay(&mut c.trust_inbound_budget, self.trust_inbound_budget);
             overlay(&mut c.strip_internal_headers, self.strip_internal_headers);
             overlay(&mut c.checkout.floor, self.checkout_floor.map(Some));
+            overlay(&mut c.events_url, self.events_url.clone());
+            overlay(&mut c.events_idle_timeout, self.events_idle_timeout);
+            overlay(&mut c.events_max_duration, self.events_max_duration);
+            if !self.cors_origin.is_empty() {
+                c.cors_origins.clone_from(&self.cors_origin);
+            }
         })
     }
 }
@@ -88,11 +122,28 @@ mod tests {
             "http://127.0.0.1:9181",
             "--checkout-floor",
             "40ms",
+            "--events-url",
+            "http://127.0.0.1:9182/events",
+            "--events-idle-timeout",
+            "15s",
+            "--events-max-duration",
+            "5m",
+            "--cors-origin",
+            "http://127.0.0.1:3000",
+            "--cors-origin",
+            "https://app.example",
         ];
         let cli = Cli::try_parse_from(own.into_iter().chain(SHARED_FLAGS)).unwrap();
         let c = cli.config().unwrap();
         service_kit::assert_shared_flags_set(c.settings());
         assert_eq!(c.checkout_url, "http://127.0.0.1:9181");
+        assert_eq!(c.events_url, "http://127.0.0.1:9182/events");
+        assert_eq!(c.events_idle_timeout, Duration::from_secs(15));
+        assert_eq!(c.events_max_duration, Duration::from_secs(300));
+        assert_eq!(
+            c.cors_origins,
+            ["http://127.0.0.1:3000", "https://app.example"]
+        );
         assert_eq!(
             c.checkout.floor,
             Some(budget_core::floor::FloorConfig::fixed(
@@ -159,7 +210,36 @@ mod tests {
             &["edge", "--listen", "nowhere"],
             &["edge", "--max-budget", "soon"],
             &["edge", "--reserve", "5 parsecs"],
+            &["edge", "--events-idle-timeout", "often"],
         ]);
+    }
+
+    #[test]
+    fn the_help_states_the_defaults_of_the_event_stream_flags() {
+        let cmd = Cli::command();
+        let stated = |id: &str| {
+            let help = cmd
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_help())
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let (_, default) = help.rsplit_once("[default: ").expect("a stated default");
+            default.trim_end_matches(']').to_owned()
+        };
+        let defaults = EdgeConfig::default();
+        assert_eq!(stated("events_url"), defaults.events_url);
+        let duration = |id| budget_core::config::duration::parse(&stated(id)).unwrap();
+        assert_eq!(
+            duration("events_idle_timeout"),
+            defaults.events_idle_timeout
+        );
+        assert_eq!(
+            duration("events_max_duration"),
+            defaults.events_max_duration
+        );
+        assert_eq!(stated("cors_origin"), "none");
+        assert!(defaults.cors_origins.is_empty());
     }
 
     #[test]

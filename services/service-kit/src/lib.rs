@@ -91,7 +91,7 @@ pub use overlay::overlay;
 pub use refusals::BodyBytes;
 pub use request_layer::RequestLayer;
 pub use request_ledger::RequestLedger;
-pub use router::{X_REQUEST_ID, install_metrics, router};
+pub use router::{X_REQUEST_ID, install_metrics, router, router_of};
 pub use run::{
     error_chain, flush_telemetry, init_telemetry, init_tracing, run_server, shutdown_signal,
 };

@@ -54,7 +54,25 @@ pub fn install_metrics() {
 /// # let _: axum::Router = app;
 /// ```
 pub fn router(path: &str, route: MethodRouter, layer: RequestLayer) -> Router {
-    let mut routes = Router::new().route(path, route);
+    router_of(Router::new().route(path, route), layer)
+}
+
+/// [`router`] for a service with several routes: every route of `routes`
+/// behind `layer`, with the same routes and layers around them.
+///
+/// ```
+/// use axum::Router;
+/// use axum::routing::get;
+/// use budget_core::server::ServerConfig;
+///
+/// let layer = ServerConfig::default().layer().unwrap();
+/// let routes = Router::new()
+///     .route("/checkout", get(|| async { "{}" }))
+///     .route("/events", get(|| async { "" }));
+/// let app = service_kit::router_of(routes, layer.into());
+/// # let _: axum::Router = app;
+/// ```
+pub fn router_of(mut routes: Router, layer: RequestLayer) -> Router {
     routes = match layer {
         RequestLayer::Budget(layer) => routes.layer(layer),
         RequestLayer::Ledger(layer) => routes.layer(layer),
