@@ -69,11 +69,54 @@ pub const PEAK_FACTOR: u64 = 5;
 /// back.
 pub const WATCH_LIMIT: Duration = Duration::from_secs(90);
 
+/// Where the clients follow the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StormTarget {
+    /// The partner's `/events`, directly.
+    Direct,
+    /// Edge's `/events` (edge's defaults), which opens the partner's.
+    Edge,
+}
+
+impl StormTarget {
+    /// Both, in the order a run follows them.
+    pub const ALL: [StormTarget; 2] = [StormTarget::Direct, StormTarget::Edge];
+
+    /// What the clients follow, in a few words.
+    ///
+    /// ```
+    /// use load_tests::storm::StormTarget;
+    /// assert_eq!(StormTarget::Edge.describe(), "through edge");
+    /// ```
+    pub fn describe(self) -> &'static str {
+        match self {
+            StormTarget::Direct => "directly",
+            StormTarget::Edge => "through edge",
+        }
+    }
+}
+
+/// What one mode's runs of `reconnect-storm` measured, a
+/// [`StormReport`] per [`StormTarget`] followed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StormRuns {
+    /// In the order followed.
+    pub targets: Vec<StormReport>,
+}
+
+impl StormRuns {
+    /// The report of `target`, when it was followed.
+    pub fn of(&self, target: StormTarget) -> Option<&StormReport> {
+        self.targets.iter().find(|r| r.target == target)
+    }
+}
+
 /// What one run of `reconnect-storm` measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StormReport {
-    /// What the clients followed (`partner /events, directly`).
-    pub target: String,
+    /// What the clients followed.
+    pub target: StormTarget,
     /// What the clients' reconnect policy is, in a few words.
     pub policy: String,
     /// The policy's backoff cap, seconds (`None`: uncapped).
@@ -175,21 +218,21 @@ impl ClientLog {
         });
     }
 
+    /// Whether an event arrived since the mark, or the follower gave up.
+    pub fn is_settled(&self) -> bool {
+        self.with(|s| !s.since_mark.is_empty() || s.gave_up.is_some())
+    }
+
+    /// Whether any event arrived, or the follower gave up.
+    pub fn is_started(&self) -> bool {
+        self.with(|s| s.events > 0 || s.gave_up.is_some())
+    }
+
     /// The follower gave up for `why`.
     pub fn gave_up(&self, why: String) {
         self.with(|s| {
             s.gave_up.get_or_insert(why);
         });
-    }
-
-    /// Whether an event arrived since the mark.
-    pub fn is_back(&self) -> bool {
-        self.with(|s| !s.since_mark.is_empty())
-    }
-
-    /// Whether any event arrived.
-    pub fn has_events(&self) -> bool {
-        self.with(|s| s.events > 0)
     }
 
     /// The last id received (what a resume sends as `Last-Event-ID`).
@@ -310,13 +353,14 @@ pub fn open_files_limit() -> Option<u64> {
 }
 
 /// The file descriptors `clients` streams need in this process: a socket
-/// at each end (the partner runs here too), and room for the rest.
+/// at each end, twice through edge (the partner and edge run here too),
+/// and room for the rest.
 ///
 /// ```
-/// assert_eq!(load_tests::storm::descriptors_needed(1_000), 2_256);
+/// assert_eq!(load_tests::storm::descriptors_needed(1_000), 4_256);
 /// ```
 pub fn descriptors_needed(clients: u64) -> u64 {
-    clients.saturating_mul(2).saturating_add(256)
+    clients.saturating_mul(4).saturating_add(256)
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! `reconnect-storm`: [`STORM_CLIENTS`] SSE clients (or `--requests`)
 //! follow a slow partner's `/events` ([`EVENT_RATE`] events a second
-//! each), directly; once every one follows, the partner is **restarted**:
+//! each), directly, then (a second run, a partner of its own) through
+//! edge's `/events` (edge's defaults; its opening of the partner's stream
+//! is a call of its `events` client, breaker included); once every one
+//! follows, the partner is **restarted**:
 //! the process stops (every stream cut at once, without a final event),
 //! its port stays closed for [`RESTART_DOWN`] (connects refused), and a new
 //! process starts on the same port. What the restarted partner sees of
@@ -18,14 +21,16 @@
 //! 99 % of budget mode's clients back within its backoff cap; no event
 //! lost.
 //!
-//! The clients and the partner share this process: each stream is two
-//! sockets, so the run checks the open-files limit first
+//! The clients, edge and the partner share this process: each stream is
+//! two sockets (four through edge), so the run checks the open-files limit first
 //! ([`descriptors_needed`]) and refuses with a clear error below it
-//! (`ulimit -n`; the default 1 000 clients need 2 256).
+//! (`ulimit -n`; the default 1 000 clients need 4 256).
 //!
-//! Through edge: not measured yet (edge has no `/events` of its own in this
-//! build); the followers take any URL, so a row through edge is a second
-//! target of the same run.
+//! Through edge, a client cut off reconnects to edge, which opens the
+//! partner's stream again: while the partner is down edge answers `502`,
+//! `504` or, once its breaker opened, `503`, and a follower that does not
+//! retry a refused status gives up (`reqwest-eventsource` does not: its
+//! row says so).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -34,7 +39,7 @@ use serde::Deserialize;
 use slow_partner::{PartnerConfig, PartnerHandle};
 use tokio::time::Instant;
 
-use crate::chain::{ChainMode, ChainSettings};
+use crate::chain::{ChainError, ChainMode, ChainSettings};
 use crate::generator::{MAX_REQUESTS, SpecError};
 use crate::report::{RunReport, row, section_cell};
 use crate::run::{LoadPlan, ModeRun, RunError};
@@ -43,11 +48,12 @@ use crate::section::{Section, SectionKind};
 use crate::storm::followers::spawn_followers;
 use crate::storm::{
     BACK_SHARE, ClientLog, EVENT_RATE, PEAK_FACTOR, RESTART_DOWN, STORM_CLIENTS, StormReport,
-    WATCH_LIMIT, WINDOW, client_counts, descriptors_needed, open_files_limit, peak_in_window,
+    StormRuns, StormTarget, WATCH_LIMIT, WINDOW, client_counts, descriptors_needed,
+    open_files_limit, peak_in_window,
 };
 use crate::target::loopback_client;
 
-impl Section for StormReport {
+impl Section for StormRuns {
     const KEY: &'static str = "reconnect_storm";
 }
 
@@ -102,56 +108,30 @@ impl Scenario for ReconnectStorm {
         asked.iter().copied().filter(|m| ours.contains(m)).collect()
     }
 
+    /// Directly, then through edge, each with a partner of its own.
     fn run<'a>(&'a self, run: ModeRun<'a>) -> RunFuture<'a> {
         Box::pin(async move {
             let started = Instant::now();
-            let storm = storm(run.mode, run.plan.spec.max_requests()).await?;
+            let mut runs = StormRuns::default();
+            for target in StormTarget::ALL {
+                let clients = run.plan.spec.max_requests();
+                runs.targets.push(storm(run.mode, clients, target).await?);
+            }
             let mut report = run.report_of(started.elapsed());
-            report.set_section(storm);
+            report.set_section(runs);
             Ok(report)
         })
     }
 
     fn rows(&self, runs: &[RunReport]) -> Vec<Vec<String>> {
-        let cell = |f: fn(&StormReport) -> String| move |r: &RunReport| section_cell(r, f);
-        let secs = |v: Option<f64>| v.map_or("not back".into(), |s| format!("{s:.2}"));
-        vec![
-            row(runs, "reconnect policy", &cell(|s| s.policy.clone())),
-            row(
-                runs,
-                "clients following before the cut / back after it",
-                &cell(|s| format!("{} / {} of {}", s.following, s.back, s.clients)),
-            ),
-            row(
-                runs,
-                "**peak stream openings per 100 ms** at the restarted partner",
-                &cell(|s| format!("**{}** (of {} openings)", s.peak_per_window, s.opens_after)),
-            ),
-            row(
-                runs,
-                "seconds from the cut until 99 % / all are back",
-                &|r| {
-                    section_cell(r, |s: &StormReport| {
-                        format!("{} / {}", secs(s.back_99_s), secs(s.back_all_s))
-                    })
-                },
-            ),
-            row(
-                runs,
-                "**events lost** (ids skipped) / repeated, of events received",
-                &cell(|s| {
-                    format!("**{}** / {} of {}", s.events_lost, s.events_repeated, s.events)
-                }),
-            ),
-            row(
-                runs,
-                "clients whose follower gave up",
-                &cell(|s| match &s.first_give_up {
-                    Some(why) => format!("{} (first: {why})", s.gave_up),
-                    None => s.gave_up.to_string(),
-                }),
-            ),
-        ]
+        let policy = row(runs, "reconnect policy", &|r| {
+            section_cell(r, |s: &StormRuns| {
+                s.targets.first().map_or("-".into(), |t| t.policy.clone())
+            })
+        });
+        std::iter::once(policy)
+            .chain(StormTarget::ALL.into_iter().flat_map(|t| target_rows(runs, t)))
+            .collect()
     }
 
     fn after_table(&self, runs: &[RunReport]) -> String {
@@ -159,7 +139,7 @@ impl Scenario for ReconnectStorm {
     }
 
     fn sections(&self) -> &'static [SectionKind] {
-        const SECTIONS: &[SectionKind] = &[SectionKind::of::<StormReport>()];
+        const SECTIONS: &[SectionKind] = &[SectionKind::of::<StormRuns>()];
         SECTIONS
     }
 
@@ -168,23 +148,71 @@ impl Scenario for ReconnectStorm {
     }
 }
 
-/// The goals, met or not, from the runs' reports: budget mode's peak at
-/// most naive mode's over [`PEAK_FACTOR`], 99 % back within budget mode's
-/// cap, no event lost in budget mode.
+/// The rows of `target`, each named after it.
+fn target_rows(runs: &[RunReport], target: StormTarget) -> Vec<Vec<String>> {
+    type Cell = fn(&StormReport) -> String;
+    let lines: [(&str, Cell); 5] = [
+        ("clients following before the cut / back after it", |s| {
+            format!("{} / {} of {}", s.following, s.back, s.clients)
+        }),
+        ("**peak stream openings per 100 ms** at the restarted partner", |s| {
+            format!("**{}** (of {} openings)", s.peak_per_window, s.opens_after)
+        }),
+        ("seconds from the cut until 99 % / all are back", |s| {
+            let secs = |v: Option<f64>| v.map_or("not back".into(), |s| format!("{s:.2}"));
+            format!("{} / {}", secs(s.back_99_s), secs(s.back_all_s))
+        }),
+        ("**events lost** (ids skipped) / repeated, of events received", |s| {
+            format!("**{}** / {} of {}", s.events_lost, s.events_repeated, s.events)
+        }),
+        ("clients whose follower gave up", |s| match &s.first_give_up {
+            Some(why) => format!("{} (first: {why})", s.gave_up),
+            None => s.gave_up.to_string(),
+        }),
+    ];
+    let present = runs
+        .iter()
+        .any(|r| r.section::<StormRuns>().is_some_and(|s| s.of(target).is_some()));
+    if !present {
+        return Vec::new();
+    }
+    lines
+        .iter()
+        .map(|(name, cell)| {
+            row(runs, &format!("{}: {name}", target.describe()), &|r| {
+                section_cell(r, |s: &StormRuns| s.of(target).map_or("-".into(), cell))
+            })
+        })
+        .collect()
+}
+
+/// The goals, met or not, from the runs' reports, for each target:
+/// budget mode's peak at most naive mode's over [`PEAK_FACTOR`], 99 %
+/// back within budget mode's cap, no event lost in budget mode.
 pub fn goals(runs: &[RunReport]) -> String {
+    StormTarget::ALL
+        .into_iter()
+        .map(|t| target_goals(runs, t))
+        .collect()
+}
+
+/// [`goals`] for `target`.
+fn target_goals(runs: &[RunReport], target: StormTarget) -> String {
     let of = |mode: ChainMode| {
         runs.iter()
             .find(|r| r.mode == mode.as_str())
-            .and_then(|r| r.section::<StormReport>())
+            .and_then(|r| r.section::<StormRuns>())
+            .and_then(|s| s.of(target))
     };
     let Some(budget) = of(ChainMode::Budget) else {
         return String::new();
     };
     let met = |ok: bool| if ok { "met" } else { "not met" };
+    let name = target.describe();
     let mut out = String::new();
     if let Some(naive) = of(ChainMode::Naive) {
         out.push_str(&format!(
-            "Goal, peak reconnects: budget {} <= naive {} / {PEAK_FACTOR} = {}: {}.\n",
+            "Goal {name}, peak reconnects: budget {} <= naive {} / {PEAK_FACTOR} = {}: {}.\n",
             budget.peak_per_window,
             naive.peak_per_window,
             naive.peak_per_window / PEAK_FACTOR,
@@ -197,20 +225,25 @@ pub fn goals(runs: &[RunReport]) -> String {
         (Some(b), None) => format!("{b:.2} s, no cap to hold it to: not met"),
     };
     out.push_str(&format!(
-        "Goal, {:.0} % back within the backoff cap: {back}.\n",
+        "Goal {name}, {:.0} % back within the backoff cap: {back}.\n",
         BACK_SHARE * 100.0
     ));
     out.push_str(&format!(
-        "Goal, zero events lost: budget {}: {}.\n\n",
+        "Goal {name}, zero events lost: budget {}: {}.\n\n",
         budget.events_lost,
         met(budget.events_lost == 0 && budget.following == budget.clients)
     ));
     out
 }
 
-/// One run: the partner, `clients` followers of `mode`, the restart, the
+/// One run: the partner (and edge in front of it, for
+/// [`StormTarget::Edge`]), `clients` followers of `mode`, the restart, the
 /// watch, the report.
-async fn storm(mode: ChainMode, clients: u64) -> Result<StormReport, RunError> {
+async fn storm(
+    mode: ChainMode,
+    clients: u64,
+    target: StormTarget,
+) -> Result<StormReport, RunError> {
     let needed = descriptors_needed(clients);
     if let Some(limit) = open_files_limit()
         && limit < needed
@@ -221,22 +254,30 @@ async fn storm(mode: ChainMode, clients: u64) -> Result<StormReport, RunError> {
     let addr = partner.addr();
     let path = format!("/events?rate={EVENT_RATE}");
     let logs: Vec<ClientLog> = (0..clients).map(|_| ClientLog::default()).collect();
-    let (mut tasks, policy) = spawn_followers(mode, &partner.url(""), &path, &logs)?;
-    wait_until(FOLLOW_LIMIT, || logs.iter().all(ClientLog::has_events)).await;
+    let front = match target {
+        StormTarget::Direct => None,
+        StormTarget::Edge => Some(Front::start(&partner).await?),
+    };
+    let base = front.as_ref().map_or_else(|| partner.url(""), |f| f.url.clone());
+    let (mut tasks, policy) = spawn_followers(mode, &base, &path, &logs)?;
+    wait_until(FOLLOW_LIMIT, || logs.iter().all(ClientLog::is_started)).await;
     let cut = Instant::now();
     partner.shutdown().await;
     tokio::time::sleep_until(cut + RESTART_DOWN).await;
     logs.iter().for_each(ClientLog::mark);
     let partner = slow_partner::spawn(partner_config(addr)).await?;
-    wait_until(WATCH_LIMIT, || logs.iter().all(ClientLog::is_back)).await;
+    wait_until(WATCH_LIMIT, || logs.iter().all(ClientLog::is_settled)).await;
     tokio::time::sleep(AFTER_BACK).await;
     let opens = read_opens(&partner).await;
     tasks.abort_all();
+    if let Some(front) = front {
+        front.stop().await;
+    }
     partner.shutdown().await;
     let opens = opens?;
     let counts = client_counts(&logs, cut);
     Ok(StormReport {
-        target: "partner /events, directly".into(),
+        target,
         policy: policy.text,
         cap_s: policy.cap.map(|c| c.as_secs_f64()),
         cut: "restart".into(),
@@ -267,6 +308,47 @@ async fn wait_until(limit: Duration, done: impl Fn() -> bool) {
     let end = Instant::now() + limit;
     while !done() && Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Edge in front of the partner: its `/events` opens the partner's; every
+/// other setting edge's default.
+#[derive(Debug)]
+struct Front {
+    url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Front {
+    async fn start(partner: &PartnerHandle) -> Result<Self, RunError> {
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        // Checkout is not called: only `/events` is followed.
+        let mut config = edge::EdgeConfig::new(loopback, partner.url(""));
+        config.events_url = partner.url("/events");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr, server) = edge::spawn(&config, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .map_err(|e| ChainError::new("edge", e))?;
+        Ok(Self {
+            url: format!("http://{addr}"),
+            stop,
+            server,
+        })
+    }
+
+    /// Stops edge: its streams end; aborted after 2 s.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let mut server = self.server;
+        if tokio::time::timeout(Duration::from_secs(2), &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
     }
 }
 
@@ -309,13 +391,15 @@ mod tests {
             load_average: None,
         };
         let mut r = Recorder::new().finish(info, RunTotals::default(), None);
-        r.set_section(storm);
+        r.set_section(StormRuns {
+            targets: vec![storm],
+        });
         r
     }
 
     fn storm(peak: u64, back_99_s: Option<f64>, lost: u64) -> StormReport {
         StormReport {
-            target: "partner".into(),
+            target: StormTarget::Direct,
             policy: "p".into(),
             cap_s: Some(30.0),
             clients: 10,
@@ -342,9 +426,14 @@ mod tests {
             run("naive", storm(1000, Some(3.0), 0)),
         ];
         let g = goals(&runs);
-        assert!(g.contains("budget 200 <= naive 1000 / 5 = 200: met."), "{g}");
+        assert!(
+            g.contains("Goal directly, peak reconnects: budget 200 <= naive 1000 / 5 = 200: met."),
+            "{g}"
+        );
         assert!(g.contains("12.00 s <= the cap 30 s: met."), "{g}");
         assert!(g.contains("zero events lost: budget 0: met."), "{g}");
+        // No run through edge: no goal for it.
+        assert!(!g.contains("through edge"), "{g}");
         let runs = [
             run("budget", storm(201, Some(31.0), 2)),
             run("naive", storm(1000, Some(3.0), 0)),
