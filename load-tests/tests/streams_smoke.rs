@@ -81,9 +81,10 @@ async fn smoke_reconnect_storm_brings_every_client_back_without_a_gap_and_budget
     );
     assert!(md.contains("peak stream openings per 100 ms"), "{md}");
     assert!(
-        md.contains("Goal, zero events lost: budget 0: met."),
+        md.contains("Goal directly, zero events lost: budget 0: met."),
         "{md}"
     );
+    assert!(md.contains("through edge: clients following"), "{md}");
     // No request load: none of its rows, no budget table.
     assert!(!md.contains("goodput"), "{md}");
 }
