@@ -19,6 +19,8 @@
 //!   client, with reqwest-retry, `docs/adapters.md`.
 //! - [`postgres`]: PostgreSQL statements that spend the budget and stop on
 //!   the server when their caller stops, `docs/postgres.md`.
+//! - [`streams`]: a stream's opening as a call, reconnects without a
+//!   stampede, SSE and WebSocket followers, `docs/streams.md`.
 //!
 //! The example chain:
 //!
@@ -107,6 +109,16 @@ pub mod adapters {}
     doc = "PostgreSQL, `docs/postgres.md`: rendered with the features `server` and `postgres`."
 )]
 pub mod postgres {}
+
+#[cfg_attr(
+    all(feature = "server", feature = "streams"),
+    doc = include_str!("../docs/streams.md")
+)]
+#[cfg_attr(
+    not(all(feature = "server", feature = "streams")),
+    doc = "Streams, `docs/streams.md`: rendered with the features `server` and `streams`."
+)]
+pub mod streams {}
 
 #[doc = include_str!("../docs/binaries.md")]
 pub mod binaries {}

@@ -26,15 +26,16 @@ pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub(crate) enum Upgrade {
     /// Upgraded (`101`).
     Open(Box<Socket>),
-    /// Refused with this answer.
-    Refused(http::Response<Option<Vec<u8>>>),
+    /// Refused with this answer, and its `Retry-After` (read by the
+    /// engine with the client's clock).
+    Refused(http::Response<Option<Vec<u8>>>, Option<std::time::Duration>),
 }
 
 impl super::auth::Answered for Upgrade {
     fn status(&self) -> StatusCode {
         match self {
             Self::Open(_) => StatusCode::SWITCHING_PROTOCOLS,
-            Self::Refused(res) => res.status(),
+            Self::Refused(res, _) => res.status(),
         }
     }
 }
@@ -70,7 +71,7 @@ impl Transport for Handshake<'_> {
         self.stamp(req.headers_mut(), rules, spec.budget);
         match tokio_tungstenite::connect_async_with_config(req, Some(self.config), false).await {
             Ok((socket, _)) => Ok(Upgrade::Open(Box::new(socket))),
-            Err(tungstenite::Error::Http(res)) => Ok(Upgrade::Refused(*res)),
+            Err(tungstenite::Error::Http(res)) => Ok(Upgrade::Refused(*res, None)),
             Err(e) => Err(e),
         }
     }
@@ -81,7 +82,7 @@ impl Transport for Handshake<'_> {
             // `200` (a `101` would be neutral, as every `1xx`, to the
             // breaker's one status rule).
             Upgrade::Open(_) => Outcome::from_response(StatusCode::OK, &HeaderMap::new(), clock),
-            Upgrade::Refused(res) => Outcome::from_response(res.status(), res.headers(), clock),
+            Upgrade::Refused(res, _) => Outcome::from_response(res.status(), res.headers(), clock),
         }
     }
 
@@ -133,5 +134,8 @@ pub(crate) async fn engine(
     }
     .run()
     .await?;
-    Ok(finished.response)
+    Ok(match finished.response {
+        Upgrade::Refused(res, _) => Upgrade::Refused(res, finished.outcome.retry_after()),
+        open => open,
+    })
 }

@@ -72,12 +72,17 @@ pub enum StreamError {
     /// The WebSocket failed (protocol error, connection lost).
     #[error("the WebSocket failed")]
     WebSocket(#[source] BoxError),
-    /// The server closed the WebSocket with a code no endpoint may send
-    /// (below 1000, 1004 to 1006, 1015, 1016 to 2999, 5000 and up).
-    #[error("the WebSocket was closed with the invalid code {code}")]
+    /// The server closed the WebSocket with a code other than `1000`
+    /// (normal) or `1001` (going away), which are clean ends. A code no
+    /// endpoint may send (below 1000, 1004 to 1006, 1015, 1016 to 2999,
+    /// 5000 and up) arrives as `1002`, "Protocol violation": tungstenite
+    /// answers it as a protocol error and reports that.
+    #[error("the WebSocket was closed with code {code} ({reason})")]
     CloseCode {
-        /// The code received.
+        /// The close code.
         code: u16,
+        /// The close reason.
+        reason: String,
     },
 }
 

@@ -17,7 +17,7 @@ use crate::Budget;
 use crate::client::BudgetClient;
 use crate::client::upgrade::{Socket, Upgrade};
 use crate::config::ConfigError;
-use crate::retry::parse_retry_after;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 /// A WebSocket message (tokio-tungstenite's): a follower yields text and
 /// binary ones; pings, pongs and closes are handled.
@@ -96,9 +96,9 @@ type Messages = Pin<Box<dyn Stream<Item = Result<Message, StreamError>> + Send>>
 /// permits, ledger, [`StreamConfig::open_budget`]); the breaker hears its
 /// status alone (an accepted upgrade a success; `5xx`, `401`, `429` and
 /// transport failures failures; other `4xx` neutral), never how an open
-/// socket ends. After a close, a disconnect, an idle timeout (no message,
-/// ping included) or a close with an invalid code
-/// ([`StreamError::CloseCode`]), the follower waits its
+/// socket ends. After a close (`1000` or `1001`: a clean end; any other
+/// code, or an invalid one, is a [`StreamError::CloseCode`]), a
+/// disconnect, or an idle timeout (no message, ping included), the follower waits its
 /// [`ReconnectPolicy`](super::ReconnectPolicy)'s jittered wait and
 /// reconnects, resuming by [`Resume`]. Errors are yielded as
 /// [`EventSource`](super::sse::EventSource)'s are: transient ones as
@@ -237,7 +237,7 @@ impl Follow {
                 Ok(Some(Err(e))) => {
                     return Some(Err(self.cut(StreamError::WebSocket(Box::new(e)))));
                 }
-                Ok(None) => drop(self.cut(())),
+                Ok(None) => self.cut(()),
                 Err(_) => return Some(Err(self.cut(StreamError::Idle { after: self.idle }))),
             }
         }
@@ -256,9 +256,11 @@ impl Follow {
                 self.reconnects.delivered();
                 Some(Ok(message))
             }
-            Message::Close(Some(frame)) if !frame.code.is_allowed() => {
-                let code = u16::from(frame.code);
-                Some(Err(self.cut(StreamError::CloseCode { code })))
+            Message::Close(Some(frame))
+                if !matches!(frame.code, CloseCode::Normal | CloseCode::Away) =>
+            {
+                let (code, reason) = (u16::from(frame.code), frame.reason.to_string());
+                Some(Err(self.cut(StreamError::CloseCode { code, reason })))
             }
             Message::Close(_) => {
                 self.cut(());
@@ -288,11 +290,9 @@ impl Follow {
                 self.socket = Some(socket);
                 Ok(())
             }
-            Ok(Upgrade::Refused(res)) => Err(StreamError::Status {
+            Ok(Upgrade::Refused(res, retry_after)) => Err(StreamError::Status {
                 status: res.status(),
-                retry_after: res.headers().get(http::header::RETRY_AFTER).and_then(|v| {
-                    parse_retry_after(v.as_bytes(), std::time::SystemTime::now()).ok()
-                }),
+                retry_after,
             }),
             Err(e) => Err(StreamError::Open(e)),
         }

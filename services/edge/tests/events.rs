@@ -2,8 +2,8 @@
 //! loopback: the events arrive in order and unchanged, `Last-Event-ID`
 //! resumes, the partner's refusal and a partner that is not there are
 //! problems, a cut or a silent partner ends the client's stream (no hang),
-//! the stream outlives the opening's budget, and CORS answers only the
-//! configured origins.
+//! the stream outlives the opening's budget, edge's shutdown ends its
+//! streams, and CORS answers only the configured origins.
 
 use std::time::Duration;
 
@@ -295,6 +295,37 @@ async fn cors_grants_only_the_configured_origins() {
             ..EdgeConfig::default()
         };
         assert_eq!(bad.validate().unwrap_err().field(), "cors_origins");
+    })
+    .await;
+}
+
+/// Rule: edge's shutdown ends the streams it serves (a clean end), so a
+/// graceful shutdown is not held up by a stream that never ends.
+#[tokio::test]
+async fn shutdown_ends_open_streams_and_edge_stops() {
+    bounded(async {
+        let partner = partner().await;
+        let mut config = EdgeConfig::new("127.0.0.1:0".parse().unwrap(), "http://127.0.0.1:9");
+        config.events_url = partner.url("/events");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr, server) = edge::spawn(&config, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("edge starts");
+        let mut res = test_support::client()
+            .get(format!("http://{addr}/events?rate=50"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ids(&read_events(&mut res, 2).await)[..2], [1, 2]);
+        stop.send(()).unwrap();
+        read_to_end(&mut res, Duration::from_secs(3)).await;
+        timeout(Duration::from_secs(3), server)
+            .await
+            .expect("edge stops once its streams ended")
+            .unwrap()
+            .unwrap();
     })
     .await;
 }

@@ -229,7 +229,7 @@ impl Follow {
                     }
                 }
                 // A clean end: reconnect, no error.
-                Ok(None) => drop(self.cut(())),
+                Ok(None) => self.cut(()),
                 Ok(Some(Err(e))) => return Some(Err(self.cut(e))),
                 Err(_) => return Some(Err(self.cut(StreamError::Idle { after: self.idle }))),
             }
