@@ -19,8 +19,10 @@
 //!   client, with reqwest-retry, `docs/adapters.md`.
 //! - [`postgres`]: PostgreSQL statements that spend the budget and stop on
 //!   the server when their caller stops, `docs/postgres.md`.
-//! - [`streams`]: a stream's opening as a call, reconnects without a
-//!   stampede, SSE and WebSocket followers, `docs/streams.md`.
+//! - [`streams`]: streams under the budget: on the server (the budget to
+//!   the head, then the route's stream policy), a stream's opening as a
+//!   call, reconnects without a stampede, SSE and WebSocket followers,
+//!   background batches, `docs/streams.md`.
 //!
 //! The example chain:
 //!

@@ -187,5 +187,9 @@ pub mod client;
 #[cfg(outbound)]
 mod outbound;
 
+#[cfg(feature = "batch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "batch")))]
+pub mod batch;
+
 pub use budget::{Budget, Exhausted};
 pub use error::error_chain;

@@ -13,9 +13,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use budget_core::server::ServerConfig;
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use futures_util::StreamExt;
-use grpc_support::Raw;
+use grpc_support::{Raw, message, tokio_stream_of};
 use http::{HeaderMap, HeaderValue};
 use http_body_util::StreamBody;
 use hyper::body::Frame;
@@ -32,15 +32,6 @@ struct Feed;
 
 impl NamedService for Feed {
     const NAME: &'static str = "test.Feed";
-}
-
-/// One gRPC message frame of `text`.
-fn message(text: &str) -> Bytes {
-    let mut framed = bytes::BytesMut::new();
-    framed.put_u8(0);
-    framed.put_u32(u32::try_from(text.len()).unwrap());
-    framed.put_slice(text.as_bytes());
-    framed.freeze()
 }
 
 impl tower::Service<http::Request<Body>> for Feed {
@@ -64,7 +55,7 @@ impl tower::Service<http::Request<Body>> for Feed {
                 return Some((Ok::<_, Infallible>(Frame::trailers(trailers)), n + 1));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
-            Some((Ok(Frame::data(message(&n.to_string()))), n + 1))
+            Some((Ok(Frame::data(message(n.to_string().as_bytes()))), n + 1))
         });
         let mut res = http::Response::new(Body::new(StreamBody::new(frames)));
         res.headers_mut()
@@ -76,10 +67,7 @@ impl tower::Service<http::Request<Body>> for Feed {
 async fn serve() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let incoming = futures_util::stream::unfold(listener, |listener| async move {
-        let next = listener.accept().await.map(|(stream, _)| stream);
-        Some((next, listener))
-    });
+    let incoming = tokio_stream_of(listener);
     tokio::spawn(
         Server::builder()
             .layer(ServerConfig::default().layer().unwrap())

@@ -107,3 +107,39 @@ async fn openings_answered_503_open_the_breaker_and_404_does_not() {
         .unwrap_err();
     assert!(refused.is_unavailable(), "{refused}");
 }
+
+/// A body that sends one chunk and then holds the stream open.
+async fn held_body() -> impl IntoResponse {
+    let first =
+        futures_util::stream::once(async { Ok::<_, Infallible>(Bytes::from_static(b"open")) });
+    Body::from_stream(first.chain(futures_util::stream::pending()))
+}
+
+#[tokio::test]
+async fn an_open_stream_holds_no_concurrency_permit() {
+    let app = Router::new()
+        .route("/held", get(held_body))
+        .route("/quick", get(|| async { "ok" }));
+    let url = serve(app).await;
+    let mut config = DependencyConfig::new("partner", &url);
+    config.concurrency = Some(1.into());
+    let c = config.build().unwrap();
+    let res = c
+        .get("/held")
+        .budget(Budget::new(ms(500)))
+        .open()
+        .await
+        .unwrap();
+    let mut body = res.bytes_stream();
+    assert_eq!(body.next().await.unwrap().unwrap(), "open");
+    // The stream is still open: a call of the same one-permit dependency
+    // is made at once, not refused for want of a permit.
+    let quick = c
+        .get("/quick")
+        .budget(Budget::new(ms(300)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(quick.text(), "ok");
+    drop(body);
+}

@@ -35,6 +35,9 @@ struct Shape {
     close_code: Option<u16>,
     /// Refuse the upgrade with this status.
     status: Option<u16>,
+    /// After the messages, send nothing and hold the connection.
+    #[serde(default)]
+    stall: bool,
 }
 
 async fn ws(
@@ -53,6 +56,9 @@ async fn ws(
             if socket.send(ServerMessage::Text(text.into())).await.is_err() {
                 return;
             }
+        }
+        if shape.stall {
+            std::future::pending::<()>().await;
         }
         match shape.close_code {
             Some(code) => {
@@ -204,4 +210,22 @@ async fn refused_upgrades_drive_the_breaker_by_status() {
         assert!(socket.next().await.is_none());
     }
     assert_eq!(c.breaker().unwrap().state(), BreakerState::Closed);
+}
+
+#[tokio::test]
+async fn a_silent_socket_is_left_after_the_idle_timeout_and_resumed() {
+    let (url, seen) = serve().await;
+    let mut config = fast();
+    config.idle_timeout = ms(300);
+    let path = "/ws?per_conn=1&stall=true";
+    let mut socket = WebSocket::new(client(&url), path, &config, Some(resume())).unwrap();
+    let started = Instant::now();
+    let (ids, errors) = take(&mut socket, 2).await;
+    assert_eq!(ids, [1, 2]);
+    assert!(
+        matches!(&errors[..], [StreamError::Idle { after }] if *after == ms(300)),
+        "{errors:?}"
+    );
+    assert!(started.elapsed() >= ms(300));
+    assert_eq!(*seen.0.lock().unwrap(), [None, Some(1)]);
 }

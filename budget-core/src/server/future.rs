@@ -21,7 +21,11 @@ use crate::telemetry::{meter, trace};
 
 pin_project! {
     /// The response future of [`BudgetService`](crate::server::BudgetService):
-    /// the inner future raced against the request's deadline.
+    /// the inner future raced against the request's deadline, until the
+    /// answer's head: the body that follows is not held to it (a gRPC
+    /// call's is, by gRPC's rule, through
+    /// [`LimitedBody`](crate::server::LimitedBody)), and the in-flight slot
+    /// is given back with the head.
     ///
     /// When the deadline comes first the inner future is dropped on the spot
     /// (cancelling its downstream calls) and the answer is `504`. On a tie,

@@ -222,7 +222,7 @@ pub fn describe_metrics() {
 }
 
 /// Registers the server's counters at 0 (shed, expired, malformed,
-/// overloaded, unknown criticality), so that a dashboard's `rate()` sees
+/// overloaded, unknown criticality, streams ended by each reason), so that a dashboard's `rate()` sees
 /// their first event: a counter that first appears at 1 loses it.
 /// The binaries' Prometheus recorder (`service_kit::prometheus`) calls
 /// it; call it after installing any other recorder.
@@ -240,6 +240,16 @@ pub fn register_server_metrics() {
         METRIC_UNKNOWN_CRITICALITY_TOTAL,
     ] {
         metrics::counter!(name).increment(0);
+    }
+    for reason in [
+        STREAM_END_COMPLETE,
+        STREAM_END_IDLE,
+        STREAM_END_DURATION,
+        STREAM_END_DEADLINE,
+        STREAM_END_CLIENT_GONE,
+        STREAM_END_ERROR,
+    ] {
+        metrics::counter!(METRIC_STREAM_ENDED_TOTAL, LABEL_REASON => reason).increment(0);
     }
 }
 

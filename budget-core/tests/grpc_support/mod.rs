@@ -102,15 +102,11 @@ impl tower::Service<http::Request<Body>> for Echo {
 /// A unary gRPC answer of `text`: one framed message, then `grpc-status: 0`
 /// in the trailers.
 pub fn reply(text: String) -> http::Response<Body> {
-    let text = Bytes::from(text);
-    let mut framed = bytes::BytesMut::new();
-    framed.put_u8(0);
-    framed.put_u32(u32::try_from(text.len()).unwrap());
-    framed.put_slice(&text);
+    let framed = message(text.as_bytes());
     let mut trailers = HeaderMap::new();
     trailers.insert("grpc-status", HeaderValue::from_static("0"));
     let frames = [
-        Ok::<_, Infallible>(Frame::data(framed.freeze())),
+        Ok::<_, Infallible>(Frame::data(framed)),
         Ok(Frame::trailers(trailers)),
     ];
     let mut res = http::Response::new(Body::new(
@@ -119,6 +115,15 @@ pub fn reply(text: String) -> http::Response<Body> {
     res.headers_mut()
         .insert("content-type", HeaderValue::from_static("application/grpc"));
     res
+}
+
+/// One gRPC message frame of `text` (uncompressed, length-prefixed).
+pub fn message(text: &[u8]) -> Bytes {
+    let mut framed = bytes::BytesMut::new();
+    framed.put_u8(0);
+    framed.put_u32(u32::try_from(text.len()).unwrap());
+    framed.put_slice(text);
+    framed.freeze()
 }
 
 /// A middle hop: `/test.Relay/Call` asks the echo behind it, through
@@ -253,7 +258,8 @@ pub async fn serve_echo(echo: Echo) -> std::net::SocketAddr {
     addr
 }
 
-fn tokio_stream_of(
+/// The connections `listener` accepts, as tonic's `serve_with_incoming` takes them.
+pub fn tokio_stream_of(
     listener: tokio::net::TcpListener,
 ) -> impl futures_util::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     futures_util::stream::unfold(listener, |listener| async move {

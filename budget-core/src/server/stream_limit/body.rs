@@ -15,15 +15,21 @@ pin_project! {
     /// route's [`StreamPolicy`](crate::server::StreamPolicy) and a gRPC
     /// call's whole-call deadline.
     ///
-    /// The idle timer restarts at every frame; the total limit does not.
-    /// When one passes first (on a tie, the limit wins, as in the budget
-    /// layer's race), the handler's body is dropped on the spot and the
-    /// stream ends cleanly: a final SSE event, gRPC trailers with
+    /// - The total limit (a route's `max_duration`, a gRPC call's
+    ///   deadline) is checked before each frame: on a tie it wins, and a
+    ///   body whose frames are always ready is ended by it too.
+    /// - The idle limit runs from the last frame sent and is judged only
+    ///   when the handler's body has nothing ready: a frame ready at the
+    ///   idle instant is sent, and restarts it.
+    ///
+    /// When a limit passes, the handler's body is dropped on the spot and
+    /// the stream ends cleanly: a final SSE event, gRPC trailers with
     /// `grpc-status: 4`, or just the end of body. Every end is counted
     /// once in `budget_stream_ended_total` by its [`StreamEnd`] and
-    /// logged as a `stream ended` tracing event. The timer is armed only
-    /// once the body waits: a body whose frames are all ready at once
-    /// never touches the timer wheel.
+    /// logged as a `stream ended` debug event. A timer is armed only once
+    /// the body waits: a body whose frames are all ready at once never
+    /// touches the timer wheel (it reads the clock once a frame while a
+    /// total limit is set).
     ///
     /// The wrapped body's size is not passed on (a body that may be cut
     /// short or get a last event has no exact length).
@@ -50,8 +56,10 @@ pin_project! {
         // When the head went out, and the last frame since.
         started: Instant,
         last_frame: Instant,
-        // Armed once the body waits; reset to the next limit.
-        timer: Option<Pin<Box<Sleep>>>,
+        // Armed once the body waits: at the total limit, and at the idle
+        // limit (reset as frames come).
+        total_timer: Option<Pin<Box<Sleep>>>,
+        idle_timer: Option<Pin<Box<Sleep>>>,
         // Whether the end was counted (a body dropped before its end is
         // counted as `client_gone` when dropped).
         counted: Counted,
@@ -114,7 +122,8 @@ impl<B: Body> LimitedBody<B> {
             limit,
             started: now,
             last_frame: now,
-            timer: None,
+            total_timer: None,
+            idle_timer: None,
         }
     }
 }
@@ -132,7 +141,7 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let mut this = self.project();
         loop {
-            let inner = match this.state.as_mut().project() {
+            let mut inner = match this.state.as_mut().project() {
                 StateProj::Done => return Poll::Ready(None),
                 StateProj::Ending { frame } => {
                     let frame = frame.take();
@@ -141,51 +150,51 @@ where
                 }
                 StateProj::Streaming { inner } => inner,
             };
-            // The limit first: on a tie, it wins.
-            if let Some(reason) = passed(this.timer, this.limit, *this.last_frame, cx) {
-                let frame = this.limit.last_frame(reason, this.started.elapsed());
-                this.counted.count(reason);
-                // Drops the handler's body now.
-                this.state.set(State::Ending { frame });
-                continue;
-            }
-            match inner.poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    this.counted.frames = this.counted.frames.saturating_add(1);
-                    if frame.is_trailers() {
-                        this.counted.count(StreamEnd::Complete);
-                    } else if this.limit.idle.is_some() {
-                        *this.last_frame = Instant::now();
+            // The total limit first: on a tie, it wins.
+            let mut ended = total_passed(this.total_timer, this.limit, cx);
+            if ended.is_none() {
+                match inner.as_mut().poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        this.counted.frames = this.counted.frames.saturating_add(1);
+                        // A body that says it is at its end is not polled
+                        // again (nor is one after its trailers): dropped
+                        // then, it ended on its own, the client did not
+                        // leave.
+                        if frame.is_trailers() || inner.is_end_stream() {
+                            this.counted.count(StreamEnd::Complete);
+                        } else if this.limit.idle.is_some() {
+                            *this.last_frame = Instant::now();
+                        }
+                        return Poll::Ready(Some(Ok(frame)));
                     }
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                Poll::Ready(Some(Err(error))) => {
-                    this.counted.count(StreamEnd::Error);
-                    this.state.set(State::Done);
-                    return Poll::Ready(Some(Err(error)));
-                }
-                Poll::Ready(None) => {
-                    this.counted.count(StreamEnd::Complete);
-                    this.state.set(State::Done);
-                    return Poll::Ready(None);
-                }
-                Poll::Pending if this.limit.idle.is_none() && this.limit.ends_at.is_none() => {
-                    return Poll::Pending;
-                }
-                Poll::Pending => {
-                    arm(this.timer, this.limit, *this.last_frame);
-                    if this.timer.is_none() {
-                        return Poll::Pending;
+                    Poll::Ready(other) => {
+                        let end = if other.is_some() {
+                            StreamEnd::Error
+                        } else {
+                            StreamEnd::Complete
+                        };
+                        this.counted.count(end);
+                        this.state.set(State::Done);
+                        return Poll::Ready(other);
                     }
-                    // Registered; a limit that passed meanwhile ends it
-                    // on the next turn of the loop.
-                    if let Some(timer) = this.timer.as_mut()
-                        && timer.as_mut().poll(cx).is_pending()
-                    {
-                        return Poll::Pending;
+                    Poll::Pending => {
+                        ended = waiting(
+                            this.total_timer,
+                            this.idle_timer,
+                            this.limit,
+                            *this.last_frame,
+                            cx,
+                        );
                     }
                 }
             }
+            let Some(reason) = ended else {
+                return Poll::Pending;
+            };
+            let frame = this.limit.last_frame(reason, this.started.elapsed());
+            this.counted.count(reason);
+            // Drops the handler's body now.
+            this.state.set(State::Ending { frame });
         }
     }
 
@@ -206,46 +215,48 @@ where
     }
 }
 
-/// The next instant a limit passes: the earlier of the idle limit (from
-/// `last_frame`) and the total one.
-fn next_limit(limit: &BodyLimit, last_frame: Instant) -> Option<(Instant, StreamEnd)> {
-    let idle = limit
-        .idle
-        .and_then(|idle| last_frame.checked_add(idle))
-        .map(|at| (at, StreamEnd::Idle));
-    match (idle, limit.ends_at) {
-        // On a tie the total limit names the end.
-        (Some(idle), Some(total)) if idle.0 < total.0 => Some(idle),
-        (Some(idle), None) => Some(idle),
-        (_, total) => total,
-    }
-}
-
-/// Sets the timer to the next limit (creating it the first time).
-fn arm(timer: &mut Option<Pin<Box<Sleep>>>, limit: &BodyLimit, last_frame: Instant) {
-    let Some((at, _)) = next_limit(limit, last_frame) else {
-        return;
-    };
-    match timer {
-        Some(sleep) if sleep.deadline() != at => sleep.as_mut().reset(at),
-        Some(_) => {}
-        None => *timer = Some(Box::pin(tokio::time::sleep_until(at))),
-    }
-}
-
-/// The limit that has passed, if the armed timer says one has: the timer
-/// is checked against the next limit (a frame since it was armed moved
-/// the idle one on).
-fn passed(
+/// Whether the total limit has passed, before a frame: by its timer once
+/// armed, else by the clock.
+fn total_passed(
     timer: &mut Option<Pin<Box<Sleep>>>,
+    limit: &BodyLimit,
+    cx: &mut Context<'_>,
+) -> Option<StreamEnd> {
+    let (at, reason) = limit.ends_at?;
+    let passed = match timer {
+        Some(sleep) => sleep.as_mut().poll(cx).is_ready(),
+        None => Instant::now() >= at,
+    };
+    passed.then_some(reason)
+}
+
+/// The handler's body has nothing ready: arms the timers (the total
+/// limit, the idle limit from `last_frame`) and says which limit, if any,
+/// has passed; a pending timer wakes the body when it does.
+fn waiting(
+    total_timer: &mut Option<Pin<Box<Sleep>>>,
+    idle_timer: &mut Option<Pin<Box<Sleep>>>,
     limit: &BodyLimit,
     last_frame: Instant,
     cx: &mut Context<'_>,
 ) -> Option<StreamEnd> {
-    let sleep = timer.as_mut()?;
-    let (at, reason) = next_limit(limit, last_frame)?;
+    if let Some((at, reason)) = limit.ends_at
+        && armed(total_timer, at).poll(cx).is_ready()
+    {
+        return Some(reason);
+    }
+    let at = last_frame.checked_add(limit.idle?)?;
+    armed(idle_timer, at)
+        .poll(cx)
+        .is_ready()
+        .then_some(StreamEnd::Idle)
+}
+
+/// `timer`, set to `at` (made the first time).
+fn armed(timer: &mut Option<Pin<Box<Sleep>>>, at: Instant) -> Pin<&mut Sleep> {
+    let sleep = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
     if sleep.deadline() != at {
         sleep.as_mut().reset(at);
     }
-    sleep.as_mut().poll(cx).is_ready().then_some(reason)
+    sleep.as_mut()
 }

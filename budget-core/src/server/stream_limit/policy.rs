@@ -15,7 +15,7 @@ const DEFAULT_END_EVENT: &str = "end";
 ///
 /// | field | meaning | default |
 /// | --- | --- | --- |
-/// | `idle_timeout` | the longest gap between two body frames (and between the head and the first frame) | none |
+/// | `idle_timeout` | the longest the body may have nothing ready since the last frame sent (or the head) | none |
 /// | `max_duration` | the longest a body streams, counted from the head | none |
 /// | `end_event` | the `event:` name of the last event written to a `text/event-stream` answer ended by a limit, its data `{"reason":"idle"}` or `{"reason":"duration"}`; `""` writes none | `"end"` |
 ///

@@ -42,10 +42,11 @@ fn sse_headers() -> HeaderMap {
 }
 
 fn policy(idle: Option<u64>, total: Option<u64>) -> StreamPolicy {
-    let mut policy = StreamPolicy::default();
-    policy.idle_timeout = idle.map(Duration::from_millis);
-    policy.max_duration = total.map(Duration::from_millis);
-    policy
+    StreamPolicy {
+        idle_timeout: idle.map(Duration::from_millis),
+        max_duration: total.map(Duration::from_millis),
+        ..StreamPolicy::default()
+    }
 }
 
 /// Reads `body` to its end: the data, the trailers, when it ended.
@@ -215,6 +216,15 @@ async fn every_end_is_counted_once_by_its_reason() {
         policy(Some(50), None).limit_for(&sse_headers()),
     )))
     .await;
+    // complete, though never polled to its end: a whole body says it is
+    // at its end after its one frame, and is dropped then
+    let mut body = Box::pin(LimitedBody::new(
+        http_body_util::Full::new(Bytes::from_static(b"whole")),
+        policy(Some(50), None).limit_for(&HeaderMap::new()),
+    ));
+    body.frame().await.unwrap().unwrap();
+    assert!(http_body::Body::is_end_stream(&*body));
+    drop(body);
     // client gone: dropped after one frame
     let mut body = Box::pin(LimitedBody::new(
         ticking(Duration::from_millis(10)),
@@ -232,8 +242,85 @@ async fn every_end_is_counted_once_by_its_reason() {
     drop(body);
 
     let rendered = handle.render();
-    for reason in ["idle", "duration", "complete", "client_gone", "error"] {
-        let line = format!("budget_stream_ended_total{{reason=\"{reason}\"}} 1");
+    for (reason, count) in [
+        ("idle", 1),
+        ("duration", 1),
+        ("complete", 2),
+        ("client_gone", 1),
+        ("error", 1),
+    ] {
+        let line = format!("budget_stream_ended_total{{reason=\"{reason}\"}} {count}");
         assert!(rendered.contains(&line), "{line} in {rendered}");
     }
+}
+
+/// A `MakeWriter` into a shared buffer, for the tracing test.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+/// A limit's end is logged as a `stream ended` event with its reason,
+/// how long the body streamed and how many frames it sent.
+#[tokio::test(start_paused = true)]
+async fn a_limits_end_is_a_stream_ended_event_with_its_reason() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(captured.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let body = LimitedBody::new(
+        ticking(Duration::from_millis(40)),
+        policy(None, Some(100)).limit_for(&sse_headers()),
+    );
+    read_all(Box::pin(body)).await;
+    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains("stream ended"), "{logged}");
+    assert!(logged.contains("reason=\"duration\""), "{logged}");
+    assert!(logged.contains("elapsed_ms=100"), "{logged}");
+    assert!(logged.contains("frames=2"), "{logged}");
+}
+
+/// The total limit is checked before every frame, so a body whose frames
+/// are always ready is ended by it too; the idle limit is judged only when
+/// the body has nothing ready, so a slow reader of a busy body is not cut
+/// for idleness (its reads 10 ms apart, the idle limit 5 ms).
+#[tokio::test(start_paused = true)]
+async fn an_always_ready_body_read_slowly_ends_at_its_total_not_idle() {
+    let busy = StreamBody::new(futures_util::stream::repeat_with(|| {
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"data: x\n\n")))
+    }));
+    let start = Instant::now();
+    let mut body = Box::pin(LimitedBody::new(
+        busy,
+        policy(Some(5), Some(100)).limit_for(&sse_headers()),
+    ));
+    let mut data = String::new();
+    while let Some(frame) = body.frame().await {
+        data.push_str(std::str::from_utf8(frame.unwrap().data_ref().unwrap()).unwrap());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        data.ends_with("event: end\ndata: {\"reason\":\"duration\"}\n\n"),
+        "{data}"
+    );
+    assert_eq!(data.matches("data: x\n\n").count(), 10, "{data}");
+    assert_eq!(start.elapsed(), Duration::from_millis(110));
 }

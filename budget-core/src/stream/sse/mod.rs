@@ -283,11 +283,7 @@ impl Follow {
 
     /// The opening failed with `error`: end after a final one, else wait.
     fn refused(&mut self, error: StreamError) -> StreamError {
-        if error.is_final() {
-            self.done = true;
-        } else {
-            self.reconnects.refused(&error);
-        }
+        self.done = self.reconnects.refused(&error);
         error
     }
 }
