@@ -18,7 +18,11 @@
 //!   with a key already applied (ignored: idempotency working), and the
 //!   items applied beyond those accepted (a batch applied again under a
 //!   new key: what a naive client that makes a key per send does to a
-//!   retry whose first answer was lost).
+//!   retry whose first answer was lost). The partner's failing window
+//!   applies nothing (it answers `503`), so this outage gives neither mode
+//!   a batch applied whose answer was lost: the row shows that nothing
+//!   accepted was applied twice, not how each mode would fare if answers
+//!   were lost after the apply.
 //! - **requests to the dead endpoint**: the partner's
 //!   `requests_while_failing`; the goal's bound is the breaker's
 //!   `failure_threshold` (the failures that open it) plus the probes the

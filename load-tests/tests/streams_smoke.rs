@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use clap::Parser;
+use load_tests::batch_outage::BatchReport;
 use load_tests::cli::{Args, execute};
 use load_tests::output::markdown;
 use load_tests::report::RunReport;
@@ -87,4 +88,50 @@ async fn smoke_reconnect_storm_brings_every_client_back_without_a_gap_and_budget
     assert!(md.contains("through edge: clients following"), "{md}");
     // No request load: none of its rows, no budget table.
     assert!(!md.contains("goodput"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_batch_outage_loses_nothing_and_budget_stays_bounded_and_off_the_dead_endpoint() {
+    let (md, reports) = run(&[
+        "--scenario",
+        "batch-outage",
+        "--rate",
+        "50",
+        "--duration",
+        "3s",
+    ])
+    .await;
+    assert_eq!(
+        reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
+        ["budget", "naive"]
+    );
+    let batch = |mode: &str| -> BatchReport {
+        let r = reports.iter().find(|r| r.mode == mode).unwrap();
+        r.section::<BatchReport>().expect("a batch section").clone()
+    };
+    for mode in ["budget", "naive"] {
+        let b = batch(mode);
+        // 3 s before, 3 s of outage, 5 s after, at 50 items/s.
+        assert!((500..=600).contains(&b.accepted), "{mode}: {b:?}");
+        assert_eq!((b.lost_items, b.applied_twice), (0, 0), "{mode}: {b:?}");
+        assert_eq!(b.applied_items, b.accepted, "{mode}: {b:?}");
+        assert!(
+            b.requests_while_failing >= 1,
+            "{mode}: it met the outage: {b:?}"
+        );
+        // 3 s of pushes piled up while the endpoint failed.
+        assert!(b.peak_items >= 100, "{mode}: {b:?}");
+        assert!(b.drain_s.is_some(), "{mode}: {b:?}");
+    }
+    let (budget, naive) = (batch("budget"), batch("naive"));
+    assert_eq!(budget.rejected, 0, "{budget:?}");
+    assert!(budget.bound_items.is_some_and(|n| budget.peak_items <= n));
+    assert!(
+        budget
+            .dead_bound
+            .is_some_and(|n| budget.requests_while_failing <= n),
+        "{budget:?}"
+    );
+    assert_eq!(naive.bound_items, None);
+    assert!(md.contains("Goal, zero lost: 0 items: met."), "{md}");
 }

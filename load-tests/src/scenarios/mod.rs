@@ -44,6 +44,7 @@ registry! {
     replicas: [Replicas],
     db_slow: [DbSlow],
     reconnect_storm: [ReconnectStorm],
+    batch_outage: [BatchOutage],
 }
 
 /// The scenario called `name` ([`Scenario::name`](crate::scenario::Scenario::name)).
