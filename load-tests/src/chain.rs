@@ -535,7 +535,10 @@ pub struct ChainError {
 }
 
 impl ChainError {
-    fn new(service: &'static str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        service: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
         Self {
             service,
             source: Box::new(source),

@@ -533,13 +533,17 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
                 let spec = scenario
                     .plan(&scenario.setup(settings), plan)
                     .map_or_else(|_| plan.spec.clone(), |p| p.spec);
-                eprintln!(
-                    "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
-                    scenario.name(),
-                    spec.rate(),
-                    humantime::format_duration(spec.duration()),
-                    modes.len()
-                );
+                if scenario.request_load() {
+                    eprintln!(
+                        "load-tests: {} at {:.0} req/s for {}, {} mode(s)",
+                        scenario.name(),
+                        spec.rate(),
+                        humantime::format_duration(spec.duration()),
+                        modes.len()
+                    );
+                } else {
+                    eprintln!("load-tests: {}, {} mode(s)", scenario.name(), modes.len());
+                }
                 let runs = run_scenario(scenario, settings, plan, &modes, &partners).await;
                 match runs {
                     Ok(runs) => reports.extend(runs),

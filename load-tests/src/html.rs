@@ -194,8 +194,15 @@ fn section(out: &mut String, scenario: &str, group: &[&RunReport]) -> Result<(),
         out.push_str("</div>\n");
     }
     let budget = group.first().map_or(0, |r| r.budget_ms);
+    // A scenario without a request load has no per-second series to chart.
+    let request_load = crate::scenarios::find(scenario).is_none_or(|s| s.get().request_load());
+    let charts = if request_load {
+        scenario_charts(group)?
+    } else {
+        Vec::new()
+    };
     out.push_str("<div class=\"charts\">\n");
-    for chart in scenario_charts(group)? {
+    for chart in charts {
         let _ = writeln!(
             out,
             "<figure class=\"chart\" data-chart=\"{}\" data-points=\"{}\">\n<figcaption><strong>{}</strong>: {}</figcaption>\n<ul class=\"legend\">",

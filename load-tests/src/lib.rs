@@ -33,6 +33,10 @@
 //! dependency from three partners, one of which gets slow, dark and
 //! restarted ([`replicas`]), with a fifth peer mode, `p2c`, that balances
 //! them with tower's p2c ([`p2c`]).
+//! Two scenarios drive an app's clients instead of the chain:
+//! `reconnect-storm`, SSE followers cut off by a partner restart
+//! ([`storm`]), and `batch-outage`, a batch uploader through an ingest
+//! outage ([`batch_outage`], beside the hand-written [`naive_uploader`]).
 //! Each scenario is one file of [`scenarios`], registered there in one
 //! line; [`scenario`] says what a scenario is and how to add one.
 //!
@@ -80,6 +84,7 @@
 
 #![deny(missing_docs)]
 
+pub mod batch_outage;
 pub mod budget_table;
 pub mod budgets;
 pub mod chain;
@@ -91,6 +96,7 @@ pub mod generator;
 pub mod hang;
 pub mod html;
 pub mod middle;
+pub mod naive_uploader;
 pub mod outage;
 pub mod output;
 pub mod p2c;
@@ -106,5 +112,6 @@ pub mod section;
 pub mod soak;
 pub mod soak_cli;
 pub mod spike;
+pub mod storm;
 pub mod target;
 pub mod window;

@@ -141,6 +141,26 @@ pub enum RunError {
     /// not start (or PostgreSQL is not installed).
     #[error("the PostgreSQL cluster did not start")]
     Database(#[from] ClusterError),
+    /// A client of `budget_core` (a stream follower, a batch uploader)
+    /// refused its config.
+    #[error("a budget_core client's config")]
+    ClientConfig(#[from] budget_core::config::ConfigError),
+    /// The peer SSE client (`reqwest-eventsource`'s reqwest) could not be
+    /// built.
+    #[error("the peer SSE client")]
+    PeerClient(#[from] reqwest_012::Error),
+    /// A scenario's clients need more open files than this process may
+    /// have (`ulimit -n`).
+    #[error(
+        "{needed} open files are needed for the scenario's clients and the limit is {limit}: \
+         raise it (`ulimit -n`) or ask for fewer (`--requests`)"
+    )]
+    OpenFiles {
+        /// What the clients need.
+        needed: u64,
+        /// The process's soft limit.
+        limit: u64,
+    },
 }
 
 /// What one run is called and sends.
@@ -461,6 +481,27 @@ impl<'a> ModeRun<'a> {
             on_start,
         )
         .await
+    }
+
+    /// The report of a run that sent no request load through the chain (a
+    /// scenario whose [`Scenario::request_load`] is `false`): its label and
+    /// `elapsed` as the wall time, no request counted; the scenario adds
+    /// its own section to it.
+    pub fn report_of(&self, elapsed: Duration) -> RunReport {
+        let info = RunInfo {
+            scenario: self.label.scenario.clone(),
+            mode: self.label.mode.clone(),
+            description: self.label.description.clone(),
+            spec: self.plan.spec.clone(),
+            budgets: self.plan.budgets,
+            patience: self.plan.patience,
+            load_average: load_average(),
+        };
+        let totals = crate::generator::RunTotals {
+            elapsed,
+            ..Default::default()
+        };
+        Recorder::new().finish(info, totals, None)
     }
 
     /// The load, and beside it `beside`, given the instant the first

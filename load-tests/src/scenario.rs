@@ -150,6 +150,15 @@ pub trait Scenario: Sync {
     fn sections(&self) -> &'static [SectionKind] {
         &[]
     }
+
+    /// Whether its runs send the request load through the chain, so that
+    /// the report has the rows of that load (outcomes, goodput, latency,
+    /// the partner's calls) and the budget tables. A scenario that drives
+    /// something else (streams, a batch uploader: [`ModeRun::report_of`])
+    /// says `false`, and its report is its own rows.
+    fn request_load(&self) -> bool {
+        true
+    }
 }
 
 /// A scenario of the registry, as the command line and the reports name
@@ -429,7 +438,7 @@ mod tests {
                 assert!(slow_partner::Knobs::from_query(query).is_ok(), "{query}");
             }
         }
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 23);
         assert_eq!(find("no-such-scenario"), None);
     }
 }

@@ -50,13 +50,23 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
         return String::new();
     };
     let scenario = crate::scenarios::find(&first.scenario).map(|s| s.get());
-    let mut out = heading(first);
+    let request_load = scenario.is_none_or(|s| s.request_load());
+    let mut out = if request_load {
+        heading(first)
+    } else {
+        format!("### {}: {}\n\n", first.scenario, first.description)
+    };
     let mut table = Table::new();
     table.load_style(ASCII_MARKDOWN);
     let mut header = vec!["".to_owned()];
     header.extend(runs.iter().map(|r| format!("{} mode", r.mode)));
     table.set_header(header);
-    let rows = common_rows(runs)
+    let common = if request_load {
+        common_rows(runs)
+    } else {
+        Vec::new()
+    };
+    let rows = common
         .into_iter()
         .chain(window_rows(runs))
         .chain(scenario.map(|s| s.rows(runs)).unwrap_or_default())
@@ -79,6 +89,9 @@ pub fn scenario_markdown(runs: &[RunReport]) -> String {
     }
     if let Some(s) = scenario {
         out.push_str(&s.after_table(runs));
+    }
+    if !request_load {
+        return out;
     }
     for r in runs {
         let _ = writeln!(

@@ -43,6 +43,8 @@ registry! {
     hang: [HANG, HANG_SLOW],
     replicas: [Replicas],
     db_slow: [DbSlow],
+    reconnect_storm: [ReconnectStorm],
+    batch_outage: [BatchOutage],
 }
 
 /// The scenario called `name` ([`Scenario::name`](crate::scenario::Scenario::name)).
