@@ -149,5 +149,8 @@ async fn smoke_batch_outage_loses_nothing_budget_applies_nothing_twice_and_stays
     );
     assert_eq!(naive.bound_items, None);
     assert!(md.contains("Goal, zero lost: 0 items: met."), "{md}");
-    assert!(md.contains("Goal, zero applied twice: 0 items: met."), "{md}");
+    assert!(
+        md.contains("Goal, zero applied twice: 0 items: met."),
+        "{md}"
+    );
 }

@@ -152,7 +152,10 @@ impl Scenario for BatchOutage {
             row(
                 runs,
                 "seconds from the recovery until the backlog is applied",
-                &cell(|b| b.drain_s.map_or("not within the watch".into(), |s| format!("{s:.1}"))),
+                &cell(|b| {
+                    b.drain_s
+                        .map_or("not within the watch".into(), |s| format!("{s:.1}"))
+                }),
             ),
             row(
                 runs,
@@ -411,7 +414,9 @@ async fn batch(mode: ChainMode, rate: f64, outage: Duration) -> Result<BatchRepo
     let _ = producer.await;
     let accepted = pushes.accepted.load(Ordering::Relaxed);
     let drain_end = Instant::now() + DRAIN_LIMIT;
-    watch.until(drain_end, Some(backlog), Some(accepted)).await?;
+    watch
+        .until(drain_end, Some(backlog), Some(accepted))
+        .await?;
     let (peak, drained_at) = (watch.peak, watch.drained_at);
     let (unsent, dead_bound) = sink.shutdown().await;
     let ingest = admin.stats().await?;
@@ -510,7 +515,10 @@ mod tests {
             Patience::Budget,
         );
         let plan = BatchOutage.plan(&setup, &base).unwrap();
-        assert_eq!((plan.spec.rate(), plan.spec.duration()), (ITEM_RATE, OUTAGE_DEFAULT));
+        assert_eq!(
+            (plan.spec.rate(), plan.spec.duration()),
+            (ITEM_RATE, OUTAGE_DEFAULT)
+        );
     }
 
     const OUTAGE_DEFAULT: Duration = crate::batch_outage::OUTAGE;

@@ -60,7 +60,12 @@ pub(crate) async fn ingest(
 }
 
 /// A request handled as when healthy: the checks, then the apply.
-async fn handle(ingest: &Ingest, headers: &HeaderMap, body: Body, max_batch_bytes: usize) -> Response {
+async fn handle(
+    ingest: &Ingest,
+    headers: &HeaderMap,
+    body: Body,
+    max_batch_bytes: usize,
+) -> Response {
     let key = match idempotency_key(headers) {
         Ok(key) => key,
         Err(detail) => {

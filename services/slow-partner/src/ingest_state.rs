@@ -362,7 +362,11 @@ mod tests {
         assert!(ingest.apply("k2", &[json!({"seq": 2}), json!({"seq": 3})]));
         let snap = ingest.snapshot();
         assert_eq!(
-            (snap.items_applied, snap.items_applied_again, snap.duplicates),
+            (
+                snap.items_applied,
+                snap.items_applied_again,
+                snap.duplicates
+            ),
             (4, 1, 0)
         );
     }

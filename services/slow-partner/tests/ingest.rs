@@ -336,7 +336,13 @@ async fn mode_applied_reset_applies_the_batch_then_loses_the_answer() {
         // Sent again under a new key (what a key per send does): applied
         // twice, and the partner sees the same items again.
         post_unanswered(&partner, "b", r#"[{"seq":1},{"seq":2}]"#).await;
-        admin(&partner, Method::PUT, "/admin/ingest", r#"{"fail_for":null}"#).await;
+        admin(
+            &partner,
+            Method::PUT,
+            "/admin/ingest",
+            r#"{"fail_for":null}"#,
+        )
+        .await;
         let again = post(&partner, Some("a"), r#"[{"seq":1},{"seq":2}]"#).await;
         assert_eq!(
             again.json::<Value>().await.unwrap(),
