@@ -2,6 +2,14 @@
 //! steady rate into a batch uploader while the partner's `/ingest` fails
 //! for a while, then recovers ([`BatchReport`]).
 //!
+//! The outage has two halves ([`halves`]): in the first, `/ingest`
+//! answers `503` and applies nothing (the partner's mode `status`: the
+//! failure that opens a breaker); in the second, it applies what it is
+//! sent and closes the connection without the answer (mode
+//! `applied-reset`: the failure that makes a batch applied twice, when
+//! the client sends it again under a new key). Both failures meet both
+//! uploaders, in that order, within one `--duration`.
+//!
 //! # Definitions
 //!
 //! - **queue memory**: the items (and their bytes) the uploader holds,
@@ -11,25 +19,24 @@
 //!   long); the peak over the run, against the uploader's bound (none for
 //!   the naive queue).
 //! - **lost**: items accepted by a push and not applied by the partner
-//!   when the run ends (after the uploader's shutdown and its final
+//!   (its distinct items: applied minus applied again) when the run ends (after the uploader's shutdown and its final
 //!   flush); refused pushes (a full bounded queue) are counted apart:
 //!   they stayed the producer's.
-//! - **applied twice**: the partner's `duplicates`, batches that came again
-//!   with a key already applied (ignored: idempotency working), and the
-//!   items applied beyond those accepted (a batch applied again under a
-//!   new key: what a naive client that makes a key per send does to a
-//!   retry whose first answer was lost). The partner's failing window
-//!   applies nothing (it answers `503`), so this outage gives neither mode
-//!   a batch applied whose answer was lost: the row shows that nothing
-//!   accepted was applied twice, not how each mode would fare if answers
-//!   were lost after the apply.
+//! - **applied twice**: items the partner applied again, counted by the
+//!   partner item by item: its `items_applied_again`, the items applied
+//!   whose JSON equals one applied before under any key (every item of a
+//!   run is different: [`item`] carries its number). That is a batch
+//!   applied again under a new key, what a naive client that makes a key
+//!   per send does to a retry whose first answer was lost. Beside it the
+//!   partner's `duplicates`: batches that came again with a key already
+//!   applied, ignored (idempotency working).
 //! - **requests to the dead endpoint**: the partner's
 //!   `requests_while_failing`; the goal's bound is the breaker's
 //!   `failure_threshold` (the failures that open it) plus the probes the
 //!   uploader made (its `Stats::probes`).
 //! - **time to drain**: from the recovery until the partner has applied
-//!   as many items as had been accepted when it recovered (the backlog,
-//!   sent oldest first).
+//!   as many distinct items as had been accepted when it recovered (the
+//!   backlog, sent oldest first).
 
 use std::time::Duration;
 
@@ -43,6 +50,47 @@ pub const ITEM_RATE: f64 = 200.0;
 
 /// How long `/ingest` fails, unless `--duration` says.
 pub const OUTAGE: Duration = Duration::from_secs(20);
+
+/// The two halves of an outage of `outage`: how long `/ingest` answers
+/// `503` ([`IngestFailure::Status`]), then how long it applies and loses
+/// the answer ([`IngestFailure::AppliedReset`]); their sum is `outage`.
+///
+/// ```
+/// use std::time::Duration;
+/// use load_tests::batch_outage::halves;
+/// let (first, second) = halves(Duration::from_millis(3_001));
+/// assert_eq!((first, second), (Duration::from_micros(1_500_500), Duration::from_micros(1_500_500)));
+/// assert_eq!(first + second, Duration::from_millis(3_001));
+/// ```
+pub fn halves(outage: Duration) -> (Duration, Duration) {
+    let first = outage / 2;
+    (first, outage.saturating_sub(first))
+}
+
+/// How a failing `/ingest` fails (the partner's `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IngestFailure {
+    /// Answers `503`, applies nothing.
+    Status,
+    /// Applies the batch, then closes the connection without the answer.
+    AppliedReset,
+}
+
+impl IngestFailure {
+    /// The partner's name of the mode.
+    ///
+    /// ```
+    /// use load_tests::batch_outage::IngestFailure;
+    /// assert_eq!(IngestFailure::AppliedReset.as_str(), "applied-reset");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IngestFailure::Status => "status",
+            IngestFailure::AppliedReset => "applied-reset",
+        }
+    }
+}
 
 /// Steady pushes before the outage.
 pub const BEFORE: Duration = Duration::from_secs(3);
@@ -107,7 +155,7 @@ pub struct BatchReport {
     pub unsent_at_shutdown: u64,
     /// Batches that came again with a key already applied (ignored).
     pub duplicates: u64,
-    /// Items applied beyond those accepted (applied twice).
+    /// Items the partner applied again (its `items_applied_again`).
     pub applied_twice: u64,
     /// Requests `/ingest` received.
     pub requests: u64,
@@ -128,6 +176,8 @@ pub struct IngestStats {
     pub batches_applied: u64,
     /// Items in them.
     pub items_applied: u64,
+    /// Of them, items equal to one applied before (under any key).
+    pub items_applied_again: u64,
     /// Batches sent again with a key already applied.
     pub duplicates: u64,
     /// Requests received.
@@ -136,6 +186,20 @@ pub struct IngestStats {
     pub requests_while_failing: u64,
     /// Whether it fails now.
     pub failing: bool,
+}
+
+impl IngestStats {
+    /// The different items applied: each counted once however often it
+    /// was applied.
+    ///
+    /// ```
+    /// use load_tests::batch_outage::IngestStats;
+    /// let s = IngestStats { items_applied: 700, items_applied_again: 200, ..IngestStats::default() };
+    /// assert_eq!(s.distinct_items(), 500);
+    /// ```
+    pub fn distinct_items(&self) -> u64 {
+        self.items_applied.saturating_sub(self.items_applied_again)
+    }
 }
 
 /// The partner's ingest admin, at its base URL.
@@ -158,15 +222,17 @@ impl IngestAdmin {
         })
     }
 
-    /// Makes `/ingest` answer `503` for `outage` from now.
+    /// Makes `/ingest` fail as `failure` says for `outage` from now (a
+    /// window in force is replaced).
     ///
     /// # Errors
     ///
     /// When the partner cannot be reached or refuses.
-    pub async fn fail_for(&self, outage: Duration) -> Result<(), RunError> {
+    pub async fn fail_for(&self, outage: Duration, failure: IngestFailure) -> Result<(), RunError> {
         let body = serde_json::json!({
             "fail_for": humantime::format_duration(outage).to_string(),
             "status": 503,
+            "mode": failure.as_str(),
         });
         self.http
             .put(self.base.with_path("/admin/ingest").url().clone())

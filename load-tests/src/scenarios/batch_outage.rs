@@ -1,7 +1,9 @@
 //! `batch-outage`: producers push [`ITEM_RATE`] items a second (or
 //! `--rate`) into a batch uploader that flushes to a slow partner's
-//! `/ingest`; after [`BEFORE`] the endpoint answers `503` for [`OUTAGE`](crate::batch_outage::OUTAGE)
-//! (or `--duration`; `PUT /admin/ingest` `fail_for`), then recovers; the
+//! `/ingest`; after [`BEFORE`] the endpoint fails for [`OUTAGE`](crate::batch_outage::OUTAGE)
+//! (or `--duration`; `PUT /admin/ingest` `fail_for`), the first half
+//! answering `503`, the second applying and losing the answer
+//! ([`halves`]), then recovers; the
 //! pushes go on for [`AFTER`], then the scenario waits for the backlog
 //! (at most [`DRAIN_LIMIT`]) and shuts the uploader down (its final flush
 //! within [`SHUTDOWN_DEADLINE`]). [`BatchReport`] is what it measures
@@ -32,8 +34,8 @@ use slow_partner::PartnerConfig;
 use tokio::time::Instant;
 
 use crate::batch_outage::{
-    AFTER, BEFORE, BatchReport, DRAIN_LIMIT, ITEM_BYTES, ITEM_RATE, IngestAdmin, Peak,
-    SAMPLE_EVERY, SHUTDOWN_DEADLINE, item,
+    AFTER, BEFORE, BatchReport, DRAIN_LIMIT, ITEM_BYTES, ITEM_RATE, IngestAdmin, IngestFailure,
+    Peak, SAMPLE_EVERY, SHUTDOWN_DEADLINE, halves, item,
 };
 use crate::chain::{ChainMode, ChainSettings};
 use crate::naive_uploader::{NAIVE_INTERVAL, NaiveUploader};
@@ -58,8 +60,9 @@ impl Scenario for BatchOutage {
 
     fn about(&self) -> &'static str {
         "Producers push 200 items/s (or --rate) into a batch uploader; the partner's /ingest \
-         fails for 20 s (or --duration), then recovers: queue memory, items lost, applied \
-         twice, requests to the dead endpoint"
+         fails for 20 s (or --duration: 503 the first half, applied with the answer lost the \
+         second), then recovers: queue memory, items lost, applied twice, requests to the \
+         dead endpoint"
     }
 
     fn setup(&self, settings: &ChainSettings) -> Setup {
@@ -69,7 +72,8 @@ impl Scenario for BatchOutage {
                 self.name(),
                 format!(
                     "producers push steadily into a batch uploader flushing to the partner's \
-                     /ingest; after {} s /ingest answers 503 for the run's duration, then \
+                     /ingest; after {} s /ingest fails for the run's duration (503 the first \
+                     half; the second, batches applied and their answers lost), then \
                      recovers; pushes go on {} s more",
                     BEFORE.as_secs(),
                     AFTER.as_secs()
@@ -148,7 +152,10 @@ impl Scenario for BatchOutage {
             row(
                 runs,
                 "seconds from the recovery until the backlog is applied",
-                &cell(|b| b.drain_s.map_or("not within the watch".into(), |s| format!("{s:.1}"))),
+                &cell(|b| {
+                    b.drain_s
+                        .map_or("not within the watch".into(), |s| format!("{s:.1}"))
+                }),
             ),
             row(
                 runs,
@@ -352,7 +359,7 @@ impl Watch<'_> {
             let (items, bytes) = self.sink.held();
             self.peak.sample(items, bytes);
             if backlog.is_some() || all.is_some() {
-                let applied = self.admin.stats().await?.items_applied;
+                let applied = self.admin.stats().await?.distinct_items();
                 if self.drained_at.is_none() && backlog.is_some_and(|b| applied >= b) {
                     self.drained_at = Some(Instant::now());
                 }
@@ -392,14 +399,24 @@ async fn batch(mode: ChainMode, rate: f64, outage: Duration) -> Result<BatchRepo
         drained_at: None,
     };
     watch.until(fail_at, None, None).await?;
-    admin.fail_for(outage).await?;
+    // One window for the whole outage, its mode switched at the half: no
+    // healthy gap between the halves.
+    let (first, _) = halves(outage);
+    admin.fail_for(outage, IngestFailure::Status).await?;
+    watch.until(fail_at + first, None, None).await?;
+    let rest = recovered.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        admin.fail_for(rest, IngestFailure::AppliedReset).await?;
+    }
     watch.until(recovered, None, None).await?;
     let backlog = pushes.accepted.load(Ordering::Relaxed);
     watch.until(recovered + AFTER, Some(backlog), None).await?;
     let _ = producer.await;
     let accepted = pushes.accepted.load(Ordering::Relaxed);
     let drain_end = Instant::now() + DRAIN_LIMIT;
-    watch.until(drain_end, Some(backlog), Some(accepted)).await?;
+    watch
+        .until(drain_end, Some(backlog), Some(accepted))
+        .await?;
     let (peak, drained_at) = (watch.peak, watch.drained_at);
     let (unsent, dead_bound) = sink.shutdown().await;
     let ingest = admin.stats().await?;
@@ -417,10 +434,10 @@ async fn batch(mode: ChainMode, rate: f64, outage: Duration) -> Result<BatchRepo
         peak_bytes: peak.bytes,
         applied_items: ingest.items_applied,
         applied_batches: ingest.batches_applied,
-        lost_items: accepted.saturating_sub(ingest.items_applied),
+        lost_items: accepted.saturating_sub(ingest.distinct_items()),
         unsent_at_shutdown: unsent,
         duplicates: ingest.duplicates,
-        applied_twice: ingest.items_applied.saturating_sub(accepted),
+        applied_twice: ingest.items_applied_again,
         requests: ingest.requests,
         requests_while_failing: ingest.requests_while_failing,
         dead_bound,
@@ -498,7 +515,10 @@ mod tests {
             Patience::Budget,
         );
         let plan = BatchOutage.plan(&setup, &base).unwrap();
-        assert_eq!((plan.spec.rate(), plan.spec.duration()), (ITEM_RATE, OUTAGE_DEFAULT));
+        assert_eq!(
+            (plan.spec.rate(), plan.spec.duration()),
+            (ITEM_RATE, OUTAGE_DEFAULT)
+        );
     }
 
     const OUTAGE_DEFAULT: Duration = crate::batch_outage::OUTAGE;

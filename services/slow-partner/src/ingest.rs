@@ -13,7 +13,11 @@
 //! problem (and `Retry-After` in whole seconds, rounded up, when set);
 //! mode `hang` holds the request without an answer until the window ends
 //! or is lifted, then answers as `status` would; mode `reset` closes the
-//! connection without an answer. Nothing is applied in any of them.
+//! connection without an answer. Nothing is applied in any of them. Mode
+//! `applied-reset` is the failure that makes a batch applied twice: the
+//! request is handled as when healthy (the checks, then the apply or the
+//! duplicate), then the connection is closed without the answer, as
+//! `reset` does.
 //!
 //! Like the streams, the route takes no worker, fault or slowdown of the
 //! work fallback.
@@ -41,10 +45,28 @@ pub(crate) async fn ingest(
     body: Body,
 ) -> Response {
     let (failure, max_batch_bytes) = app.ingest.arrive();
-    if let Some(failure) = failure {
-        return failing(&app.ingest, failure).await;
+    match failure {
+        None => handle(&app.ingest, &headers, body, max_batch_bytes).await,
+        Some(Failure {
+            mode: FailMode::AppliedReset,
+            ..
+        }) => {
+            // Applied (or not) as when healthy; the answer is lost.
+            let _lost = handle(&app.ingest, &headers, body, max_batch_bytes).await;
+            reset("ingest fails with mode applied-reset")
+        }
+        Some(failure) => failing(&app.ingest, failure).await,
     }
-    let key = match idempotency_key(&headers) {
+}
+
+/// A request handled as when healthy: the checks, then the apply.
+async fn handle(
+    ingest: &Ingest,
+    headers: &HeaderMap,
+    body: Body,
+    max_batch_bytes: usize,
+) -> Response {
+    let key = match idempotency_key(headers) {
         Ok(key) => key,
         Err(detail) => {
             return problem(
@@ -61,14 +83,15 @@ pub(crate) async fn ingest(
         Err(err) => return unreadable(&err, max_batch_bytes),
     };
     let items = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Array(items)) => items.len() as u64,
+        Ok(Value::Array(items)) => items,
         Ok(_) => return bad_body("the body is not a JSON array".to_owned()),
         Err(err) => return bad_body(format!("the body is not JSON: {err}")),
     };
-    let answer = if app.ingest.apply(key, items) {
-        json!({"applied": true, "items": items})
+    let count = items.len() as u64;
+    let answer = if ingest.apply(key, &items) {
+        json!({"applied": true, "items": count})
     } else {
-        json!({"applied": false, "duplicate": true, "items": items})
+        json!({"applied": false, "duplicate": true, "items": count})
     };
     Json(answer).into_response()
 }
@@ -121,9 +144,8 @@ fn bad_body(detail: String) -> Response {
 async fn failing(ingest: &Ingest, failure: Failure) -> Response {
     match failure.mode {
         FailMode::Status => failure_answer(&failure),
-        FailMode::Reset => Response::new(Body::from_stream(futures_util::stream::once(async {
-            Err::<Bytes, _>(io::Error::other("ingest fails with mode reset"))
-        }))),
+        // Handled by the caller; closed without an answer all the same.
+        FailMode::Reset | FailMode::AppliedReset => reset("ingest fails with mode reset"),
         FailMode::Hang => {
             let mut last = failure;
             loop {
@@ -138,6 +160,14 @@ async fn failing(ingest: &Ingest, failure: Failure) -> Response {
             failure_answer(&last)
         }
     }
+}
+
+/// A response whose body fails before its first byte: hyper closes the
+/// connection without sending anything.
+fn reset(why: &'static str) -> Response {
+    Response::new(Body::from_stream(futures_util::stream::once(async move {
+        Err::<Bytes, _>(io::Error::other(why))
+    })))
 }
 
 fn failure_answer(failure: &Failure) -> Response {

@@ -7,11 +7,20 @@
 //! and a batch sent again with a forgotten key would be applied again. A
 //! load run stays far below the bound (a batch per key).
 //!
+//! It also remembers a fingerprint (a 64-bit hash of its JSON text) of
+//! each item applied, at most [`MAX_INGEST_ITEMS`], first in, first out:
+//! an item applied whose JSON equals one applied before, under any key,
+//! counts in `items_applied_again`. That is how a load test whose items
+//! are all different (each carries its own number) tells an item applied
+//! twice (a batch whose answer was lost, sent again under a new key) from
+//! an item applied once, without trusting the client's word.
+//!
 //! `POST /stats/reset` zeroes the counters but keeps the keys, the failing
 //! window and the limit: forgetting what was applied would let a retried
 //! batch be applied twice.
 
 use std::collections::{HashSet, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -26,6 +35,9 @@ use crate::knobs::{MAX_BODY_BYTES, QueryError, Reason, parse_duration, parse_sta
 /// The most idempotency keys remembered.
 pub(crate) const MAX_INGEST_KEYS: usize = 1_000_000;
 
+/// The most item fingerprints remembered.
+pub(crate) const MAX_INGEST_ITEMS: usize = 1_000_000;
+
 /// The default `max_batch_bytes`: 1 MiB.
 pub(crate) const DEFAULT_MAX_BATCH_BYTES: usize = 1 << 20;
 
@@ -38,6 +50,10 @@ pub(crate) enum FailMode {
     Hang,
     /// Closes the connection without an answer.
     Reset,
+    /// Handles the request as when healthy (a new key's batch is applied,
+    /// a known key's is a duplicate), then closes the connection without
+    /// the answer: the server applied it, the client never hears so.
+    AppliedReset,
 }
 
 /// A failing window.
@@ -54,6 +70,7 @@ pub(crate) struct Failure {
 pub(crate) struct IngestSnapshot {
     pub(crate) batches_applied: u64,
     pub(crate) items_applied: u64,
+    pub(crate) items_applied_again: u64,
     pub(crate) duplicates: u64,
     pub(crate) requests: u64,
     pub(crate) requests_while_failing: u64,
@@ -67,6 +84,8 @@ struct Inner {
     counts: IngestSnapshot,
     keys: HashSet<Arc<str>>,
     order: VecDeque<Arc<str>>,
+    items: HashSet<u64>,
+    item_order: VecDeque<u64>,
     failure: Option<Failure>,
     max_batch_bytes: usize,
 }
@@ -75,6 +94,8 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Ingest {
     inner: Mutex<Inner>,
+    /// Fingerprints the items applied.
+    hasher: RandomState,
     /// Wakes the requests held by a `hang` window when it changes.
     changed: Notify,
 }
@@ -86,9 +107,12 @@ impl Default for Ingest {
                 counts: IngestSnapshot::default(),
                 keys: HashSet::new(),
                 order: VecDeque::new(),
+                items: HashSet::new(),
+                item_order: VecDeque::new(),
                 failure: None,
                 max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             }),
+            hasher: RandomState::new(),
             changed: Notify::new(),
         }
     }
@@ -125,7 +149,11 @@ impl Ingest {
 
     /// Applies a batch of `items` under `key`; `false` when the key was
     /// applied already (nothing is applied again).
-    pub(crate) fn apply(&self, key: &str, items: u64) -> bool {
+    pub(crate) fn apply(&self, key: &str, items: &[Value]) -> bool {
+        let prints: Vec<u64> = items
+            .iter()
+            .map(|item| self.hasher.hash_one(item.to_string()))
+            .collect();
         let mut inner = self.lock();
         if inner.keys.contains(key) {
             inner.counts.duplicates += 1;
@@ -140,7 +168,9 @@ impl Ingest {
         inner.order.push_back(Arc::clone(&key));
         inner.keys.insert(key);
         inner.counts.batches_applied += 1;
-        inner.counts.items_applied = inner.counts.items_applied.saturating_add(items);
+        for print in prints {
+            remember_item(&mut inner, print);
+        }
         true
     }
 
@@ -175,6 +205,21 @@ impl Ingest {
     }
 }
 
+/// Counts one item applied, and again when its fingerprint was seen.
+fn remember_item(inner: &mut Inner, print: u64) {
+    inner.counts.items_applied = inner.counts.items_applied.saturating_add(1);
+    if !inner.items.insert(print) {
+        inner.counts.items_applied_again = inner.counts.items_applied_again.saturating_add(1);
+        return;
+    }
+    inner.item_order.push_back(print);
+    while inner.item_order.len() > MAX_INGEST_ITEMS {
+        if let Some(old) = inner.item_order.pop_front() {
+            inner.items.remove(&old);
+        }
+    }
+}
+
 /// The window in force now; an ended one is forgotten.
 fn failure_now(inner: &mut Inner) -> Option<Failure> {
     if inner.failure.is_some_and(|f| f.until <= Instant::now()) {
@@ -202,8 +247,8 @@ const ADMIN_FIELDS: [&str; 5] = [
 
 impl AdminUpdate {
     /// Reads `{"fail_for":"20s","status":503,"retry_after":"2s","mode":"status"}`
-    /// (`status` 400..=599, default 503; `mode` `status`, `hang` or
-    /// `reset`, default `status`), `{"fail_for":null}`, and optionally
+    /// (`status` 400..=599, default 503; `mode` `status`, `hang`,
+    /// `reset` or `applied-reset`, default `status`), `{"fail_for":null}`, and optionally
     /// `"max_batch_bytes"` (1 to 64 MiB).
     pub(crate) fn parse(body: &[u8]) -> Result<Self, QueryError> {
         let bad = |why: String| QueryError::new("body", "", Reason::Body(why));
@@ -245,7 +290,13 @@ impl AdminUpdate {
             None | Some(Some("status")) => FailMode::Status,
             Some(Some("hang")) => FailMode::Hang,
             Some(Some("reset")) => FailMode::Reset,
-            Some(_) => return Err(err("mode", Reason::OutOfRange("status, hang or reset"))),
+            Some(Some("applied-reset")) => FailMode::AppliedReset,
+            Some(_) => {
+                return Err(err(
+                    "mode",
+                    Reason::OutOfRange("status, hang, reset or applied-reset"),
+                ));
+            }
         };
         let retry_after = duration("retry_after")?;
         let failure = match object.get("fail_for") {
@@ -275,14 +326,20 @@ impl AdminUpdate {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
     fn a_key_is_applied_once() {
         let ingest = Ingest::default();
-        assert!(ingest.apply("k1", 3));
-        assert!(!ingest.apply("k1", 3));
-        assert!(ingest.apply("k2", 2));
+        let (three, two) = (
+            [json!(1), json!({"a": 2}), json!("x")],
+            [json!(4), json!(5)],
+        );
+        assert!(ingest.apply("k1", &three));
+        assert!(!ingest.apply("k1", &three));
+        assert!(ingest.apply("k2", &two));
         let snap = ingest.snapshot();
         assert_eq!(
             (
@@ -293,8 +350,25 @@ mod tests {
             ),
             (2, 5, 1, 2)
         );
+        assert_eq!(snap.items_applied_again, 0);
         ingest.reset();
-        assert!(!ingest.apply("k1", 3), "a reset keeps the keys");
+        assert!(!ingest.apply("k1", &three), "a reset keeps the keys");
+    }
+
+    #[test]
+    fn an_item_applied_again_under_a_new_key_is_counted() {
+        let ingest = Ingest::default();
+        assert!(ingest.apply("k1", &[json!({"seq": 1}), json!({"seq": 2})]));
+        assert!(ingest.apply("k2", &[json!({"seq": 2}), json!({"seq": 3})]));
+        let snap = ingest.snapshot();
+        assert_eq!(
+            (
+                snap.items_applied,
+                snap.items_applied_again,
+                snap.duplicates
+            ),
+            (4, 1, 0)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -335,6 +409,7 @@ mod tests {
             (br#"{"fail_for":"soon"}"#, "fail_for"),
             (br#"{"fail_for":"1s","status":200}"#, "status"),
             (br#"{"fail_for":"1s","mode":"explode"}"#, "mode"),
+            (br#"{"fail_for":"1s","mode":"applied_reset"}"#, "mode"),
             (br#"{"fail_for":"1s","retry_after":2}"#, "retry_after"),
             (br#"{"max_batch_bytes":0}"#, "max_batch_bytes"),
         ] {

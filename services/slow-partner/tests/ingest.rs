@@ -1,5 +1,5 @@
 //! `POST /ingest` on the wire (docs/binaries.md): batches applied once per
-//! `Idempotency-Key`, the failing window's three modes, the batch limit,
+//! `Idempotency-Key`, the failing window's four modes, the batch limit,
 //! and the counters of `GET /admin/ingest`.
 
 mod common;
@@ -45,7 +45,8 @@ async fn a_batch_is_applied_once_per_key() {
         );
         assert_eq!(
             counters(&partner).await,
-            json!({"batches_applied":2,"items_applied":3,"duplicates":1,"requests":3,
+            json!({"batches_applied":2,"items_applied":3,"items_applied_again":0,
+                   "duplicates":1,"requests":3,
                    "requests_while_failing":0,"failing":false,"keys":2,
                    "max_batch_bytes":1048576})
         );
@@ -174,6 +175,13 @@ async fn while_failing_nothing_is_applied_and_retry_after_is_sent() {
         ] {
             let answer = admin(&partner, Method::PUT, "/admin/ingest", body).await;
             assert_bad_request(&answer, parameter, body);
+            if parameter == "mode" {
+                let detail = answer.2["detail"].as_str().unwrap_or_default();
+                assert!(
+                    detail.contains("status, hang, reset or applied-reset"),
+                    "the valid modes are listed: {detail}"
+                );
+            }
         }
         partner.shutdown().await;
     })
@@ -281,6 +289,75 @@ async fn mode_reset_closes_the_connection_without_an_answer() {
                 counts["batches_applied"].clone()
             ),
             (json!(1), json!(0))
+        );
+        partner.shutdown().await;
+    })
+    .await;
+}
+
+/// Posts `body` under `key` while the endpoint fails with `applied-reset`:
+/// the connection closes without an answer.
+async fn post_unanswered(partner: &PartnerHandle, key: &str, body: &str) {
+    let result = client()
+        .post(partner.url("/ingest"))
+        .header("idempotency-key", key)
+        .body(body.to_owned())
+        .send()
+        .await;
+    let err = result.expect_err("no answer");
+    assert!(!err.is_timeout() && err.status().is_none(), "{err:?}");
+}
+
+#[tokio::test]
+async fn mode_applied_reset_applies_the_batch_then_loses_the_answer() {
+    bounded(async {
+        let partner = partner().await;
+        admin(
+            &partner,
+            Method::PUT,
+            "/admin/ingest",
+            r#"{"fail_for":"1h","mode":"applied-reset"}"#,
+        )
+        .await;
+        post_unanswered(&partner, "a", r#"[{"seq":1},{"seq":2}]"#).await;
+        let counts = counters(&partner).await;
+        assert_eq!(
+            [
+                &counts["batches_applied"],
+                &counts["items_applied"],
+                &counts["duplicates"],
+                &counts["requests_while_failing"],
+            ],
+            [&json!(1), &json!(2), &json!(0), &json!(1)],
+            "applied, though nobody was told: {counts}"
+        );
+        // Sent again under the same key, still failing: a duplicate.
+        post_unanswered(&partner, "a", r#"[{"seq":1},{"seq":2}]"#).await;
+        // Sent again under a new key (what a key per send does): applied
+        // twice, and the partner sees the same items again.
+        post_unanswered(&partner, "b", r#"[{"seq":1},{"seq":2}]"#).await;
+        admin(
+            &partner,
+            Method::PUT,
+            "/admin/ingest",
+            r#"{"fail_for":null}"#,
+        )
+        .await;
+        let again = post(&partner, Some("a"), r#"[{"seq":1},{"seq":2}]"#).await;
+        assert_eq!(
+            again.json::<Value>().await.unwrap(),
+            json!({"applied":false,"duplicate":true,"items":2})
+        );
+        let counts = counters(&partner).await;
+        assert_eq!(
+            [
+                &counts["batches_applied"],
+                &counts["items_applied"],
+                &counts["items_applied_again"],
+                &counts["duplicates"],
+            ],
+            [&json!(2), &json!(4), &json!(2), &json!(2)],
+            "{counts}"
         );
         partner.shutdown().await;
     })
