@@ -600,4 +600,4 @@ pub(crate) mod opt_millis {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -10,11 +10,12 @@ use crate::generator::{RateStep, RunTotals, Scheduled};
 use crate::outage::OutageReport;
 use crate::window::Watch;
 
-/// A budget-mode run of `scenario` at 10 req/s for 1 s, 1 s budgets.
-fn one_second_run(scenario: &str) -> RunInfo {
+/// A `mode` run of `scenario` at 10 req/s for 1 s, 1 s budgets (the
+/// scenarios' own tests use it too).
+pub(crate) fn one_second_run(scenario: &str, mode: &str) -> RunInfo {
     RunInfo {
         scenario: scenario.into(),
-        mode: "budget".into(),
+        mode: mode.into(),
         description: "test".into(),
         spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
         budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
@@ -259,7 +260,7 @@ fn a_watched_window_reports_its_failures_slowest_2xx_and_the_first_2xx_after_its
     ] {
         rec.record(&s);
     }
-    let report = rec.finish(one_second_run("hang"), RunTotals::default(), None);
+    let report = rec.finish(one_second_run("hang", "budget"), RunTotals::default(), None);
     let w = report.window.as_ref().expect("a window report");
     assert_eq!((w.requests, w.success, w.good, w.failures), (4, 1, 0, 3));
     assert_eq!(w.refused, BTreeMap::from([(503, 1), (504, 1)]));
@@ -279,13 +280,17 @@ fn a_watched_window_reports_its_failures_slowest_2xx_and_the_first_2xx_after_its
     assert!(md.contains("2 (503: 1, 504: 1, client timeout: 1)"), "{md}");
     assert!(md.contains("0 / 1 of 4"), "{md}");
     // Without a watch, no window.
-    let plain = Recorder::new().finish(one_second_run("t"), RunTotals::default(), None);
+    let plain = Recorder::new().finish(one_second_run("t", "budget"), RunTotals::default(), None);
     assert!(plain.window.is_none());
 }
 
 #[test]
 fn a_scenario_s_section_is_a_top_level_json_key_and_reads_back() {
-    let mut report = Recorder::new().finish(one_second_run("outage"), RunTotals::default(), None);
+    let mut report = Recorder::new().finish(
+        one_second_run("outage", "budget"),
+        RunTotals::default(),
+        None,
+    );
     assert!(report.section::<OutageReport>().is_none());
     let outage = OutageReport {
         path: "/pricing".into(),

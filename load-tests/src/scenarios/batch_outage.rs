@@ -448,21 +448,13 @@ async fn batch(mode: ChainMode, rate: f64, outage: Duration) -> Result<BatchRepo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budgets::BudgetDistribution;
     use crate::client::Patience;
     use crate::generator::{LoadSpec, RunTotals};
-    use crate::report::{Recorder, RunInfo};
+    use crate::report::Recorder;
+    use crate::report::tests::one_second_run;
 
     fn run(mode: &str, batch: BatchReport) -> RunReport {
-        let info = RunInfo {
-            scenario: "batch-outage".into(),
-            mode: mode.into(),
-            description: "test".into(),
-            spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
-            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
-            patience: Patience::Budget,
-            load_average: None,
-        };
+        let info = one_second_run("batch-outage", mode);
         let mut r = Recorder::new().finish(info, RunTotals::default(), None);
         r.set_section(batch);
         r

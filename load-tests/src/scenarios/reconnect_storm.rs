@@ -375,21 +375,12 @@ async fn read_opens(partner: &PartnerHandle) -> Result<Vec<u64>, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budgets::BudgetDistribution;
-    use crate::client::Patience;
-    use crate::generator::{LoadSpec, RunTotals};
-    use crate::report::{Recorder, RunInfo, scenario_markdown};
+    use crate::generator::RunTotals;
+    use crate::report::tests::one_second_run;
+    use crate::report::{Recorder, scenario_markdown};
 
     fn run(mode: &str, storm: StormReport) -> RunReport {
-        let info = RunInfo {
-            scenario: "reconnect-storm".into(),
-            mode: mode.into(),
-            description: "test".into(),
-            spec: LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
-            budgets: BudgetDistribution::Fixed(Duration::from_secs(1)),
-            patience: Patience::Budget,
-            load_average: None,
-        };
+        let info = one_second_run("reconnect-storm", mode);
         let mut r = Recorder::new().finish(info, RunTotals::default(), None);
         r.set_section(StormRuns {
             targets: vec![storm],
