@@ -1,52 +1,24 @@
 //! `postgres::Database` against a real PostgreSQL: a throwaway cluster per
 //! test (tests/support/pg_cluster.rs), the evidence read from the server's
-//! `pg_stat_activity`, never from the client alone (docs/postgres.md).
+//! `pg_stat_activity`, never from the client alone (docs/postgres.md). A
+//! statement's span is tested in `postgres_span.rs`, a binary of its own.
 
-#[path = "support/pg_cluster.rs"]
-#[allow(dead_code)]
-mod pg_cluster;
+mod postgres_common;
 
-use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use budget_core::Budget;
 use budget_core::client::CallErrorKind;
-use budget_core::context::RequestContext;
 use budget_core::floor::{Floor, FloorConfig};
-use budget_core::ledger::{Entry, Ledger};
+use budget_core::ledger::Entry;
 use budget_core::postgres::{Database, DatabaseConfig, QueryError};
-use pg_cluster::Cluster;
+use postgres_common::pg_cluster::Cluster;
+use postgres_common::{config, db, ms, start, within};
 
 /// The tests that measure time, or load the server for long, one at a
 /// time: their figures are the server's, not the test runner's contention.
 static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
-fn start() -> Cluster {
-    Cluster::start().expect("a throwaway PostgreSQL cluster (Debian's postgresql package)")
-}
-
-fn config(cluster: &Cluster, pool_size: usize) -> DatabaseConfig {
-    let mut config = DatabaseConfig::new("orders-db", cluster.url());
-    config.pool_size = pool_size;
-    config
-}
-
-fn db(cluster: &Cluster, pool_size: usize) -> Database {
-    Database::connect(&config(cluster, pool_size)).unwrap()
-}
-
-/// `fut` inside a request whose budget is `budget`; its ledger.
-async fn within<F: Future>(budget: Duration, fut: F) -> (F::Output, Ledger) {
-    let cx = RequestContext::new(Budget::new(budget));
-    let ledger = cx.ledger().clone();
-    (cx.scope(fut).await, ledger)
-}
 
 /// A plain connection of the test's own, to look at the server.
 async fn observer(cluster: &Cluster) -> tokio_postgres::Client {
@@ -450,83 +422,6 @@ async fn a_server_that_refuses_or_never_answers_ends_within_the_budget() {
         "{entries:?}"
     );
     drop(silent);
-}
-
-/// Goal 3: a statement's span follows OpenTelemetry's database
-/// conventions, and carries neither its text nor its parameters.
-#[tokio::test]
-async fn a_statements_span_names_the_system_operation_and_summary_only() {
-    use std::sync::{Arc, Mutex};
-    use tracing_subscriber::layer::SubscriberExt;
-
-    #[derive(Clone, Default)]
-    struct Fields(Arc<Mutex<Vec<(String, String)>>>);
-    impl tracing::field::Visit for Fields {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-            let mut fields = self.0.lock().unwrap();
-            fields.push((field.name().to_owned(), format!("{value:?}")));
-        }
-    }
-    /// An attempt's fields, prefixed `attempt.`.
-    struct Attempt(Arc<Mutex<Vec<(String, String)>>>);
-    impl tracing::field::Visit for Attempt {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-            let mut fields = self.0.lock().unwrap();
-            fields.push((format!("attempt.{}", field.name()), format!("{value:?}")));
-        }
-    }
-    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Fields {
-        fn on_new_span(
-            &self,
-            attrs: &tracing::span::Attributes<'_>,
-            _: &tracing::span::Id,
-            _: tracing_subscriber::layer::Context<'_, S>,
-        ) {
-            match attrs.metadata().name() {
-                "budget.statement" => attrs.record(&mut self.clone()),
-                "budget.attempt" => {
-                    let mut fields = self.0.lock().unwrap();
-                    fields.push(("attempt".to_owned(), String::new()));
-                    drop(fields);
-                    attrs.record(&mut Attempt(self.0.clone()));
-                }
-                _ => {}
-            }
-        }
-    }
-
-    let cluster = start();
-    let db = db(&cluster, 1);
-    let fields = Fields::default();
-    let subscriber = tracing_subscriber::registry().with(fields.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let sql = "update pg_settings set setting = setting where name = $1 and 'secret-text' <> ''";
-    let (result, _) = within(ms(1000), db.execute("touch", sql, &[&"secret-param"])).await;
-    assert!(result.is_ok(), "{result:?}");
-    let fields = fields.0.lock().unwrap().clone();
-    let get = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.trim_matches('"').to_owned())
-    };
-    assert_eq!(
-        get("db.system.name").as_deref(),
-        Some("postgresql"),
-        "{fields:?}"
-    );
-    assert_eq!(get("db.operation.name").as_deref(), Some("UPDATE"));
-    assert_eq!(get("db.query.summary").as_deref(), Some("UPDATE touch"));
-    assert!(!format!("{fields:?}").contains("secret"), "{fields:?}");
-    // Its attempt is a database's too: named by the statement, no HTTP
-    // method.
-    assert_eq!(
-        get("attempt.otel.name").as_deref(),
-        Some("orders-db.touch"),
-        "{fields:?}"
-    );
-    assert_eq!(get("attempt.db.system.name").as_deref(), Some("postgresql"));
-    assert!(get("attempt.http.request.method").is_none(), "{fields:?}");
 }
 
 /// Goal 3: a statement's attempts are a database's metric
