@@ -2,6 +2,11 @@
 //! ([`Watch`]), and what came of them ([`WindowReport`]): the `burst-*`
 //! scenarios watch every request of the burst, the `hang` scenarios those
 //! due while the dependency hung (and time the first `2xx` after it).
+//!
+//! For the requests refused with an error status, the window also reports
+//! how long each waited in checkout's permit queues before its refusal
+//! ([`checkout_queue_ms`]: the `checkout.<dependency>-queue` steps of its
+//! answer's `Server-Timing`, summed): a refusal at arrival waits nothing.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,7 +14,9 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::budget_table::micros_histogram;
+use budget_core::ledger::parse_server_timing;
+
+use crate::budget_table::{CHECKOUT_HOP, QUEUE_SUFFIX, micros_histogram};
 use crate::client::{Outcome, Sample};
 
 /// A window of a run whose requests are also reported on their own
@@ -61,6 +68,14 @@ pub struct WindowReport {
     pub failure_p50_ms: Option<f64>,
     /// Their p99 latency, ms.
     pub failure_p99_ms: Option<f64>,
+    /// The refused requests' (answered with an error status) time in
+    /// checkout's permit queues, median, ms ([`checkout_queue_ms`]; `None`:
+    /// no refusal).
+    #[serde(default)]
+    pub refused_queue_p50_ms: Option<f64>,
+    /// Their 99th percentile, ms.
+    #[serde(default)]
+    pub refused_queue_p99_ms: Option<f64>,
     /// The slowest `2xx`, ms (`None`: no `2xx`).
     pub slowest_success_ms: Option<f64>,
     /// The watch's mark, seconds from the start of the run.
@@ -76,6 +91,7 @@ pub struct WindowReport {
 pub(crate) struct WindowCounts {
     report: WindowReport,
     failures: Histogram<u64>,
+    refused_queue: Histogram<u64>,
     slowest: Option<Duration>,
     first_after_mark: Option<Duration>,
 }
@@ -85,6 +101,7 @@ impl WindowCounts {
         Self {
             report: WindowReport::default(),
             failures: micros_histogram(),
+            refused_queue: micros_histogram(),
             slowest: None,
             first_after_mark: None,
         }
@@ -119,7 +136,14 @@ impl WindowCounts {
                 );
                 return;
             }
-            Outcome::Status(code) => *r.refused.entry(code).or_default() += 1,
+            Outcome::Status(code) => {
+                *r.refused.entry(code).or_default() += 1;
+                let queue = checkout_queue_ms(sample.server_timing.as_deref());
+                // Recorded in µs plus 1 (the histogram's least value is 1),
+                // read back less 1: no wait is 0.
+                self.refused_queue
+                    .saturating_record(((queue * 1000.0) as u64).saturating_add(1));
+            }
             Outcome::ClientTimeout => r.client_timeouts += 1,
             Outcome::Transport => r.transport += 1,
         }
@@ -130,19 +154,101 @@ impl WindowCounts {
 
     pub(crate) fn finish(self, watch: &Watch) -> WindowReport {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let at = |q: f64| {
-            (!self.failures.is_empty()).then(|| self.failures.value_at_quantile(q) as f64 / 1000.0)
+        let at = |h: &Histogram<u64>, q: f64| {
+            (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0)
         };
         WindowReport {
             what: watch.what.clone(),
             from_s: watch.from.as_secs_f64(),
             to_s: watch.to.as_secs_f64(),
-            failure_p50_ms: at(0.50),
-            failure_p99_ms: at(0.99),
+            failure_p50_ms: at(&self.failures, 0.50),
+            failure_p99_ms: at(&self.failures, 0.99),
+            refused_queue_p50_ms: at(&self.refused_queue, 0.50).map(less_one_micro),
+            refused_queue_p99_ms: at(&self.refused_queue, 0.99).map(less_one_micro),
             slowest_success_ms: self.slowest.map(ms),
             mark_s: watch.mark.map(|m| m.as_secs_f64()),
             first_success_after_mark_s: self.first_after_mark.map(|d| d.as_secs_f64()),
             ..self.report
         }
+    }
+}
+
+/// A refused request's queue time as recorded (µs plus 1, in ms) less
+/// the 1 µs.
+fn less_one_micro(ms: f64) -> f64 {
+    (ms - 0.001).max(0.0)
+}
+
+/// How long one answer waited in checkout's permit queues, ms: the sum of
+/// the `checkout.<dependency>-queue` steps of its `Server-Timing`
+/// ([`QUEUE_SUFFIX`]), 0 when it has none (or no `Server-Timing`).
+///
+/// ```
+/// use load_tests::window::checkout_queue_ms;
+///
+/// let st = "budget;dur=2000;desc=\"ingress\", checkout.pricing-queue;dur=12, \
+///           checkout.inventory-queue;dur=3, checkout.pricing;dur=50, edge-queue;dur=40";
+/// assert_eq!(checkout_queue_ms(Some(st)), 15.0);
+/// assert_eq!(checkout_queue_ms(Some("checkout.pricing;dur=50")), 0.0);
+/// assert_eq!(checkout_queue_ms(None), 0.0);
+/// ```
+pub fn checkout_queue_ms(server_timing: Option<&str>) -> f64 {
+    let Some(value) = server_timing else {
+        return 0.0;
+    };
+    let prefix = format!("{CHECKOUT_HOP}.");
+    parse_server_timing(value)
+        .iter()
+        .filter(|m| m.name.starts_with(&prefix) && m.name.ends_with(QUEUE_SUFFIX))
+        .filter_map(|m| m.dur)
+        .filter(|d| d.is_finite() && *d > 0.0)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generator::Scheduled;
+
+    #[test]
+    fn refused_requests_queue_times_are_their_checkout_queue_steps_and_0_without_any() {
+        let now = tokio::time::Instant::now();
+        let sample = |index, outcome, st: Option<&str>| Sample {
+            scheduled: Scheduled {
+                index,
+                intended: now,
+                run_start: now,
+            },
+            outcome,
+            latency: Duration::from_millis(10),
+            budget: Duration::from_secs(2),
+            class: None,
+            server_timing: st.map(str::to_owned),
+        };
+        let watch = Watch {
+            what: "the burst".into(),
+            from: Duration::ZERO,
+            to: Duration::from_secs(1),
+            mark: None,
+        };
+        let mut counts = WindowCounts::new();
+        // 98 refused at arrival (no queue step), 2 after 40 ms in the
+        // queue; a 2xx's queue time is not a refusal's.
+        for i in 0..98 {
+            counts.record(&watch, &sample(i, Outcome::Status(503), None));
+        }
+        let queued = "checkout.pricing-queue;dur=30, checkout.inventory-queue;dur=10";
+        for i in 98..100 {
+            counts.record(&watch, &sample(i, Outcome::Status(504), Some(queued)));
+        }
+        let slow = "checkout.pricing-queue;dur=900";
+        counts.record(&watch, &sample(100, Outcome::Ok, Some(slow)));
+        let r = counts.finish(&watch);
+        assert_eq!(r.refused_queue_p50_ms, Some(0.0));
+        let p99 = r.refused_queue_p99_ms.unwrap();
+        assert!((39.9..=40.1).contains(&p99), "{p99}");
+        assert_eq!((r.good, r.failures), (1, 100));
+        let none = WindowCounts::new().finish(&watch);
+        assert_eq!(none.refused_queue_p50_ms, None);
     }
 }

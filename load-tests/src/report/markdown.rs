@@ -279,6 +279,19 @@ fn window_rows(runs: &[RunReport]) -> Vec<Vec<String>> {
                 })
             },
         ));
+        rows.push(row(
+            runs,
+            &format!("{what}: refused, time in checkout's permit queue p50 / p99, ms"),
+            &|r| {
+                win(r, &|w| {
+                    format!(
+                        "{} / {}",
+                        ms(w.refused_queue_p50_ms),
+                        ms(w.refused_queue_p99_ms)
+                    )
+                })
+            },
+        ));
         rows.push(row(runs, &format!("{what}: slowest 2xx, ms"), &|r| {
             win(r, &|w| ms(w.slowest_success_ms))
         }));
