@@ -19,11 +19,12 @@ use crate::chain::{ChainMode, ChainSettings, Partners};
 use crate::client::{MAX_CLIENT_TIMEOUT, Patience};
 use crate::generator::{Arrivals, DEFAULT_MAX_IN_FLIGHT, LoadSpec, SpecError};
 use crate::html::write_html;
-use crate::output::{markdown, write_json};
+use crate::output::{markdown, write_json, write_sweep_json};
 use crate::plot::write_svg;
 use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
 use crate::scenario::ScenarioRef;
+use crate::sweep::{SWEEP_NAME, SweepArgs, SweepPlan, run_sweep, sweep_markdown};
 use crate::target::{LoopbackUrl, NotLoopback};
 
 /// How long each run sends when `--duration` is not given.
@@ -221,6 +222,14 @@ pub struct Args {
     /// No progress bar (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// The `burst-*` scenarios: warm the chain first (20 req/s for 3 s,
+    /// each with the burst's budget or 2 s if shorter, then 200 ms of
+    /// quiet); only the burst is counted [default: cold].
+    #[arg(long)]
+    pub warm: bool,
+    /// The flags of `--scenario burst-sweep`.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
 }
 
 /// A refused command line.
@@ -265,6 +274,16 @@ pub enum Invocation {
         /// The load.
         plan: LoadPlan,
     },
+    /// `--scenario burst-sweep`: the sweep's cells against chains started
+    /// here ([`crate::sweep`]).
+    Sweep {
+        /// What it runs.
+        sweep: SweepPlan,
+        /// How the chain is built.
+        settings: ChainSettings,
+        /// The command line's load (its in-flight cap).
+        plan: LoadPlan,
+    },
     /// One load against a running edge.
     Target {
         /// Its `/checkout` URL.
@@ -282,7 +301,9 @@ impl Invocation {
     /// The load.
     pub fn plan(&self) -> &LoadPlan {
         match self {
-            Invocation::Scenarios { plan, .. } | Invocation::Target { plan, .. } => plan,
+            Invocation::Scenarios { plan, .. }
+            | Invocation::Sweep { plan, .. }
+            | Invocation::Target { plan, .. } => plan,
         }
     }
 }
@@ -372,8 +393,16 @@ impl Args {
                 plan,
             });
         }
+        if let Some(sweep) = self.sweep_invocation(&settings, &plan)? {
+            return Ok(sweep);
+        }
         let scenarios = if self.scenarios.is_empty() {
-            crate::scenarios::ALL.to_vec()
+            // The sweep is run only when asked for (hundreds of runs).
+            crate::scenarios::ALL
+                .iter()
+                .copied()
+                .filter(|s| s.name() != SWEEP_NAME)
+                .collect()
         } else {
             let mut seen = Vec::new();
             for s in &self.scenarios {
@@ -383,6 +412,9 @@ impl Args {
             }
             seen
         };
+        if self.warm && !scenarios.iter().any(|s| s.name().starts_with("burst-")) {
+            return Err(flag("warm", "only the burst-* scenarios can be warmed"));
+        }
         let modes = Modes::union(&self.modes);
         Ok(Invocation::Scenarios {
             scenarios,
@@ -390,6 +422,41 @@ impl Args {
             modes,
             plan,
         })
+    }
+
+    /// The sweep, when `--scenario burst-sweep` asks for it; a sweep flag
+    /// without it, or it beside another scenario, is refused.
+    fn sweep_invocation(
+        &self,
+        settings: &ChainSettings,
+        plan: &LoadPlan,
+    ) -> Result<Option<Invocation>, CliError> {
+        let asked = self.scenarios.iter().any(|s| s.name() == SWEEP_NAME);
+        if !asked {
+            return match self.sweep.given() {
+                Some(name) => Err(flag(name, "only with --scenario burst-sweep")),
+                None => Ok(None),
+            };
+        }
+        if self.scenarios.iter().any(|s| s.name() != SWEEP_NAME) {
+            return Err(flag("scenario", "burst-sweep runs on its own"));
+        }
+        if self.warm {
+            return Err(flag(
+                "warm",
+                "burst-sweep runs cold and warm cells: choose with --sweep-start",
+            ));
+        }
+        for (name, given) in [("svg", self.svg.is_some()), ("html", self.html.is_some())] {
+            if given {
+                return Err(flag(name, "burst-sweep writes one table: use --json"));
+            }
+        }
+        Ok(Some(Invocation::Sweep {
+            sweep: self.sweep.plan(&Modes::union(&self.modes))?,
+            settings: settings.clone(),
+            plan: plan.clone(),
+        }))
     }
 
     fn chain_settings(&self) -> Result<ChainSettings, CliError> {
@@ -486,6 +553,7 @@ impl Args {
             progress: !self.no_progress,
             rate_given: self.rate.is_some(),
             duration_given: self.duration.is_some(),
+            warm: self.warm,
             ..LoadPlan::fixed(spec, self.budget, patience)
         })
     }
@@ -517,6 +585,11 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
             };
             Ok(vec![run_load(plan, target.clone(), label, stats).await?])
         }
+        Invocation::Sweep {
+            sweep,
+            settings,
+            plan,
+        } => Ok(run_sweep(sweep, settings, plan).await?.1),
         Invocation::Scenarios {
             scenarios,
             settings,
@@ -585,6 +658,14 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    if let Invocation::Sweep {
+        sweep,
+        settings,
+        plan,
+    } = &invocation
+    {
+        return sweep_main(&runtime, sweep, settings, plan, &args, command);
+    }
     let reports = match runtime.block_on(execute(&invocation)) {
         Ok(r) => r,
         Err(e) => {
@@ -609,6 +690,32 @@ pub fn main_with(args: Args, command: &str) -> ExitCode {
         && let Err(e) = write_html(path, &invocation, command, &reports)
     {
         eprintln!("load-tests: --html: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The sweep's program: run it, print its table, write its JSON.
+fn sweep_main(
+    runtime: &tokio::runtime::Runtime,
+    sweep: &SweepPlan,
+    settings: &ChainSettings,
+    plan: &LoadPlan,
+    args: &Args,
+    command: &str,
+) -> ExitCode {
+    let report = match runtime.block_on(run_sweep(sweep, settings, plan)) {
+        Ok((report, _)) => report,
+        Err(e) => {
+            eprintln!("load-tests: {}", service_kit::error_chain(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("Command: `{command}`\n\n{}", sweep_markdown(&report));
+    if let Some(path) = &args.json
+        && let Err(e) = write_sweep_json(path, command, settings, &report)
+    {
+        eprintln!("load-tests: --json {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -113,5 +113,7 @@ pub mod soak;
 pub mod soak_cli;
 pub mod spike;
 pub mod storm;
+pub mod sweep;
 pub mod target;
+pub mod warm;
 pub mod window;

@@ -173,7 +173,9 @@ pub fn write_json(
     reports: &[RunReport],
 ) -> std::io::Result<()> {
     let settings = match invocation {
-        Invocation::Scenarios { settings, .. } => Some(settings),
+        Invocation::Scenarios { settings, .. } | Invocation::Sweep { settings, .. } => {
+            Some(settings)
+        }
         Invocation::Target { .. } => None,
     };
     let out = JsonOut {
@@ -186,6 +188,34 @@ pub fn write_json(
 }
 
 /// Writes `value` as pretty JSON and a newline to `path`.
+/// Writes a sweep's report as JSON to `path`: the command, the machine,
+/// the chain's settings and the sweep's rows ([`crate::sweep::SweepReport`]).
+///
+/// # Errors
+///
+/// When the file cannot be written.
+pub fn write_sweep_json(
+    path: &std::path::Path,
+    command: &str,
+    settings: &ChainSettings,
+    sweep: &crate::sweep::SweepReport,
+) -> std::io::Result<()> {
+    #[derive(Serialize)]
+    struct SweepOut<'a> {
+        command: &'a str,
+        machine: Machine,
+        settings: &'a ChainSettings,
+        sweep: &'a crate::sweep::SweepReport,
+    }
+    let out = SweepOut {
+        command,
+        machine: machine(),
+        settings,
+        sweep,
+    };
+    write_json_file(path, &out)
+}
+
 pub(crate) fn write_json_file(
     path: &std::path::Path,
     value: &impl Serialize,

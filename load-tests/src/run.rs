@@ -53,6 +53,9 @@ pub struct LoadPlan {
     /// Every request on a connection of its own, none reused (the
     /// `burst-*` scenarios); otherwise the client keeps a pool.
     pub fresh_connections: bool,
+    /// Warm the chain before a burst (`--warm`; the `burst-*` scenarios,
+    /// [`crate::warm`]); the others ignore it.
+    pub warm: bool,
 }
 
 impl LoadPlan {
@@ -80,6 +83,7 @@ impl LoadPlan {
             duration_given: false,
             watch: None,
             fresh_connections: false,
+            warm: false,
         }
     }
 
@@ -161,6 +165,9 @@ pub enum RunError {
         /// The process's soft limit.
         limit: u64,
     },
+    /// The sweep's noisy neighbour (`--noisy-neighbour`) did not start.
+    #[error("the noisy neighbour did not start")]
+    Noisy(#[source] std::io::Error),
 }
 
 /// What one run is called and sends.

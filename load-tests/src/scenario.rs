@@ -438,7 +438,7 @@ mod tests {
                 assert!(slow_partner::Knobs::from_query(query).is_ok(), "{query}");
             }
         }
-        assert_eq!(names.len(), 23);
+        assert_eq!(names.len(), 24);
         assert_eq!(find("no-such-scenario"), None);
     }
 }

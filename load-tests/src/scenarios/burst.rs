@@ -4,7 +4,9 @@
 //! [`BURST_REQUESTS`] (300, or `--requests`) sent at once, one connection
 //! each; budgets of 10 s (`-fits`, the whole burst) or 1 s (`-part`); the
 //! client waits the budget plus [`BURST_MARGIN`] at most. The whole burst
-//! is the run's watched window ([`crate::window`]).
+//! is the run's watched window ([`crate::window`]). With `--warm`
+//! ([`LoadPlan::warm`]) the chain is warmed first ([`crate::warm`]): the
+//! warm-up is reported in a row of its own, never in the burst's.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -15,8 +17,11 @@ use crate::budgets::BudgetDistribution;
 use crate::chain::{ChainSettings, PARTNER_PATHS};
 use crate::client::Patience;
 use crate::generator::{LoadSpec, MAX_REQUESTS, SpecError};
-use crate::run::LoadPlan;
-use crate::scenario::{Scenario, Setup, Topology};
+use crate::report::{RunReport, row, section_cell};
+use crate::run::{LoadPlan, ModeRun};
+use crate::scenario::{RunFuture, Scenario, Setup, Topology};
+use crate::section::SectionKind;
+use crate::warm::{WARM_FOR, WARM_RATE, WarmUpReport, warm_then_load};
 use crate::window::Watch;
 
 /// How many requests a `burst-*` scenario sends at once, unless
@@ -118,7 +123,7 @@ impl Scenario for Burst {
         let workers = self.limited.then_some(settings.partner_workers);
         let delay = format!("delay={}ms", BURST_DELAY.as_millis());
         let description = format!(
-            "cold chain and partner; every request at once, one connection each; {} ms \
+            "fresh chain and partner (cold, or warmed first with --warm); every request at once, one connection each; {} ms \
              on every path, {}; {} s budgets, which cover {} the burst",
             BURST_DELAY.as_millis(),
             match workers {
@@ -145,27 +150,96 @@ impl Scenario for Burst {
     }
 
     /// Every request at once: [`BURST_REQUESTS`] (or `--requests`), the
-    /// burst's budget, one connection each, the whole burst watched.
+    /// burst's budget, one connection each, the whole burst watched
+    /// ([`burst_plan`]).
     fn plan(&self, setup: &Setup, base: &LoadPlan) -> Result<LoadPlan, SpecError> {
-        let mut plan = setup.plan(base)?;
         // `--requests` when given (the spec's count is below the cap).
         let n = if base.spec.max_requests() < MAX_REQUESTS {
             base.spec.max_requests()
         } else {
             BURST_REQUESTS
         };
-        plan.spec = LoadSpec::burst(n)?.with_max_in_flight(base.spec.max_in_flight())?;
-        plan.budgets = BudgetDistribution::Fixed(self.budget);
-        plan.patience = Patience::Fixed(self.budget.saturating_add(BURST_MARGIN));
-        plan.fresh_connections = true;
-        plan.watch = Some(Watch {
-            what: "the burst".into(),
-            from: Duration::ZERO,
-            to: plan.spec.duration(),
-            mark: None,
-        });
-        Ok(plan)
+        burst_plan(setup, base, n, BudgetDistribution::Fixed(self.budget))
     }
+
+    /// The burst, warmed first when the plan says ([`warm_then_load`]).
+    fn run<'a>(&'a self, run: ModeRun<'a>) -> RunFuture<'a> {
+        Box::pin(warm_then_load(run))
+    }
+
+    fn rows(&self, runs: &[RunReport]) -> Vec<Vec<String>> {
+        warm_up_rows(runs)
+    }
+
+    fn sections(&self) -> &'static [SectionKind] {
+        const SECTIONS: &[SectionKind] = &[SectionKind::of::<WarmUpReport>()];
+        SECTIONS
+    }
+}
+
+/// The load of a burst of `n` requests of `budgets` on `setup`: every
+/// request at once, one connection each, the client waiting the largest
+/// budget plus [`BURST_MARGIN`] at most, the whole burst watched; `base`'s
+/// in-flight cap and warm-up ([`LoadPlan::warm`]).
+///
+/// # Errors
+///
+/// `n` of zero or over the generator's caps.
+///
+/// ```
+/// use std::time::Duration;
+/// use load_tests::budgets::BudgetDistribution;
+/// use load_tests::chain::ChainSettings;
+/// use load_tests::client::Patience;
+/// use load_tests::generator::LoadSpec;
+/// use load_tests::run::LoadPlan;
+/// use load_tests::scenario::Scenario as _;
+/// use load_tests::scenarios::burst::{BURST_FITS, burst_plan};
+///
+/// let base = LoadPlan::fixed(LoadSpec::new(10.0, Duration::from_secs(1)).unwrap(),
+///     Duration::from_secs(2), Patience::Budget);
+/// let setup = BURST_FITS.setup(&ChainSettings::default());
+/// let plan = burst_plan(&setup, &base, 100, BudgetDistribution::Fixed(Duration::from_secs(2))).unwrap();
+/// assert_eq!(plan.spec.expected_requests(), 100);
+/// assert_eq!(plan.patience, Patience::Fixed(Duration::from_secs(7)));
+/// assert!(burst_plan(&setup, &base, 0, plan.budgets).is_err());
+/// ```
+pub fn burst_plan(
+    setup: &Setup,
+    base: &LoadPlan,
+    n: u64,
+    budgets: BudgetDistribution,
+) -> Result<LoadPlan, SpecError> {
+    let mut plan = setup.plan(base)?;
+    plan.spec = LoadSpec::burst(n)?.with_max_in_flight(base.spec.max_in_flight())?;
+    plan.budgets = budgets;
+    plan.patience = Patience::Fixed(budgets.max().saturating_add(BURST_MARGIN));
+    plan.fresh_connections = true;
+    plan.watch = Some(Watch {
+        what: "the burst".into(),
+        from: Duration::ZERO,
+        to: plan.spec.duration(),
+        mark: None,
+    });
+    Ok(plan)
+}
+
+/// The warm-up's row, when a run was warmed ([`WarmUpReport`]): kept
+/// apart from the burst's rows.
+fn warm_up_rows(runs: &[RunReport]) -> Vec<Vec<String>> {
+    if !runs.iter().any(|r| r.section::<WarmUpReport>().is_some()) {
+        return Vec::new();
+    }
+    let name = format!(
+        "warm-up before the burst ({WARM_RATE:.0} req/s for {} s, not counted above): \
+         2xx within budget / refused, of requests",
+        WARM_FOR.as_secs()
+    );
+    vec![row(runs, &name, &|r| {
+        section_cell(r, |w: &WarmUpReport| {
+            format!("{} / {} of {}", w.good, w.refused, w.requests)
+        })
+    })]
 }
 
 #[cfg(test)]

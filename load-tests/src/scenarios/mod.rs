@@ -40,6 +40,7 @@ registry! {
     tail: [Tail],
     spike: [Spike],
     burst: [BURST_FITS, BURST_FITS_UNLIMITED, BURST_PART, BURST_PART_UNLIMITED],
+    burst_sweep: [BurstSweep],
     hang: [HANG, HANG_SLOW],
     replicas: [Replicas],
     db_slow: [DbSlow],
