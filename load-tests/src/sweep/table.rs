@@ -74,7 +74,7 @@ pub fn sweep_markdown(report: &SweepReport) -> String {
     }
     let mut out = String::from("### burst-sweep\n\n");
     out.push_str(&format!(
-        "{} cell run(s), {} mode(s) each, {} s{}. Per mode: answered in budget (of a mixed \
+        "{} cell run(s), {} mode(s) each, {} s (estimated {} s){}. Per mode: answered in budget (of a mixed \
          burst also its short-budget requests: in budget/sent) · refused (an error status) · \
          the refused requests' time in checkout's permit queue, p50/p99 ms (0 when none \
          waited; `-`: none refused). Warm cells were warmed first (20 req/s for 3 s), and \
@@ -83,6 +83,7 @@ pub fn sweep_markdown(report: &SweepReport) -> String {
         report.rows.len(),
         modes.len(),
         report.elapsed_s.round(),
+        report.estimated_s.round(),
         if report.noisy_neighbour {
             ", one core kept busy by a noisy neighbour"
         } else {
