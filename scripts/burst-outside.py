@@ -7,8 +7,11 @@ connections opened beforehand, each with `request-budget-ms: 1000`
 `--budget-mode off` side by side, alternating, ROUNDS rounds each; every
 round starts a cold chain. With `--connect-in-burst` each connection is
 opened at the burst instant instead (as the load-tests generator does).
+With `--warm` the chain is warmed first, as services in production are:
+20 requests a second for 3 s (one connection, the burst's budget), then
+the burst.
 
-Usage: scripts/burst-outside.py [--connect-in-burst] [ROUNDS] [REQUESTS] [BUDGET_MS]
+Usage: scripts/burst-outside.py [--connect-in-burst] [--warm] [ROUNDS] [REQUESTS] [BUDGET_MS]
 Needs the release binaries (cargo build --release -p edge -p checkout
 -p slow-partner); honours CARGO_TARGET_DIR. Loopback only; every process
 is stopped at the end of its round, and every request has a 10 s client
@@ -87,6 +90,27 @@ def stop(procs):
             p.kill()
 
 
+def warm_up(edge, budget_ms, rate=20, seconds=3):
+    """`rate` requests a second for `seconds`, one after another on one
+    connection, each with `budget_ms`; how many were answered 2xx."""
+    conn = http.client.HTTPConnection("127.0.0.1", edge, timeout=10)
+    start, ok = time.monotonic(), 0
+    for i in range(rate * seconds):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        try:
+            conn.request("GET", "/checkout", headers={"request-budget-ms": str(budget_ms)})
+            res = conn.getresponse()
+            res.read()
+            ok += 200 <= res.status < 300
+        except OSError:
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", edge, timeout=10)
+    conn.close()
+    return ok
+
+
 def burst(edge, n, budget_ms, connect_in_burst):
     results = []
     lock = threading.Lock()
@@ -126,13 +150,15 @@ def burst(edge, n, budget_ms, connect_in_burst):
 def main():
     args = sys.argv[1:]
     connect_in_burst = "--connect-in-burst" in args
-    args = [a for a in args if a != "--connect-in-burst"]
+    warm = "--warm" in args
+    args = [a for a in args if a not in ("--connect-in-burst", "--warm")]
     rounds = int(args[0]) if len(args) > 0 else 3
     n = int(args[1]) if len(args) > 1 else 300
     budget_ms = int(args[2]) if len(args) > 2 else 1000
     opened = "at the burst instant" if connect_in_burst else "beforehand"
     print(f"{n} requests at once (connections opened {opened}), "
-          f"request-budget-ms {budget_ms}, partner 8 workers at 50 ms")
+          f"request-budget-ms {budget_ms}, partner 8 workers at 50 ms, "
+          f"{'warm (20 req/s for 3 s first)' if warm else 'cold'}")
     print("| round | mode | 2xx within budget | 2xx | failures | failures' p50 ms | slowest 2xx ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in range(1, rounds + 1):
@@ -140,6 +166,9 @@ def main():
             edge, procs = start_chain(mode)
             try:
                 time.sleep(0.3)
+                if warm:
+                    warm_up(edge, budget_ms)
+                    time.sleep(0.2)
                 results = burst(edge, n, budget_ms, connect_in_burst)
             finally:
                 stop(procs)
