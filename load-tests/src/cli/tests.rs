@@ -154,6 +154,10 @@ fn the_defaults_run_every_scenario_in_all_three_modes_at_80_percent_of_capacity(
     let line = chain_line(&settings);
     assert!(line.contains("at most 4 calls at once per path"), "{line}");
     assert!(line.contains("limit per dependency: 8 (fixed"), "{line}");
+}
+
+#[test]
+fn a_scenario_named_twice_runs_once_in_the_modes_given() {
     let Invocation::Scenarios {
         scenarios,
         modes,
