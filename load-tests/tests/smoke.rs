@@ -3,6 +3,8 @@
 //! most 50 req/s for a second or two. Full load
 //! runs are not part of the test suite; BENCHMARKS.md has their commands.
 
+mod support;
+
 use std::time::Duration;
 
 use clap::Parser;
@@ -173,14 +175,7 @@ async fn smoke_healthy_in_all_four_modes_gives_tables_counts_that_add_up_and_jso
 /// Runs `args` (after the program name) to the end, bounded.
 async fn run_scenarios(args: &[&str]) -> (Invocation, Vec<load_tests::report::RunReport>) {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut full = vec!["load-tests", "--no-progress"];
-    full.extend_from_slice(args);
-    let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
-    let reports = tokio::time::timeout(Duration::from_secs(120), execute(&invocation))
-        .await
-        .expect("the run stops by itself")
-        .expect("the run works");
-    (invocation, reports)
+    support::run_bounded(args, Duration::from_secs(120)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

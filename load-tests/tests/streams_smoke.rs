@@ -4,11 +4,11 @@
 //! command line, every mode, asserting the shape of their goals. Full runs
 //! are not part of the test suite; BENCHMARKS.md has their commands.
 
+mod support;
+
 use std::time::Duration;
 
-use clap::Parser;
 use load_tests::batch_outage::BatchReport;
-use load_tests::cli::{Args, execute};
 use load_tests::output::markdown;
 use load_tests::report::RunReport;
 use load_tests::storm::{StormReport, StormRuns, StormTarget};
@@ -18,13 +18,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 async fn run(args: &[&str]) -> (String, Vec<RunReport>) {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut full = vec!["load-tests", "--no-progress"];
-    full.extend_from_slice(args);
-    let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
-    let reports = tokio::time::timeout(Duration::from_secs(240), execute(&invocation))
-        .await
-        .expect("the run stops by itself")
-        .expect("the run works");
+    let (invocation, reports) = support::run_bounded(args, Duration::from_secs(240)).await;
     (markdown(&invocation, "smoke", &reports), reports)
 }
 

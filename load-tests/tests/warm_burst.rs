@@ -6,10 +6,10 @@
 //! and 256 of 300 in the test build, BENCHMARKS.md, "Burst sweep"): that
 //! assertion waits for the admission that meets it.
 
+mod support;
+
 use std::time::Duration;
 
-use clap::Parser;
-use load_tests::cli::{Args, execute};
 use load_tests::output::markdown;
 use load_tests::report::RunReport;
 use load_tests::warm::WarmUpReport;
@@ -19,14 +19,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// Runs the command line `args`, bounded.
 async fn run(args: &[&str]) -> (load_tests::cli::Invocation, Vec<RunReport>) {
-    let mut full = vec!["load-tests", "--no-progress"];
-    full.extend_from_slice(args);
-    let invocation = Args::try_parse_from(full).unwrap().invocation().unwrap();
-    let reports = tokio::time::timeout(Duration::from_secs(120), execute(&invocation))
-        .await
-        .expect("the run stops by itself")
-        .expect("the run works");
-    (invocation, reports)
+    support::run_bounded(args, Duration::from_secs(120)).await
 }
 
 /// The sweep's cell warm / 300 at once / 10 s / 50 ms with 8 workers per

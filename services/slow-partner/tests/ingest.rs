@@ -19,6 +19,17 @@ async fn post(partner: &PartnerHandle, key: Option<&str>, body: &str) -> reqwest
     request.send().await.unwrap()
 }
 
+/// Ends the partner's ingest failure window at once.
+async fn recover(partner: &PartnerHandle) {
+    admin(
+        partner,
+        Method::PUT,
+        "/admin/ingest",
+        r#"{"fail_for":null}"#,
+    )
+    .await;
+}
+
 async fn counters(partner: &PartnerHandle) -> Value {
     admin(partner, Method::GET, "/admin/ingest", "").await.2
 }
@@ -150,13 +161,7 @@ async fn while_failing_nothing_is_applied_and_retry_after_is_sent() {
             "application/problem+json"
         );
 
-        admin(
-            &partner,
-            Method::PUT,
-            "/admin/ingest",
-            r#"{"fail_for":null}"#,
-        )
-        .await;
+        recover(&partner).await;
         assert_eq!(
             post(&partner, Some("b1"), "[1]").await.status(),
             StatusCode::OK
@@ -245,13 +250,7 @@ async fn mode_hang_holds_the_request_until_the_window_is_lifted() {
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!pending.is_finished());
-        admin(
-            &partner,
-            Method::PUT,
-            "/admin/ingest",
-            r#"{"fail_for":null}"#,
-        )
-        .await;
+        recover(&partner).await;
         assert_eq!(
             pending.await.unwrap(),
             StatusCode::SERVICE_UNAVAILABLE,
@@ -336,13 +335,7 @@ async fn mode_applied_reset_applies_the_batch_then_loses_the_answer() {
         // Sent again under a new key (what a key per send does): applied
         // twice, and the partner sees the same items again.
         post_unanswered(&partner, "b", r#"[{"seq":1},{"seq":2}]"#).await;
-        admin(
-            &partner,
-            Method::PUT,
-            "/admin/ingest",
-            r#"{"fail_for":null}"#,
-        )
-        .await;
+        recover(&partner).await;
         let again = post(&partner, Some("a"), r#"[{"seq":1},{"seq":2}]"#).await;
         assert_eq!(
             again.json::<Value>().await.unwrap(),
