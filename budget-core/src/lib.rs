@@ -163,6 +163,7 @@ pub mod ledger;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
 pub mod problem;
+pub mod proxy;
 pub mod retry;
 // Internal: the token refresh's single flight. Public only for its
 // doctests and its users of old; no workspace crate uses it.

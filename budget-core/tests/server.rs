@@ -151,6 +151,74 @@ async fn contract_1_use_default_policy_ignores_the_bad_header() {
     assert_eq!(text(res).await, "2000");
 }
 
+/// The malformed header ignored is a ledger note, not a silent default.
+#[tokio::test(start_paused = true)]
+async fn contract_1_a_malformed_header_ignored_is_noted_in_the_ledger() {
+    let mut config = config();
+    config.on_malformed = budget_core::header::OnMalformed::UseDefault;
+    let res = app(config.layer().unwrap())
+        .oneshot(get_with(&[
+            ("request-budget-ms", b"1500"),
+            ("x-envoy-expected-rq-timeout-ms", b"30s"),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let timing = res.headers()["server-timing"].to_str().unwrap().to_owned();
+    assert_eq!(
+        timing,
+        "budget;dur=1500;desc=\"ingress\", budget;desc=\"ignored: malformed \
+         `x-envoy-expected-rq-timeout-ms` header \\\"30s\\\": non-digit character 's'\""
+    );
+    assert_eq!(text(res).await, "1500");
+}
+
+/// Through Envoy: its route timeout (`x-envoy-expected-rq-timeout-ms`)
+/// shorter than the caller's budget wins, and the ledger says it cut the
+/// budget and what the caller had sent; no note when Envoy's is the
+/// larger, or the only one.
+#[tokio::test(start_paused = true)]
+async fn contract_1_envoy_s_route_timeout_that_cuts_the_budget_is_a_ledger_finding() {
+    let timing = |headers: &[(&str, &[u8])]| {
+        let req = get_with(headers);
+        async move {
+            let res = app(config().layer().unwrap()).oneshot(req).await.unwrap();
+            let timing = res.headers()["server-timing"].to_str().unwrap().to_owned();
+            (timing, text(res).await)
+        }
+    };
+    let cut = timing(&[
+        ("request-budget-ms", b"1983"),
+        ("x-envoy-expected-rq-timeout-ms", b"300"),
+    ])
+    .await;
+    assert_eq!(
+        cut,
+        (
+            "budget;dur=300;desc=\"ingress\", budget;desc=\"cut to 300ms by \
+             x-envoy-expected-rq-timeout-ms: request-budget-ms said 1983ms\""
+                .to_owned(),
+            "300".to_owned()
+        )
+    );
+    let grpc = timing(&[
+        ("grpc-timeout", b"2S"),
+        ("x-envoy-expected-rq-timeout-ms", b"300"),
+    ])
+    .await;
+    assert!(grpc.0.ends_with("grpc-timeout said 2000ms\""), "{}", grpc.0);
+    for quiet in [
+        &[
+            ("request-budget-ms", &b"250"[..]),
+            ("x-envoy-expected-rq-timeout-ms", b"300"),
+        ][..],
+        &[("x-envoy-expected-rq-timeout-ms", &b"300"[..])][..],
+    ] {
+        let (timing, _) = timing(quiet).await;
+        assert!(!timing.contains("cut to"), "{timing}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn contract_3_below_the_floor_on_arrival_is_shed_with_504_and_the_handler_never_runs() {
     let calls = Arc::new(AtomicUsize::new(0));

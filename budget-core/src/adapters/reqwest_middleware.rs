@@ -78,7 +78,7 @@ use crate::clock::WallClock;
 use crate::config::ConfigError;
 use crate::context;
 use crate::floor::Floor;
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
+use crate::outbound::{AttemptError, AttemptSpec, Head, HeaderRules, Transport, http_outcome};
 use crate::retry::{Outcome, is_idempotent};
 
 /// A `reqwest_middleware::Middleware` that spends the current request's
@@ -355,6 +355,10 @@ impl Transport for Stack<'_, '_> {
                 .insert(http::header::RETRY_AFTER, after.clone());
         }
         http_outcome(&head, clock)
+    }
+
+    fn head<'a>(&self, answer: &'a Response) -> Option<Head<'a>> {
+        Some(Head::of(answer.headers()))
     }
 
     fn classify_error(&self, error: Error) -> AttemptError {

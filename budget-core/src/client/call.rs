@@ -43,6 +43,9 @@ where
 }
 
 #[cfg(test)]
+mod envoy;
+
+#[cfg(test)]
 mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

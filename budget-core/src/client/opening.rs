@@ -8,7 +8,7 @@ use super::budget_client::Inner;
 use super::transport::{Failed, Prepared, Reqwest, head_failure};
 use crate::clock::WallClock;
 use crate::outbound::error::CallError;
-use crate::outbound::{AttemptError, AttemptSpec, Call, HeaderRules, Plan, Transport};
+use crate::outbound::{AttemptError, AttemptSpec, Call, Head, HeaderRules, Plan, Transport};
 use crate::retry::{Outcome, TransportKind};
 use crate::stream::StreamResponse;
 
@@ -33,6 +33,10 @@ impl Transport for Opening<'_> {
         // hears it by `Verdict::from_status`, one rule for calls and
         // streams.
         Outcome::from_response(answer.status(), answer.headers(), clock)
+    }
+
+    fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>> {
+        Some(Head::of(answer.headers()))
     }
 
     fn classify_error(&self, error: Failed) -> AttemptError {

@@ -11,7 +11,7 @@ use reqwest::Url;
 
 use crate::client::BodyTooLarge;
 use crate::clock::WallClock;
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
+use crate::outbound::{AttemptError, AttemptSpec, Head, HeaderRules, Transport, http_outcome};
 use crate::retry::{Outcome, TransportKind};
 use crate::telemetry::trace;
 
@@ -68,6 +68,13 @@ impl Transport for Reqwest<'_> {
 
     fn classify(&self, answer: &Self::Answer, clock: &dyn WallClock) -> Outcome {
         http_outcome(answer, clock)
+    }
+
+    fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>> {
+        Some(Head {
+            headers: answer.headers(),
+            body: Some(answer.body()),
+        })
     }
 
     fn classify_error(&self, error: Failed) -> AttemptError {

@@ -15,7 +15,7 @@ use super::budget_client::Inner;
 use super::transport::Prepared;
 use crate::clock::WallClock;
 use crate::outbound::error::CallError;
-use crate::outbound::{AttemptError, AttemptSpec, Call, HeaderRules, Plan, Transport};
+use crate::outbound::{AttemptError, AttemptSpec, Call, Head, HeaderRules, Plan, Transport};
 use crate::retry::{Outcome, TransportKind};
 use crate::telemetry::trace;
 
@@ -83,6 +83,16 @@ impl Transport for Handshake<'_> {
             // breaker's one status rule).
             Upgrade::Open(_) => Outcome::from_response(StatusCode::OK, &HeaderMap::new(), clock),
             Upgrade::Refused(res, _) => Outcome::from_response(res.status(), res.headers(), clock),
+        }
+    }
+
+    fn head<'a>(&self, answer: &'a Upgrade) -> Option<Head<'a>> {
+        match answer {
+            Upgrade::Open(_) => None,
+            Upgrade::Refused(res, _) => Some(Head {
+                headers: res.headers(),
+                body: res.body().as_deref(),
+            }),
         }
     }
 

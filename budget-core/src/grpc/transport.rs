@@ -13,7 +13,7 @@ use tower_service::Service;
 use crate::clock::WallClock;
 use crate::grpc::channels::set_origin;
 use crate::grpc_status::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, parse_pushback};
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
+use crate::outbound::{AttemptError, AttemptSpec, Head, HeaderRules, Transport, http_outcome};
 use crate::problem::ProblemBody;
 use crate::retry::{Outcome, TransportKind};
 
@@ -109,6 +109,10 @@ where
 
     fn classify(&self, answer: &Response<RB>, clock: &dyn WallClock) -> Outcome {
         outcome(answer, clock)
+    }
+
+    fn head<'a>(&self, answer: &'a Response<RB>) -> Option<Head<'a>> {
+        Some(Head::of(answer.headers()))
     }
 
     fn classify_error(&self, failed: Self::Error) -> AttemptError {

@@ -92,6 +92,7 @@ pub(super) fn decode_with<'a>(
     let mut invalid: Option<(usize, &HeaderValue, InvalidReason)> = None;
     let smallest = smallest(
         headers,
+        None,
         |rank, value, reason| {
             if invalid.is_none_or(|(first, ..)| rank < first) {
                 invalid = Some((rank, value, reason));
@@ -113,14 +114,16 @@ pub(super) fn decode_with<'a>(
 
 /// The smallest valid inbound budget in `headers`, with the rank (index in
 /// [`INBOUND`]) of the header that carried it; ties go to the lower rank.
-/// Every malformed value is handed to `on_invalid` and otherwise skipped;
-/// every header that is not a budget format, to `other`.
+/// The format of rank `skip` is not read. Every malformed value is handed
+/// to `on_invalid` and otherwise skipped; every header that is not a
+/// budget format, to `other`.
 ///
 /// One pass over the map rather than one lookup per format: hashing six
 /// names (FNV, a byte at a time) costs about 100 ns, three times a pass over
 /// a typical request (see BENCHMARKS.md).
 pub(super) fn smallest<'a>(
     headers: &'a HeaderMap,
+    skip: Option<usize>,
     mut on_invalid: impl FnMut(usize, &'a HeaderValue, InvalidReason),
     mut other: impl FnMut(&'a HeaderName, &'a HeaderValue),
 ) -> Option<(Duration, usize)> {
@@ -130,6 +133,9 @@ pub(super) fn smallest<'a>(
             other(header, value);
             continue;
         };
+        if skip == Some(rank) {
+            continue;
+        }
         match parse(value.as_bytes()) {
             Ok(budget) if smallest.is_none_or(|min| (budget, rank) < min) => {
                 smallest = Some((budget, rank));
@@ -139,6 +145,21 @@ pub(super) fn smallest<'a>(
         }
     }
     smallest
+}
+
+/// What the caller's own budget header said when Envoy's expected timeout
+/// (`x-envoy-expected-rq-timeout-ms`: its route's timeout) is smaller and
+/// became the budget `budget`: the smallest valid budget of the other
+/// formats and its header, when larger than `budget` (docs/contract.md
+/// §1, "Through Envoy").
+#[cfg(feature = "server")]
+pub(super) fn cut_by_envoy(
+    headers: &HeaderMap,
+    budget: Duration,
+) -> Option<(Duration, &'static HeaderName)> {
+    let envoy = super::Rank::X_ENVOY_EXPECTED_RQ_TIMEOUT_MS as usize;
+    let (said, rank) = smallest(headers, Some(envoy), |_, _, _| {}, |_, _| {})?;
+    (said > budget).then(|| (said, name(rank)))
 }
 
 /// A parser of one header value.
@@ -240,7 +261,9 @@ impl InvalidReason {
 }
 
 /// A budget header that is present but malformed: which header, what it
-/// held, and why it cannot be read.
+/// held, and why it cannot be read. The same error names a malformed
+/// millisecond header of an answer (Envoy's
+/// [`x-envoy-upstream-service-time`](crate::proxy::upstream_time)).
 ///
 /// The server side answers it with `400 Bad Request` (or ignores the header,
 /// by [`OnMalformed::UseDefault`](super::OnMalformed::UseDefault)).
@@ -268,7 +291,7 @@ pub struct InvalidHeader {
 
 impl InvalidHeader {
     /// The error for `header`'s `value`, kept printable and short.
-    pub(super) fn new(header: &HeaderName, value: &[u8], reason: InvalidReason) -> Self {
+    pub(crate) fn new(header: &HeaderName, value: &[u8], reason: InvalidReason) -> Self {
         // A char takes at most 4 bytes: this head holds the first
         // MAX_VALUE_CHARS chars, and the rest of the value is never looked at.
         let head = &value[..value.len().min(4 * MAX_VALUE_CHARS)];

@@ -178,15 +178,17 @@ impl Inbound {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn resolve(&self, headers: &HeaderMap) -> Result<Resolved, InvalidHeader> {
-        self.resolve_with(headers, |_, _| {})
+        self.resolve_with(headers, |_, _| {}, |_| {})
     }
 
     /// [`resolve`](Self::resolve), handing every header that is not a
-    /// budget format to `other` in the same pass over the map.
+    /// budget format to `other` in the same pass over the map, and every
+    /// malformed one ignored ([`OnMalformed::UseDefault`]) to `ignored`.
     pub(crate) fn resolve_with<'a>(
         &self,
         headers: &'a HeaderMap,
         other: impl FnMut(&'a HeaderName, &'a HeaderValue),
+        mut ignored: impl FnMut(InvalidHeader),
     ) -> Result<Resolved, InvalidHeader> {
         let found = match self.on_malformed {
             OnMalformed::Reject => match decode::decode_with(headers, other) {
@@ -196,13 +198,16 @@ impl Inbound {
             },
             OnMalformed::UseDefault => decode::smallest(
                 headers,
+                None,
                 |rank, value, reason| {
                     let header = decode::name(rank);
+                    let error = InvalidHeader::new(header, value.as_bytes(), reason);
                     tracing::debug!(
                         %header,
-                        error = %InvalidHeader::new(header, value.as_bytes(), reason),
+                        %error,
                         "ignoring a malformed budget header (on_malformed = use-default)",
                     );
+                    ignored(error);
                 },
                 other,
             )
@@ -221,6 +226,29 @@ impl Inbound {
             },
         })
     }
+}
+
+/// The ledger's note when Envoy's route timeout cut the caller's budget:
+/// the budget came from `x-envoy-expected-rq-timeout-ms`, and the caller's
+/// own header said more (docs/contract.md §1, "Through Envoy"). A finding
+/// the ledger shows, so that Envoy's `504` at its route timeout is no
+/// mystery.
+///
+/// ```text
+/// cut to 300ms by x-envoy-expected-rq-timeout-ms: request-budget-ms said 1983ms
+/// ```
+#[cfg(feature = "server")]
+pub(crate) fn envoy_cut_note(headers: &HeaderMap, resolved: &Resolved) -> Option<String> {
+    if resolved.source.as_ref() != Some(&super::X_ENVOY_EXPECTED_RQ_TIMEOUT_MS) {
+        return None;
+    }
+    let (said, header) = decode::cut_by_envoy(headers, resolved.budget)?;
+    Some(format!(
+        "cut to {}ms by {}: {header} said {}ms",
+        resolved.budget.as_millis(),
+        super::X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+        said.as_millis()
+    ))
 }
 
 /// The budget a request arrived with, after default and clamp.

@@ -60,6 +60,8 @@ mod millis;
 
 pub use decode::{Decoded, InvalidHeader, InvalidReason, decode};
 pub use grpc::{encode_grpc_timeout, parse_grpc_timeout};
+#[cfg(feature = "server")]
+pub(crate) use inbound::envoy_cut_note;
 pub use inbound::{Inbound, OnMalformed, Resolved};
 pub use millis::{encode_ms, parse_millis};
 

@@ -52,6 +52,9 @@ pub(crate) struct Attempted<R> {
     pub(crate) result: Tried<R>,
     /// What the result reads as.
     pub(crate) outcome: crate::retry::Outcome,
+    /// What the proxy in front of the dependency said the dependency took
+    /// (`x-envoy-upstream-service-time`), when the answer carries it.
+    pub(crate) upstream: Option<crate::proxy::UpstreamTime>,
     /// How long the attempt that won took.
     pub(crate) took: Duration,
     /// The budget it was sent (`None` in fixed mode).
@@ -80,6 +83,7 @@ impl Attempted<()> {
             number: 1,
             result: Ok(()),
             outcome,
+            upstream: None,
             took,
             budget,
             waited: None,

@@ -134,6 +134,7 @@ impl<T: Transport> Call<'_, T> {
         Attempted {
             number,
             outcome,
+            upstream: classify::upstream_of(self.transport, &raced.result),
             took: raced.took,
             budget,
             waited: progress.waited,

@@ -97,8 +97,9 @@ impl<T: Transport> Race<'_, '_, T> {
             Some(failed) => record::said(
                 &classify::outcome_of(call.transport, failed, call.clock),
                 from,
+                classify::upstream_of(call.transport, failed).as_ref(),
             ),
-            None => record::said(&CANCELLED, from),
+            None => record::said(&CANCELLED, from, None),
         };
         record::ledger(&call.plan, Entry::attempt(name, 1, ran, said));
     }

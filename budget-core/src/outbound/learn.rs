@@ -13,6 +13,7 @@ use super::attempt::Attempted;
 use super::choose::Chosen;
 use crate::admission::limit::Sample;
 use crate::breaker::Verdict;
+use crate::proxy::ProxyRefusal;
 use crate::retry::{Decision, Outcome, StopReason, TransportKind};
 use crate::telemetry::meter;
 
@@ -31,11 +32,15 @@ pub(crate) fn attempt<R>(
         attempted.in_flight,
         attempted.budget,
     );
-    if matches!(decision, Decision::Stop(StopReason::Succeeded))
-        || *outcome == Outcome::Transport(TransportKind::Timeout)
-    {
+    let timed_out = match outcome {
+        Outcome::Transport(kind) => *kind == TransportKind::Timeout,
+        Outcome::Proxy(reply) => reply.refusal().timed_out(),
+        _ => false,
+    };
+    if matches!(decision, Decision::Stop(StopReason::Succeeded)) || timed_out {
         // Rule 10: a learned floor learns from successful attempts, and
-        // from timed-out ones (their latency is at least `took`).
+        // from timed-out ones (their latency is at least `took`; the
+        // proxy's timeout too).
         dep.floor.observe(took);
         if let Some(hedging) = &dep.hedge {
             hedging.observe(took);
@@ -95,12 +100,17 @@ pub(crate) fn endpoint(dep: &Dependency, chosen: &Chosen, verdict: Verdict, took
 /// What an attempt tells an adaptive limit: a success or an answer that
 /// is not about load is latency to learn from; a failed connection or an
 /// overload answer (`429`, `503`, gRPC's `UNAVAILABLE` and
-/// `RESOURCE_EXHAUSTED`) is a drop; a timeout is a drop whose latency
-/// counts too.
+/// `RESOURCE_EXHAUSTED`, the proxy's shedding) is a drop; a timeout (the
+/// proxy's too) is a drop whose latency counts too.
 fn limit_sample(outcome: &Outcome, decision: &Decision) -> Sample {
     match outcome {
         Outcome::Transport(TransportKind::Timeout) => Sample::TimedOut,
         Outcome::Transport(_) => Sample::Dropped,
+        Outcome::Proxy(reply) if reply.refusal().timed_out() => Sample::TimedOut,
+        Outcome::Proxy(reply) if reply.refusal() == ProxyRefusal::Other => {
+            limit_sample(&Outcome::as_sent(reply), decision)
+        }
+        Outcome::Proxy(_) => Sample::Dropped,
         Outcome::Status { status, .. } if matches!(status.as_u16(), 429 | 503) => Sample::Dropped,
         Outcome::Grpc { code: 8 | 14, .. } => Sample::Dropped,
         _ if matches!(decision, Decision::Stop(StopReason::Succeeded)) => Sample::Success,
@@ -152,6 +162,32 @@ mod tests {
         assert_eq!(limit_sample(&timeout, &retry), Sample::TimedOut);
         let refused = Outcome::Transport(TransportKind::Connect);
         assert_eq!(limit_sample(&refused, &retry), Sample::Dropped);
+    }
+
+    /// Envoy's shedding and failed connections are drops, its timeouts
+    /// drops whose latency counts, another local reply as its status.
+    #[test]
+    fn a_limit_hears_the_proxy_s_shedding_as_a_drop_and_its_timeout_as_one() {
+        use crate::proxy::ProxyReply;
+        let retry = Decision::Retry {
+            after: Duration::ZERO,
+        };
+        let stop = Decision::Stop(StopReason::NotRetryable);
+        let proxy = |r| Outcome::Proxy(ProxyReply::new(r, StatusCode::SERVICE_UNAVAILABLE));
+        for r in [
+            ProxyRefusal::Overflow,
+            ProxyRefusal::ConcurrencyLimit,
+            ProxyRefusal::ConnectFailure,
+            ProxyRefusal::NoHealthyUpstream,
+            ProxyRefusal::Other,
+        ] {
+            assert_eq!(limit_sample(&proxy(r), &retry), Sample::Dropped, "{r:?}");
+        }
+        for r in [ProxyRefusal::UpstreamTimeout, ProxyRefusal::StreamDuration] {
+            assert_eq!(limit_sample(&proxy(r), &retry), Sample::TimedOut, "{r:?}");
+        }
+        let not_found = Outcome::Proxy(ProxyReply::new(ProxyRefusal::Other, StatusCode::NOT_FOUND));
+        assert_eq!(limit_sample(&not_found, &stop), Sample::Ignore);
     }
 
     /// A replica that refuses its connections cuts its own limit, and the

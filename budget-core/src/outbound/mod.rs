@@ -69,7 +69,7 @@ pub(crate) use headers::{Deadline, HeaderRules};
 pub use record::QUEUE_SUFFIX;
 pub use timing::TimeoutMode;
 pub(crate) use timing::Timing;
-pub(crate) use transport::Transport;
+pub(crate) use transport::{Head, Transport};
 
 /// What the engine knows of one dependency, shared by all its calls: its
 /// name, floor, retry policy and budget, endpoints (each with its breaker

@@ -20,6 +20,7 @@ use crate::ledger::{Entry, Ledger};
 use crate::outbound::endpoints::ResolveError;
 use crate::outbound::error::{CallError, CallErrorKind, NoPermitInBudget};
 use crate::outbound::hedging::HEDGE_SUFFIX;
+use crate::proxy::UpstreamTime;
 use crate::telemetry::semconv::{
     OUTCOME_BELOW_FLOOR, OUTCOME_CIRCUIT_OPEN, OUTCOME_NO_PERMIT, OUTCOME_UNRESOLVED,
     REASON_EXPIRED, REASON_PREDICTED_WAIT, REASON_STANDING_QUEUE,
@@ -73,7 +74,7 @@ pub(crate) fn attempt_ended<R>(
 ) {
     let (number, took, outcome) = (attempted.number, attempted.took, &attempted.outcome);
     let name = &dep.name;
-    let said = said(outcome, chosen.shown());
+    let said = said(outcome, chosen.shown(), attempted.upstream.as_ref());
     if attempted.hedge_won {
         ledger(
             plan,
@@ -85,14 +86,32 @@ pub(crate) fn attempt_ended<R>(
     meter::attempt_done(name, &plan.method, outcome, took, plan.rpc_system);
 }
 
-/// An attempt's ledger outcome: `what` (`200`, `timeout`, `cancelled`),
-/// and the replica it went to when it was chosen among several (`200 from
-/// 10.0.0.2:9000`; docs/contract.md §4).
-pub(crate) fn said(what: &dyn std::fmt::Display, from: Option<&Arc<str>>) -> String {
-    match from {
-        Some(endpoint) => format!("{what} from {endpoint}"),
-        None => what.to_string(),
+/// An attempt's ledger outcome: `what` (`200`, `timeout`, `cancelled`,
+/// `envoy UT: upstream request timeout (504)`), the replica it went to
+/// when it was chosen among several (`200 from 10.0.0.2:9000`), and what
+/// the proxy in front of the dependency said the dependency took (`200,
+/// upstream 35ms`), or that it said it unreadably (docs/contract.md §4).
+pub(crate) fn said(
+    what: &dyn std::fmt::Display,
+    from: Option<&Arc<str>>,
+    upstream: Option<&UpstreamTime>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut said = what.to_string();
+    // Writing to a `String` cannot fail.
+    if let Some(endpoint) = from {
+        let _ = write!(said, " from {endpoint}");
     }
+    match upstream {
+        Some(Ok(took)) => {
+            let _ = write!(said, ", upstream {}ms", took.as_millis());
+        }
+        Some(Err(malformed)) => {
+            let _ = write!(said, ", {malformed}");
+        }
+        None => {}
+    }
+    said
 }
 
 /// What was decided after an attempt: the log line, the span's outcome

@@ -10,7 +10,7 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use super::attempt::{AttemptError, AttemptSpec, Tried};
-use super::{Call, Dependency, Finished, HeaderRules, Plan, Timing, Transport, http_outcome};
+use super::{Call, Dependency, Finished, Head, HeaderRules, Plan, Timing, Transport, http_outcome};
 use crate::client::DependencyConfig;
 use crate::clock::FixedClock;
 use crate::clock::WallClock;
@@ -122,6 +122,13 @@ where
 
     fn classify(&self, answer: &Self::Answer, clock: &dyn WallClock) -> Outcome {
         http_outcome(answer, clock)
+    }
+
+    fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>> {
+        Some(Head {
+            headers: answer.headers(),
+            body: Some(answer.body()),
+        })
     }
 
     fn classify_error(&self, error: AttemptError) -> AttemptError {

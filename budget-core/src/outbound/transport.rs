@@ -53,4 +53,30 @@ pub(crate) trait Transport: Sync {
     /// What a failure is: its kind (connect, reset, timeout, ...) and what
     /// the breaker hears of it.
     fn classify_error(&self, error: Self::Error) -> AttemptError;
+
+    /// An answer's head, for what the engine reads the same way in every
+    /// protocol: a proxy's marks (Envoy's own refusals, its upstream
+    /// time; [`crate::proxy`]). `None` for an answer without HTTP headers
+    /// (a database's).
+    fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>>;
+}
+
+/// What the engine reads of an answer besides its status.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Head<'a> {
+    /// Its headers (over gRPC, the initial metadata).
+    pub(crate) headers: &'a HeaderMap,
+    /// Its body, when the transport holds it whole (Envoy's local-reply
+    /// text names the refusal when no header does).
+    pub(crate) body: Option<&'a [u8]>,
+}
+
+impl<'a> Head<'a> {
+    /// `headers` alone, the body still to come (or none).
+    pub(crate) fn of(headers: &'a HeaderMap) -> Self {
+        Self {
+            headers,
+            body: None,
+        }
+    }
 }

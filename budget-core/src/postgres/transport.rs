@@ -14,7 +14,7 @@ use tokio_postgres::types::ToSql;
 use super::cancel::{Armed, Stopper};
 use super::limit::{SET_LOCAL, server_limit};
 use crate::clock::WallClock;
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport};
+use crate::outbound::{AttemptError, AttemptSpec, Head, HeaderRules, Transport};
 use crate::retry::{Outcome, TransportKind};
 
 /// A statement's parameters, as tokio-postgres takes them.
@@ -218,6 +218,11 @@ impl Transport for Statement<'_> {
             Ok(_) => StatusCode::OK,
             Err(e) => status_of(e.code()),
         })
+    }
+
+    /// A statement's answer has no HTTP head.
+    fn head<'a>(&self, _: &'a Self::Answer) -> Option<Head<'a>> {
+        None
     }
 
     fn classify_error(&self, failure: Failure) -> AttemptError {

@@ -13,6 +13,7 @@ use http::{Method, StatusCode};
 use super::retry_after::parse_retry_after;
 use crate::clock::WallClock;
 use crate::grpc_status::{GrpcCode, Pushback};
+use crate::proxy::{ProxyRefusal, ProxyReply};
 
 /// The `Idempotency-Key` request header
 /// (draft-ietf-httpapi-idempotency-key-header): with it, a POST or PATCH may
@@ -55,9 +56,10 @@ pub const DEFAULT_RETRYABLE_GRPC_CODES: [GrpcCode; 1] = [GrpcCode::Unavailable];
 
 /// What one attempt ended with.
 ///
-/// Not `#[non_exhaustive]`: the server answered (over HTTP or gRPC) or it
-/// did not, so a caller's `match` stays exhaustive; new kinds of failure
-/// go into [`TransportKind`], which is.
+/// Not `#[non_exhaustive]`: the server answered (over HTTP or gRPC), a
+/// proxy in the path answered in its place, or nothing answered, so a
+/// caller's `match` stays exhaustive; new kinds of failure go into
+/// [`TransportKind`] and [`ProxyRefusal`], which are.
 ///
 /// # Example
 ///
@@ -96,6 +98,12 @@ pub enum Outcome {
         /// one.
         pushback: Option<Pushback>,
     },
+    /// The proxy in front of the dependency (Envoy) answered itself: its
+    /// route timeout, an overflowed circuit breaker, a failed connection
+    /// (docs/contract.md §2, "Envoy in the path"). Not the dependency's
+    /// answer: its own class ([`Classifier::classify`]) and ledger text
+    /// (`envoy UT: upstream request timeout (504)`).
+    Proxy(ProxyReply),
 }
 
 impl Outcome {
@@ -151,7 +159,20 @@ impl Outcome {
     pub fn status_code(&self) -> Option<StatusCode> {
         match self {
             Outcome::Status { status, .. } => Some(*status),
-            Outcome::Transport(_) | Outcome::Grpc { .. } => None,
+            Outcome::Transport(_) | Outcome::Grpc { .. } | Outcome::Proxy(_) => None,
+        }
+    }
+
+    /// A proxy's refusal read as the answer it came as (its status, or its
+    /// `grpc-status`), for the rules that have nothing of their own for
+    /// its kind ([`ProxyRefusal::Other`]).
+    pub(crate) fn as_sent(reply: &ProxyReply) -> Self {
+        match reply.grpc_code() {
+            Some(code) => Outcome::Grpc {
+                code,
+                pushback: None,
+            },
+            None => Outcome::status(reply.status()),
         }
     }
 
@@ -173,20 +194,21 @@ impl Outcome {
                 pushback: Some(Pushback::After(wait)),
                 ..
             } => Some(*wait),
-            Outcome::Transport(_) | Outcome::Grpc { .. } => None,
+            Outcome::Transport(_) | Outcome::Grpc { .. } | Outcome::Proxy(_) => None,
         }
     }
 }
 
 impl fmt::Display for Outcome {
-    /// The status code (`503`), the gRPC status (`grpc-14`) or the
-    /// failure kind (`connect`), as the ledger records an attempt's
-    /// outcome.
+    /// The status code (`503`), the gRPC status (`grpc-14`), the failure
+    /// kind (`connect`) or the proxy's refusal (`envoy UO: upstream
+    /// overflow (503)`), as the ledger records an attempt's outcome.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Status { status, .. } => write!(f, "{}", status.as_u16()),
             Outcome::Transport(kind) => kind.fmt(f),
             Outcome::Grpc { code, .. } => write!(f, "grpc-{code}"),
+            Outcome::Proxy(reply) => reply.fmt(f),
         }
     }
 }
@@ -309,6 +331,12 @@ pub enum Class {
 ///   which stops when no time remains.
 /// - rule 4: only idempotent methods retry automatically; POST and PATCH only
 ///   with an `Idempotency-Key` header ([`is_idempotent`]).
+/// - Envoy in the path: a proxy's own refusal ([`Outcome::Proxy`]) is
+///   final when the mesh shed the call (an overflowed circuit breaker, the
+///   concurrency limit: Envoy itself does not retry an overloaded answer,
+///   and the same proxy would shed the retry), retryable when it timed out
+///   or could not reach the dependency (as the transport's own timeout and
+///   connect failure are), and read as its status otherwise.
 ///
 /// # Example
 ///
@@ -424,6 +452,13 @@ impl Classifier {
             } => Class::Fatal,
             Outcome::Grpc { code, .. } if self.grpc.binary_search(code).is_ok() => Class::Retryable,
             Outcome::Grpc { .. } => Class::Fatal,
+            // The mesh shedding load: the same proxy would shed the retry.
+            Outcome::Proxy(reply) if reply.refusal().sheds() => Class::Fatal,
+            Outcome::Proxy(reply) if reply.refusal() == ProxyRefusal::Other => {
+                self.classify(&Outcome::as_sent(reply))
+            }
+            // A timeout, a failed connection: as the transport's own.
+            Outcome::Proxy(_) => Class::Retryable,
         }
     }
 }
@@ -600,6 +635,48 @@ mod tests {
         let o = Outcome::from_response(StatusCode::TOO_MANY_REQUESTS, &h, &clock);
         assert_eq!(o.retry_after(), None);
         assert_eq!(Classifier::default().classify(&o), Class::Retryable);
+    }
+
+    #[test]
+    fn envoy_s_shedding_is_final_its_timeouts_and_failed_connections_retry() {
+        use crate::proxy::{ProxyRefusal as R, ProxyReply};
+        let c = Classifier::default();
+        let http = |r| {
+            c.classify(&Outcome::Proxy(ProxyReply::new(
+                r,
+                StatusCode::SERVICE_UNAVAILABLE,
+            )))
+        };
+        assert_eq!(http(R::Overflow), Class::Fatal);
+        assert_eq!(http(R::ConcurrencyLimit), Class::Fatal);
+        for r in [
+            R::UpstreamTimeout,
+            R::StreamDuration,
+            R::ConnectFailure,
+            R::UpstreamReset,
+            R::NoHealthyUpstream,
+        ] {
+            assert_eq!(http(r), Class::Retryable, "{r:?}");
+        }
+        // Another local reply: as its status, or its gRPC code.
+        let other = |status| Outcome::Proxy(ProxyReply::new(R::Other, status));
+        assert_eq!(
+            c.classify(&other(StatusCode::SERVICE_UNAVAILABLE)),
+            Class::Retryable
+        );
+        assert_eq!(c.classify(&other(StatusCode::NOT_FOUND)), Class::Fatal);
+        assert_eq!(
+            c.classify(&Outcome::Proxy(ProxyReply::grpc(R::Other, 3))),
+            Class::Fatal
+        );
+        assert_eq!(
+            c.classify(&Outcome::Proxy(ProxyReply::grpc(R::Overflow, 14))),
+            Class::Fatal
+        );
+        // Not the dependency's status, and no Retry-After of its own.
+        let o = other(StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!((o.status_code(), o.retry_after()), (None, None));
+        assert_eq!(o.to_string(), "envoy: local reply (503)");
     }
 
     #[test]

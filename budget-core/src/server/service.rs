@@ -12,7 +12,9 @@ use crate::budget::Budget;
 use crate::context::RequestContext;
 use crate::floor::BelowFloor;
 use crate::grpc::grpc_answer;
-use crate::header::{Inbound, InvalidHeader, Resolved};
+use crate::header::{
+    Inbound, InvalidHeader, Resolved, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, envoy_cut_note,
+};
 use crate::ledger::{Entry, INGRESS_METRIC, Ledger};
 use crate::problem::ProblemBody;
 use crate::problem::{Problem, ProblemKind};
@@ -120,12 +122,15 @@ where
         let span = trace::server_span(&req, self.settings.floor.get());
         let mut scanned = Scanned::default();
         let show = self.settings.server_timing.shows(req.headers());
+        let mut ignored = None;
         let resolved = if self.settings.trust_inbound {
-            match self
-                .settings
-                .inbound
-                .resolve_with(req.headers(), |name, value| scanned.note(name, value))
-            {
+            match self.settings.inbound.resolve_with(
+                req.headers(),
+                |name, value| scanned.note(name, value),
+                |invalid| {
+                    ignored.get_or_insert(invalid);
+                },
+            ) {
                 Ok(resolved) => resolved,
                 Err(invalid) => return self.malformed(&invalid, span, scanned.grpc, show),
             }
@@ -134,6 +139,9 @@ where
         };
         let budget = Budget::starting_at(start, resolved.budget);
         let ledger = Ledger::for_ingress(self.settings.ledger, resolved.budget);
+        if ignored.is_some() || resolved.source.as_ref() == Some(&X_ENVOY_EXPECTED_RQ_TIMEOUT_MS) {
+            ingress_notes(&ledger, req.headers(), &resolved, ignored);
+        }
         meter::ingress(resolved.budget);
         if let Some(span) = &span {
             trace::record_ingress(span, resolved.budget);
@@ -267,6 +275,27 @@ where
             floor,
             self.settings.overload_retry_after,
         )
+    }
+}
+
+/// The ingress findings beside the budget (docs/contract.md §4): a
+/// malformed budget header ignored (`on_malformed = "use-default"`), and
+/// the caller's budget cut by Envoy's route timeout
+/// (`x-envoy-expected-rq-timeout-ms`). Out of line: most requests have
+/// neither.
+#[cold]
+#[inline(never)]
+fn ingress_notes(
+    ledger: &Ledger,
+    headers: &HeaderMap,
+    resolved: &Resolved,
+    ignored: Option<InvalidHeader>,
+) {
+    if let Some(invalid) = ignored {
+        ledger.record(Entry::skip(INGRESS_METRIC, format!("ignored: {invalid}")));
+    }
+    if let Some(note) = envoy_cut_note(headers, resolved) {
+        ledger.record(Entry::skip(INGRESS_METRIC, note));
     }
 }
 

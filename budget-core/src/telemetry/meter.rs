@@ -343,9 +343,12 @@ pub(crate) fn attempt_done(
 ) {
     #[cfg(feature = "metrics")]
     {
-        let outcome = match outcome.status_code() {
-            Some(status) => status_label(status.as_u16()),
-            None => outcome.to_string().into(),
+        let outcome = match outcome {
+            crate::retry::Outcome::Status { status, .. } => status_label(status.as_u16()),
+            // The proxy's refusal, apart from every answer of the
+            // dependency's (`envoy-upstream-timeout`).
+            crate::retry::Outcome::Proxy(reply) => reply.refusal().label().into(),
+            _ => outcome.to_string().into(),
         };
         let histogram = match rpc_system {
             Some(DB_SYSTEM_POSTGRESQL) => metrics::histogram!(

@@ -293,6 +293,17 @@ pub(crate) fn record_attempt(
             span.record(RPC_GRPC_STATUS_CODE, i64::from(*code));
             true
         }
+        Outcome::Proxy(reply) => {
+            match reply.grpc_code() {
+                Some(code) => span.record(RPC_GRPC_STATUS_CODE, i64::from(code)),
+                None => span.record(
+                    HTTP_RESPONSE_STATUS_CODE,
+                    i64::from(reply.status().as_u16()),
+                ),
+            };
+            span.record(ERROR_TYPE, reply.refusal().label());
+            true
+        }
     };
     if failed {
         span.record(OTEL_STATUS_CODE, STATUS_ERROR);

@@ -15,7 +15,7 @@ use crate::clock::WallClock;
 use crate::config::ConfigError;
 use crate::context;
 use crate::floor::Floor;
-use crate::outbound::{AttemptError, AttemptSpec, HeaderRules, Transport, http_outcome};
+use crate::outbound::{AttemptError, AttemptSpec, Head, HeaderRules, Transport, http_outcome};
 use crate::retry::Outcome;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -273,6 +273,10 @@ where
 
     fn classify(&self, answer: &Response<RB>, clock: &dyn WallClock) -> Outcome {
         http_outcome(answer, clock)
+    }
+
+    fn head<'a>(&self, answer: &'a Response<RB>) -> Option<Head<'a>> {
+        Some(Head::of(answer.headers()))
     }
 
     fn classify_error(&self, error: BoxError) -> AttemptError {
