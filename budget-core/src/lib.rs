@@ -81,6 +81,8 @@
 //! - [`breaker`]: the circuit breaker.
 //! - [`admission`]: concurrency permits, their queue and adaptive limits.
 //! - [`ledger`]: where the budget went (`Server-Timing`).
+//! - [`proxy`]: a proxy in the path (Envoy): its own refusals, told apart
+//!   from the dependency's answers, and its upstream time.
 //! - [`telemetry`]: spans and metrics names.
 //! - [`clock`]: the injected wall clock; public because the API takes one
 //!   (`BudgetClientBuilder::wall_clock`, `retry::Outcome::from_response`) and
