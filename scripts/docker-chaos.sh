@@ -10,7 +10,7 @@
 # Usage: scripts/docker-chaos.sh [--ci] [--no-build] [--keep-images]
 #                                [--requests N] [SCENARIO...]
 #   SCENARIO: healthy pause stop disconnect blackhole hang ratelimit grpc replicas
-#             db-locked db-paused streams
+#             db-locked db-paused streams envoy
 #             (default: all of them; the db-* ones need the host's psql,
 #             which Debian's postgresql package brings; healthy always runs first)
 #   --ci           3 requests a scenario instead of 4 (what .ci/run runs)
@@ -19,7 +19,8 @@
 # Environment: CHAOS_EDGE_PORT (8080), CHAOS_ADMIN_PORT (9001), CHAOS_PG_PORT (15432),
 #   CHAOS_TOLERANCE_MS (250: the slack over the budget for docker's port
 #   proxy and curl), CHAOS_TIME_LIMIT (600 s for the run, builds excluded),
-#   COMPOSE_PROJECT_NAME (budget-chaos).
+#   COMPOSE_PROJECT_NAME (budget-chaos), CHAOS_ENVOY_CHECKOUT_ADMIN_PORT (9902) and
+#   CHAOS_ENVOY_PARTNER_ADMIN_PORT (9903): the Envoys' admin ports of the envoy scenario.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,14 +31,14 @@ while (($#)); do
     --no-build) build=false; shift ;;
     --keep-images) keep_images=true; shift ;;
     --requests) requests=${2:?--requests needs a number}; shift 2 ;;
-    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas | db-locked | db-paused | streams)
+    healthy | pause | stop | disconnect | blackhole | hang | ratelimit | grpc | replicas | db-locked | db-paused | streams | envoy)
       scenarios+=("$1"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker-chaos: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
 if ((${#scenarios[@]} == 0)); then
-  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas db-locked db-paused streams)
+  scenarios=(pause stop disconnect blackhole hang ratelimit grpc replicas db-locked db-paused streams envoy)
 fi
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-budget-chaos}
@@ -57,9 +58,9 @@ else
   echo "docker-chaos: neither 'docker compose' nor 'docker-compose' is installed" >&2
   exit 2
 fi
-# Every command sees the `replicas` profile's services (the replicas
-# scenario starts them; down removes them).
-compose() { "${compose_cmd[@]}" --profile replicas "$@"; }
+# Every command sees the `replicas` and `envoy` profiles' services (their
+# scenarios start them; build builds them; down removes them).
+compose() { "${compose_cmd[@]}" --profile replicas --profile envoy "$@"; }
 docker info >/dev/null 2>&1 || { echo "docker-chaos: no docker engine answers" >&2; exit 2; }
 # The db-* scenarios look at the database from the host: the postgres image
 # has no shell, so no psql runs inside it.
@@ -81,7 +82,7 @@ cleanup() {
   compose unpause slow-partner-2 checkout-2 >/dev/null 2>&1 || true
   local rmi=(--rmi local)
   $keep_images && rmi=()
-  timeout 120 "${compose_cmd[@]}" --profile replicas down -v --remove-orphans -t 2 "${rmi[@]}" >"$work/down.log" 2>&1 ||
+  timeout 120 "${compose_cmd[@]}" --profile replicas --profile envoy down -v --remove-orphans -t 2 "${rmi[@]}" >"$work/down.log" 2>&1 ||
     { echo "   compose down failed:"; sed 's/^/   /' "$work/down.log"; }
   docker image prune -f --filter label=org.budget.demo=chaos >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -417,6 +418,104 @@ streams_scenario() {
     "streams: the new partner saw ${opened:-no} openings, expected at least 3"
 }
 
+# The budgets the partner received for the request REQUEST_ID (its /stats):
+# "path budget ms, ...".
+partner_budgets() { # REQUEST_ID
+  curl -sS --max-time 5 "$admin/stats" 2>/dev/null |
+    grep -o "\"$1\":{\"attempts\":[0-9]*,\"calls\":\\[[^]]*\\]" |
+    grep -o '"path":"[^"]*","attempt":[0-9]*,"budget_ms":[0-9a-z]*' |
+    sed 's/"path":"\([^"]*\)","attempt":[0-9]*,"budget_ms":\(.*\)/\1 \2 ms/' | paste -sd, - | sed 's/,/, /g' || true
+}
+# Whether every budget of a partner_budgets line is a number of ms <= MAX.
+at_most() { # MAX, the line on stdin
+  awk -F', ' -v max="$1" '{ for (i = 1; i <= NF; i++) { split($i, f, " "); if (f[2] !~ /^[0-9]+$/ || f[2] > max + 0) bad = 1 } } END { exit bad }'
+}
+
+# --- envoy: the chain with an Envoy in front of checkout and of the partner --
+envoy_checkout_admin="http://127.0.0.1:${CHAOS_ENVOY_CHECKOUT_ADMIN_PORT:-9902}"
+envoy_partner_admin="http://127.0.0.1:${CHAOS_ENVOY_PARTNER_ADMIN_PORT:-9903}"
+# After each refusal of the envoy scenarios: its ledger names the call
+# that ran out or was refused: one of checkout's (`checkout.inventory 585
+# timeout`, or Envoy's own `504` as its answer) or edge's call to checkout
+# when that ran out first (`checkout 591 timeout`, not a bare status).
+refusal_named() { # LABEL
+  local refusal
+  [[ "$status" == 200 ]] && return 0
+  refusal=$(server_timing "$work/h" | awk -F'\t' '
+    ($1 ~ /^checkout\./ && $3 != "" && $3 != "ingress") || ($1 == "checkout" && $3 != "" && $3 !~ /^[0-9][0-9][0-9]$/) {
+      printf "%s %.0f %s\n", $1, $2, $3
+    }' | paste -sd';' - | sed 's/;/; /g')
+  echo "      refused: ${refusal:-(no dependency call in the ledger)}"
+  check "$([[ -n "$refusal" ]] && echo true || echo false)" "$1: the ledger of the $status names no refused dependency call"
+}
+# One counter of an Envoy's cluster (its admin /stats), 0 when absent.
+envoy_counter() { # ADMIN_URL CLUSTER COUNTER
+  local v
+  v=$(curl -sS --max-time 5 -G --data-urlencode "filter=^cluster\.$2\.$3\$" "$1/stats" 2>/dev/null | awk -F': ' '{ print $2; exit }')
+  echo "${v:-0}"
+}
+# envoy-partner's own timeouts so far: per try and of the route.
+envoy_timeouts() {
+  echo $(($(envoy_counter "$envoy_partner_admin" partner upstream_rq_timeout) +
+    $(envoy_counter "$envoy_partner_admin" partner upstream_rq_per_try_timeout)))
+}
+# An Envoy's counters of its cluster that tell who refused (its admin /stats).
+envoy_counters() { # ADMIN_URL CLUSTER
+  curl -sS --max-time 5 -G --data-urlencode \
+    "filter=^cluster\.$2\.(upstream_rq_(timeout|per_try_timeout|retry|retry_overflow|pending_overflow|[0-9]xx)|outlier_detection\.ejections_enforced_total)\$" \
+    "$1/stats" 2>/dev/null |
+    sed 's/^cluster\.[^.]*\.//' | paste -sd, - | sed 's/,/, /g'
+}
+envoy_scenario() {
+  local svc budgets before_checkout before_partner crossed_checkout crossed_partner timeouts
+  export CHAOS_CHECKOUT_URL='http://envoy-checkout:10000'
+  export CHAOS_INVENTORY_URL='http://envoy-partner:10000/inventory?delay=20ms'
+  export CHAOS_PRICING_URL='http://envoy-partner:10000/pricing?delay=30ms'
+  export CHAOS_RECOMMENDATIONS_URL='http://envoy-partner:10000/recommendations?delay=40ms'
+  "${compose_cmd[@]}" --profile envoy up -d >"$work/up-envoy.log" 2>&1 || { cat "$work/up-envoy.log"; exit 1; }
+  for svc in envoy-partner checkout envoy-checkout edge; do
+    healthy_within "$svc" 60 || { echo "docker-chaos: $svc not healthy in 60 s" >&2; compose ps >&2; exit 1; }
+  done
+  wait_healthy
+  echo "   envoy-checkout, envoy-partner, checkout and edge healthy"
+  before_checkout=$(envoy_counter "$envoy_checkout_admin" checkout upstream_rq_total)
+  before_partner=$(envoy_counter "$envoy_partner_admin" partner upstream_rq_total)
+  scenario envoy-healthy 1500 200
+  crossed_checkout=$(($(envoy_counter "$envoy_checkout_admin" checkout upstream_rq_total) - before_checkout))
+  crossed_partner=$(($(envoy_counter "$envoy_partner_admin" partner upstream_rq_total) - before_partner))
+  echo "   requests through envoy-checkout: $crossed_checkout, through envoy-partner: $crossed_partner (3 calls each)"
+  check "$( ((crossed_checkout >= requests && crossed_partner >= 3 * requests)) && echo true || echo false)" \
+    "envoy: $crossed_checkout requests crossed envoy-checkout and $crossed_partner envoy-partner for $requests through edge"
+  budgets=$(partner_budgets chaos-envoy-healthy-1)
+  echo "   budgets the partner received for chaos-envoy-healthy-1: ${budgets:-(not in /stats)}"
+  echo "   (envoy-partner's per-try timeout is 300 ms, sent as x-envoy-expected-rq-timeout-ms: the smaller wins)"
+  check "$([[ -n "$budgets" ]] && at_most 300 <<<"$budgets" && echo true || echo false)" \
+    "envoy: the partner received ${budgets:-no budget}, not at most Envoy's 300 ms per try"
+  echo "   the partner hangs (PUT $admin/admin/mode?mode=hang): envoy-partner gives up after 3 tries of"
+  echo "   300 ms (about 950 ms). With a 600 ms budget checkout's own deadline comes first: a 504 at"
+  echo "   the budget, the ledger naming the call that ran out"
+  curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=hang" >/dev/null
+  after_request=refusal_named scenario envoy-hang 600 '504|503'
+  # Healed in between: else checkout's breaker, open on the silent
+  # envoy-partner, would answer the next ones with a fast 503 at once.
+  curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=normal" >/dev/null
+  recovered
+  echo "   hung again, with a 2500 ms budget envoy-partner's timeouts come first: Envoy's own 504"
+  echo "   answers checkout's attempts, a finding in the ledger (the call, its 504), not a mystery"
+  curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=hang" >/dev/null
+  timeouts=$(envoy_timeouts)
+  after_request=refusal_named scenario envoy-route-timeout 2500 '504|503|502'
+  timeouts=$(($(envoy_timeouts) - timeouts))
+  echo "   envoy-partner's own timeouts (per try and route) during it: $timeouts"
+  check "$( ((timeouts >= 1)) && echo true || echo false)" "envoy: envoy-partner's timeouts never fired with a 2500 ms budget"
+  curl -sS --max-time 5 -X PUT "$admin/admin/mode?mode=normal" >/dev/null
+  echo "   envoy-partner's counters: $(envoy_counters "$envoy_partner_admin" partner)"
+  echo "   envoy-checkout's counters: $(envoy_counters "$envoy_checkout_admin" checkout)"
+  unset CHAOS_INVENTORY_URL CHAOS_PRICING_URL CHAOS_RECOMMENDATIONS_URL CHAOS_CHECKOUT_URL
+  compose stop -t 2 envoy-checkout envoy-partner >/dev/null 2>&1
+  compose up -d --no-deps checkout edge >/dev/null 2>&1
+}
+
 # --- the run ----------------------------------------------------------------
 echo "budget chaos demos in docker compose (project $COMPOSE_PROJECT_NAME, $("${compose_cmd[@]}" version --short 2>/dev/null || echo compose))"
 echo "client (host) -> edge -> checkout -> slow-partner; edge on $edge, partner admin on $admin"
@@ -434,6 +533,8 @@ done
 for f in rootfs/usr/lib/postgresql/15/bin/postgres pgdata/var/lib/postgresql/data/PG_VERSION; do
   [[ -e docker/postgres/$f ]] || { echo "docker-chaos: docker/postgres/$f is missing: run scripts/docker-build.sh" >&2; exit 2; }
 done
+[[ -x docker/envoy/rootfs/usr/local/bin/envoy ]] ||
+  { echo "docker-chaos: docker/envoy/rootfs/usr/local/bin/envoy is missing: run scripts/docker-build.sh" >&2; exit 2; }
 
 run_start=$SECONDS
 echo "== images: compose build (FROM scratch, nothing pulled)"
@@ -459,10 +560,7 @@ else
   check false "checkout does not resolve slow-partner"
 fi
 scenario healthy 1500 200
-curl -sS --max-time 5 "$admin/stats" >"$work/stats" 2>/dev/null || true
-budgets=$(grep -o '"chaos-healthy-1":{"attempts":[0-9]*,"calls":\[[^]]*\]' "$work/stats" |
-  grep -o '"path":"[^"]*","attempt":[0-9]*,"budget_ms":[0-9a-z]*' |
-  sed 's/"path":"\([^"]*\)","attempt":[0-9]*,"budget_ms":\(.*\)/\1 \2 ms/' | paste -sd, - | sed 's/,/, /g') || true
+budgets=$(partner_budgets chaos-healthy-1)
 echo "   budgets the partner received for chaos-healthy-1: ${budgets:-(not in /stats)}"
 
 for s in "${scenarios[@]}"; do
@@ -589,6 +687,13 @@ for s in "${scenarios[@]}"; do
       streams_scenario
       recovered
       ;;
+    envoy)
+      echo "== envoy: an Envoy in front of checkout and one in front of the partner (profile envoy,"
+      echo "   docker/envoy/*.yaml: route and per-try timeouts, retries with a retry budget, circuit"
+      echo "   breakers, outlier detection): edge -> envoy-checkout -> checkout -> envoy-partner -> slow-partner"
+      envoy_scenario
+      recovered
+      ;;
     replicas)
       echo "== replicas: three partners behind the name 'partners', two checkouts behind 'checkouts'"
       echo "   (profile replicas; checkout with CHAOS_*_URL=http://partners:9000/..., edge with"
@@ -598,7 +703,7 @@ for s in "${scenarios[@]}"; do
       export CHAOS_PRICING_URL='http://partners:9000/pricing?delay=30ms'
       export CHAOS_RECOMMENDATIONS_URL='http://partners:9000/recommendations?delay=40ms'
       export CHAOS_CHECKOUT_URL='http://checkouts:8081'
-      compose up -d >"$work/up-replicas.log" 2>&1 || { cat "$work/up-replicas.log"; exit 1; }
+      "${compose_cmd[@]}" --profile replicas up -d >"$work/up-replicas.log" 2>&1 || { cat "$work/up-replicas.log"; exit 1; }
       for svc in slow-partner-2 slow-partner-3 checkout checkout-2 edge; do
         healthy_within "$svc" 60 || { echo "docker-chaos: $svc not healthy in 60 s" >&2; compose ps >&2; exit 1; }
       done
