@@ -22,6 +22,19 @@ pub async fn envoy(yaml: &str) -> Sidecar {
         .unwrap_or_else(|e| panic!("this test needs a real Envoy: {e}"))
 }
 
+/// Envoy running `yaml` on one worker thread: its connection pool and
+/// the requests waiting for it are then one, and what overflows is
+/// certain.
+///
+/// # Panics
+///
+/// As [`envoy`].
+pub async fn envoy_on_one_worker(yaml: &str) -> Sidecar {
+    Sidecar::start_with(yaml, 1)
+        .await
+        .unwrap_or_else(|e| panic!("this test needs a real Envoy: {e}"))
+}
+
 /// `yaml` with `with` inserted after `anchor`, which must be there.
 fn insert_after(yaml: &str, anchor: &str, with: &str) -> String {
     assert!(
@@ -49,8 +62,9 @@ pub fn logged(yaml: &str, name: &str) -> String {
     insert_after(yaml, "          stat_prefix: hop\n", &log)
 }
 
-/// The hop config with a circuit breaker of one request at a time and one
-/// waiting: a third call at once overflows (`UO`).
+/// The hop config with a circuit breaker of one connection, one request
+/// at a time and one waiting: on one worker ([`envoy_on_one_worker`]), a
+/// third call overflows at once (`UO`).
 pub fn one_at_a_time(yaml: &str) -> String {
     insert_after(
         yaml,
@@ -105,4 +119,69 @@ pub fn millis(line: &HashMap<String, String>, field: &str) -> u64 {
     line[field]
         .parse()
         .unwrap_or_else(|e| panic!("`{field}` in {line:?}: {e}"))
+}
+
+/// Runs `test` on a current-thread runtime with a Prometheus recorder of
+/// its own (no global state shared between tests), bounded; `test` gets
+/// the recorder's handle to render it.
+pub fn with_metrics<T, F: std::future::Future<Output = T>>(
+    test: impl FnOnce(metrics_exporter_prometheus::PrometheusHandle) -> F,
+) -> T {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(test_support::bounded(test(handle)))
+    })
+}
+
+/// How many attempts of `dependency` the rendered metrics count with
+/// `outcome` (the attempt-duration histogram's count).
+pub fn attempts_with(rendered: &str, dependency: &str, outcome: &str) -> u64 {
+    use budget_core::telemetry::semconv::{
+        LABEL_DEPENDENCY, LABEL_OUTCOME, METRIC_HTTP_CLIENT_DURATION,
+    };
+    let count = format!("{METRIC_HTTP_CLIENT_DURATION}_count{{");
+    let (dependency, outcome) = (
+        format!("{LABEL_DEPENDENCY}=\"{dependency}\""),
+        format!("{LABEL_OUTCOME}=\"{outcome}\""),
+    );
+    rendered
+        .lines()
+        .filter(|l| l.starts_with(&count) && l.contains(&dependency) && l.contains(&outcome))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The outcome of every attempt in `ledger`: its `desc`.
+pub fn attempts(ledger: &budget_core::ledger::Ledger) -> Vec<String> {
+    ledger
+        .entries()
+        .into_iter()
+        .filter_map(|e| match e {
+            budget_core::ledger::Entry::Attempt { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits (at most 5 s) until Envoy's stat `name` is at least `value`.
+///
+/// # Panics
+///
+/// When it is not by then, showing Envoy's stats of the cluster.
+pub async fn wait_for_stat(envoy: &Sidecar, name: &str, value: u64) {
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while envoy.counter(name).await.unwrap_or(0) < value {
+        if tokio::time::Instant::now() >= until {
+            panic!(
+                "{name} never reached {value}: {}",
+                envoy.stats("cluster.upstream.").await
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
