@@ -89,8 +89,9 @@ pub(crate) fn attempt_ended<R>(
 /// An attempt's ledger outcome: `what` (`200`, `timeout`, `cancelled`,
 /// `envoy UT: upstream request timeout (504)`), the replica it went to
 /// when it was chosen among several (`200 from 10.0.0.2:9000`), and what
-/// the proxy in front of the dependency said the dependency took (`200,
-/// upstream 35ms`), or that it said it unreadably (docs/contract.md §4).
+/// the proxy in front of the dependency said the dependency took (`200
+/// (upstream 35ms)`), or that it said it unreadably (docs/contract.md §4):
+/// the first word stays the outcome.
 pub(crate) fn said(
     what: &dyn std::fmt::Display,
     from: Option<&Arc<str>>,
@@ -104,10 +105,10 @@ pub(crate) fn said(
     }
     match upstream {
         Some(Ok(took)) => {
-            let _ = write!(said, ", upstream {}ms", took.as_millis());
+            let _ = write!(said, " (upstream {}ms)", took.as_millis());
         }
         Some(Err(malformed)) => {
-            let _ = write!(said, ", {malformed}");
+            let _ = write!(said, " ({malformed})");
         }
         None => {}
     }

@@ -123,7 +123,7 @@ async fn grpc_timeout_crosses_envoy_less_its_time_and_is_capped_by_the_route() {
             );
             let outcomes = attempts(&ledger);
             assert!(
-                outcomes.len() == 1 && outcomes[0].starts_with("200, upstream "),
+                outcomes.len() == 1 && outcomes[0].starts_with("200 (upstream "),
                 "{outcomes:?}"
             );
         }
@@ -174,7 +174,7 @@ fn envoy_s_grpc_timeouts_stay_apart_from_unavailable_and_cancelled() {
     assert_eq!(outcomes[0], "envoy UT: upstream request timeout (grpc-14)");
     assert_eq!(outcomes[1], "envoy: max stream duration reached (grpc-4)");
     assert!(
-        outcomes[2].starts_with("grpc-14, upstream "),
+        outcomes[2].starts_with("grpc-14 (upstream "),
         "{outcomes:?}"
     );
     assert_eq!(outcomes[3], "timeout");

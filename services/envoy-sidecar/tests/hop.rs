@@ -86,12 +86,12 @@ fn metric<'a>(metrics: &'a [Metric], name: &str, desc: &str) -> &'a Metric {
 const ENVOY_SHARE_MS: f64 = 10.0;
 
 /// An attempt's duration and the upstream time Envoy stamped on its
-/// answer (`200, upstream 12ms`), in ms.
+/// answer (`200 (upstream 12ms)`), in ms.
 fn through_envoy(step: &Metric) -> (f64, f64) {
     let desc = step.desc.as_deref().unwrap_or_default();
     let upstream = desc
-        .strip_prefix("200, upstream ")
-        .and_then(|rest| rest.strip_suffix("ms"))
+        .strip_prefix("200 (upstream ")
+        .and_then(|rest| rest.strip_suffix("ms)"))
         .unwrap_or_else(|| panic!("not an answer carried by Envoy: {step:?}"));
     (step.dur.expect("a duration"), upstream.parse().unwrap())
 }

@@ -130,8 +130,8 @@ fn a_partner_s_own_503_through_envoy_is_the_partner_s_with_envoy_s_upstream_time
     );
     for outcome in &outcomes {
         let upstream = outcome
-            .strip_prefix("503, upstream ")
-            .and_then(|ms| ms.strip_suffix("ms"))
+            .strip_prefix("503 (upstream ")
+            .and_then(|ms| ms.strip_suffix("ms)"))
             .unwrap_or_else(|| panic!("the partner's 503 with Envoy's time: {outcome}"));
         assert!(upstream.parse::<u64>().unwrap() >= 5, "{outcome}");
     }

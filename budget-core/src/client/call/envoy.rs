@@ -153,8 +153,8 @@ async fn a_partner_s_answer_through_envoy_shows_envoy_s_upstream_time() {
     assert_eq!((res.status(), res.attempts()), (StatusCode::OK, 2));
     assert_eq!(
         ledger.server_timing(),
-        "pricing;dur=20;desc=\"503, upstream 12ms\", pricing-wait;dur=100, \
-         pricing;dur=20;desc=\"200, upstream 17ms\""
+        "pricing;dur=20;desc=\"503 (upstream 12ms)\", pricing-wait;dur=100, \
+         pricing;dur=20;desc=\"200 (upstream 17ms)\""
     );
 }
 
@@ -175,7 +175,7 @@ async fn a_malformed_upstream_time_is_a_ledger_note() {
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(
         ledger.server_timing(),
-        "pricing;dur=20;desc=\"200, malformed `x-envoy-upstream-service-time` header \
-         \\\"fast\\\": non-digit character 'f'\""
+        "pricing;dur=20;desc=\"200 (malformed `x-envoy-upstream-service-time` header \
+         \\\"fast\\\": non-digit character 'f')\""
     );
 }
