@@ -10,6 +10,14 @@ use crate::header::{InvalidHeader, parse_millis};
 /// What an answer's `x-envoy-upstream-service-time` says: the
 /// dependency's time in Envoy's eyes, or the malformed value (the ledger
 /// notes it: it is never read as zero).
+///
+/// ```
+/// use std::time::Duration;
+/// use budget_core::proxy::UpstreamTime;
+///
+/// let read: UpstreamTime = Ok(Duration::from_millis(35));
+/// assert_eq!(read.unwrap().as_millis(), 35);
+/// ```
 pub type UpstreamTime = Result<Duration, InvalidHeader>;
 
 /// Reads an answer's `x-envoy-upstream-service-time` (whole milliseconds,
