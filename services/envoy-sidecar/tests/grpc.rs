@@ -121,7 +121,7 @@ async fn grpc_timeout_crosses_envoy_less_its_time_and_is_capped_by_the_route() {
                 read <= left && read + 2 * MS >= left,
                 "out {left:?}, read {read:?}"
             );
-            let outcomes = attempts(&ledger);
+            let outcomes = attempts(&ledger, "partner");
             assert!(
                 outcomes.len() == 1 && outcomes[0].starts_with("200 (upstream "),
                 "{outcomes:?}"
@@ -155,7 +155,7 @@ fn envoy_s_grpc_timeouts_stay_apart_from_unavailable_and_cancelled() {
         ] {
             let (answer, ledger) = call(envoy, query, budget).await;
             codes.push(answer.unwrap_err().code());
-            outcomes.extend(attempts(&ledger));
+            outcomes.extend(attempts(&ledger, "partner"));
         }
         partner.shutdown().await;
         (codes, outcomes, handle.render())

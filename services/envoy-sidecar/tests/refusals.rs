@@ -43,7 +43,7 @@ fn envoy_s_route_timeout_is_envoy_s_in_the_ledger_and_metrics_and_retried() {
         let pricing = DependencyConfig::new("pricing", url).build().unwrap();
         let (answer, ledger) = call(&pricing, Duration::from_millis(900)).await;
         partner.shutdown().await;
-        (answer, attempts(&ledger), handle.render())
+        (answer, attempts(&ledger, "pricing"), handle.render())
     });
     // Envoy's 504, each attempt named as Envoy's route timeout.
     let (status, tried) = answer.unwrap();
@@ -91,7 +91,12 @@ fn envoy_s_overflow_is_envoy_s_not_retried_and_not_held_against_the_partner() {
         let breaker = pricing.breaker().map(|b| b.state());
         busy.iter().for_each(tokio::task::JoinHandle::abort);
         partner.shutdown().await;
-        (answer, attempts(&ledger), breaker, handle.render())
+        (
+            answer,
+            attempts(&ledger, "pricing"),
+            breaker,
+            handle.render(),
+        )
     });
     assert_eq!(answer.unwrap(), (503, 1), "{outcomes:?}");
     assert_eq!(outcomes, ["envoy UO: upstream overflow (503)"]);
@@ -120,7 +125,7 @@ fn a_partner_s_own_503_through_envoy_is_the_partner_s_with_envoy_s_upstream_time
         let pricing = DependencyConfig::new("pricing", url).build().unwrap();
         let (answer, ledger) = call(&pricing, Duration::from_millis(900)).await;
         partner.shutdown().await;
-        (answer, attempts(&ledger), handle.render())
+        (answer, attempts(&ledger, "pricing"), handle.render())
     });
     let (status, tried) = answer.unwrap();
     assert_eq!(

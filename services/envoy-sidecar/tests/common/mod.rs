@@ -156,15 +156,14 @@ pub fn attempts_with(rendered: &str, dependency: &str, outcome: &str) -> u64 {
         .sum()
 }
 
-/// The outcome of every attempt in `ledger`: its `desc`.
-pub fn attempts(ledger: &budget_core::ledger::Ledger) -> Vec<String> {
-    ledger
-        .entries()
+/// The outcome of every attempt of `dependency` as `ledger` renders it on
+/// the wire (docs/contract.md §4): each `desc`, `2xx` for an answer
+/// rendered without one.
+pub fn attempts(ledger: &budget_core::ledger::Ledger, dependency: &str) -> Vec<String> {
+    budget_core::ledger::parse_server_timing(&ledger.server_timing())
         .into_iter()
-        .filter_map(|e| match e {
-            budget_core::ledger::Entry::Attempt { outcome, .. } => Some(outcome),
-            _ => None,
-        })
+        .filter(|m| m.name == dependency && m.dur.is_some())
+        .map(|m| m.desc.unwrap_or_else(|| "2xx".to_owned()))
         .collect()
 }
 
