@@ -7,7 +7,7 @@
 //!
 //! - **The dependency's answer, carried.** Envoy stamps it with
 //!   [`X_ENVOY_UPSTREAM_SERVICE_TIME`], how long the dependency took as
-//!   Envoy saw it; [`upstream_time`] reads it, and the attempt's ledger
+//!   Envoy saw it; [`upstream_time()`] reads it, and the attempt's ledger
 //!   entry shows it (`200 (upstream 35ms)`: the rest of the attempt's time
 //!   was Envoy's and the network's).
 //! - **Envoy's own answer** (a "local reply"): its route timeout ran out,
