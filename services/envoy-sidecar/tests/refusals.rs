@@ -1,10 +1,11 @@
 //! Envoy's own refusals, as the budget client in front of it sees them
 //! (docs/contract.md §2, "Envoy in the path"): a real Envoy between a
-//! `BudgetClient` and the slow partner, on 127.0.0.1. Its route timeout
-//! and its circuit breaker's overflow are named as Envoy's in the caller's
-//! ledger and metrics, apart from the partner's own `503`, which carries
-//! Envoy's upstream time; the overflow is neither retried nor held against
-//! the partner.
+//! `BudgetClient` and the slow partner, on 127.0.0.1. Its route timeout,
+//! its circuit breaker's overflow, its concurrency limit and its failed
+//! connection are named as Envoy's in the caller's ledger and metrics,
+//! apart from the partner's own `503`, which carries Envoy's upstream
+//! time; the mesh's shedding is neither retried nor held against the
+//! partner.
 
 mod common;
 
@@ -15,10 +16,13 @@ use budget_core::breaker::{BreakerConfig, BreakerState};
 use budget_core::client::{BudgetClient, DependencyConfig};
 use budget_core::context::RequestContext;
 use budget_core::ledger::Ledger;
-use common::{attempts, attempts_with, envoy, envoy_on_one_worker, one_at_a_time, with_metrics};
+use common::{
+    attempts, attempts_with, envoy, envoy_on_one_worker, one_at_a_time, one_concurrent,
+    with_metrics,
+};
 use envoy_sidecar::config::{self, Hop};
 use slow_partner::FaultMode;
-use test_support::{client, partner};
+use test_support::{bounded, client, partner};
 
 /// One `GET` through `pricing` inside a request of `budget`: its status
 /// and attempts (or the call's error), and the request's ledger.
@@ -142,4 +146,58 @@ fn a_partner_s_own_503_through_envoy_is_the_partner_s_with_envoy_s_upstream_time
     }
     assert_eq!(attempts_with(&rendered, "pricing", "503"), 3, "{rendered}");
     assert_eq!(attempts_with(&rendered, "pricing", "envoy-other"), 0);
+}
+
+/// The adaptive concurrency filter's `503`: the mesh shedding load, told
+/// apart by Envoy's text in the body (`BudgetClient` holds it whole).
+#[test]
+fn envoy_s_concurrency_limit_is_envoy_s_and_not_retried() {
+    let (answer, outcomes, rendered) = with_metrics(|handle| async move {
+        let partner = partner(FaultMode::Normal).await;
+        let envoy =
+            envoy_on_one_worker(&one_concurrent(&config::hop(&Hop::new([partner.addr()])))).await;
+        let base = format!("http://{}", envoy.listener("hop"));
+        let busy = tokio::spawn(client().get(format!("{base}/slow?delay=3s")).send());
+        common::wait_for_stat(&envoy, "cluster.upstream.upstream_rq_active", 1).await;
+        let pricing = DependencyConfig::new("pricing", format!("{base}/pricing"))
+            .build()
+            .unwrap();
+        let (answer, ledger) = call(&pricing, Duration::from_millis(900)).await;
+        busy.abort();
+        partner.shutdown().await;
+        (answer, attempts(&ledger, "pricing"), handle.render())
+    });
+    assert_eq!(answer.unwrap(), (503, 1), "{outcomes:?}");
+    assert_eq!(outcomes, ["envoy: reached concurrency limit (503)"]);
+    assert_eq!(
+        attempts_with(&rendered, "pricing", "envoy-concurrency-limit"),
+        1,
+        "{rendered}"
+    );
+}
+
+/// Envoy that cannot connect to the partner: its `503` named as a failed
+/// connection, retried as a connect failure is.
+#[tokio::test]
+async fn envoy_s_failed_connection_is_envoy_s_and_retried() {
+    bounded(async {
+        // A port nothing listens on: bound, then closed.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let envoy = envoy(&config::hop(&Hop::new([closed]))).await;
+        let url = format!("http://{}/pricing", envoy.listener("hop"));
+        let pricing = DependencyConfig::new("pricing", url).build().unwrap();
+        let (answer, ledger) = call(&pricing, Duration::from_millis(900)).await;
+        let outcomes = attempts(&ledger, "pricing");
+        assert_eq!(answer.unwrap(), (503, 3), "{outcomes:?}");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| o == "envoy UF: upstream connection failure (503)"),
+            "{outcomes:?}"
+        );
+    })
+    .await;
 }

@@ -73,6 +73,21 @@ pub fn one_at_a_time(yaml: &str) -> String {
     )
 }
 
+/// The hop config with Envoy's adaptive concurrency filter held at one
+/// request at a time (its limit's floor and ceiling, a fixed minimum
+/// round trip): a call while another is in flight is shed at once.
+pub fn one_concurrent(yaml: &str) -> String {
+    insert_after(
+        yaml,
+        "          http_filters:\n",
+        "          - name: envoy.filters.http.adaptive_concurrency\n            typed_config:\n              \
+         \"@type\": type.googleapis.com/envoy.extensions.filters.http.adaptive_concurrency.v3.AdaptiveConcurrency\n              \
+         gradient_controller_config:\n                sample_aggregate_percentile: { value: 90 }\n                \
+         concurrency_limit_params: { max_concurrency_limit: 1, concurrency_update_interval: 0.1s }\n                \
+         min_rtt_calc_params: { fixed_value: 0.05s, min_concurrency: 1 }\n",
+    )
+}
+
 /// The access log lines of `envoy` written by [`logged`] under `name`,
 /// each as its fields.
 pub fn seen(envoy: &Sidecar, name: &str) -> Vec<HashMap<String, String>> {
