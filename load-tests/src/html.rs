@@ -306,7 +306,7 @@ fn mode_help(mode: &str) -> String {
             .to_owned(),
         "envoy" => "Edge in budget mode, and checkout in budget mode off (fixed timeouts, its own fixed \
              retries) calling each dependency through an Envoy sidecar configured as an experienced Envoy \
-             user would: a 600 ms route timeout, 250 ms per try, up to two retries under a retry budget, \
+             user would: a 2 s route timeout, 1 s per try, up to two retries under a retry budget, \
              adaptive concurrency, outlier detection, circuit breakers, least-request balancing over the \
              replicas. No budget passed on."
             .to_owned(),
