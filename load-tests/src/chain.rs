@@ -54,6 +54,7 @@ use slow_partner::{FaultMode, PartnerConfig, PartnerHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::envoy::Envoys;
 use crate::middle::Middle;
 use crate::peer::{PeerCheckout, PeerConfig};
 use crate::scenario::Setup;
@@ -87,15 +88,23 @@ pub enum ChainMode {
     /// `replicas` scenario runs it right after [`ChainMode::Peer`]; over one
     /// replica it is the `peer` mode balancing over one.
     P2c,
+    /// Edge in budget mode with its default config, checkout in naive mode
+    /// ([`BudgetMode::Off`], unchanged) calling its dependencies through
+    /// an Envoy sidecar configured as an experienced Envoy user would:
+    /// route and per-try timeouts, retries under a retry budget, adaptive
+    /// concurrency, outlier detection, circuit breakers, `LEAST_REQUEST`
+    /// over the replicas ([`crate::envoy`]).
+    Envoy,
 }
 
 impl ChainMode {
-    /// The four every scenario runs, in the order they run.
-    pub const ALL: [ChainMode; 4] = [
+    /// The five every scenario runs, in the order they run.
+    pub const ALL: [ChainMode; 5] = [
         ChainMode::Budget,
         ChainMode::Naive,
         ChainMode::Peer,
         ChainMode::Queue,
+        ChainMode::Envoy,
     ];
 
     /// `asked` with `extra` right after `after`, unless `asked` has it
@@ -108,7 +117,8 @@ impl ChainMode {
     /// use load_tests::chain::ChainMode;
     ///
     /// let tail = ChainMode::insert_after(&ChainMode::ALL, ChainMode::Budget, ChainMode::Hedged);
-    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer, ChainMode::Queue]);
+    /// assert_eq!(tail, [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer,
+    ///     ChainMode::Queue, ChainMode::Envoy]);
     /// assert_eq!(ChainMode::insert_after(&[ChainMode::Naive], ChainMode::Budget, ChainMode::Hedged),
     ///     [ChainMode::Naive]);
     /// assert_eq!(ChainMode::insert_after(&[ChainMode::Peer, ChainMode::P2c], ChainMode::Peer, ChainMode::P2c),
@@ -125,7 +135,8 @@ impl ChainMode {
         modes
     }
 
-    /// `budget`, `naive`, `peer`, `queue` or `hedged`: the report's `mode`.
+    /// `budget`, `naive`, `peer`, `queue`, `hedged`, `p2c` or `envoy`: the
+    /// report's `mode`.
     ///
     /// ```
     /// assert_eq!(load_tests::chain::ChainMode::Peer.as_str(), "peer");
@@ -138,6 +149,7 @@ impl ChainMode {
             ChainMode::Queue => "queue",
             ChainMode::Hedged => "hedged",
             ChainMode::P2c => "p2c",
+            ChainMode::Envoy => "envoy",
         }
     }
 
@@ -155,6 +167,7 @@ impl ChainMode {
             ChainMode::Queue => "queue (tower ConcurrencyLimit + Timeout, no shedding)",
             ChainMode::Hedged => "hedged (budget mode, hedge = \"auto\")",
             ChainMode::P2c => "p2c (tower p2c Balance over PeakEwma + LoadShed + Timeout)",
+            ChainMode::Envoy => "envoy (naive checkout behind an Envoy sidecar)",
         }
     }
 
@@ -169,15 +182,38 @@ impl ChainMode {
         matches!(self, ChainMode::Peer | ChainMode::Queue | ChainMode::P2c)
     }
 
-    /// The budget mode of edge (and of checkout, where it runs).
+    /// The budget mode of edge.
+    ///
+    /// ```
+    /// use load_tests::chain::ChainMode;
+    /// use service_kit::BudgetMode;
+    /// assert_eq!(ChainMode::Envoy.budget_mode(), BudgetMode::On);
+    /// ```
     pub fn budget_mode(self) -> BudgetMode {
         match self {
             ChainMode::Budget
             | ChainMode::Peer
             | ChainMode::Queue
             | ChainMode::Hedged
-            | ChainMode::P2c => BudgetMode::On,
+            | ChainMode::P2c
+            | ChainMode::Envoy => BudgetMode::On,
             ChainMode::Naive => BudgetMode::Off,
+        }
+    }
+
+    /// The budget mode of checkout, where it runs: edge's, except behind
+    /// Envoy, where checkout is naive.
+    ///
+    /// ```
+    /// use load_tests::chain::ChainMode;
+    /// use service_kit::BudgetMode;
+    /// assert_eq!(ChainMode::Envoy.checkout_budget_mode(), BudgetMode::Off);
+    /// assert_eq!(ChainMode::Budget.checkout_budget_mode(), BudgetMode::On);
+    /// ```
+    pub fn checkout_budget_mode(self) -> BudgetMode {
+        match self {
+            ChainMode::Envoy => BudgetMode::Off,
+            mode => mode.budget_mode(),
         }
     }
 }
@@ -285,6 +321,12 @@ pub struct ChainSettings {
     /// phases.
     #[serde(default, with = "crate::report::opt_millis")]
     pub pool_idle_timeout: Option<Duration>,
+    /// The in-line Envoy topology (`--via-envoy`): edge -> Envoy ->
+    /// checkout -> Envoy -> partner, with Envoy's hop config
+    /// ([`crate::envoy`]); in the `envoy` mode, checkout's sidecar is its
+    /// Envoy to the partner.
+    #[serde(default)]
+    pub via_envoy: bool,
 }
 
 /// The default [`ChainSettings::partner_workers`].
@@ -307,6 +349,7 @@ impl Default for ChainSettings {
             pricing_floor: None,
             checkout_floor: None,
             pool_idle_timeout: None,
+            via_envoy: false,
         }
     }
 }
@@ -521,6 +564,9 @@ pub struct Chain {
     pub checkout_url: String,
     /// The middle hop, for the `deep` scenario.
     pub middle: Option<Middle>,
+    /// Its Envoys: checkout's sidecar in the `envoy` mode, the hops with
+    /// `--via-envoy`.
+    pub envoys: Envoys,
     stops: Vec<oneshot::Sender<()>>,
     servers: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -673,9 +719,34 @@ impl Chain {
         partners: &Partners,
         database: Option<&str>,
     ) -> Result<Self, ChainError> {
+        let mut envoys = Envoys::default();
+        let started = Self::start_in(setup, settings, mode, partners, database, &mut envoys).await;
+        match started {
+            Ok(mut chain) => {
+                chain.envoys = envoys;
+                Ok(chain)
+            }
+            Err(e) => {
+                envoys.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`start_with_database`](Self::start_with_database), the Envoys it
+    /// starts kept in `envoys` (so that they are stopped if a later service
+    /// does not start).
+    async fn start_in(
+        setup: &Setup,
+        settings: &ChainSettings,
+        mode: ChainMode,
+        partners: &Partners,
+        database: Option<&str>,
+        envoys: &mut Envoys,
+    ) -> Result<Self, ChainError> {
         let mut stops = Vec::new();
         let mut servers = Vec::new();
-        let mut checkout = checkout_config(setup, settings, mode.budget_mode(), partners)?;
+        let mut checkout = checkout_config(setup, settings, mode.checkout_budget_mode(), partners)?;
         checkout.database_url = database.map(str::to_owned);
         if mode == ChainMode::Hedged {
             hedge_all(&mut checkout);
@@ -688,25 +759,21 @@ impl Chain {
         } else {
             None
         };
+        if mode == ChainMode::Envoy {
+            envoys.start_sidecar(&mut checkout).await?;
+        } else if settings.via_envoy {
+            envoys.hop_checkouts_calls(&mut checkout).await?;
+        }
         let (stop, stopped) = stop_signal();
-        let (checkout_addr, server) = if mode.is_peer() {
-            let mut peer = peer_config(&checkout, settings);
-            peer.shed = mode != ChainMode::Queue;
-            peer.balance = mode == ChainMode::P2c;
-            if setup.partners.is_replicas() {
-                peer.endpoints = partners.endpoints();
-            }
-            PeerCheckout::spawn(&peer, stopped)
-                .await
-                .map_err(|e| ChainError::new("peer checkout", e))?
-        } else {
-            checkout::spawn(&checkout, stopped)
-                .await
-                .map_err(|e| ChainError::new("checkout", e))?
-        };
+        let (checkout_addr, server) =
+            spawn_checkout(setup, settings, mode, &checkout, stopped).await?;
         stops.push(stop);
         servers.push(server);
-        let mut edge = EdgeConfig::new(loopback(), format!("http://{checkout_addr}"));
+        let mut checkout_url = format!("http://{checkout_addr}");
+        if settings.via_envoy {
+            checkout_url = envoys.through_hop(&checkout_url).await?;
+        }
+        let mut edge = EdgeConfig::new(loopback(), checkout_url);
         edge.budget_mode = mode.budget_mode();
         edge.checkout.pool_idle_timeout = settings.pool_idle_timeout;
         if let Some(floor) = settings.checkout_floor {
@@ -722,16 +789,19 @@ impl Chain {
             url: format!("http://{edge_addr}/checkout"),
             checkout_url: format!("http://{checkout_addr}"),
             middle,
+            envoys: Envoys::default(),
             stops,
             servers,
         })
     }
 
-    /// Stops both: graceful shutdown, then, after 2 s, abort.
+    /// Stops both (and its Envoys): graceful shutdown, then, after 2 s,
+    /// abort.
     pub async fn stop(self) {
         for stop in self.stops {
             let _ = stop.send(());
         }
+        self.envoys.shutdown().await;
         let mut servers = self.servers;
         servers.extend(self.middle.map(|m| m.server));
         for mut server in servers {
@@ -743,6 +813,34 @@ impl Chain {
             }
         }
     }
+}
+
+/// Starts checkout, or in [`ChainMode::Peer`], [`ChainMode::Queue`] and
+/// [`ChainMode::P2c`] the peer checkout (shedding or not, balancing or
+/// not, over the replicas `checkout` lists), until `stopped`.
+async fn spawn_checkout(
+    setup: &Setup,
+    settings: &ChainSettings,
+    mode: ChainMode,
+    checkout: &CheckoutConfig,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>), ChainError> {
+    if !mode.is_peer() {
+        return checkout::spawn(checkout, stopped)
+            .await
+            .map_err(|e| ChainError::new("checkout", e));
+    }
+    let mut peer = peer_config(checkout, settings);
+    peer.shed = mode != ChainMode::Queue;
+    peer.balance = mode == ChainMode::P2c;
+    if setup.partners.is_replicas() {
+        // The replicas as checkout calls them (through their hops with
+        // `--via-envoy`).
+        peer.endpoints = checkout.pricing.endpoints.clone().unwrap_or_default();
+    }
+    PeerCheckout::spawn(&peer, stopped)
+        .await
+        .map_err(|e| ChainError::new("peer checkout", e))
 }
 
 /// Starts the [`Middle`] hop of `setup` in `mode` in front of the main

@@ -23,7 +23,7 @@ use crate::output::{markdown, write_json, write_sweep_json};
 use crate::plot::write_svg;
 use crate::report::RunReport;
 use crate::run::{LoadPlan, PartnerStats, RunError, RunLabel, run_load, run_scenario};
-use crate::scenario::ScenarioRef;
+use crate::scenario::{ScenarioRef, modes_of};
 use crate::sweep::{SWEEP_NAME, SweepArgs, SweepPlan, run_sweep, sweep_markdown};
 use crate::target::{LoopbackUrl, NotLoopback};
 
@@ -37,8 +37,8 @@ pub const MAX_BUDGET: Duration = Duration::from_secs(10);
 /// comma-separated: `on,queue`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Modes {
-    /// Every mode: budget mode, budget mode off, the plain-tower peer and
-    /// the plain-tower queue, back to back.
+    /// Every mode: budget mode, budget mode off, the plain-tower peer, the
+    /// plain-tower queue and the Envoy sidecar, back to back.
     #[default]
     All,
     /// Budget mode, then budget mode off.
@@ -57,6 +57,8 @@ pub enum Modes {
     /// replicas only ([`crate::p2c`]): p2c Balance over PeakEwma, LoadShed,
     /// Timeout (the `replicas` scenario adds it after `peer`).
     P2c,
+    /// Naive checkout behind an Envoy sidecar only ([`crate::envoy`]).
+    Envoy,
 }
 
 impl Modes {
@@ -69,6 +71,7 @@ impl Modes {
     /// assert_eq!(Modes::Peer.chain_modes(), [ChainMode::Peer]);
     /// assert_eq!(Modes::Queue.chain_modes(), [ChainMode::Queue]);
     /// assert_eq!(Modes::P2c.chain_modes(), [ChainMode::P2c]);
+    /// assert_eq!(Modes::Envoy.chain_modes(), [ChainMode::Envoy]);
     /// ```
     pub fn chain_modes(self) -> Vec<ChainMode> {
         match self {
@@ -79,6 +82,7 @@ impl Modes {
             Modes::Peer => vec![ChainMode::Peer],
             Modes::Queue => vec![ChainMode::Queue],
             Modes::P2c => vec![ChainMode::P2c],
+            Modes::Envoy => vec![ChainMode::Envoy],
         }
     }
 
@@ -113,8 +117,9 @@ impl Modes {
 ///
 /// Without --target, each scenario starts a slow partner, checkout and edge
 /// in this process on 127.0.0.1 and runs the load once per mode: budget
-/// mode on, off, and with checkout swapped for the plain-tower peer, with
-/// and without load shedding (peer, queue). With --target, the load goes
+/// mode on, off, with checkout swapped for the plain-tower peer, with and
+/// without load shedding (peer, queue), and naive checkout behind an Envoy
+/// sidecar (envoy). With --target, the load goes
 /// to an edge that is already running (loopback only). Prints markdown
 /// tables on stdout.
 #[derive(Debug, Parser)]
@@ -165,8 +170,11 @@ pub struct Args {
     /// budget (on), naive (off), peer (tower LoadShed + ConcurrencyLimit +
     /// Timeout), queue (tower ConcurrencyLimit + Timeout, no shedding),
     /// p2c (the peer balancing over replicas: p2c Balance over PeakEwma),
-    /// both (on,off), all (the four) [default: all; `tail` and `replicas`
-    /// add hedged right after budget, `replicas` p2c right after peer].
+    /// envoy (naive checkout behind an Envoy sidecar), both (on,off), all
+    /// (budget, naive, peer, queue, envoy) [default: all; `tail` and
+    /// `replicas` add hedged right after budget, `replicas` p2c right
+    /// after peer; the streams and batch scenarios and `db-slow` skip the
+    /// modes they cannot have, saying why].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub modes: Vec<Modes>,
     /// Workers per path of the slow partner: calls of a path worked on at
@@ -227,6 +235,13 @@ pub struct Args {
     /// quiet); only the burst is counted [default: cold].
     #[arg(long)]
     pub warm: bool,
+    /// The in-line Envoy topology: edge -> Envoy -> checkout -> Envoy ->
+    /// partner (Envoy's hop config: default 15 s route timeout, every
+    /// header passed on), in every mode asked; in the `envoy` mode the
+    /// sidecar is checkout's Envoy to the partner. Not with the streams
+    /// and batch scenarios, `db-slow` or --target.
+    #[arg(long)]
+    pub via_envoy: bool,
     /// The flags of `--scenario burst-sweep`.
     #[command(flatten)]
     pub sweep: SweepArgs,
@@ -370,6 +385,12 @@ impl Args {
         let settings = self.chain_settings()?;
         let plan = self.plan(&settings)?;
         if let Some(target) = &self.target {
+            if self.via_envoy {
+                return Err(flag(
+                    "via-envoy",
+                    "the chain is not started here with --target",
+                ));
+            }
             let target = LoopbackUrl::parse(target).map_err(CliError::Target)?;
             let partner_stats = self
                 .partner_stats
@@ -412,6 +433,14 @@ impl Args {
             }
             seen
         };
+        if self.via_envoy
+            && let Some((name, why)) = self
+                .scenarios
+                .iter()
+                .find_map(|s| s.get().without_envoy().map(|why| (s.name(), why)))
+        {
+            return Err(flag("via-envoy", format!("not with {name}: {why}")));
+        }
         if self.warm && !scenarios.iter().any(|s| s.name().starts_with("burst-")) {
             return Err(flag("warm", "only the burst-* scenarios can be warmed"));
         }
@@ -505,6 +534,7 @@ impl Args {
             pricing_floor: self.pricing_floor,
             checkout_floor: self.checkout_floor,
             pool_idle_timeout: None,
+            via_envoy: self.via_envoy,
         })
     }
 
@@ -600,7 +630,17 @@ pub async fn execute(invocation: &Invocation) -> Result<Vec<RunReport>, RunError
             let mut reports = Vec::new();
             for scenario in scenarios {
                 let scenario = scenario.get();
-                let modes = scenario.modes(modes);
+                if let (true, Some(why)) = (settings.via_envoy, scenario.without_envoy()) {
+                    eprintln!(
+                        "load-tests: {} skipped with --via-envoy: {why}",
+                        scenario.name()
+                    );
+                    continue;
+                }
+                let (modes, skipped) = modes_of(scenario, modes);
+                for note in skipped {
+                    eprintln!("load-tests: {note}");
+                }
                 // The scenario's own load (a ramp's mean rate, a burst's
                 // count), or the plan's when it cannot have one.
                 let spec = scenario

@@ -304,6 +304,12 @@ fn mode_help(mode: &str) -> String {
              power-of-two-choices balancer over peak-EWMA latency (per replica a concurrency limit; \
              a small buffer in front, then the load shedder and the 2 s timeout)."
             .to_owned(),
+        "envoy" => "Edge in budget mode, and checkout in budget mode off (fixed timeouts, its own fixed \
+             retries) calling each dependency through an Envoy sidecar configured as an experienced Envoy \
+             user would: a 2 s route timeout, 1 s per try, up to two retries under a retry budget, \
+             adaptive concurrency, outlier detection, circuit breakers, least-request balancing over the \
+             replicas. No budget passed on."
+            .to_owned(),
         "target" => "A running edge given with <code>--target</code>: whatever it is configured to do.".to_owned(),
         other => format!(
             "The <code>{}</code> mode: see <code>load-tests/README.md</code>.",
@@ -622,7 +628,7 @@ mod tests {
 
     #[test]
     fn every_mode_is_explained_and_an_unknown_one_is_escaped() {
-        for mode in ["budget", "naive", "peer", "queue", "p2c", "target"] {
+        for mode in ["budget", "naive", "peer", "queue", "p2c", "envoy", "target"] {
             assert!(!mode_help(mode).contains("README"), "{mode}");
         }
         assert_eq!(

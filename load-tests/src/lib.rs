@@ -91,6 +91,7 @@ pub mod chain;
 pub mod cli;
 pub mod client;
 pub mod criticality;
+pub mod envoy;
 pub mod gauges;
 pub mod generator;
 pub mod hang;

@@ -13,9 +13,10 @@
 //!   around the routes, and a [`BudgetClient`] per dependency (its default
 //!   configuration: floor, reserve, forwarding what is left), so the budget
 //!   checkout forwards reaches the partner less this hop's time;
-//! - [`ChainMode::Naive`]: no budget layer, clients in fixed-timeout mode
-//!   (30 s per attempt), nothing forwarded, as checkout with budget mode
-//!   off;
+//! - [`ChainMode::Naive`] and [`ChainMode::Envoy`]: no budget layer,
+//!   clients in fixed-timeout mode (30 s per attempt), nothing forwarded,
+//!   as checkout with budget mode off (in the `envoy` mode, checkout's
+//!   sidecar is in front of middle);
 //! - [`ChainMode::Peer`], [`ChainMode::Queue`] and [`ChainMode::P2c`]: plain tower, as
 //!   [`crate::peer`]: a `TimeoutLayer` of 2 s around a reqwest call, no
 //!   budget (middle has no limit of its own, so shedding or not is
@@ -64,6 +65,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use serde::{Deserialize, Serialize};
+use service_kit::BudgetMode;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
@@ -174,11 +176,11 @@ impl Middle {
                             .service(http_call(http.clone(), url)),
                     ))
                 }
-                ChainMode::Budget | ChainMode::Hedged | ChainMode::Naive => {
+                ChainMode::Budget | ChainMode::Hedged | ChainMode::Naive | ChainMode::Envoy => {
                     let mut c = DependencyConfig::new(path, url);
                     // One attempt: checkout retries.
                     c.retry.max_attempts = 1;
-                    if mode == ChainMode::Naive {
+                    if mode.checkout_budget_mode() == BudgetMode::Off {
                         c.mode = TimeoutMode::Fixed;
                     }
                     if let Some(idle) = pool_idle_timeout {

@@ -64,13 +64,14 @@ pub fn markdown(invocation: &Invocation, command: &str, reports: &[RunReport]) -
 /// let line = chain_line(&ChainSettings::default());
 /// assert!(line.contains("at most 8 calls at once per path"), "{line}");
 /// assert!(line.contains("checkout's default (adaptive)"), "{line}");
+/// assert!(!line.contains("Envoy"), "{line}");
 /// ```
 pub fn chain_line(settings: &ChainSettings) -> String {
     format!(
         "Chain: the slow partner works on at most {} calls at once per path (FIFO queue beyond); \
          checkout's client limit per dependency: {}; healthy capacity {:.0} req/s \
          (pricing, 50 ms mean); budget-mode floors: inventory {}, pricing {}, recommendations 1s, \
-         edge's of checkout {}; slowdown {}x.\n\n",
+         edge's of checkout {}; slowdown {}x.{}\n\n",
         settings.partner_workers,
         settings.concurrency.map_or_else(
             || "checkout's default (adaptive)".to_owned(),
@@ -83,6 +84,11 @@ pub fn chain_line(settings: &ChainSettings) -> String {
             .checkout_floor
             .map_or_else(|| "edge's default".to_owned(), |f| floor_text(Some(f))),
         settings.slowdown,
+        if settings.via_envoy {
+            format!(" Topology: {}.", crate::envoy::VIA_ENVOY)
+        } else {
+            String::new()
+        },
     )
 }
 

@@ -38,6 +38,7 @@ fn colour(mode: &str) -> RGBColor {
         "queue" => RGBColor(140, 86, 75),
         "hedged" => RGBColor(255, 127, 14),
         "p2c" => RGBColor(23, 190, 207),
+        "envoy" => RGBColor(188, 189, 34),
         _ => RGBColor(44, 160, 44),
     }
 }

@@ -425,7 +425,11 @@ impl<'a> ModeRun<'a> {
         let label = RunLabel {
             scenario: setup.name.to_owned(),
             mode: mode.as_str().to_owned(),
-            description: setup.description.clone(),
+            description: if settings.via_envoy {
+                format!("{} ({})", setup.description, crate::envoy::VIA_ENVOY)
+            } else {
+                setup.description.clone()
+            },
             id_group: setup.id_group,
         };
         // The services' gauges, in budget mode only: the registry is the

@@ -159,6 +159,50 @@ pub trait Scenario: Sync {
     fn request_load(&self) -> bool {
         true
     }
+
+    /// Why Envoy cannot be put in its chain, when it cannot: its runs skip
+    /// the `envoy` mode, saying this ([`modes_of`]), and `--via-envoy`
+    /// skips it (refuses it when named).
+    fn without_envoy(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The modes `scenario` runs of `asked` ([`Scenario::modes`]), less the
+/// `envoy` mode where it cannot have Envoy ([`Scenario::without_envoy`]),
+/// and a note for each mode asked that it does not run.
+///
+/// ```
+/// use load_tests::chain::ChainMode;
+/// use load_tests::scenario::modes_of;
+/// use load_tests::scenarios::find;
+///
+/// let (modes, notes) = modes_of(find("db-slow").unwrap().get(), &ChainMode::ALL);
+/// assert!(!modes.contains(&ChainMode::Envoy));
+/// assert!(notes[0].starts_with("db-slow skips the envoy mode: "), "{notes:?}");
+/// let (modes, notes) = modes_of(find("slow").unwrap().get(), &ChainMode::ALL);
+/// assert_eq!((modes, notes.len()), (ChainMode::ALL.to_vec(), 0));
+/// ```
+pub fn modes_of(scenario: &dyn Scenario, asked: &[ChainMode]) -> (Vec<ChainMode>, Vec<String>) {
+    let mut modes = scenario.modes(asked);
+    let mut notes = Vec::new();
+    if let Some(why) = scenario.without_envoy() {
+        modes.retain(|m| *m != ChainMode::Envoy);
+        if asked.contains(&ChainMode::Envoy) {
+            notes.push(format!("{} skips the envoy mode: {why}", scenario.name()));
+        }
+    }
+    for mode in asked
+        .iter()
+        .filter(|m| !modes.contains(m) && **m != ChainMode::Envoy)
+    {
+        notes.push(format!(
+            "{} does not run the {} mode",
+            scenario.name(),
+            mode.as_str()
+        ));
+    }
+    (modes, notes)
 }
 
 /// A scenario of the registry, as the command line and the reports name

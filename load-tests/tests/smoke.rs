@@ -22,7 +22,7 @@ use load_tests::spike::SpikeReport;
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_healthy_in_all_four_modes_gives_tables_counts_that_add_up_and_json() {
+async fn smoke_healthy_in_all_five_modes_gives_tables_counts_that_add_up_and_json() {
     let _one = ONE_AT_A_TIME.lock().await;
     let args = Args::try_parse_from([
         "load-tests",
@@ -46,10 +46,10 @@ async fn smoke_healthy_in_all_four_modes_gives_tables_counts_that_add_up_and_jso
         .expect("the run stops by itself")
         .expect("the run works");
 
-    assert_eq!(reports.len(), 4);
+    assert_eq!(reports.len(), 5);
     assert_eq!(
         reports.iter().map(|r| r.mode.as_str()).collect::<Vec<_>>(),
-        ["budget", "naive", "peer", "queue"]
+        ["budget", "naive", "peer", "queue", "envoy"]
     );
     for r in &reports {
         assert_eq!(r.scenario, "healthy");
@@ -145,9 +145,10 @@ async fn smoke_healthy_in_all_four_modes_gives_tables_counts_that_add_up_and_jso
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4);
+    assert_eq!(runs.len(), 5);
     assert_eq!(runs[2]["mode"], "peer");
     assert_eq!(runs[3]["mode"], "queue");
+    assert_eq!(runs[4]["mode"], "envoy");
     assert_eq!(
         runs[0]["outcomes"]["ok"].as_u64().unwrap()
             + runs[0]["outcomes"]["degraded"].as_u64().unwrap()
@@ -191,7 +192,7 @@ async fn smoke_mixed_budgets_and_criticality_report_their_classes_in_every_mode(
         "2",
     ])
     .await;
-    assert_eq!(reports.len(), 8);
+    assert_eq!(reports.len(), 10);
     for r in &reports {
         let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.classes);
         assert_eq!(r.scheduled, 20, "{what}");
@@ -242,7 +243,7 @@ async fn smoke_ramp_reports_each_step_and_second_in_every_mode_and_plots_them() 
     // --rate stands for the capacity: steps of 5 to 40 req/s, 0.5 s each.
     let (invocation, reports) =
         run_scenarios(&["--scenario", "ramp", "--rate", "10", "--duration", "3s"]).await;
-    assert_eq!(reports.len(), 4);
+    assert_eq!(reports.len(), 5);
     for r in &reports {
         let ramp = r.ramp.as_ref().expect("a ramp report");
         let due: Vec<u64> = ramp.steps.iter().map(|s| s.due).collect();
@@ -344,7 +345,7 @@ async fn smoke_deep_runs_four_hops_and_middle_counts_its_own_work_in_every_mode(
         "2",
     ])
     .await;
-    assert_eq!(reports.len(), 4);
+    assert_eq!(reports.len(), 5);
     for r in &reports {
         let what = format!(
             "{} mode: {:?} {:?}",
@@ -377,13 +378,16 @@ async fn smoke_outage_counts_pricing_attempts_during_the_outage_and_the_recovery
     // 8 s: /pricing answers 503 from 2 s to 6 s.
     let (invocation, reports) =
         run_scenarios(&["--scenario", "outage", "--rate", "20", "--duration", "8s"]).await;
-    assert_eq!(reports.len(), 4);
+    assert_eq!(reports.len(), 5);
     for r in &reports {
         let o = r.section::<OutageReport>().expect("an outage report");
         let what = format!("{} mode: {o:?} {:?}", r.mode, r.outcomes);
         assert_eq!((o.from_s, o.to_s), (2.0, 6.0), "{what}");
         assert_eq!(o.requests, 80, "{what}");
-        assert!(o.max_pricing_attempts <= 3, "{what}");
+        // Behind Envoy, naive checkout's 3 attempts are each up to 3 of
+        // Envoy's tries (its retries stack on checkout's).
+        let most = if r.mode == "envoy" { 9 } else { 3 };
+        assert!(o.max_pricing_attempts <= most, "{what}");
         // Nothing good while every pricing call fails, all good before.
         assert_eq!(r.timeline[3].good, 0, "{what}");
         assert!(r.timeline[0].good >= 19, "{what}");
@@ -524,7 +528,7 @@ async fn smoke_spike_reports_each_phase_second_and_the_p99_back_time_in_every_mo
     let (invocation, reports) =
         run_scenarios(&["--scenario", "spike", "--rate", "10", "--duration", "3s"]).await;
     let modes: Vec<_> = reports.iter().map(|r| r.mode.as_str()).collect();
-    assert_eq!(modes, ["budget", "naive", "peer", "queue"]);
+    assert_eq!(modes, ["budget", "naive", "peer", "queue", "envoy"]);
     for r in &reports {
         let what = format!("{} mode: {:?}", r.mode, r.outcomes);
         assert_eq!(r.scheduled, 28, "{what}");
@@ -564,7 +568,7 @@ async fn smoke_bursts_send_every_request_at_once_and_account_for_each_in_every_m
         "40",
     ])
     .await;
-    assert_eq!(reports.len(), 8);
+    assert_eq!(reports.len(), 10);
     for r in &reports {
         let what = format!("{} / {}: {:?}", r.scenario, r.mode, r.window);
         let w = r.window.as_ref().expect("the burst's window");
@@ -590,7 +594,7 @@ async fn smoke_bursts_send_every_request_at_once_and_account_for_each_in_every_m
         }
     }
     assert!(reports[0].description.contains("8 workers per path"));
-    assert!(reports[4].description.contains("no worker limit"));
+    assert!(reports[5].description.contains("no worker limit"));
     let dir = std::env::temp_dir().join(format!("load-tests-burst-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json_path = dir.join("burst.json");

@@ -181,13 +181,18 @@ fn a_scenario_named_twice_runs_once_in_the_modes_given() {
 }
 
 #[test]
-fn modes_are_a_comma_separated_list_in_the_order_given_and_all_is_the_four() {
+fn modes_are_a_comma_separated_list_in_the_order_given_and_all_is_the_five() {
     let modes = |args: &[&str]| match accepted(args) {
         Invocation::Scenarios { modes, .. } => modes,
         Invocation::Sweep { .. } | Invocation::Target { .. } => panic!("scenarios expected"),
     };
     assert_eq!(modes(&[]), ChainMode::ALL);
-    assert_eq!(ChainMode::ALL.len(), 4);
+    assert_eq!(ChainMode::ALL.len(), 5);
+    assert_eq!(ChainMode::ALL[4], ChainMode::Envoy);
+    assert_eq!(
+        modes(&["--modes", "envoy,on"]),
+        [ChainMode::Envoy, ChainMode::Budget]
+    );
     assert_eq!(modes(&["--modes", "all"]), ChainMode::ALL);
     assert_eq!(
         modes(&["--modes", "queue,on,queue"]),
@@ -248,7 +253,8 @@ fn the_replicas_scenario_and_the_p2c_mode_parse_and_replicas_adds_p2c_after_peer
             ChainMode::Naive,
             ChainMode::Peer,
             ChainMode::P2c,
-            ChainMode::Queue
+            ChainMode::Queue,
+            ChainMode::Envoy
         ]
     );
     // Every other scenario keeps its modes: p2c only where asked.
@@ -280,4 +286,58 @@ fn an_output_file_that_cannot_be_made_is_refused_before_the_run() {
         accepted(&["--html", "report.html"]),
         Invocation::Scenarios { .. }
     ));
+}
+
+#[test]
+fn via_envoy_names_the_topology_and_is_refused_where_the_chain_has_no_place_for_it() {
+    let Invocation::Scenarios { settings, .. } = accepted(&["--via-envoy", "--scenario", "slow"])
+    else {
+        panic!("scenarios expected");
+    };
+    assert!(settings.via_envoy);
+    let line = chain_line(&settings);
+    assert!(
+        line.contains("Topology: via Envoy: edge -> Envoy -> checkout -> Envoy -> partner"),
+        "{line}"
+    );
+    let Invocation::Scenarios { settings, .. } = accepted(&[]) else {
+        panic!("scenarios expected");
+    };
+    assert!(!settings.via_envoy && !chain_line(&settings).contains("Envoy"));
+    let err = refusal(&["--via-envoy", "--target", "http://127.0.0.1:1/checkout"]);
+    assert!(err.starts_with("--via-envoy: "), "{err}");
+    for scenario in ["db-slow", "reconnect-storm", "batch-outage"] {
+        let err = refusal(&["--via-envoy", "--scenario", scenario]);
+        assert!(
+            err.starts_with(&format!("--via-envoy: not with {scenario}: ")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn the_envoy_mode_runs_in_every_scenario_of_the_chain_and_is_skipped_with_a_reason_elsewhere() {
+    let Invocation::Scenarios {
+        scenarios, modes, ..
+    } = accepted(&["--modes", "envoy"])
+    else {
+        panic!("scenarios expected");
+    };
+    for scenario in scenarios {
+        let (runs, notes) = modes_of(scenario.get(), &modes);
+        match scenario.get().without_envoy() {
+            None => assert_eq!(
+                (runs, notes.len()),
+                (vec![ChainMode::Envoy], 0),
+                "{scenario:?}"
+            ),
+            Some(why) => {
+                assert!(runs.is_empty(), "{scenario:?}");
+                assert_eq!(
+                    notes,
+                    [format!("{} skips the envoy mode: {why}", scenario.name())]
+                );
+            }
+        }
+    }
 }

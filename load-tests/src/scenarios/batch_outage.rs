@@ -177,6 +177,10 @@ impl Scenario for BatchOutage {
     fn request_load(&self) -> bool {
         false
     }
+
+    fn without_envoy(&self) -> Option<&'static str> {
+        Some("its uploaders send batches to the partner themselves, with no checkout to put Envoy beside")
+    }
 }
 
 /// The goals, met or not, for budget mode's run: the queue's peak within

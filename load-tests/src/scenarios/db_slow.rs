@@ -205,6 +205,13 @@ impl Scenario for DbSlow {
         const SECTIONS: &[SectionKind] = &[SectionKind::of::<DbSlowReport>()];
         SECTIONS
     }
+
+    fn without_envoy(&self) -> Option<&'static str> {
+        Some(
+            "its fault is checkout's PostgreSQL step, which Envoy's HTTP sidecar does not carry: \
+             an envoy run would be the naive one with healthy HTTP calls proxied",
+        )
+    }
 }
 
 /// Whether the goals hold: budget goodput at least the better of naive's

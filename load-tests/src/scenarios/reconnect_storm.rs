@@ -146,6 +146,10 @@ impl Scenario for ReconnectStorm {
     fn request_load(&self) -> bool {
         false
     }
+
+    fn without_envoy(&self) -> Option<&'static str> {
+        Some("its clients follow the partner's event stream (directly or through edge): no checkout calls for a sidecar to carry")
+    }
 }
 
 /// The rows of `target`, each named after it.

@@ -77,7 +77,7 @@ impl Scenario for Replicas {
     /// use load_tests::scenarios::replicas::Replicas;
     ///
     /// assert_eq!(Replicas.modes(&ChainMode::ALL), [ChainMode::Budget, ChainMode::Hedged,
-    ///     ChainMode::Naive, ChainMode::Peer, ChainMode::P2c, ChainMode::Queue]);
+    ///     ChainMode::Naive, ChainMode::Peer, ChainMode::P2c, ChainMode::Queue, ChainMode::Envoy]);
     /// assert_eq!(Replicas.modes(&[ChainMode::Peer, ChainMode::P2c]),
     ///     [ChainMode::Peer, ChainMode::P2c]);
     /// ```

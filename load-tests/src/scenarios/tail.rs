@@ -57,7 +57,8 @@ impl Scenario for Tail {
     /// use load_tests::scenarios::tail::Tail;
     ///
     /// assert_eq!(Tail.modes(&ChainMode::ALL),
-    ///     [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer, ChainMode::Queue]);
+    ///     [ChainMode::Budget, ChainMode::Hedged, ChainMode::Naive, ChainMode::Peer, ChainMode::Queue,
+    ///      ChainMode::Envoy]);
     /// assert_eq!(Tail.modes(&[ChainMode::Naive]), [ChainMode::Naive]);
     /// ```
     fn modes(&self, asked: &[ChainMode]) -> Vec<ChainMode> {

@@ -97,7 +97,8 @@ pub fn tolerance(requests: u64) -> u64 {
 }
 
 /// The cell's verdict from its modes' figures: budget mode's count in
-/// budget against the best of the others (naive, the peers) less
+/// budget against the best of the others (naive, the peers, envoy; not
+/// hedged, budget mode itself) less
 /// [`tolerance`]; and, where naive answered every request in budget,
 /// against 99 % of the burst (rounded up).
 ///
@@ -107,6 +108,7 @@ pub fn tolerance(requests: u64) -> u64 {
 /// let f = |mode: &str, good| ModeFigures { mode: mode.into(), requests: 600, good,
 ///     ..ModeFigures::default() };
 /// assert_eq!(verdict(&[f("budget", 264), f("naive", 274), f("peer", 100)]).pass, Some(true));
+/// assert_eq!(verdict(&[f("budget", 264), f("naive", 200), f("envoy", 280)]).why, "below envoy (264 < 280 - 12)");
 /// assert_eq!(verdict(&[f("budget", 208), f("naive", 276)]).pass, Some(false));
 /// assert_eq!(verdict(&[f("budget", 590), f("naive", 600)]).pass, Some(false));
 /// assert_eq!(verdict(&[f("budget", 594), f("naive", 600)]).pass, Some(true));

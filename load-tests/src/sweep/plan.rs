@@ -139,8 +139,8 @@ impl SweepPlan {
     /// let plan = SweepPlan { cells: Filters::default().cells(), modes: ChainMode::ALL.to_vec(),
     ///     repeat: 1, noisy_neighbour: false };
     /// let e = plan.estimate();
-    /// assert_eq!(e.runs, 288);
-    /// assert!(e.typical < e.at_most && e.at_most < Duration::from_secs(3600));
+    /// assert_eq!(e.runs, 360);
+    /// assert!(e.typical < e.at_most && e.at_most < Duration::from_secs(2 * 3600));
     /// ```
     pub fn estimate(&self) -> Estimate {
         let per_mode = |cell: &Cell, bound: bool| {

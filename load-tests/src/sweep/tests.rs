@@ -35,7 +35,7 @@ fn the_full_sweep_is_72_cells_in_every_mode_once() {
     assert_eq!(plan.modes, ChainMode::ALL);
     assert_eq!((plan.repeat, plan.noisy_neighbour), (1, false));
     let e = plan.estimate();
-    assert_eq!(e.runs, 288);
+    assert_eq!(e.runs, 360);
     // Every run's wait is bounded: the bound is finite and under the cap.
     assert!(e.typical <= e.at_most && e.at_most <= MAX_SWEEP, "{e:?}");
 }

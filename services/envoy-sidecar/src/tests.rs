@@ -178,3 +178,76 @@ async fn every_template_passes_envoys_own_validation() {
     let refused = config::validate("admin: 7\n").await.unwrap_err();
     assert!(matches!(refused, EnvoyError::Invalid { .. }), "{refused}");
 }
+
+/// A tiny axum server on loopback answering with the request's version
+/// and the timeout headers it got.
+async fn header_echo() -> SocketAddr {
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        let header = |name: &str| {
+            req.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned()
+        };
+        format!(
+            "{:?} grpc-timeout={} expected={}",
+            req.version(),
+            header("grpc-timeout"),
+            header("x-envoy-expected-rq-timeout-ms")
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test]
+async fn a_grpc_hop_speaks_h2_upstream_and_caps_grpc_timeout_at_its_maximum() {
+    tokio::time::timeout(LIMIT, async {
+        let hop = Hop::new([header_echo().await])
+            .http2()
+            .route_timeout(Duration::ZERO)
+            .grpc_timeout_header_max(Duration::from_millis(800));
+        let envoy = Sidecar::start(&config::hop(&hop)).await.unwrap();
+        let h2 = reqwest::Client::builder()
+            .no_proxy()
+            .http2_prior_knowledge()
+            .build()
+            .unwrap();
+        let answer = h2
+            .post(format!(
+                "http://{}/budget.partner.v1.Partner/Call",
+                envoy.listener("hop")
+            ))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("grpc-timeout", "5S")
+            .send()
+            .await
+            .unwrap();
+        let seen = answer.text().await.unwrap();
+        // Envoy takes the smaller of the request's and its maximum and
+        // rewrites `grpc-timeout` to it; for gRPC it sends no
+        // `x-envoy-expected-rq-timeout-ms`.
+        assert_eq!(seen, "HTTP/2.0 grpc-timeout=800m expected=-");
+        envoy.shutdown().await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn an_http_hop_tells_the_upstream_its_route_timeout() {
+    tokio::time::timeout(LIMIT, async {
+        let hop = Hop::new([header_echo().await]).route_timeout(Duration::from_millis(1500));
+        let envoy = Sidecar::start(&config::hop(&hop)).await.unwrap();
+        let url = format!("http://{}/pricing", envoy.listener("hop"));
+        let seen = http().get(url).send().await.unwrap().text().await.unwrap();
+        assert_eq!(seen, "HTTP/1.1 grpc-timeout=- expected=1500");
+        envoy.shutdown().await;
+    })
+    .await
+    .unwrap();
+}
