@@ -358,7 +358,7 @@ impl Transport for Stack<'_, '_> {
     }
 
     fn head<'a>(&self, answer: &'a Response) -> Option<Head<'a>> {
-        Some(Head::of(answer.headers()))
+        Some(Head::new(answer.headers(), None))
     }
 
     fn classify_error(&self, error: Error) -> AttemptError {

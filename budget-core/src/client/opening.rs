@@ -36,7 +36,7 @@ impl Transport for Opening<'_> {
     }
 
     fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>> {
-        Some(Head::of(answer.headers()))
+        Some(Head::new(answer.headers(), None))
     }
 
     fn classify_error(&self, error: Failed) -> AttemptError {

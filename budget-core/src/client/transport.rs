@@ -71,10 +71,7 @@ impl Transport for Reqwest<'_> {
     }
 
     fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>> {
-        Some(Head {
-            headers: answer.headers(),
-            body: Some(answer.body()),
-        })
+        Some(Head::new(answer.headers(), Some(answer.body())))
     }
 
     fn classify_error(&self, error: Failed) -> AttemptError {

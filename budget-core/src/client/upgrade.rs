@@ -89,10 +89,7 @@ impl Transport for Handshake<'_> {
     fn head<'a>(&self, answer: &'a Upgrade) -> Option<Head<'a>> {
         match answer {
             Upgrade::Open(_) => None,
-            Upgrade::Refused(res, _) => Some(Head {
-                headers: res.headers(),
-                body: res.body().as_deref(),
-            }),
+            Upgrade::Refused(res, _) => Some(Head::new(res.headers(), res.body().as_deref())),
         }
     }
 

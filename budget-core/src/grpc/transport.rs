@@ -112,7 +112,7 @@ where
     }
 
     fn head<'a>(&self, answer: &'a Response<RB>) -> Option<Head<'a>> {
-        Some(Head::of(answer.headers()))
+        Some(Head::new(answer.headers(), None))
     }
 
     fn classify_error(&self, failed: Self::Error) -> AttemptError {

@@ -212,7 +212,7 @@ mod tests {
         };
         let read = |code, message| {
             let headers = grpc_head(if code == 4 { "4" } else { "14" }, message);
-            proxy_outcome(grpc(code), Head::of(&headers))
+            proxy_outcome(grpc(code), Head::new(&headers, None))
         };
         let deadline = read(4, "downstream duration timeout");
         let timeout = read(14, "upstream request timeout");
@@ -233,9 +233,9 @@ mod tests {
         // The partner's own, carried: its status as it is.
         let mut carried = grpc_head("14", "");
         carried.insert("x-envoy-upstream-service-time", "3".parse().unwrap());
-        assert_eq!(proxy_outcome(grpc(14), Head::of(&carried)), grpc(14));
+        assert_eq!(proxy_outcome(grpc(14), Head::new(&carried, None)), grpc(14));
         assert_eq!(
-            proxy_outcome(grpc(1), Head::of(&carried)).to_string(),
+            proxy_outcome(grpc(1), Head::new(&carried, None)).to_string(),
             "grpc-1"
         );
         // What the breaker hears.
@@ -253,7 +253,7 @@ mod tests {
         // says nothing of the partner.
         let mut other = grpc_head("3", "");
         other.insert("x-envoy-response-flags", "NR".parse().unwrap());
-        let other = proxy_outcome(grpc(3), Head::of(&other));
+        let other = proxy_outcome(grpc(3), Head::new(&other, None));
         assert_eq!(other.to_string(), "envoy: local reply (grpc-3)");
         assert_eq!(verdict_of(&tried, &other, &grpc_plan), Verdict::Neutral);
     }
@@ -264,7 +264,10 @@ mod tests {
     fn an_http_answer_is_envoy_s_only_when_its_head_says_so() {
         let clock = FixedClock::new(SystemTime::UNIX_EPOCH);
         let envoy = answer(504, &[("server", "envoy")]);
-        let outcome = proxy_outcome(http_outcome(&envoy, &clock), Head::of(envoy.headers()));
+        let outcome = proxy_outcome(
+            http_outcome(&envoy, &clock),
+            Head::new(envoy.headers(), None),
+        );
         assert_eq!(
             outcome.to_string(),
             "envoy UT: upstream request timeout (504)"
@@ -274,7 +277,7 @@ mod tests {
             Verdict::Failure
         );
         let ok = answer(200, &[("server", "envoy"), ("grpc-status", "14")]);
-        let outcome = proxy_outcome(http_outcome(&ok, &clock), Head::of(ok.headers()));
+        let outcome = proxy_outcome(http_outcome(&ok, &clock), Head::new(ok.headers(), None));
         assert_eq!(outcome.to_string(), "200");
     }
 

@@ -125,10 +125,7 @@ where
     }
 
     fn head<'a>(&self, answer: &'a Self::Answer) -> Option<Head<'a>> {
-        Some(Head {
-            headers: answer.headers(),
-            body: Some(answer.body()),
-        })
+        Some(Head::new(answer.headers(), Some(answer.body())))
     }
 
     fn classify_error(&self, error: AttemptError) -> AttemptError {

@@ -72,11 +72,9 @@ pub(crate) struct Head<'a> {
 }
 
 impl<'a> Head<'a> {
-    /// `headers` alone, the body still to come (or none).
-    pub(crate) fn of(headers: &'a HeaderMap) -> Self {
-        Self {
-            headers,
-            body: None,
-        }
+    /// `headers`, with the body when the transport holds it whole
+    /// (`None`: still to come, or none).
+    pub(crate) fn new(headers: &'a HeaderMap, body: Option<&'a [u8]>) -> Self {
+        Self { headers, body }
     }
 }

@@ -276,7 +276,7 @@ where
     }
 
     fn head<'a>(&self, answer: &'a Response<RB>) -> Option<Head<'a>> {
-        Some(Head::of(answer.headers()))
+        Some(Head::new(answer.headers(), None))
     }
 
     fn classify_error(&self, error: BoxError) -> AttemptError {
